@@ -1,0 +1,108 @@
+/* Internal declarations shared by the library's C files. Not installed. */
+#ifndef MOEFUSE_INTERNAL_H
+#define MOEFUSE_INTERNAL_H
+
+#include "moefuse.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define MOE__ERROR_MAX 1024
+
+struct moe_context {
+    moe_backend backend; /* resolved: CPU or CUDA */
+    int device;
+    int threads;
+    char error[MOE__ERROR_MAX];
+};
+
+/* Records a message for `status` on ctx (if any) and on this thread; returns status, so a
+ * failing check reads `return moe__error(ctx, MOE_STATUS_..., "x: expected %d", v);`. */
+moe_status moe__error(moe_context_t *ctx, moe_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Clears the message of ctx and of this thread (start of a public call). */
+void moe__clear_error(moe_context_t *ctx);
+
+/* a * b and a + b for non-negative sizes; false on overflow of int64. */
+bool moe__mul64(int64_t a, int64_t b, int64_t *out);
+bool moe__add64(int64_t a, int64_t b, int64_t *out);
+
+/* Bytes of n elements of dtype (E2M1: n rounded up to whole bytes); -1 on overflow. */
+int64_t moe__dtype_bytes(moe_dtype dtype, int64_t n);
+
+/* Checks a tensor argument: present, data non-NULL, ndim, each dim (-1 = any value, else
+ * must equal), strides non-negative and not overlapping rows, dtype in `dtype_mask`
+ * (bit (1 << dtype)). The message names the argument `name`. */
+moe_status moe__check_tensor(moe_context_t *ctx, const moe_tensor *t, const char *name, int32_t ndim,
+                             const int64_t *dims, uint32_t dtype_mask);
+#define MOE__DT(d) (1u << (d))
+#define MOE__FLOAT_DTYPES (MOE__DT(MOE_DTYPE_F32) | MOE__DT(MOE_DTYPE_F16) | MOE__DT(MOE_DTYPE_BF16))
+
+/* Effective stride of dim i (contiguous row-major when all strides are 0). */
+int64_t moe__stride(const moe_tensor *t, int32_t i);
+/* Reads element at a multi-index (up to 4 dims) of a host tensor of float dtype as float. */
+float moe__tensor_get(const moe_tensor *t, const int64_t *index);
+/* Writes a float to a host tensor element of float dtype (F32/F16/BF16/F64). */
+void moe__tensor_set(const moe_tensor *t, const int64_t *index, float v);
+
+/* A stack of `count` matrices [rows, cols] in one format (codes, block scales, tensor
+ * scales), as packed for the kernels. See moe_format in moefuse.h for the layouts. */
+typedef struct moe__qmatrix {
+    moe_format format;
+    int64_t count, rows, cols;
+    moe_format_layout layout; /* of one matrix */
+    uint8_t *codes;           /* count * layout.code_bytes */
+    void *scales;             /* count * scale_rows * scale_cols elements of layout.scale_dtype */
+    float *tensor_scales;     /* count, or NULL */
+} moe__qmatrix;
+
+/* Bytes of one matrix's block scales. */
+size_t moe__qmatrix_scale_bytes(const moe__qmatrix *m);
+/* Dequantises row `row` of matrix `index` into out[cols] (fp32). */
+void moe__qmatrix_row(const moe__qmatrix *m, int64_t index, int64_t row, float *out);
+
+/* Packed weights. W13 holds gate and up interleaved by rows (row 2i gate i, row 2i+1 up i)
+ * for the gated activations, or the I rows of W1 for RELU2. Host memory for the CPU
+ * backend; the CUDA backend keeps a device copy beside it. */
+struct moe_weights {
+    moe_layer_spec spec;
+    moe_format format;
+    moe_backend backend;
+    moe__qmatrix w13; /* [E, R13, H], R13 = 2I gated, I for RELU2 */
+    moe__qmatrix w2;  /* [E, H, I] */
+    float *b13;       /* [E, R13] interleaved like w13, or NULL */
+    float *b2;        /* [E, H] or NULL */
+    float *router;    /* [E, H] or NULL */
+    float *router_bias;     /* [E] or NULL */
+    float *correction_bias; /* [E] or NULL */
+    moe__qmatrix s13, s2;   /* shared expert, count 1 (count 0 when none) */
+    float *sb13, *sb2;      /* shared biases or NULL */
+    float *shared_gate;     /* [H] or NULL */
+    size_t bytes;
+    void *device; /* backend-private state (CUDA copies), NULL on the CPU */
+};
+
+/* Rows of W13 per expert for an activation (2I gated, I for RELU2). */
+int64_t moe__w13_rows(const moe_layer_spec *spec, int64_t intermediate);
+
+/* The activation of one GLU pair (or of h alone for RELU2, up ignored). */
+float moe__activate(const moe_layer_spec *spec, float gate, float up);
+
+/* CPU backend entry points (src/cpu/). */
+moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args);
+size_t moe__cpu_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format);
+
+/* CUDA backend entry points (src/cuda/). Without CUDA (src/core/nocuda.c) the device count is
+ * -1 and the others answer MOE_STATUS_UNSUPPORTED. */
+int moe__cuda_device_count(void);
+/* Copies the packed host weights of w to the device (w->device); called by
+ * moe_weights_create for a CUDA context. */
+moe_status moe__cuda_weights_upload(moe_context_t *ctx, moe_weights_t *w);
+void moe__cuda_weights_free(moe_weights_t *w);
+moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args);
+size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format);
+
+#endif
