@@ -63,6 +63,12 @@ typedef struct moe__qmatrix {
 size_t moe__qmatrix_scale_bytes(const moe__qmatrix *m);
 /* Dequantises row `row` of matrix `index` into out[cols] (fp32). */
 void moe__qmatrix_row(const moe__qmatrix *m, int64_t index, int64_t row, float *out);
+/* Allocation and filling (qmatrix.c). alloc zero-fills codes and scales (tensor scales 1)
+ * for `count` matrices of [rows, cols]; on failure m is left zeroed. set quantises a
+ * row-major fp32 [rows, cols] matrix x into slot `index`. free(NULL) and double free are safe. */
+moe_status moe__qmatrix_alloc(moe__qmatrix *m, moe_format f, int64_t count, int64_t rows, int64_t cols);
+void moe__qmatrix_free(moe__qmatrix *m);
+moe_status moe__qmatrix_set(moe__qmatrix *m, int64_t index, const float *x);
 
 /* Packed weights. W13 holds gate and up interleaved by rows (row 2i gate i, row 2i+1 up i)
  * for the gated activations, or the I rows of W1 for RELU2. Host memory for the CPU
