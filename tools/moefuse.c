@@ -7,6 +7,9 @@
 
 /* Commands, one file each (tools/cmd_<name>.c). */
 static const cli_command commands[] = {
+    {"run", "run a model's MoE layer (random or checkpoint weights), timed", cmd_run},
+    {"info", "show the MoE layer spec and layer structure of a model", cmd_info},
+    {"models", "list the built-in model presets", cmd_models},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,235 @@
+/* Helpers shared by the moefuse commands: option matching, strict number parsing, memory
+ * queries, JSON output, model loading. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int cli_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
+
+int cli_option(int argc, char **argv, int *i, const char *name, const char **value) {
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return 0;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        if (!**value) {
+            *value = NULL;
+            cli_fail(2, "%s needs a value", name);
+        }
+        return 1;
+    }
+    if (arg[n] != '\0') return 0; /* a longer option that starts with the same letters */
+    /* "--model --json" is a forgotten value, not a model called "--json". */
+    if (*i + 1 >= argc || (argv[*i + 1][0] == '-' && argv[*i + 1][1] == '-')) {
+        *value = NULL;
+        cli_fail(2, "%s needs a value", name);
+        return 1;
+    }
+    *i += 1;
+    *value = argv[*i];
+    return 1;
+}
+
+int cli_parse_int64(const char *opt, const char *text, int64_t min, int64_t max, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    /* strtoll skips leading blanks; a number given on the command line has none. */
+    if (!text[0] || isspace((unsigned char)text[0]))
+        return cli_fail(2, "%s: '%s' is not an integer", opt, text);
+    long long v = strtoll(text, &end, 10);
+    if (*end != '\0') return cli_fail(2, "%s: '%s' is not an integer", opt, text);
+    if (errno == ERANGE || v > max)
+        return cli_fail(2, "%s: %s is too large (at most %lld)", opt, text, (long long)max);
+    if (v < min) return cli_fail(2, "%s: %s is too small (at least %lld)", opt, text, (long long)min);
+    *out = (int64_t)v;
+    return 0;
+}
+
+int cli_parse_uint64(const char *opt, const char *text, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    /* strtoull accepts "-1" (as 2^64-1) and leading blanks: refuse both. */
+    if (!isdigit((unsigned char)text[0])) return cli_fail(2, "%s: '%s' is not a non-negative integer", opt, text);
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end != '\0') return cli_fail(2, "%s: '%s' is not a non-negative integer", opt, text);
+    if (errno == ERANGE) return cli_fail(2, "%s: %s is too large (at most 2^64-1)", opt, text);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cli_parse_size(const char *opt, const char *text, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    if (!isdigit((unsigned char)text[0]))
+        return cli_fail(2, "%s: '%s' is not a size (examples: 24G, 512M, 1.5T)", opt, text);
+    double v = strtod(text, &end);
+    if (errno == ERANGE || !isfinite(v))
+        return cli_fail(2, "%s: '%s' is not a size (examples: 24G, 512M, 1.5T)", opt, text);
+    double unit = 1.0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': unit = 1024.0; end++; break;
+    case 'M': unit = 1024.0 * 1024.0; end++; break;
+    case 'G': unit = 1024.0 * 1024.0 * 1024.0; end++; break;
+    case 'T': unit = 1024.0 * 1024.0 * 1024.0 * 1024.0; end++; break;
+    default: break;
+    }
+    /* Accept "G", "GB", "GiB" alike: sizes here are always binary. */
+    if (unit > 1.0 && toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B') end += 2;
+    else if (toupper((unsigned char)end[0]) == 'B') end++;
+    if (*end != '\0') return cli_fail(2, "%s: '%s' is not a size (examples: 24G, 512M, 1.5T)", opt, text);
+    double bytes = v * unit;
+    if (bytes >= 18446744073709551615.0) return cli_fail(2, "%s: %s is too large", opt, text);
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+uint64_t cli_memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long kib;
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+                fclose(f);
+                return (uint64_t)kib * 1024u;
+            }
+        }
+        fclose(f);
+    }
+#if defined(_SC_AVPHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) return (uint64_t)pages * (uint64_t)page;
+#endif
+    return 0;
+}
+
+char *cli_format_bytes(double bytes, char *buf, size_t size) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 6) {
+        bytes /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, size, "%.0f B", bytes);
+    else snprintf(buf, size, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_number(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.9g", v);
+    else fputs("null", f);
+}
+
+int cli_fail_status(const moe_context_t *ctx, moe_status status, const char *what) {
+    const char *detail = moe_last_error(ctx);
+    if (!detail || !detail[0]) detail = moe_last_error(NULL);
+    if (detail && detail[0]) return cli_fail(1, "%s: %s: %s", what, moe_status_string(status), detail);
+    return cli_fail(1, "%s: %s", what, moe_status_string(status));
+}
+
+/* "a, b, c, ..." of the first few presets, for messages. */
+static void preset_list(char *buf, size_t size, int max_names) {
+    buf[0] = '\0';
+    int n = moe_preset_count();
+    for (int i = 0; i < n && i < max_names; i++) {
+        const char *name = moe_preset_name(i);
+        if (!name) break;
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used, "%s%s", i ? ", " : "", name);
+    }
+    if (n > max_names) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used, ", ...");
+    }
+}
+
+int cli_load_model(moe_context_t *ctx, const char *model, const char *config, moe_model_config *out) {
+    if (model && config) return cli_fail(2, "give --model or --config, not both");
+    if (!model && !config) return cli_fail(2, "give --model NAME (moefuse models lists them) or --config PATH");
+    moe_status st;
+    if (model) {
+        st = moe_config_preset(ctx, model, out);
+        if (st == MOE_STATUS_NOT_FOUND || st == MOE_STATUS_INVALID_ARGUMENT) {
+            char names[512];
+            preset_list(names, sizeof names, 6);
+            return cli_fail(2, "unknown model '%s' (known: %s; moefuse models lists all)", model, names);
+        }
+        if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, model);
+        return 0;
+    }
+    st = moe_config_load(ctx, config, out);
+    if (st != MOE_STATUS_OK) {
+        char what[1100];
+        snprintf(what, sizeof what, "--config %s", config);
+        return cli_fail_status(ctx, st, what);
+    }
+    return 0;
+}
+
+char *cli_layer_runs(const moe_model_config *cfg, char *buf, size_t size) {
+    buf[0] = '\0';
+    int64_t n = cfg->num_layers;
+    if (n > MOE_MAX_LAYERS) n = MOE_MAX_LAYERS;
+    if (n <= 0) {
+        snprintf(buf, size, "none");
+        return buf;
+    }
+    if (cfg->num_moe_layers == n || cfg->num_moe_layers == 0) {
+        snprintf(buf, size, "all %lld %s", (long long)n, cfg->num_moe_layers ? "MoE" : "dense");
+        return buf;
+    }
+    /* Interleaved models (Llama-4 Maverick: every other layer) would make a long list of
+     * runs; say the period instead. */
+    int64_t runs = 1;
+    for (int64_t i = 1; i < n; i++) runs += (cfg->layer_is_moe[i] != 0) != (cfg->layer_is_moe[i - 1] != 0);
+    if (runs > 6) {
+        int64_t first = 0;
+        while (first < n && !cfg->layer_is_moe[first]) first++;
+        int64_t step = 1;
+        while (first + step < n && !cfg->layer_is_moe[first + step]) step++;
+        int periodic = 1;
+        for (int64_t i = 0; i < n; i++)
+            if ((cfg->layer_is_moe[i] != 0) != (i >= first && (i - first) % step == 0)) periodic = 0;
+        if (periodic) {
+            snprintf(buf, size, "MoE every %lld layers from %lld (%lld of %lld), the others dense", (long long)step,
+                     (long long)first, (long long)cfg->num_moe_layers, (long long)n);
+            return buf;
+        }
+    }
+    for (int64_t start = 0; start < n;) {
+        int kind = cfg->layer_is_moe[start] != 0;
+        int64_t end = start;
+        while (end + 1 < n && (cfg->layer_is_moe[end + 1] != 0) == kind) end++;
+        size_t used = strlen(buf);
+        if (used + 1 >= size) break;
+        if (end == start)
+            snprintf(buf + used, size - used, "%s%lld %s", start ? ", " : "", (long long)start, kind ? "MoE" : "dense");
+        else
+            snprintf(buf + used, size - used, "%s%lld-%lld %s", start ? ", " : "", (long long)start, (long long)end,
+                     kind ? "MoE" : "dense");
+        start = end + 1;
+    }
+    return buf;
+}
