@@ -544,6 +544,35 @@ static void test_hostile_headers(moe_context_t *ctx) {
     moe_checkpoint_close(ck);
 }
 
+/* ---- the fuzzer's seed corpus ----------------------------------------------------------- */
+/* `test_checkpoint --write-corpus DIR` writes the seeds of fuzz/corpus/safetensors: two small
+ * valid files and an index (the fuzzer takes an input starting with '{' as an index beside a
+ * shard "a.safetensors" holding "x" and "y"). Fixed contents, so the corpus is reproducible. */
+static int write_corpus(const char *dir) {
+    char path[600];
+    uint8_t bytes[64];
+    for (int i = 0; i < 64; i++) bytes[i] = (uint8_t)(i * 29 + 7);
+    wtensor small[] = {
+        {"a.f32", "F32", 2, {2, 3}, bytes, 24},     {"b.bf16", "BF16", 1, {4}, bytes, 8},
+        {"c.e4m3", "F8_E4M3", 2, {2, 2}, bytes, 4}, {"d.i64", "I64", 0, {0}, bytes, 8},
+        {"e.empty", "F16", 2, {0, 5}, NULL, 0},     {"f.u8", "U8", 4, {1, 2, 1, 2}, bytes, 4},
+    };
+    snprintf(path, sizeof path, "%s/small.safetensors", dir);
+    write_safetensors(path, small, (int)(sizeof small / sizeof small[0]));
+    wtensor layer[] = {
+        {"model.layers.0.mlp.gate.weight", "BF16", 2, {2, 4}, bytes, 16},
+        {"model.layers.0.mlp.experts.0.gate_proj.weight", "F8_E4M3", 2, {2, 4}, bytes, 8},
+        {"model.layers.0.mlp.experts.0.gate_proj.weight_scale_inv", "F32", 2, {1, 1}, bytes, 4},
+        {"model.layers.0.mlp.experts.0.down_proj.weight", "F8_E4M3", 2, {4, 2}, bytes + 8, 8},
+        {"model.layers.0.mlp.experts.0.down_proj.weight_scale_inv", "F32", 2, {1, 1}, bytes + 4, 4},
+    };
+    snprintf(path, sizeof path, "%s/moe_layer.safetensors", dir);
+    write_safetensors(path, layer, (int)(sizeof layer / sizeof layer[0]));
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    write_text(path, "{\"metadata\":{\"total_size\":12},\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"a.safetensors\"}}");
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 typedef struct test_case {
     const char *name;
@@ -559,6 +588,7 @@ static const test_case cases[] = {
 };
 
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) return write_corpus(argv[2]);
     const char *seed_env = getenv("MOEFUSE_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
     rng_state = seed;
