@@ -2,15 +2,18 @@
  *
  * Per token (the spec's comment in moefuse.h is the contract):
  *  1. scores s_e = softmax over the E logits | sigmoid(l_e) | sqrt(softplus(l_e)), computed
- *     in double and rounded once to fp32;
- *  2. selection scores sel_e = s_e + correction_bias[e] (fp32 add) when the spec uses the
- *     bias, else s_e; the bias never enters the weights;
+ *     in double;
+ *  2. selection scores sel_e = fp32(s_e) + correction_bias[e] (an fp32 add) when the spec
+ *     uses the bias, else fp32(s_e): selection works on fp32 values, as a GPU kernel does;
+ *     the bias never enters the weights;
  *  3. with n_group > 1: experts form n_group equal groups; a group's score is the sum of its
  *     two best sel (bias used; a group of one expert has its best only) or its best sel (no
  *     bias); the topk_group best groups stay eligible;
  *  4. the top_k eligible experts by sel, slots in descending order;
- *  5. weights = s_e of the chosen; divided by their sum when renormalize (a zero sum is left
- *     alone: the weights stay 0); times routed_scale.
+ *  5. weights = s_e of the chosen, from the double scores (rounded once, at the end, so an
+ *     fp32 underflow of tiny scores cannot turn their ratios into 0/0); divided by their sum
+ *     when renormalize (a sum of exactly 0 is left alone: the weights stay 0); times
+ *     routed_scale.
  *
  * Every ranking (experts and groups) uses one strict total order over (value, index):
  * larger value first, NaN behind every number, ties and NaN-vs-NaN to the lower index. So
@@ -50,27 +53,27 @@ static bool ranks_ahead(float va, int64_t ia, float vb, int64_t ib) {
     return ia < ib;
 }
 
-/* Step 1: s_e, fp32. */
-static float expert_score(const token_router *r, int64_t e) {
+/* Step 1: s_e, in double. */
+static double expert_score(const token_router *r, int64_t e) {
     double l = r->logits[e];
     switch (r->spec->score) {
     case MOE_SCORE_SOFTMAX:
-        return (float)(exp(l - r->softmax_max) / r->softmax_sum);
+        return exp(l - r->softmax_max) / r->softmax_sum;
     case MOE_SCORE_SIGMOID:
-        return (float)(1.0 / (1.0 + exp(-l)));
+        return 1.0 / (1.0 + exp(-l));
     case MOE_SCORE_SQRTSOFTPLUS: {
         /* softplus(l) = log(1 + e^l); past 20 it equals l to double precision and exp
          * would only risk overflow. */
         double softplus = l > 20.0 ? l : log1p(exp(l));
-        return (float)sqrt(softplus);
+        return sqrt(softplus);
     }
     }
     return NAN; /* unreachable for a valid spec */
 }
 
-/* Step 2: sel_e. */
+/* Step 2: sel_e, fp32. */
 static float selection_score(const token_router *r, int64_t e) {
-    float s = expert_score(r, e);
+    float s = (float)expert_score(r, e);
     return r->bias ? s + r->bias[e] : s;
 }
 
