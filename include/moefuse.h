@@ -365,7 +365,7 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * ------------------------------------------------------------------------------------- */
 /* Scores and selects: logits [T, E] fp32 -> ids [T, k] and weights [T, k], slots ordered by
  * descending selection score. correction_bias [E] or NULL (needed iff the spec uses it).
- * Host memory on the CPU backend. */
+ * Always runs on the host, on host pointers, whatever the context's backend. */
 moe_status moe_route(moe_context_t *ctx, const moe_layer_spec *spec, const float *logits, int64_t num_tokens,
                      const float *correction_bias, int32_t *topk_ids, float *topk_weights);
 
@@ -374,7 +374,7 @@ moe_status moe_route(moe_context_t *ctx, const moe_layer_spec *spec, const float
 typedef struct moe_dispatch_plan {
     int64_t num_tokens, top_k, num_experts, block;
     int64_t max_rows;   /* host-known bound: T*k + E*(block-1) */
-    int64_t max_blocks; /* max_rows / block */
+    int64_t max_blocks; /* ceil(max_rows / block) */
     int64_t *expert_counts;  /* [E] rows routed to each expert */
     int64_t *expert_offsets; /* [E+1] block-aligned start row of each expert; [E] = total */
     int32_t *sorted_ids;     /* [max_rows]; rows past the total also hold T*k */
