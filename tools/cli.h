@@ -29,6 +29,10 @@ int cli_fail(int code, const char *fmt, ...)
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_models(int argc, char **argv);
+/* The analysis commands: tools/cmd_shapes.c, cmd_roofline.c, cmd_advise.c. */
+int cmd_shapes(int argc, char **argv);
+int cmd_roofline(int argc, char **argv);
+int cmd_advise(int argc, char **argv);
 
 /* 1 for "--help" and "-h". */
 int cli_is_help(const char *arg);

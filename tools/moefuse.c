@@ -10,6 +10,9 @@ static const cli_command commands[] = {
     {"run", "run a model's MoE layer (random or checkpoint weights), timed", cmd_run},
     {"info", "show the MoE layer spec and layer structure of a model", cmd_info},
     {"models", "list the built-in model presets", cmd_models},
+    {"shapes", "every weight GEMM of one step of a model, as M x K x N", cmd_shapes},
+    {"roofline", "predicted time of each GEMM on a GPU: roofline, tiles, waves", cmd_roofline},
+    {"advise", "co-design report: dimension alignment, MoE padding, decode curve", cmd_advise},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,272 @@
+/*
+ * moefuse_analysis.h — what a model's shapes cost: every weight GEMM of one step (the shape
+ * list), a roofline with tile and wave quantisation, MoE routing statistics, and a co-design
+ * advisor. Pure arithmetic on a moe_model_config: no GPU, no printing.
+ *
+ * Conventions (they hold for every function below):
+ *  - GEMMs are written M x K x N as in Transformer Engine's profiling guide. For a linear layer
+ *    in -> out over T tokens:  Fprop  M = T,  K = in,  N = out
+ *                              Dgrad  M = T,  K = out, N = in
+ *                              Wgrad  M = in, K = T,   N = out
+ *    FLOPs of one GEMM are 2·M·K·N.
+ *  - Only weight GEMMs are listed. The attention score and value matmuls (Q·Kᵀ, P·V) and the
+ *    softmax are not weight GEMMs and are left out.
+ *  - Routed experts under uniform routing: each token picks k distinct experts of E, so the
+ *    tokens n_e of one expert follow Binomial(T, k/E); a routed-expert row carries the expected
+ *    count T·k/E as its token dimension (fractional in general) and one instance per expert.
+ *  - Parallelism (shapes are per GPU; batch and seq describe one model replica):
+ *      tp splits attention heads (q and o; kv heads too when kv_heads >= tp, else each rank
+ *      keeps one replicated kv head, so tp must then be a multiple of kv_heads), the dense,
+ *      shared and routed-expert intermediates, and the vocabulary of the LM head (ceil(V/tp)).
+ *      MLA's down projections (q_a, kv_a) and the router are replicated.
+ *      ep splits the routed experts: each rank holds E/ep of them; every expert still receives
+ *      T·k/E tokens expected.
+ *  - Bytes assume each operand is read once and the output written once: bf16 operands and
+ *    outputs (2 bytes), or fp8 operands (1 byte) with bf16 outputs. For routed experts only
+ *    the experts expected to be touched, E·(1-(1-k/E)^T), contribute weight bytes.
+ */
+#ifndef MOEFUSE_ANALYSIS_H
+#define MOEFUSE_ANALYSIS_H
+
+#include "moefuse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * The shape list.
+ * ------------------------------------------------------------------------------------- */
+typedef enum moe_step_mode {
+    MOE_STEP_TRAIN = 0,   /* T = batch·seq tokens, Fprop + Dgrad + Wgrad */
+    MOE_STEP_PREFILL = 1, /* T = batch·seq tokens, Fprop; LM head on the last token of each sequence */
+    MOE_STEP_DECODE = 2   /* T = batch tokens (one new token per sequence), Fprop */
+} moe_step_mode;
+const char *moe_step_mode_name(moe_step_mode mode); /* "train", "prefill", "decode" */
+
+typedef enum moe_gemm_kind {
+    MOE_GEMM_ATTN_Q = 0, /* q projection (MLA: q_a and q_b) */
+    MOE_GEMM_ATTN_KV,    /* k and v projections together (MLA: kv_a and kv_b) */
+    MOE_GEMM_ATTN_O,
+    MOE_GEMM_ROUTER,     /* router logits (and Qwen's shared-expert gate, H -> 1) */
+    MOE_GEMM_EXPERT_GATE_UP,
+    MOE_GEMM_EXPERT_DOWN,
+    MOE_GEMM_SHARED_GATE_UP,
+    MOE_GEMM_SHARED_DOWN,
+    MOE_GEMM_DENSE_GATE_UP,
+    MOE_GEMM_DENSE_DOWN,
+    MOE_GEMM_LM_HEAD,
+    MOE_GEMM_KIND_COUNT_
+} moe_gemm_kind;
+const char *moe_gemm_kind_name(moe_gemm_kind kind); /* "attn_q", ..., "lm_head" */
+
+typedef enum moe_gemm_pass { MOE_PASS_FPROP = 0, MOE_PASS_DGRAD = 1, MOE_PASS_WGRAD = 2, MOE_PASS_COUNT_ } moe_gemm_pass;
+const char *moe_gemm_pass_name(moe_gemm_pass pass); /* "fprop", "dgrad", "wgrad" */
+
+typedef struct moe_shape_options {
+    int64_t batch;   /* sequences, >= 1 */
+    int64_t seq;     /* tokens per sequence, >= 1 (decode: the default context) */
+    moe_step_mode mode;
+    int64_t context; /* decode: tokens in the KV cache per sequence; 0 = seq. Used for the KV
+                        traffic of the roofline and the advisor; no weight GEMM depends on it */
+    int64_t tp, ep;  /* tensor and expert parallel degrees, >= 1 */
+    moe_dtype dtype; /* BF16 (default) or E4M3 (fp8 operands, bf16 outputs) */
+} moe_shape_options;
+
+/* batch 1, seq 1, train, context 0, tp 1, ep 1, bf16. */
+void moe_shape_options_init(moe_shape_options *opt);
+/* Sets one option from text, by the name the CLI uses without its dashes: "batch", "seq",
+ * "mode" (train|prefill|decode), "context", "tp", "ep", "dtype" (bf16|fp8). The message names
+ * the option and the value on failure. */
+moe_status moe_shape_options_set(moe_context_t *ctx, moe_shape_options *opt, const char *name, const char *value);
+
+#define MOE_GEMM_NAME_MAX 32
+#define MOE_NOTE_MAX 8
+#define MOE_NOTE_LEN 240
+
+/* One line of the list: the same GEMM over a set of layers that is an arithmetic
+ * progression first, first+step, ..., last (layer_first = -1 for the LM head). */
+typedef struct moe_gemm_row {
+    int64_t layer_first, layer_last, layer_step, layer_count;
+    char name[MOE_GEMM_NAME_MAX]; /* "q_proj", "kv_b_proj", "experts.gate_up", "lm_head", ... */
+    moe_gemm_kind kind;
+    moe_gemm_pass pass;
+    double m, k, n;     /* TE convention; routed experts' token dimension is the expected T·k/E */
+    int64_t count;      /* instances per step (layers, times E/ep for routed experts) */
+    double touched;     /* routed experts: expected instances with at least one token; else count */
+    double flops;       /* 2·m·k·n·count */
+    double bytes;       /* operand traffic of all instances (see the header's conventions) */
+    double intensity;   /* flops / bytes */
+} moe_gemm_row;
+
+typedef struct moe_shape_list {
+    moe_model_config config;
+    moe_shape_options options; /* as given, context resolved */
+    int64_t tokens;            /* T */
+    int32_t is_mla;
+    double tokens_per_expert;  /* T·k/E (0 without routed experts) */
+    double experts_touched;    /* per MoE layer, all E: E·(1-(1-k/E)^T) */
+    int64_t num_rows;
+    moe_gemm_row *rows;
+    double total_flops, total_bytes;
+    double pass_flops[MOE_PASS_COUNT_], pass_bytes[MOE_PASS_COUNT_];
+    int32_t num_notes; /* limitations and rules worth saying next to this model's list */
+    char notes[MOE_NOTE_MAX][MOE_NOTE_LEN];
+} moe_shape_list;
+
+/* Builds the list of every weight GEMM of one step of the whole model. Allocates the list;
+ * moe_shape_list_free releases it. MOE_STATUS_INVALID_ARGUMENT names a config field that is
+ * missing or an option that does not fit the model (e.g. tp not dividing the heads). */
+moe_status moe_shape_list_create(moe_context_t *ctx, const moe_model_config *cfg, const moe_shape_options *opt,
+                                 moe_shape_list **out);
+void moe_shape_list_free(moe_shape_list *list);
+
+/* ---------------------------------------------------------------------------------------
+ * Routing statistics (uniform routing, n_e ~ Binomial(T, k/E), exact sums over the pmf).
+ * ------------------------------------------------------------------------------------- */
+typedef struct moe_routing_stats {
+    double mean;              /* T·k/E */
+    double experts_touched;   /* E·(1-(1-k/E)^T) */
+    double expected_max_load; /* E[max_e n_e], treating the n_e as independent (a slight
+                                 overestimate: the real counts are negatively correlated) */
+    double expected_blocks;   /* E[Σ_e ⌈n_e/block⌉] */
+    double padding_waste;     /* 1 - T·k / (block · expected_blocks); 0 when T = 0 */
+} moe_routing_stats;
+moe_status moe_routing_stats_compute(moe_context_t *ctx, int64_t tokens, int64_t num_experts, int64_t top_k,
+                                     int64_t block, moe_routing_stats *out);
+/* E[⌈X/block⌉] for X ~ Binomial(n, p), 0 <= p <= 1. */
+double moe_binomial_expected_ceil(int64_t n, double p, int64_t block);
+
+/* ---------------------------------------------------------------------------------------
+ * GPU ceilings.
+ * ------------------------------------------------------------------------------------- */
+typedef struct moe_gpu_spec {
+    char name[MOE_NAME_MAX];
+    char source[128];    /* where the numbers come from: "measured (PERF.md)", "datasheet", a path */
+    double bf16_flops;   /* dense FLOP/s */
+    double fp8_flops;
+    double read_bw;      /* bytes/s of streaming reads from HBM */
+    int64_t sms;
+    int64_t ctas_per_sm; /* resident GEMM CTAs per SM (1 for Hopper's big-tile kernels) */
+    double l2_bytes;
+    double launch_s;     /* fixed cost per kernel launch, added to each GEMM (0 if unknown) */
+} moe_gpu_spec;
+
+/* Built-in: "h200" (measured on the project's H200: 751 / 1335 TFLOP/s, 4.19 TB/s), "h100"
+ * and "b200" (vendor datasheet values, dense). */
+moe_status moe_gpu_builtin(moe_context_t *ctx, const char *name, moe_gpu_spec *out);
+int moe_gpu_builtin_count(void);
+const char *moe_gpu_builtin_name(int index); /* NULL past the end */
+/* A JSON object with keys (numbers): "bf16_tflops", "fp8_tflops", "read_tbps", "sms" (all
+ * required), "l2_mb", "ctas_per_sm" (default 1), "launch_us" (default 0); "name" (string,
+ * default the file name). */
+moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_gpu_spec *out);
+moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Roofline with tile and wave quantisation.
+ *
+ * For each tile tm x tn of the menu: tiles = ⌈M/tm⌉·⌈N/tn⌉ per launch, waves = ⌈tiles /
+ * (SMs·ctas_per_sm)⌉, compute time = waves · 2·tm·tn·⌈K/tk⌉·tk / (peak / (SMs·ctas_per_sm)),
+ * memory time = bytes / read_bw, time = max of the two (+ launch_s); the best tile wins.
+ * Routed experts run as one grouped launch per layer: the row tiles are E[Σ_e ⌈n_e/tm⌉]
+ * (Binomial), and Wgrad's reduction length is E[⌈n_e/tk⌉·tk] per touched expert.
+ * ------------------------------------------------------------------------------------- */
+#define MOE_TILE_MENU_MAX 8
+typedef struct moe_tile { int32_t m, n; } moe_tile;
+/* The tile menu assumed for moefuse's kernels: 128x128, 128x256, 256x128, 64x128 (k step 64
+ * for bf16, 128 for fp8). Returns the count written (<= MOE_TILE_MENU_MAX). */
+int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k);
+
+typedef struct moe_roofline_row {
+    int32_t compute_bound; /* 1 when the ideal compute time exceeds the ideal memory time */
+    double ideal_s;        /* max(flops/peak, bytes/bw) over all instances: the plain roofline */
+    double time_s;         /* predicted, all instances, with tiles and waves */
+    moe_tile tile;         /* the best tile */
+    double tiles, waves;   /* per launch (routed experts: expected values) */
+    double tile_efficiency, wave_efficiency;
+    double achieved_flops; /* flops / time_s */
+    /* routed experts only (0 elsewhere): */
+    double padding_waste;     /* with 128-row blocks */
+    double expected_max_load; /* tokens on the busiest expert */
+    double experts_touched;   /* per layer, all E */
+} moe_roofline_row;
+
+typedef struct moe_roofline {
+    moe_gpu_spec gpu;
+    double peak_flops;     /* bf16 or fp8 peak, by the list's dtype */
+    double ridge;          /* peak_flops / read_bw, FLOP per byte */
+    int64_t num_rows;      /* = the shape list's, same order */
+    moe_roofline_row *rows;
+    double total_time_s, ideal_time_s, compute_bound_time_s, memory_bound_time_s;
+    double pass_time_s[MOE_PASS_COUNT_];
+    double kind_time_s[MOE_GEMM_KIND_COUNT_];
+    double kv_cache_bytes; /* decode: KV cache read per step (not a GEMM; not in the totals) */
+    double kv_cache_s;
+} moe_roofline;
+
+/* Allocates the result; moe_roofline_free releases it. */
+moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu,
+                               moe_roofline **out);
+void moe_roofline_free(moe_roofline *roof);
+
+/* Bytes of KV cache one token keeps in one layer (GQA: 2·kv_heads·head_dim; MLA: the
+ * latent kv_lora_rank + rope dim), per GPU under tp, at 2 bytes per element. */
+double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp);
+
+/* ---------------------------------------------------------------------------------------
+ * The co-design advisor.
+ * ------------------------------------------------------------------------------------- */
+#define MOE_ADVICE_DIMS_MAX 24
+#define MOE_ADVICE_POINTS_MAX 24
+
+typedef struct moe_dim_advice {
+    char name[48];           /* "hidden", "expert intermediate", "q heads x head_dim", ... */
+    int64_t value;           /* per GPU (after tp) */
+    int32_t multiple_of;     /* largest of 512, 256, 128 dividing value; 0 if none */
+    double efficiency_128;   /* value / (⌈value/128⌉·128): tile efficiency along this dim */
+    double efficiency_256;
+    int64_t below_128, above_128; /* nearest multiples of 128 around value (equal if aligned) */
+    int64_t above_256;
+} moe_dim_advice;
+
+typedef struct moe_padding_point {
+    int64_t tokens;
+    double tokens_per_expert, experts_touched, expected_max_load;
+    double waste_64, waste_128; /* padding waste with 64- and 128-row blocks */
+} moe_padding_point;
+
+typedef struct moe_decode_point {
+    int64_t batch;
+    double weight_bytes, kv_bytes, flops; /* per step, per GPU */
+    double step_s;           /* max(bytes / read_bw, flops / peak) */
+    int32_t memory_bound;
+    double tokens_per_s_user; /* 1 / step */
+    double tokens_per_s_gpu;  /* batch / step / GPUs (tp·ep) */
+} moe_decode_point;
+
+typedef struct moe_advice {
+    int64_t num_dims;
+    moe_dim_advice dims[MOE_ADVICE_DIMS_MAX];
+    int64_t num_padding;
+    moe_padding_point padding[MOE_ADVICE_POINTS_MAX]; /* tokens 1, 4, 16, ..., 65536 */
+    int64_t num_decode;
+    moe_decode_point decode[MOE_ADVICE_POINTS_MAX];   /* batch 1, 2, 4, ..., 1024 */
+    /* MoE Wgrad: tokens per expert (= the K of the expert Wgrad GEMMs) at a training step of
+     * wgrad_tokens tokens, and the smallest step whose K reaches 128, 256, 512. */
+    int64_t wgrad_tokens;
+    double wgrad_k;
+    int64_t wgrad_tokens_for_k[3];
+    int32_t num_notes;
+    char notes[MOE_NOTE_MAX][MOE_NOTE_LEN];
+} moe_advice;
+
+/* opt gives tp, ep, dtype (weights and peak), context (KV length of the decode curve; 0 =
+ * seq) and batch·seq (the training step of the Wgrad advice). */
+moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, const moe_shape_options *opt,
+                              const moe_gpu_spec *gpu, moe_advice *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOEFUSE_ANALYSIS_H */

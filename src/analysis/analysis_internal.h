@@ -1,0 +1,33 @@
+/* Declarations shared by the analysis sources (src/analysis/). Not installed. */
+#ifndef MOEFUSE_ANALYSIS_INTERNAL_H
+#define MOEFUSE_ANALYSIS_INTERNAL_H
+
+#include "internal.h"
+#include "moefuse_analysis.h"
+
+/* Tokens (T) and token counts above this are refused: the statistics walk the Binomial pmf,
+ * and doubles must hold products of sizes exactly enough. */
+#define MOE__ANALYSIS_TOKENS_MAX (INT64_C(1) << 32)
+
+/* E·(1-(1-k/E)^T), computed without cancellation. */
+double moe__experts_touched(double tokens, double num_experts, double top_k);
+
+/* The model's MoE layer mask: 1 where layer l runs routed experts. */
+int moe__layer_is_moe(const moe_model_config *cfg, int64_t layer);
+
+/* Intermediate width of the dense MLP layers (dense_intermediate, or the layer's own
+ * intermediate for a dense model); 0 when unknown. */
+int64_t moe__dense_intermediate(const moe_model_config *cfg);
+
+/* Checks the config fields the analysis needs; the message names the first missing one. */
+moe_status moe__analysis_check_config(moe_context_t *ctx, const moe_model_config *cfg);
+
+/* Checks options against a (checked) config: sizes, tp and ep divisibility. */
+moe_status moe__analysis_check_options(moe_context_t *ctx, const moe_model_config *cfg,
+                                       const moe_shape_options *opt);
+
+/* Bytes per element of GEMM operands and outputs for the options' dtype. */
+double moe__operand_bytes(moe_dtype dtype);
+double moe__output_bytes(moe_dtype dtype);
+
+#endif
