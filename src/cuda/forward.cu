@@ -1,24 +1,280 @@
-// CUDA backend entry points declared in src/core/internal.h (placeholder until the kernels land).
-extern "C" {
-#include "internal.h"
+// The CUDA forward: the workspace layout and the launch sequence, all on args->stream.
+//
+//   [convert x]  when x is not the weights' dtype or not 16-byte-row aligned
+//   routing      given ids/weights (copied only when strided), or logits (given, or
+//                x . Wr^T in double) then the top-k kernel
+//   [shared gate] sigmoid(x . w_sg) per token
+//   plan         one kernel: counts, offsets, sorted ids, block owners (shared expert fused
+//                in as expert E when its width is I)
+//   GEMM1        gathered x rows . W13^T, bias + activation -> A2
+//   GEMM2        A2 . W2^T, bias x routing weight -> fp32 rows out[token*k + slot]
+//   [shared]     GEMM1 + GEMM2 over all tokens when the shared width differs from I
+//   combine      y[t] = sum of its rows in slot order (+ the shared row)
+//
+// Nothing is read back to the host and nothing is allocated: grids come from host-known
+// bounds (T*k + E*(BM-1) plan rows), blocks past the device-side total exit at once, and the
+// whole sequence can be captured into a CUDA graph and replayed with new inputs.
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.cuh"
+
+namespace {
+
+#define WS_ALIGN 256
+
+// Byte offsets of the workspace arrays (from a 256-aligned base), and the sizes behind them.
+struct ws_layout {
+    int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows, max_rows, max_blocks;
+    bool shared, fused;
+    int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s, out;
+    int64_t total;
+};
+
+bool reserve(int64_t *cursor, int64_t count, int64_t elem, int64_t *offset) {
+    int64_t start, bytes, end;
+    if (!moe__add64(*cursor, WS_ALIGN - 1, &start)) return false;
+    start -= start % WS_ALIGN;
+    if (!moe__mul64(count, elem, &bytes) || !moe__add64(start, bytes, &end)) return false;
+    *offset = start;
+    *cursor = end;
+    return true;
 }
 
-extern "C" moe_status moe__cuda_weights_upload(moe_context_t *ctx, moe_weights_t *w) {
-    (void)w;
-    return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "CUDA backend: weight upload is not implemented yet");
+bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
+    const moe_layer_spec *s = &w->spec;
+    memset(L, 0, sizeof *L);
+    L->T = T, L->H = s->hidden, L->E = s->num_experts, L->k = s->top_k, L->I = s->intermediate;
+    L->shared = w->s13.count > 0;
+    L->Is = L->shared ? s->shared_intermediate : 0;
+    L->fused = L->shared && L->Is == L->I;
+    L->R13 = moe__w13_rows(s, L->I);
+    L->R13s = L->shared ? moe__w13_rows(s, L->Is) : 0;
+    L->experts = L->E + (L->fused ? 1 : 0);
+    L->shared_rows = L->fused ? T : 0;
+    const int64_t bm = MOE__CUDA_BLOCK_M;
+    int64_t pad, live, n, out_rows, c = 0;
+    bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
+              moe__mul64(L->experts, bm - 1, &pad) && moe__add64(live, pad, &L->max_rows);
+    if (!ok) return false;
+    L->max_blocks = (L->max_rows + bm - 1) / bm;
+    ok = moe__mul64(T, L->H, &n) && reserve(&c, n, 2, &L->xc) && moe__mul64(T, L->E, &n) &&
+         reserve(&c, n, 4, &L->logits) && reserve(&c, L->rows, 4, &L->ids) && reserve(&c, L->rows, 4, &L->weights) &&
+         reserve(&c, T, 4, &L->gate) && reserve(&c, L->experts, 8, &L->counts) &&
+         reserve(&c, L->experts + 1, 8, &L->offsets) && reserve(&c, L->max_rows, 4, &L->sorted_ids) &&
+         reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows, L->I, &n) &&
+         reserve(&c, n, 2, &L->a2) && moe__mul64(T, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
+         moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
+         reserve(&c, n, 4, &L->out) && moe__add64(c, WS_ALIGN, &L->total); // room to align the base
+    return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
 }
 
-extern "C" void moe__cuda_weights_free(moe_weights_t *w) { (void)w; }
-
-extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args) {
-    (void)w;
-    (void)args;
-    return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "CUDA backend: forward is not implemented yet");
+bool is_row_major(const moe_tensor *t, int64_t cols) {
+    return moe__stride(t, 0) == cols && moe__stride(t, 1) == 1;
 }
+
+} // namespace
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
-    (void)w;
-    (void)num_tokens;
     (void)act_format;
-    return 0;
+    ws_layout L;
+    if (!layout_compute(w, num_tokens, &L)) return SIZE_MAX;
+    return (size_t)L.total;
+}
+
+extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args) {
+    static const char fn[] = "moe_forward";
+    const moe__cuda_weights *d = (const moe__cuda_weights *)w->device;
+    const moe_layer_spec *s = &w->spec;
+    if (args->act_format != MOE_FORMAT_F32)
+        return moe__error(ctx, MOE_STATUS_UNSUPPORTED,
+                          "%s: act_format = %s on the cuda backend: w8a8 FP8 activations are not implemented yet "
+                          "(use f32, i.e. no activation quantisation)",
+                          fn, moe_format_name(args->act_format));
+    const int64_t T = args->x.shape[0];
+    ws_layout L;
+    if (!layout_compute(w, T, &L))
+        return moe__error(ctx, MOE_STATUS_INTERNAL, "%s: workspace layout overflowed after validation", fn);
+    if (T == 0) return MOE_STATUS_OK;
+    const int64_t H = L.H, E = L.E, k = L.k;
+    cudaStream_t stream = (cudaStream_t)args->stream;
+    moe_status st;
+
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != ctx->device) {
+        if ((st = cuda_status(ctx, cudaSetDevice(ctx->device), "cudaSetDevice")) != MOE_STATUS_OK) return st;
+    }
+    uint8_t *base = (uint8_t *)(((uintptr_t)args->workspace + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN);
+#define WS(type, field) ((type *)(base + L.field))
+
+#define LAUNCH(call, what)                                                                    \
+    do {                                                                                      \
+        if ((st = cuda_status(ctx, (call), what)) != MOE_STATUS_OK) return st;                \
+    } while (0)
+
+    // x for the GEMM: used in place when it already is 16-byte-aligned rows of the weights'
+    // dtype, else converted once into the workspace.
+    const moe_tensor *x = &args->x;
+    const int64_t x_stride = moe__stride(x, 0);
+    const void *xg = x->data;
+    int64_t ldx = x_stride;
+    if (x->dtype != d->dtype || x_stride % 8 != 0 || (uintptr_t)x->data % 16 != 0) {
+        LAUNCH(convert_rows_launch(x->data, x->dtype, x_stride, WS(void, xc), d->dtype, T, H, stream), "convert x");
+        xg = WS(void, xc);
+        ldx = H;
+    }
+
+    // Routing: ids [T*k] and weights [T*k], contiguous.
+    const int32_t *ids;
+    const float *weights;
+    if (moe_tensor_present(&args->topk_ids)) {
+        const moe_tensor *ti = &args->topk_ids, *tw = &args->topk_weights;
+        if (is_row_major(ti, k) && is_row_major(tw, k)) {
+            ids = (const int32_t *)ti->data;
+            weights = (const float *)tw->data;
+        } else {
+            topk_view src = {(int32_t *)ti->data, (float *)tw->data, moe__stride(ti, 0), moe__stride(ti, 1),
+                             moe__stride(tw, 0), moe__stride(tw, 1)};
+            topk_view dst = {WS(int32_t, ids), WS(float, weights), k, 1, k, 1};
+            LAUNCH(copy_topk_launch(src, dst, T, k, stream), "copy topk_ids/topk_weights");
+            ids = dst.ids;
+            weights = dst.weights;
+        }
+    } else {
+        route_args r;
+        memset(&r, 0, sizeof r);
+        if (moe_tensor_present(&args->router_logits)) {
+            r.logits = (const float *)args->router_logits.data;
+            r.logits_stride0 = moe__stride(&args->router_logits, 0);
+            r.logits_stride1 = moe__stride(&args->router_logits, 1);
+        } else {
+            LAUNCH(router_logits_launch(x->data, x->dtype, x_stride, d->router, d->router_bias, T, E, H,
+                                        WS(float, logits), stream),
+                   "router logits");
+            r.logits = WS(float, logits);
+            r.logits_stride0 = E;
+            r.logits_stride1 = 1;
+        }
+        r.num_experts = E;
+        r.top_k = k;
+        r.score = s->score;
+        r.correction_bias = s->use_correction_bias ? d->correction_bias : NULL;
+        r.n_group = s->n_group;
+        r.topk_group = s->topk_group;
+        r.renormalize = s->renormalize;
+        r.routed_scale = s->routed_scale;
+        r.ids = WS(int32_t, ids);
+        r.weights = WS(float, weights);
+        LAUNCH(route_launch(&r, T, stream), "route");
+        ids = r.ids;
+        weights = r.weights;
+    }
+    const bool out_ids = moe_tensor_present(&args->out_topk_ids), out_w = moe_tensor_present(&args->out_topk_weights);
+    if (out_ids || out_w) {
+        topk_view src = {(int32_t *)ids, (float *)weights, k, 1, k, 1};
+        topk_view dst = {out_ids ? (int32_t *)args->out_topk_ids.data : NULL,
+                         out_w ? (float *)args->out_topk_weights.data : NULL,
+                         out_ids ? moe__stride(&args->out_topk_ids, 0) : 0,
+                         out_ids ? moe__stride(&args->out_topk_ids, 1) : 0,
+                         out_w ? moe__stride(&args->out_topk_weights, 0) : 0,
+                         out_w ? moe__stride(&args->out_topk_weights, 1) : 0};
+        LAUNCH(copy_topk_launch(src, dst, T, k, stream), "copy out_topk_ids/out_topk_weights");
+    }
+    const float *gate = NULL;
+    if (L.shared && d->shared_gate) {
+        LAUNCH(shared_gate_launch(x->data, x->dtype, x_stride, d->shared_gate, T, H, WS(float, gate), stream),
+               "shared gate");
+        gate = WS(float, gate);
+    }
+
+    // The plan (the shared expert fused in as expert E when its width is I).
+    moe_dispatch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.expert_counts = WS(int64_t, counts);
+    plan.expert_offsets = WS(int64_t, offsets);
+    plan.sorted_ids = WS(int32_t, sorted_ids);
+    plan.block_expert = WS(int32_t, block_expert);
+    st = moe__cuda_plan_build(ctx, ids, T, k, E, MOE__CUDA_BLOCK_M, L.shared_rows, &plan, stream);
+    if (st != MOE_STATUS_OK) return st;
+
+    // The two grouped GEMMs over the plan.
+    gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.mode = GEMM_UP;
+    g.a = xg;
+    g.lda = ldx;
+    g.b = d->w13;
+    g.bias = d->b13;
+    g.n = L.R13;
+    g.k = H;
+    g.sorted_ids = plan.sorted_ids;
+    g.block_expert = plan.block_expert;
+    g.live_rows = plan.expert_offsets + L.experts;
+    g.rows = L.max_rows;
+    g.tokens = T;
+    g.top_k = k;
+    g.topk_weights = weights;
+    g.shared_scale = gate;
+    g.weight_on_input = s->weight_on_input;
+    g.out = WS(void, a2);
+    g.ldo = L.I;
+    g.activation = s->activation;
+    g.act_alpha = s->act_alpha;
+    g.act_limit = s->act_limit;
+    LAUNCH(gemm_launch(d->dtype, &g, stream), "GEMM1 (W13)");
+
+    gemm_args g2 = g;
+    g2.mode = GEMM_DOWN;
+    g2.a = WS(void, a2);
+    g2.lda = L.I;
+    g2.b = d->w2;
+    g2.bias = d->b2;
+    g2.n = H;
+    g2.k = L.I;
+    g2.out = WS(float, out);
+    g2.ldo = H;
+    LAUNCH(gemm_launch(d->dtype, &g2, stream), "GEMM2 (W2)");
+
+    if (L.shared && !L.fused) {
+        // The shared expert on its own: an identity plan over the T tokens.
+        gemm_args sg = g;
+        sg.b = d->s13;
+        sg.bias = d->sb13;
+        sg.n = L.R13s;
+        sg.sorted_ids = NULL;
+        sg.block_expert = NULL;
+        sg.live_rows = NULL;
+        sg.rows = T;
+        sg.out = WS(void, a2s);
+        sg.ldo = L.Is;
+        LAUNCH(gemm_launch(d->dtype, &sg, stream), "shared GEMM1");
+        gemm_args sg2 = g2;
+        sg2.a = WS(void, a2s);
+        sg2.lda = L.Is;
+        sg2.b = d->s2;
+        sg2.bias = d->sb2;
+        sg2.k = L.Is;
+        sg2.sorted_ids = NULL;
+        sg2.block_expert = NULL;
+        sg2.live_rows = NULL;
+        sg2.rows = T;
+        LAUNCH(gemm_launch(d->dtype, &sg2, stream), "shared GEMM2");
+    }
+
+    combine_args c;
+    c.out = WS(float, out);
+    c.ids = ids;
+    c.T = T;
+    c.k = k;
+    c.E = E;
+    c.H = H;
+    c.has_shared = L.shared;
+    c.y = args->y.data;
+    c.y_dtype = args->y.dtype;
+    c.y_s0 = moe__stride(&args->y, 0);
+    c.y_s1 = moe__stride(&args->y, 1);
+    LAUNCH(combine_launch(&c, stream), "combine");
+#undef LAUNCH
+#undef WS
+    return MOE_STATUS_OK;
 }

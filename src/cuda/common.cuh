@@ -1,0 +1,94 @@
+// Device helpers shared by the CUDA backend's kernels: element types, conversions, and the
+// PTX wrappers (cp.async, ldmatrix, mma.sync) the grouped GEMM is built from. C-like on
+// purpose: free functions, plain structs, templates only over the element type.
+#ifndef MOEFUSE_CUDA_COMMON_CUH
+#define MOEFUSE_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "internal.h"
+}
+
+#include "cuda_backend.h"
+
+// --- element conversions (the activation/weight dtype is bf16 or f16) ------------------
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(float v) { return v; }
+
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+
+// Reads element `i` of a float-family array whose dtype is only known at run time.
+__device__ __forceinline__ float load_as_float(const void *p, int64_t i, int dtype) {
+    switch (dtype) {
+    case MOE_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case MOE_DTYPE_F16: return __half2float(((const __half *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+__device__ __forceinline__ void store_from_float(void *p, int64_t i, int dtype, float v) {
+    switch (dtype) {
+    case MOE_DTYPE_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    case MOE_DTYPE_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+// --- PTX wrappers -----------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// 16-byte asynchronous copy global -> shared; with `valid` false the 16 bytes are zero-filled
+// and nothing is read (src-size 0), so padding rows and K/N tails need no branch.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+    int bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// D += A * B for one m16n8k16 tile, fp32 accumulate. A row-major fragment (4 regs), B
+// "col" fragment (2 regs: B stored [n][k]).
+template <typename T> __device__ __forceinline__ void mma_16816(float *d, const uint32_t *a, const uint32_t *b);
+template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float *d, const uint32_t *a, const uint32_t *b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <> __device__ __forceinline__ void mma_16816<__half>(float *d, const uint32_t *a, const uint32_t *b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// --- host side ----------------------------------------------------------------------------
+// Turns a CUDA runtime error into a moe_status with the call named in the message.
+static inline moe_status cuda_status(moe_context_t *ctx, cudaError_t err, const char *what) {
+    if (err == cudaSuccess) return MOE_STATUS_OK;
+    moe_status st = err == cudaErrorMemoryAllocation ? MOE_STATUS_OUT_OF_MEMORY : MOE_STATUS_DEVICE_ERROR;
+    return moe__error(ctx, st, "CUDA backend: %s failed: %s (%s)", what, cudaGetErrorString(err),
+                      cudaGetErrorName(err));
+}
+
+static inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+#endif

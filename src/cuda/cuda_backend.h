@@ -1,0 +1,47 @@
+/* Internal interface of the CUDA backend (src/cuda/). Plain C, so that the GPU tests (C) can
+ * call the device plan builder directly and compare it with the CPU's element by element.
+ * Not installed. */
+#ifndef MOEFUSE_CUDA_BACKEND_H
+#define MOEFUSE_CUDA_BACKEND_H
+
+#include "internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows per block of the grouped GEMMs: the `block` of the dispatch plan the forward builds. */
+#define MOE__CUDA_BLOCK_M 64
+int64_t moe__cuda_block_rows(void);
+
+/* The device copy of the packed weights, hung on moe_weights.device. When the shared expert
+ * has the routed experts' width (Is == I) it is stored as one more expert, index E, of the
+ * same stacks, so the grouped GEMMs run it with the routed ones; else it has its own arrays. */
+typedef struct moe__cuda_weights {
+    moe_dtype dtype;    /* element type of w13/w2: BF16 or F16 */
+    int64_t experts;    /* matrices in w13/w2: E, or E + 1 with the shared expert fused in */
+    int shared_fused;   /* 1 when expert E of the stacks is the shared expert */
+    void *w13, *w2;     /* [experts, R13, H], [experts, H, I] */
+    float *b13, *b2;    /* [experts, R13], [experts, H] or NULL */
+    float *router;      /* [E, H] or NULL */
+    float *router_bias; /* [E] or NULL */
+    float *correction_bias; /* [E] or NULL */
+    float *shared_gate;     /* [H] or NULL */
+    void *s13, *s2;         /* separate shared expert (Is != I): [R13s, H], [H, Is]; else NULL */
+    float *sb13, *sb2;      /* its biases or NULL */
+} moe__cuda_weights;
+
+/* Builds the dispatch plan on the device, in one kernel on `stream`, from ids [T, k] (device,
+ * contiguous): the same plan moe_dispatch_plan_build makes on the CPU. The plan's four arrays
+ * are device pointers sized for `experts` = E + (shared_rows > 0) and for
+ * max_rows = T*k + shared_rows + experts*(block-1) rows. With shared_rows = T > 0 expert E
+ * is the fused shared expert: T more rows after the routed ones, ids T*k + 1 + t. Ids outside
+ * [0, E) are left out of the plan (the device cannot report them without a sync). Host fields
+ * of the plan (sizes) are filled here. */
+moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *ids, int64_t T, int64_t k, int64_t E,
+                                int64_t block, int64_t shared_rows, moe_dispatch_plan *plan, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,49 @@
+// The grouped expert GEMMs (mma.sync baseline): declarations shared by gemm.cu and forward.cu.
+#ifndef MOEFUSE_CUDA_GEMM_CUH
+#define MOEFUSE_CUDA_GEMM_CUH
+
+#include "common.cuh"
+
+// Tile of one thread block: BM plan rows x BN output columns, BK of the reduction per stage.
+#define GEMM_BM MOE__CUDA_BLOCK_M
+#define GEMM_BN 128
+#define GEMM_BK 64
+#define GEMM_STAGES 4
+#define GEMM_THREADS 128
+#define GEMM_SMEM_BYTES (GEMM_STAGES * (GEMM_BM + GEMM_BN) * GEMM_BK * 2)
+
+enum gemm_mode {
+    GEMM_UP = 0,   // GEMM1: gathered x rows . W13^T, epilogue bias + activation -> A2 rows (T dtype)
+    GEMM_DOWN = 1  // GEMM2: A2 rows . W2^T, epilogue bias x routing weight -> fp32 rows of out
+};
+
+// Row ids (the plan's): id < T*k is token id / k, slot id % k; id == T*k is padding; id > T*k
+// is the shared expert's row of token id - T*k - 1. Its fp32 output row is id (routed) or
+// id - 1 (shared), so `out` holds T*k routed rows then T shared rows.
+struct gemm_args {
+    int mode;
+    const void *a;    // GEMM_UP: x [T, lda] (rows gathered by id); GEMM_DOWN: A2 [rows, lda]
+    int64_t lda;
+    const void *b;    // [experts, n, k] stack
+    const float *bias; // [experts, n] or NULL
+    int64_t n, k;
+    const int32_t *sorted_ids;   // plan rows; NULL: identity over `rows` shared rows
+    const int32_t *block_expert; // expert of each BM block; NULL: expert 0
+    const int64_t *live_rows;    // device: rows in use (the plan's total); NULL: all `rows`
+    int64_t rows;                // host bound of plan rows (the grid covers it)
+    int64_t tokens, top_k;
+    const float *topk_weights;   // [T*k]
+    const float *shared_scale;   // [T] (sigmoid shared gate) or NULL for weight 1
+    int weight_on_input;
+    void *out;                   // GEMM_UP: A2 [rows, ldo]; GEMM_DOWN: fp32 [T*k + T, ldo]
+    int64_t ldo;
+    int activation;              // moe_activation (GEMM_UP)
+    float act_alpha, act_limit;
+};
+
+// Launches the GEMM for element type dtype (BF16 / F16) on stream.
+cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream);
+// Raises the kernels' dynamic shared-memory limit (once, at weight upload).
+cudaError_t gemm_init(void);
+
+#endif
