@@ -1,0 +1,625 @@
+/* The config.json reader: a Hugging Face model config of any MoE family we know (or a dense
+ * one) into a moe_model_config. This file is the one place that knows the field aliases of
+ * the families; the built-in presets (presets.c) are config.json text read by it too.
+ *
+ * The aliases (REFERENCE.md section 5):
+ *   routed experts   n_routed_experts | num_experts | num_local_experts   (absent or 0: dense)
+ *   top-k            num_experts_per_tok | experts_per_token
+ *   expert width     moe_intermediate_size | intermediate_size
+ *   dense width      intermediate_size (when moe_intermediate_size exists) | intermediate_size_mlp
+ *   MoE layers       first_k_dense_replace + moe_layer_freq (DeepSeek, GLM), decoder_sparse_step
+ *                    + mlp_only_layers (Qwen), interleave_moe_layer_step or moe_layers (Llama-4)
+ *   shared experts   n_shared_experts (x expert width) | shared_expert_intermediate_size (gated)
+ * Multimodal configs hold the text model under "text_config". */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Same bound as the layer spec: far beyond any model, and keeps products inside int64. */
+#define DIM_MAX (INT64_C(1) << 40)
+/* Real config.json files are a few KiB; anything this big is not one. */
+#define CONFIG_FILE_MAX ((size_t)64 << 20)
+
+/* Fields are looked up in `first` (the text model's object), then in `second` (the other
+ * level of a multimodal config, which holds e.g. torch_dtype or tie_word_embeddings). */
+typedef struct reader {
+    moe_context_t *ctx;
+    const char *label; /* names the input in messages: "config.json" or the file's path */
+    const cJSON *first, *second;
+} reader;
+
+/* The value of key, or NULL when absent or JSON null (configs write null for "not set"). */
+static const cJSON *find(const reader *r, const char *key) {
+    const cJSON *objects[2] = {r->first, r->second};
+    for (int i = 0; i < 2; i++) {
+        if (!objects[i]) continue;
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(objects[i], key);
+        if (item && !cJSON_IsNull(item)) return item;
+    }
+    return NULL;
+}
+
+/* A short text for a JSON value, for messages. */
+static const char *describe(const cJSON *item, char *buf, size_t size) {
+    if (cJSON_IsNumber(item)) snprintf(buf, size, "%.15g", item->valuedouble);
+    else if (cJSON_IsString(item)) snprintf(buf, size, "\"%.40s%s\"", item->valuestring,
+                                            strlen(item->valuestring) > 40 ? "..." : "");
+    else if (cJSON_IsBool(item)) snprintf(buf, size, "%s", cJSON_IsTrue(item) ? "true" : "false");
+    else if (cJSON_IsArray(item)) snprintf(buf, size, "an array");
+    else if (cJSON_IsObject(item)) snprintf(buf, size, "an object");
+    else snprintf(buf, size, "null");
+    return buf;
+}
+
+/* Checks that a JSON value is an integer in min..2^40 (JSON numbers are doubles: 2.5, -1 and
+ * 1e30 are all numbers, none a size). */
+static moe_status to_int(const reader *r, const char *key, const cJSON *item, int64_t min, int64_t *out) {
+    char what[64];
+    double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+    if (!isfinite(v) || v != floor(v) || v < (double)min || v > (double)DIM_MAX)
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected an integer in %lld..2^40",
+                          r->label, key, describe(item, what, sizeof what), (long long)min);
+    *out = (int64_t)v;
+    return MOE_STATUS_OK;
+}
+
+/* An optional integer field: *out is left alone (the caller's default) when absent. */
+static moe_status get_int(const reader *r, const char *key, int64_t min, int64_t *out, bool *present) {
+    const cJSON *item = find(r, key);
+    if (present) *present = item != NULL;
+    return item ? to_int(r, key, item, min, out) : MOE_STATUS_OK;
+}
+
+static moe_status require_int(const reader *r, const char *key, int64_t min, const char *meaning, int64_t *out) {
+    bool present;
+    moe_status st = get_int(r, key, min, out, &present);
+    if (st == MOE_STATUS_OK && !present)
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: missing %s (%s)", r->label, key, meaning);
+    return st;
+}
+
+/* An optional finite number >= min. */
+static moe_status get_number(const reader *r, const char *key, double min, double *out, bool *present) {
+    const cJSON *item = find(r, key);
+    if (present) *present = item != NULL;
+    if (!item) return MOE_STATUS_OK;
+    char what[64];
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < min ||
+        item->valuedouble > 1e30)
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected a number in %g..1e30",
+                          r->label, key, describe(item, what, sizeof what), min);
+    *out = item->valuedouble;
+    return MOE_STATUS_OK;
+}
+
+static moe_status get_bool(const reader *r, const char *key, int32_t *out, bool *present) {
+    const cJSON *item = find(r, key);
+    if (present) *present = item != NULL;
+    if (!item) return MOE_STATUS_OK;
+    char what[64];
+    if (!cJSON_IsBool(item))
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected true or false", r->label,
+                          key, describe(item, what, sizeof what));
+    *out = cJSON_IsTrue(item) ? 1 : 0;
+    return MOE_STATUS_OK;
+}
+
+/* An optional string field; *out stays NULL when absent. */
+static moe_status get_string(const reader *r, const char *key, const char **out) {
+    const cJSON *item = find(r, key);
+    *out = NULL;
+    if (!item) return MOE_STATUS_OK;
+    char what[64];
+    if (!cJSON_IsString(item))
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected a string", r->label, key,
+                          describe(item, what, sizeof what));
+    *out = item->valuestring;
+    return MOE_STATUS_OK;
+}
+
+/* The first of several alias keys that is present (NULL if none). */
+static const char *first_key(const reader *r, const char *const *keys, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (find(r, keys[i])) return keys[i];
+    return NULL;
+}
+
+static void copy_name(char *dst, const char *src) {
+    snprintf(dst, MOE_NAME_MAX, "%s", src ? src : "");
+}
+
+/* Families whose routing the config does not spell out: DeepSeek-V3's descendants select with
+ * sigmoid scores plus the e_score_correction_bias (topk_method noaux_tc) and renormalise by
+ * default; GLM-4.5's configs carry no scoring_func or topk_method at all. */
+static bool is_noaux_family(const char *type) {
+    static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4v_moe",
+                                        "glm4v_moe_text"};
+    if (!type) return false;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(type, types[i]) == 0) return true;
+    return false;
+}
+
+static moe_status read_activation(const reader *r, moe_layer_spec *spec) {
+    static const struct {
+        const char *name;
+        moe_activation act;
+    } table[] = {
+        {"silu", MOE_ACT_SWIGLU},      {"swish", MOE_ACT_SWIGLU},
+        {"gelu", MOE_ACT_GEGLU},       {"gelu_pytorch_tanh", MOE_ACT_GEGLU_TANH},
+        {"gelu_new", MOE_ACT_GEGLU_TANH}, {"relu", MOE_ACT_REGLU},
+        {"relu2", MOE_ACT_RELU2},
+    };
+    const char *key = find(r, "hidden_act") ? "hidden_act" : "hidden_activation";
+    const char *name = NULL;
+    moe_status st = get_string(r, key, &name);
+    if (st != MOE_STATUS_OK) return st;
+    if (!name) return MOE_STATUS_OK; /* unsaid: SiLU, the default of every family here */
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(name, table[i].name) == 0) {
+            spec->activation = table[i].act;
+            return MOE_STATUS_OK;
+        }
+    return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                      "%s: %s = \"%.60s\" is not supported (known: silu, gelu, gelu_pytorch_tanh, gelu_new, relu, "
+                      "relu2)",
+                      r->label, key, name);
+}
+
+/* Which layers hold the MoE block; every rule the config states must agree. */
+static moe_status read_layer_pattern(const reader *r, moe_model_config *cfg) {
+    int64_t n = cfg->num_layers;
+    for (int64_t l = 0; l < n; l++) cfg->layer_is_moe[l] = (uint8_t)cfg->is_moe;
+    if (!cfg->is_moe) return MOE_STATUS_OK;
+
+    /* DeepSeek, GLM: layer l is MoE when l >= first_k_dense_replace and l % moe_layer_freq == 0. */
+    int64_t first_dense = 0, freq = 1, sparse_step = 1, interleave = 1;
+    moe_status st;
+    if ((st = get_int(r, "first_k_dense_replace", 0, &first_dense, NULL)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(r, "moe_layer_freq", 1, &freq, NULL)) != MOE_STATUS_OK) return st;
+    /* Qwen: MoE when (l + 1) % decoder_sparse_step == 0 and l is not in mlp_only_layers. */
+    if ((st = get_int(r, "decoder_sparse_step", 1, &sparse_step, NULL)) != MOE_STATUS_OK) return st;
+    /* Llama-4: MoE every interleave_moe_layer_step layers, the last of each step. */
+    if ((st = get_int(r, "interleave_moe_layer_step", 1, &interleave, NULL)) != MOE_STATUS_OK) return st;
+    for (int64_t l = 0; l < n; l++) {
+        bool moe = l >= first_dense && l % freq == 0 && (l + 1) % sparse_step == 0 && (l + 1) % interleave == 0;
+        cfg->layer_is_moe[l] = moe ? 1 : 0;
+    }
+
+    /* Lists of layer indices: moe_layers (Llama-4: the MoE ones, replacing the interleave
+     * rule when given), then mlp_only_layers (Qwen: dense whatever the step says). */
+    const char *lists[] = {"moe_layers", "mlp_only_layers"};
+    for (int which = 0; which < 2; which++) {
+        const cJSON *list = find(r, lists[which]);
+        if (!list) continue;
+        char what[64];
+        if (!cJSON_IsArray(list))
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected an array of layer indices",
+                              r->label, lists[which], describe(list, what, sizeof what));
+        bool is_moe_list = which == 0;
+        if (is_moe_list)
+            for (int64_t l = 0; l < n; l++) cfg->layer_is_moe[l] = 0;
+        const cJSON *item;
+        cJSON_ArrayForEach(item, list) {
+            int64_t layer = 0;
+            if ((st = to_int(r, lists[which], item, 0, &layer)) != MOE_STATUS_OK) return st;
+            if (layer >= n)
+                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                  "%s: %s holds layer %lld, expected 0..%lld (num_hidden_layers = %lld)", r->label,
+                                  lists[which], (long long)layer, (long long)(n - 1), (long long)n);
+            cfg->layer_is_moe[layer] = is_moe_list ? 1 : 0;
+        }
+    }
+    cfg->num_moe_layers = 0;
+    for (int64_t l = 0; l < n; l++) cfg->num_moe_layers += cfg->layer_is_moe[l];
+    return MOE_STATUS_OK;
+}
+
+/* Routing, shared experts and the activation variant of a MoE config. */
+static moe_status read_routing(const reader *r, const char *type, const char *experts_key, moe_layer_spec *spec) {
+    bool llama4 = type && strncmp(type, "llama4", 6) == 0;
+    bool gpt_oss = type && strcmp(type, "gpt_oss") == 0;
+    bool noaux = is_noaux_family(type);
+    bool deepseek_keys = strcmp(experts_key, "n_routed_experts") == 0;
+    moe_status st;
+
+    /* Score function. */
+    const char *scoring = NULL;
+    if ((st = get_string(r, "scoring_func", &scoring)) != MOE_STATUS_OK) return st;
+    if (!scoring) scoring = (noaux || llama4) ? "sigmoid" : "softmax";
+    if (strcmp(scoring, "softmax") == 0) spec->score = MOE_SCORE_SOFTMAX;
+    else if (strcmp(scoring, "sigmoid") == 0) spec->score = MOE_SCORE_SIGMOID;
+    else if (strcmp(scoring, "sqrtsoftplus") == 0) spec->score = MOE_SCORE_SQRTSOFTPLUS;
+    else
+        return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                          "%s: scoring_func = \"%.60s\" is not supported (known: softmax, sigmoid, sqrtsoftplus)",
+                          r->label, scoring);
+
+    /* Selection: noaux_tc adds e_score_correction_bias for selection only; greedy ignores
+     * the groups; group_limited_greedy uses them with a group's best score. */
+    const char *method = NULL;
+    if ((st = get_string(r, "topk_method", &method)) != MOE_STATUS_OK) return st;
+    if (!method) method = noaux ? "noaux_tc" : "group_limited_greedy";
+    bool grouped = true;
+    if (strcmp(method, "noaux_tc") == 0) spec->use_correction_bias = 1;
+    else if (strcmp(method, "greedy") == 0) grouped = false;
+    else if (strcmp(method, "group_limited_greedy") != 0)
+        return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                          "%s: topk_method = \"%.60s\" is not supported (known: noaux_tc, greedy, group_limited_greedy)",
+                          r->label, method);
+
+    int64_t n_group = 0, topk_group = 0;
+    bool has_topk_group;
+    if ((st = get_int(r, "n_group", 0, &n_group, NULL)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(r, "topk_group", 0, &topk_group, &has_topk_group)) != MOE_STATUS_OK) return st;
+    if (grouped && n_group > 1) {
+        if (spec->num_experts % n_group != 0)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: n_group = %lld does not divide %s = %lld",
+                              r->label, (long long)n_group, experts_key, (long long)spec->num_experts);
+        if (!has_topk_group)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: missing topk_group (n_group = %lld)",
+                              r->label, (long long)n_group);
+        if (topk_group < 1 || topk_group > n_group)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: topk_group = %lld, expected 1..n_group (%lld)",
+                              r->label, (long long)topk_group, (long long)n_group);
+        int64_t eligible = topk_group * (spec->num_experts / n_group);
+        if (spec->top_k > eligible)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: num_experts_per_tok = %lld exceeds the %lld experts in topk_group = %lld of "
+                              "n_group = %lld groups",
+                              r->label, (long long)spec->top_k, (long long)eligible, (long long)topk_group,
+                              (long long)n_group);
+        spec->n_group = n_group;
+        spec->topk_group = topk_group;
+    } else {
+        /* One group (or none) is no grouping. */
+        spec->n_group = grouped && n_group == 1 ? 1 : 0;
+        spec->topk_group = spec->n_group;
+    }
+
+    /* Renormalisation. Mixtral renormalises its top-k softmax weights (it has no key for it);
+     * GPT-OSS takes a softmax over the selected logits, which is the same thing. DeepSeek's
+     * code renormalises only for top_k > 1. */
+    int32_t norm = noaux || strcmp(experts_key, "num_local_experts") == 0 || (type && strcmp(type, "qwen3_next") == 0);
+    if ((st = get_bool(r, "norm_topk_prob", &norm, NULL)) != MOE_STATUS_OK) return st;
+    if (deepseek_keys && spec->top_k == 1) norm = 0;
+    spec->renormalize = norm;
+
+    double scale = 1.0;
+    if ((st = get_number(r, "routed_scaling_factor", 0.0, &scale, NULL)) != MOE_STATUS_OK) return st;
+    if (!(scale > 0.0))
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: routed_scaling_factor = %g, expected > 0", r->label,
+                          scale);
+    spec->routed_scale = (float)scale;
+
+    /* Shared experts. */
+    int64_t n_shared = 0, shared_width = 0;
+    if ((st = get_int(r, "n_shared_experts", 0, &n_shared, NULL)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(r, "shared_expert_intermediate_size", 0, &shared_width, NULL)) != MOE_STATUS_OK) return st;
+    if (n_shared > 0) {
+        /* DeepSeek's shared experts are one MLP n_shared times as wide as a routed expert. */
+        int64_t width;
+        if (!moe__mul64(n_shared, spec->intermediate, &width) || width > DIM_MAX)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: n_shared_experts = %lld times the expert width %lld exceeds 2^40", r->label,
+                              (long long)n_shared, (long long)spec->intermediate);
+        spec->num_shared_experts = n_shared;
+        spec->shared_intermediate = width;
+    } else if (shared_width > 0) {
+        /* Qwen2-MoE / Qwen3-Next: one shared expert behind a per-token sigmoid gate. */
+        spec->num_shared_experts = 1;
+        spec->shared_intermediate = shared_width;
+        spec->shared_gate = 1;
+    }
+
+    if (llama4) {
+        /* Llama-4: top-1 by sigmoid of the logit, weight applied to the expert's input, and
+         * one shared expert as wide as a routed one. */
+        if (spec->top_k != 1)
+            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                              "%s: num_experts_per_tok = %lld: llama4 applies the routing weight to the expert "
+                              "input, which is defined for top-1 only",
+                              r->label, (long long)spec->top_k);
+        spec->score = MOE_SCORE_SIGMOID;
+        spec->renormalize = 0;
+        spec->weight_on_input = 1;
+        spec->num_shared_experts = 1;
+        spec->shared_intermediate = spec->intermediate;
+        spec->shared_gate = 0;
+    }
+    if (gpt_oss) {
+        spec->activation = MOE_ACT_SWIGLU_OAI;
+        spec->act_alpha = 1.702f;
+        spec->act_limit = 7.0f;
+        spec->expert_has_bias = 1;
+        spec->router_has_bias = 1;
+        spec->renormalize = 1;
+    }
+    return MOE_STATUS_OK;
+}
+
+static moe_status read_dtype(const reader *r, moe_dtype *out) {
+    const char *key = find(r, "torch_dtype") ? "torch_dtype" : "dtype";
+    const char *name = NULL;
+    moe_status st = get_string(r, key, &name);
+    if (st != MOE_STATUS_OK) return st;
+    *out = MOE_DTYPE_BF16;
+    if (!name || strcmp(name, "bfloat16") == 0) return MOE_STATUS_OK;
+    if (strcmp(name, "float16") == 0) *out = MOE_DTYPE_F16;
+    else if (strcmp(name, "float32") == 0) *out = MOE_DTYPE_F32;
+    else
+        return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                          "%s: %s = \"%.60s\" is not supported (known: bfloat16, float16, float32)", r->label, key, name);
+    return MOE_STATUS_OK;
+}
+
+static moe_status read_attention(const reader *r, moe_model_config *cfg) {
+    moe_status st;
+    bool has_heads, has_kv, has_head_dim;
+    if ((st = get_int(r, "num_attention_heads", 1, &cfg->num_heads, &has_heads)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(r, "num_key_value_heads", 1, &cfg->num_kv_heads, &has_kv)) != MOE_STATUS_OK) return st;
+    if (!has_kv) cfg->num_kv_heads = cfg->num_heads;
+    if ((st = get_int(r, "head_dim", 1, &cfg->head_dim, &has_head_dim)) != MOE_STATUS_OK) return st;
+    if (!has_head_dim && has_heads) cfg->head_dim = cfg->layer.hidden / cfg->num_heads;
+    if ((st = get_int(r, "vocab_size", 1, &cfg->vocab_size, NULL)) != MOE_STATUS_OK) return st;
+    if ((st = get_bool(r, "tie_word_embeddings", &cfg->tie_word_embeddings, NULL)) != MOE_STATUS_OK) return st;
+    /* Multi-head latent attention; q_lora_rank is null in DeepSeek-V2-Lite (no query LoRA). */
+    struct {
+        const char *key;
+        int64_t *field;
+    } mla[] = {{"q_lora_rank", &cfg->q_lora_rank},
+               {"kv_lora_rank", &cfg->kv_lora_rank},
+               {"qk_nope_head_dim", &cfg->qk_nope_head_dim},
+               {"qk_rope_head_dim", &cfg->qk_rope_head_dim},
+               {"v_head_dim", &cfg->v_head_dim}};
+    for (size_t i = 0; i < sizeof mla / sizeof mla[0]; i++)
+        if ((st = get_int(r, mla[i].key, 0, mla[i].field, NULL)) != MOE_STATUS_OK) return st;
+    return MOE_STATUS_OK;
+}
+
+/* Fills cfg from the parsed root object. */
+static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON *root, moe_model_config *cfg) {
+    reader r = {ctx, label, root, NULL};
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (!cJSON_GetObjectItemCaseSensitive(root, "hidden_size") && cJSON_IsObject(text)) {
+        r.first = text;
+        r.second = root;
+    }
+    moe_status st;
+
+    /* model_type of the whole file names it; the text model's may say more (llama4_text). */
+    const char *type = NULL, *text_type = NULL;
+    reader top = {ctx, label, root, NULL};
+    if ((st = get_string(&top, "model_type", &type)) != MOE_STATUS_OK) return st;
+    if ((st = get_string(&r, "model_type", &text_type)) != MOE_STATUS_OK) return st;
+    if (!type) type = text_type;
+    copy_name(cfg->model_type, type);
+    copy_name(cfg->name, type);
+    /* Family rules go by the text model's type when it has one, else the file's. */
+    const char *family = text_type ? text_type : type;
+
+    int64_t hidden = 0, layers = 0;
+    if ((st = require_int(&r, "hidden_size", 1, "the model width", &hidden)) != MOE_STATUS_OK) return st;
+    if ((st = require_int(&r, "num_hidden_layers", 1, "the number of layers", &layers)) != MOE_STATUS_OK) return st;
+    if (layers > MOE_MAX_LAYERS)
+        return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "%s: num_hidden_layers = %lld, at most %d supported", label,
+                          (long long)layers, MOE_MAX_LAYERS);
+    cfg->num_layers = layers;
+
+    static const char *const expert_keys[] = {"n_routed_experts", "num_experts", "num_local_experts"};
+    const char *experts_key = first_key(&r, expert_keys, 3);
+    int64_t experts = 0;
+    if (experts_key && (st = get_int(&r, experts_key, 0, &experts, NULL)) != MOE_STATUS_OK) return st;
+    cfg->is_moe = experts > 0;
+
+    /* Widths: a separate moe_intermediate_size makes intermediate_size the dense MLP's. */
+    int64_t expert_width = 0, dense_width = 0, width_mlp = 0;
+    bool has_moe_width, has_width, has_width_mlp;
+    if ((st = get_int(&r, "moe_intermediate_size", 1, &expert_width, &has_moe_width)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(&r, "intermediate_size", 1, &dense_width, &has_width)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(&r, "intermediate_size_mlp", 1, &width_mlp, &has_width_mlp)) != MOE_STATUS_OK) return st;
+
+    int64_t top_k = 1;
+    if (cfg->is_moe) {
+        if (!has_moe_width) {
+            if (!has_width)
+                return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                  "%s: missing moe_intermediate_size (or intermediate_size), the expert width", label);
+            expert_width = dense_width;
+            dense_width = 0; /* Mixtral, GPT-OSS, Llama-4: intermediate_size is the experts' */
+        }
+        if (has_width_mlp) dense_width = width_mlp;
+        static const char *const k_keys[] = {"num_experts_per_tok", "experts_per_token"};
+        const char *k_key = first_key(&r, k_keys, 2);
+        if (!k_key)
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: missing num_experts_per_tok (experts per token; the config has %s = %lld)", label,
+                              experts_key, (long long)experts);
+        if ((st = get_int(&r, k_key, 1, &top_k, NULL)) != MOE_STATUS_OK) return st;
+        if (top_k > experts)
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %lld exceeds %s = %lld", label, k_key,
+                              (long long)top_k, experts_key, (long long)experts);
+    } else {
+        /* A dense model is one expert as wide as its MLP, top-1, weight 1. */
+        if (!has_width)
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: missing intermediate_size (a dense model's MLP width; no expert count found either)",
+                              label);
+        expert_width = dense_width;
+        experts = 1;
+    }
+    cfg->dense_intermediate = dense_width;
+
+    moe_layer_spec *spec = &cfg->layer;
+    moe_layer_spec_init(spec, experts, hidden, expert_width, top_k);
+    if ((st = read_activation(&r, spec)) != MOE_STATUS_OK) return st;
+    /* DeepSeek-V4 clamps its SwiGLU; GPT-OSS's limit is set with its activation below. */
+    double limit = 0.0;
+    if ((st = get_number(&r, "swiglu_limit", 0.0, &limit, NULL)) != MOE_STATUS_OK) return st;
+    spec->act_limit = (float)limit;
+    if (cfg->is_moe && (st = read_routing(&r, family, experts_key, spec)) != MOE_STATUS_OK) return st;
+    if (limit > 0.0) spec->act_limit = (float)limit;
+
+    if ((st = read_layer_pattern(&r, cfg)) != MOE_STATUS_OK) return st;
+    if (cfg->num_moe_layers < cfg->num_layers && cfg->dense_intermediate == 0)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "%s: %lld of %lld layers are dense but the config gives no dense MLP width "
+                          "(intermediate_size)",
+                          label, (long long)(cfg->num_layers - cfg->num_moe_layers), (long long)cfg->num_layers);
+
+    if ((st = read_attention(&r, cfg)) != MOE_STATUS_OK) return st;
+    return read_dtype(&r, &cfg->torch_dtype);
+}
+
+static bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Parses `len` bytes with `label` naming the input in messages. */
+static moe_status parse_labelled(moe_context_t *ctx, const char *label, const char *json, size_t len,
+                                 moe_model_config *out) {
+    size_t start = 0;
+    if (len >= 3 && memcmp(json, "\xEF\xBB\xBF", 3) == 0) start = 3; /* a UTF-8 byte order mark */
+    size_t first = start;
+    while (first < len && is_json_space(json[first])) first++;
+    if (first >= len)
+        return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: empty input, expected a JSON object", label);
+
+    /* cJSON gets a NUL-terminated copy: it then never reads past our bytes, whatever the
+     * length handling of the installed version. */
+    char *text = malloc(len - start + 1);
+    if (!text) return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "%s: out of memory copying %zu bytes", label, len);
+    memcpy(text, json + start, len - start);
+    text[len - start] = '\0';
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len - start, &end, 0);
+    size_t stop = end ? (size_t)(end - text) : 0;
+    if (root) {
+        /* Trailing bytes after the value: cJSON stops at the end of the value. */
+        while (stop < len - start && is_json_space(text[stop])) stop++;
+        if (stop < len - start) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    }
+    if (!root) {
+        /* cJSON's offset can be one past the offending byte: show a little before it. */
+        size_t offset = start + stop;
+        char near[32];
+        size_t n = 0;
+        for (size_t i = offset > 10 ? offset - 10 : 0; i < len && n < 20; i++)
+            near[n++] = (json[i] >= 0x20 && json[i] < 0x7f) ? json[i] : '?';
+        near[n] = '\0';
+        free(text);
+        return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: malformed JSON at byte %zu of %zu (near `%s`)", label,
+                          offset, len, near);
+    }
+    free(text);
+
+    moe_status st;
+    if (!cJSON_IsObject(root)) {
+        char what[64];
+        st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: the JSON root is %s, expected an object", label,
+                        describe(root, what, sizeof what));
+    } else {
+        moe_model_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.torch_dtype = MOE_DTYPE_BF16;
+        st = read_config(ctx, label, root, &cfg);
+        if (st == MOE_STATUS_OK) {
+            st = moe_layer_spec_validate(ctx, &cfg.layer);
+            if (st == MOE_STATUS_OK) *out = cfg;
+        }
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+moe_status moe_config_parse(moe_context_t *ctx, const char *json, size_t len, moe_model_config *out) {
+    moe__clear_error(ctx);
+    if (!json) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_config_parse: json is NULL");
+    if (!out) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_config_parse: out is NULL");
+    return parse_labelled(ctx, "config.json", json, len, out);
+}
+
+/* Reads a whole file (at most CONFIG_FILE_MAX bytes) into a malloc'd buffer. */
+static moe_status read_file(moe_context_t *ctx, const char *path, char **data, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 16384, used = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (used == cap) {
+            if (cap >= CONFIG_FILE_MAX) {
+                free(buf);
+                fclose(f);
+                return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: larger than %zu MiB, not a config.json", path,
+                                  CONFIG_FILE_MAX >> 20);
+            }
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                fclose(f);
+                return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + used, 1, cap - used, f);
+        used += got;
+        if (got == 0) break;
+    }
+    int failed = ferror(f);
+    int saved = errno;
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: read failed: %s", path, strerror(saved));
+    }
+    *data = buf;
+    *size = used;
+    return MOE_STATUS_OK;
+}
+
+moe_status moe_config_load(moe_context_t *ctx, const char *path, moe_model_config *out) {
+    moe__clear_error(ctx);
+    if (!path) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_config_load: path is NULL");
+    if (!out) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_config_load: out is NULL");
+    struct stat info;
+    if (stat(path, &info) != 0)
+        return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
+
+    /* A model directory: its config.json. */
+    char *joined = NULL;
+    const char *file = path;
+    if (S_ISDIR(info.st_mode)) {
+        size_t n = strlen(path);
+        joined = malloc(n + sizeof "/config.json");
+        if (!joined) return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "moe_config_load: out of memory");
+        snprintf(joined, n + sizeof "/config.json", "%s%sconfig.json", path,
+                 n > 0 && path[n - 1] == '/' ? "" : "/");
+        file = joined;
+        if (stat(file, &info) == 0 && S_ISDIR(info.st_mode)) {
+            moe_status st = moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: is a directory, expected a file", file);
+            free(joined);
+            return st;
+        }
+    }
+    char *data = NULL;
+    size_t size = 0;
+    moe_status st = read_file(ctx, file, &data, &size);
+    if (st == MOE_STATUS_OK) {
+        st = parse_labelled(ctx, file, data, size, out);
+        free(data);
+    }
+    free(joined);
+    return st;
+}

@@ -1,0 +1,586 @@
+/* config.json reader and presets: every preset and fixture checked against numbers written
+ * here (from the models' published config.json files), bad inputs with their status and
+ * message, and seeded random round trips and mutations. */
+#include "moefuse.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                              \
+    do {                                                              \
+        if (cond) {                                                   \
+            passed++;                                                 \
+        } else {                                                      \
+            failed++;                                                 \
+            printf("  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            printf(__VA_ARGS__);                                      \
+            printf("\n");                                             \
+        }                                                             \
+    } while (0)
+
+/* ---- fixtures ---------------------------------------------------------------------- */
+
+static char fixture_dir[1024];
+
+static void find_fixtures(void) {
+    const char *src = getenv("MOEFUSE_SOURCE_DIR");
+    if (src && src[0]) {
+        snprintf(fixture_dir, sizeof fixture_dir, "%s/tests/data/configs", src);
+        return;
+    }
+    /* This file's directory: CMake compiles it by absolute path. */
+    snprintf(fixture_dir, sizeof fixture_dir, "%s", __FILE__);
+    char *slash = strrchr(fixture_dir, '/');
+    if (slash) slash[1] = '\0';
+    else fixture_dir[0] = '\0';
+    strncat(fixture_dir, "data/configs", sizeof fixture_dir - strlen(fixture_dir) - 1);
+}
+
+static const char *fixture(const char *name) {
+    static char path[1200];
+    snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
+    return path;
+}
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
+/* ---- expected values ----------------------------------------------------------------- */
+
+typedef struct expect {
+    const char *source; /* preset name, or "file:" + fixture name */
+    const char *name, *model_type;
+    int is_moe;
+    int64_t E, H, I, k;
+    moe_score score;
+    int corr;
+    int64_t n_group, topk_group;
+    int renorm;
+    double scale;
+    int router_bias, on_input;
+    moe_activation act;
+    double alpha, limit;
+    int expert_bias;
+    int64_t n_shared, shared_I;
+    int shared_gate;
+    int64_t layers;
+    const char *pattern; /* run-length: "3D58M" = 3 dense then 58 MoE; "24DM" = DM 24 times */
+    int64_t dense_I, heads, kv, head_dim, vocab;
+    int tie;
+    int64_t q_lora, kv_lora, nope, rope, v_head;
+    moe_dtype dtype;
+} expect;
+
+#define SM MOE_SCORE_SOFTMAX
+#define SG MOE_SCORE_SIGMOID
+#define SQ MOE_SCORE_SQRTSOFTPLUS
+#define SWI MOE_ACT_SWIGLU
+#define OAI MOE_ACT_SWIGLU_OAI
+#define BF MOE_DTYPE_BF16
+
+/* clang-format off */
+static const expect expects[] = {
+ /* source, name, model_type, moe, E, H, I, k, score, corr, n_group, topk_group, renorm, scale,
+    router_bias, on_input, act, alpha, limit, expert_bias, n_shared, shared_I, shared_gate,
+    layers, pattern, dense_I, heads, kv, head_dim, vocab, tie, q_lora, kv_lora, nope, rope, v_head, dtype */
+ {"deepseek-v3", "deepseek-v3", "deepseek_v3", 1, 256, 7168, 2048, 8, SG, 1, 8, 4, 1, 2.5,
+  0, 0, SWI, 1.702, 0, 0, 1, 2048, 0, 61, "3D58M", 18432, 128, 128, 56, 129280, 0, 1536, 512, 128, 64, 128, BF},
+ {"kimi-k2", "kimi-k2", "kimi_k2", 1, 384, 7168, 2048, 8, SG, 1, 1, 1, 1, 2.827,
+  0, 0, SWI, 1.702, 0, 0, 1, 2048, 0, 61, "1D60M", 18432, 64, 64, 112, 163840, 0, 1536, 512, 128, 64, 128, BF},
+ {"glm-4.5", "glm-4.5", "glm4_moe", 1, 160, 5120, 1536, 8, SG, 1, 1, 1, 1, 2.5,
+  0, 0, SWI, 1.702, 0, 0, 1, 1536, 0, 92, "3D89M", 12288, 96, 8, 128, 151552, 0, 0, 0, 0, 0, 0, BF},
+ {"glm-4.5-air", "glm-4.5-air", "glm4_moe", 1, 128, 4096, 1408, 8, SG, 1, 1, 1, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 1, 1408, 0, 46, "1D45M", 10944, 96, 8, 128, 151552, 0, 0, 0, 0, 0, 0, BF},
+ {"qwen3-30b-a3b", "qwen3-30b-a3b", "qwen3_moe", 1, 128, 2048, 768, 8, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 48, "48M", 6144, 32, 4, 128, 151936, 0, 0, 0, 0, 0, 0, BF},
+ {"qwen3-235b-a22b", "qwen3-235b-a22b", "qwen3_moe", 1, 128, 4096, 1536, 8, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 94, "94M", 12288, 64, 4, 128, 151936, 0, 0, 0, 0, 0, 0, BF},
+ {"qwen3-next-80b-a3b", "qwen3-next-80b-a3b", "qwen3_next", 1, 512, 2048, 512, 10, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 1, 512, 1, 48, "48M", 5120, 16, 2, 256, 151936, 0, 0, 0, 0, 0, 0, BF},
+ {"gpt-oss-20b", "gpt-oss-20b", "gpt_oss", 1, 32, 2880, 2880, 4, SM, 0, 0, 0, 1, 1.0,
+  1, 0, OAI, 1.702, 7.0, 1, 0, 0, 0, 24, "24M", 0, 64, 8, 64, 201088, 0, 0, 0, 0, 0, 0, BF},
+ {"gpt-oss-120b", "gpt-oss-120b", "gpt_oss", 1, 128, 2880, 2880, 4, SM, 0, 0, 0, 1, 1.0,
+  1, 0, OAI, 1.702, 7.0, 1, 0, 0, 0, 36, "36M", 0, 64, 8, 64, 201088, 0, 0, 0, 0, 0, 0, BF},
+ {"mixtral-8x7b", "mixtral-8x7b", "mixtral", 1, 8, 4096, 14336, 2, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 32, "32M", 0, 32, 8, 128, 32000, 0, 0, 0, 0, 0, 0, BF},
+ {"llama-4-scout", "llama-4-scout", "llama4", 1, 16, 5120, 8192, 1, SG, 0, 0, 0, 0, 1.0,
+  0, 1, SWI, 1.702, 0, 0, 1, 8192, 0, 48, "48M", 16384, 40, 8, 128, 202048, 0, 0, 0, 0, 0, 0, BF},
+ {"llama-4-maverick", "llama-4-maverick", "llama4", 1, 128, 5120, 8192, 1, SG, 0, 0, 0, 0, 1.0,
+  0, 1, SWI, 1.702, 0, 0, 1, 8192, 0, 48, "24DM", 16384, 40, 8, 128, 202048, 0, 0, 0, 0, 0, 0, BF},
+
+ /* Fixture files in the published formats (plus a few synthetic ones, marked in the file). */
+ {"file:deepseek_v3.json", "deepseek_v3", "deepseek_v3", 1, 256, 7168, 2048, 8, SG, 1, 8, 4, 1, 2.5,
+  0, 0, SWI, 1.702, 0, 0, 1, 2048, 0, 61, "3D58M", 18432, 128, 128, 56, 129280, 0, 1536, 512, 128, 64, 128, BF},
+ {"file:deepseek_v2_lite.json", "deepseek_v2", "deepseek_v2", 1, 64, 2048, 1408, 6, SM, 0, 0, 0, 0, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 2, 2816, 0, 27, "1D26M", 10944, 16, 16, 128, 102400, 0, 0, 512, 128, 64, 128, BF},
+ {"file:qwen3_30b_a3b.json", "qwen3_moe", "qwen3_moe", 1, 128, 2048, 768, 8, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 48, "48M", 6144, 32, 4, 128, 151936, 0, 0, 0, 0, 0, 0, BF},
+ {"file:qwen3_moe_sparse_step.json", "qwen3_moe", "qwen3_moe", 1, 64, 1024, 256, 4, SM, 0, 0, 0, 0, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 12, "1DM3D1M3DM", 3072, 16, 4, 64, 32000, 1, 0, 0, 0, 0, 0, MOE_DTYPE_F16},
+ {"file:qwen1_5_moe_a2_7b.json", "qwen2_moe", "qwen2_moe", 1, 60, 2048, 1408, 4, SM, 0, 0, 0, 0, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 1, 5632, 1, 24, "24M", 5632, 16, 16, 128, 151936, 0, 0, 0, 0, 0, 0, BF},
+ {"file:qwen3_next_80b_a3b.json", "qwen3_next", "qwen3_next", 1, 512, 2048, 512, 10, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 1, 512, 1, 48, "48M", 5120, 16, 2, 256, 151936, 0, 0, 0, 0, 0, 0, BF},
+ {"file:llama4_scout.json", "llama4", "llama4", 1, 16, 5120, 8192, 1, SG, 0, 0, 0, 0, 1.0,
+  0, 1, SWI, 1.702, 0, 0, 1, 8192, 0, 48, "48M", 16384, 40, 8, 128, 202048, 0, 0, 0, 0, 0, 0, BF},
+ {"file:llama4_maverick_moe_layers.json", "llama4", "llama4", 1, 128, 5120, 8192, 1, SG, 0, 0, 0, 0, 1.0,
+  0, 1, SWI, 1.702, 0, 0, 1, 8192, 0, 48, "3DM41D1M", 16384, 40, 8, 128, 202048, 0, 0, 0, 0, 0, 0, BF},
+ {"file:llama3_8b.json", "llama", "llama", 0, 1, 4096, 14336, 1, SM, 0, 0, 0, 0, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 32, "32D", 14336, 32, 8, 128, 128256, 0, 0, 0, 0, 0, 0, BF},
+ {"file:gpt_oss_120b.json", "gpt_oss", "gpt_oss", 1, 128, 2880, 2880, 4, SM, 0, 0, 0, 1, 1.0,
+  1, 0, OAI, 1.702, 7.0, 1, 0, 0, 0, 36, "36M", 0, 64, 8, 64, 201088, 0, 0, 0, 0, 0, 0, BF},
+ {"file:mixtral_8x7b.json", "mixtral", "mixtral", 1, 8, 4096, 14336, 2, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 32, "32M", 0, 32, 8, 128, 32000, 0, 0, 0, 0, 0, 0, BF},
+ {"file:model_dir", "mixtral", "mixtral", 1, 8, 4096, 14336, 2, SM, 0, 0, 0, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 0, 0, 0, 32, "32M", 0, 32, 8, 128, 32000, 0, 0, 0, 0, 0, 0, BF},
+ {"file:glm_4_5_air.json", "glm4_moe", "glm4_moe", 1, 128, 4096, 1408, 8, SG, 1, 1, 1, 1, 1.0,
+  0, 0, SWI, 1.702, 0, 0, 1, 1408, 0, 46, "1D45M", 10944, 96, 8, 128, 151552, 0, 0, 0, 0, 0, 0, BF},
+ {"file:synthetic_sqrtsoftplus.json", "deepseek_v4_test", "deepseek_v4_test", 1, 64, 1024, 512, 6, SQ, 1, 8, 3, 1, 1.5,
+  0, 0, SWI, 1.702, 10.0, 0, 2, 1024, 0, 10, "2D4MD", 4096, 8, 8, 128, 50000, 0, 0, 0, 0, 0, 0, BF},
+ {"file:synthetic_dense_gelu.json", "gemma", "gemma", 0, 1, 2048, 16384, 1, SM, 0, 0, 0, 0, 1.0,
+  0, 0, MOE_ACT_GEGLU_TANH, 1.702, 0, 0, 0, 0, 0, 18, "18D", 16384, 8, 1, 256, 256000, 1, 0, 0, 0, 0, 0,
+  MOE_DTYPE_F32},
+};
+/* clang-format on */
+
+/* Expands "3D58M" / "24DM" into one 'D' or 'M' per layer. */
+static void expand_pattern(const char *p, char *out, size_t size) {
+    size_t n = 0;
+    while (*p) {
+        long count = strtol(p, (char **)&p, 10);
+        const char *letters = p;
+        while (*p == 'D' || *p == 'M') p++;
+        if (count == 0) count = 1;
+        for (long c = 0; c < count; c++)
+            for (const char *q = letters; q < p && n + 1 < size; q++) out[n++] = *q;
+    }
+    out[n] = '\0';
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(1.0, fabs(b)); }
+
+static void check_expect(const expect *e, const moe_model_config *c) {
+    const moe_layer_spec *s = &c->layer;
+    const char *src = e->source;
+#define EQ(field, want) CHECK((long long)(field) == (long long)(want), "%s: %s = %lld, expected %lld", src, #field, \
+                              (long long)(field), (long long)(want))
+    CHECK(strcmp(c->name, e->name) == 0, "%s: name \"%s\", expected \"%s\"", src, c->name, e->name);
+    CHECK(strcmp(c->model_type, e->model_type) == 0, "%s: model_type \"%s\", expected \"%s\"", src, c->model_type,
+          e->model_type);
+    EQ(c->is_moe, e->is_moe);
+    EQ(s->num_experts, e->E);
+    EQ(s->hidden, e->H);
+    EQ(s->intermediate, e->I);
+    EQ(s->top_k, e->k);
+    EQ(s->score, e->score);
+    EQ(s->use_correction_bias, e->corr);
+    EQ(s->n_group, e->n_group);
+    if (e->n_group > 1) EQ(s->topk_group, e->topk_group);
+    EQ(s->renormalize, e->renorm);
+    CHECK(near(s->routed_scale, e->scale), "%s: routed_scale %g, expected %g", src, (double)s->routed_scale, e->scale);
+    EQ(s->router_has_bias, e->router_bias);
+    EQ(s->weight_on_input, e->on_input);
+    EQ(s->activation, e->act);
+    CHECK(near(s->act_alpha, e->alpha), "%s: act_alpha %g, expected %g", src, (double)s->act_alpha, e->alpha);
+    CHECK(near(s->act_limit, e->limit), "%s: act_limit %g, expected %g", src, (double)s->act_limit, e->limit);
+    EQ(s->expert_has_bias, e->expert_bias);
+    EQ(s->num_shared_experts, e->n_shared);
+    if (e->n_shared) EQ(s->shared_intermediate, e->shared_I);
+    EQ(s->shared_gate, e->shared_gate);
+    EQ(c->num_layers, e->layers);
+    char want[MOE_MAX_LAYERS + 1], got[MOE_MAX_LAYERS + 1];
+    expand_pattern(e->pattern, want, sizeof want);
+    int64_t moe_count = 0;
+    for (int64_t l = 0; l < c->num_layers && l < MOE_MAX_LAYERS; l++) {
+        got[l] = c->layer_is_moe[l] ? 'M' : 'D';
+        moe_count += c->layer_is_moe[l] != 0;
+    }
+    got[c->num_layers < MOE_MAX_LAYERS ? c->num_layers : 0] = '\0';
+    CHECK(strcmp(got, want) == 0, "%s: layers %s, expected %s", src, got, want);
+    int64_t want_moe = 0;
+    for (const char *q = want; *q; q++) want_moe += *q == 'M';
+    EQ(c->num_moe_layers, want_moe);
+    EQ(c->num_moe_layers, moe_count);
+    EQ(c->dense_intermediate, e->dense_I);
+    EQ(c->num_heads, e->heads);
+    EQ(c->num_kv_heads, e->kv);
+    EQ(c->head_dim, e->head_dim);
+    EQ(c->vocab_size, e->vocab);
+    EQ(c->tie_word_embeddings, e->tie);
+    EQ(c->q_lora_rank, e->q_lora);
+    EQ(c->kv_lora_rank, e->kv_lora);
+    EQ(c->qk_nope_head_dim, e->nope);
+    EQ(c->qk_rope_head_dim, e->rope);
+    EQ(c->v_head_dim, e->v_head);
+    EQ(c->torch_dtype, e->dtype);
+    CHECK(moe_layer_spec_validate(NULL, s) == MOE_STATUS_OK, "%s: spec does not validate: %s", src,
+          moe_last_error(NULL));
+#undef EQ
+}
+
+static void test_expected_configs(void) {
+    for (size_t i = 0; i < sizeof expects / sizeof expects[0]; i++) {
+        const expect *e = &expects[i];
+        int before = failed;
+        moe_model_config cfg;
+        memset(&cfg, 0xA5, sizeof cfg); /* poison: every field must be written */
+        moe_status st;
+        if (strncmp(e->source, "file:", 5) == 0) st = moe_config_load(NULL, fixture(e->source + 5), &cfg);
+        else st = moe_config_preset(NULL, e->source, &cfg);
+        CHECK(st == MOE_STATUS_OK, "%s: %s: %s", e->source, moe_status_string(st), moe_last_error(NULL));
+        if (st == MOE_STATUS_OK) check_expect(e, &cfg);
+        printf("%s %s\n", failed == before ? "PASS" : "FAIL", e->source);
+    }
+}
+
+static void test_preset_table(void) {
+    int before = failed;
+    int n = moe_preset_count();
+    CHECK(n >= 12, "moe_preset_count() = %d, expected >= 12", n);
+    CHECK(moe_preset_name(-1) == NULL, "moe_preset_name(-1) not NULL");
+    CHECK(moe_preset_name(n) == NULL, "moe_preset_name(count) not NULL");
+    /* Every listed preset loads and appears in the table of expected values above. */
+    for (int i = 0; i < n; i++) {
+        const char *name = moe_preset_name(i);
+        CHECK(name != NULL, "moe_preset_name(%d) is NULL", i);
+        if (!name) continue;
+        moe_model_config cfg;
+        moe_status st = moe_config_preset(NULL, name, &cfg);
+        CHECK(st == MOE_STATUS_OK, "preset %s: %s", name, moe_last_error(NULL));
+        int listed = 0;
+        for (size_t j = 0; j < sizeof expects / sizeof expects[0]; j++) listed |= strcmp(expects[j].source, name) == 0;
+        CHECK(listed, "preset %s has no expected values in this test", name);
+    }
+    moe_model_config cfg;
+    CHECK(moe_config_preset(NULL, "DeepSeek-V3", &cfg) == MOE_STATUS_OK && strcmp(cfg.name, "deepseek-v3") == 0,
+          "preset names are case-insensitive");
+    moe_context_t *ctx = NULL;
+    CHECK(moe_context_create(MOE_BACKEND_CPU, 0, &ctx) == MOE_STATUS_OK, "context");
+    moe_status st = moe_config_preset(ctx, "deepseek-v9", &cfg);
+    CHECK(st == MOE_STATUS_NOT_FOUND, "unknown preset: %s", moe_status_string(st));
+    CHECK(strstr(moe_last_error(ctx), "deepseek-v9") && strstr(moe_last_error(ctx), "deepseek-v3") &&
+              strstr(moe_last_error(ctx), "llama-4-maverick"),
+          "unknown preset message should name it and list the presets: %s", moe_last_error(ctx));
+    CHECK(moe_config_preset(ctx, NULL, &cfg) == MOE_STATUS_NULL_POINTER, "NULL name");
+    CHECK(moe_config_preset(ctx, "deepseek-v3", NULL) == MOE_STATUS_NULL_POINTER, "NULL out");
+    CHECK(moe_config_preset(ctx, "mixtral-8x7b", &cfg) == MOE_STATUS_OK && moe_last_error(ctx)[0] == '\0',
+          "success clears the message");
+    moe_context_free(ctx);
+    printf("%s preset table\n", failed == before ? "PASS" : "FAIL");
+}
+
+/* ---- bad inputs ---------------------------------------------------------------------- */
+
+typedef struct bad_case {
+    const char *what;
+    const char *json; /* text, or "file:" + fixture, or "path:" + path */
+    moe_status status;
+    const char *needle; /* the message must contain this */
+} bad_case;
+
+#define MIX_HEAD "{\"model_type\": \"mixtral\", \"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
+#define DS_HEAD "{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 4, \"hidden_size\": 64, \"moe_intermediate_size\": 32, "
+
+static const bad_case bad_cases[] = {
+    {"garbled", "{\"hidden_size\": 64,, \"num_hidden_layers\": 2}", MOE_STATUS_PARSE_ERROR, "malformed JSON at byte"},
+    {"empty", "", MOE_STATUS_PARSE_ERROR, "empty"},
+    {"whitespace only", "  \n\t ", MOE_STATUS_PARSE_ERROR, "empty"},
+    {"truncated", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 1", MOE_STATUS_PARSE_ERROR, "malformed JSON"},
+    {"trailing garbage", "{\"hidden_size\": 64} x", MOE_STATUS_PARSE_ERROR, "byte 20"},
+    {"array root", "[1, 2, 3]", MOE_STATUS_INVALID_ARGUMENT, "root"},
+    {"array root file", "file:bad_array_root.json", MOE_STATUS_INVALID_ARGUMENT, "root"},
+    {"string root", "\"config\"", MOE_STATUS_INVALID_ARGUMENT, "root"},
+    {"missing hidden_size", MIX_HEAD "\"intermediate_size\": 128, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}",
+     MOE_STATUS_INVALID_ARGUMENT, "hidden_size"},
+    {"missing num_hidden_layers", "{\"hidden_size\": 64, \"intermediate_size\": 128}", MOE_STATUS_INVALID_ARGUMENT,
+     "num_hidden_layers"},
+    {"string size", MIX_HEAD "\"hidden_size\": \"4096\", \"intermediate_size\": 128}", MOE_STATUS_INVALID_ARGUMENT,
+     "hidden_size = \"4096\""},
+    {"bool size", MIX_HEAD "\"hidden_size\": true, \"intermediate_size\": 128}", MOE_STATUS_INVALID_ARGUMENT,
+     "hidden_size = true"},
+    {"negative size", DS_HEAD "\"intermediate_size\": -5, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2}",
+     MOE_STATUS_INVALID_ARGUMENT, "intermediate_size = -5"},
+    {"negative expert width",
+     "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"moe_intermediate_size\": -32, \"num_experts\": 8, "
+     "\"num_experts_per_tok\": 2}",
+     MOE_STATUS_INVALID_ARGUMENT, "moe_intermediate_size = -32"},
+    {"1e30", MIX_HEAD "\"hidden_size\": 1e30, \"intermediate_size\": 128}", MOE_STATUS_INVALID_ARGUMENT,
+     "hidden_size = 1e+30"},
+    {"2^40 + 1", MIX_HEAD "\"hidden_size\": 1099511627777, \"intermediate_size\": 128}", MOE_STATUS_INVALID_ARGUMENT,
+     "hidden_size = 1099511627777"},
+    {"fractional top-k", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_local_experts\": 8, "
+                         "\"num_experts_per_tok\": 2.5}",
+     MOE_STATUS_INVALID_ARGUMENT, "num_experts_per_tok = 2.5"},
+    {"zero layers", "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 0}",
+     MOE_STATUS_INVALID_ARGUMENT, "num_hidden_layers = 0"},
+    {"too many layers", "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2000}",
+     MOE_STATUS_UNSUPPORTED, "num_hidden_layers = 2000"},
+    {"n_group not dividing E", DS_HEAD "\"n_routed_experts\": 256, \"num_experts_per_tok\": 8, \"n_group\": 3, "
+                               "\"topk_group\": 2, \"intermediate_size\": 64}",
+     MOE_STATUS_INVALID_ARGUMENT, "n_group = 3"},
+    {"topk_group > n_group", DS_HEAD "\"n_routed_experts\": 64, \"num_experts_per_tok\": 4, \"n_group\": 4, "
+                             "\"topk_group\": 5, \"intermediate_size\": 64}",
+     MOE_STATUS_INVALID_ARGUMENT, "topk_group = 5"},
+    {"top_k beyond the kept groups", DS_HEAD "\"n_routed_experts\": 64, \"num_experts_per_tok\": 12, \"n_group\": 8, "
+                                     "\"topk_group\": 1, \"intermediate_size\": 64}",
+     MOE_STATUS_INVALID_ARGUMENT, "num_experts_per_tok = 12"},
+    {"top_k > E", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_local_experts\": 8, "
+                  "\"num_experts_per_tok\": 9}",
+     MOE_STATUS_INVALID_ARGUMENT, "num_experts_per_tok = 9"},
+    {"missing top_k", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_local_experts\": 8}",
+     MOE_STATUS_INVALID_ARGUMENT, "num_experts_per_tok"},
+    {"missing expert width", "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_experts\": 8, "
+                             "\"num_experts_per_tok\": 2}",
+     MOE_STATUS_INVALID_ARGUMENT, "moe_intermediate_size"},
+    {"dense layers without a dense width",
+     "{\"hidden_size\": 64, \"num_hidden_layers\": 4, \"moe_intermediate_size\": 32, \"num_experts\": 8, "
+     "\"num_experts_per_tok\": 2, \"mlp_only_layers\": [0]}",
+     MOE_STATUS_INVALID_ARGUMENT, "intermediate_size"},
+    {"mlp_only_layers out of range",
+     "{\"hidden_size\": 64, \"num_hidden_layers\": 4, \"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+     "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"mlp_only_layers\": [4]}",
+     MOE_STATUS_INVALID_ARGUMENT, "mlp_only_layers"},
+    {"mlp_only_layers not an array",
+     "{\"hidden_size\": 64, \"num_hidden_layers\": 4, \"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+     "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"mlp_only_layers\": 3}",
+     MOE_STATUS_INVALID_ARGUMENT, "mlp_only_layers = 3"},
+    {"unknown activation", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"hidden_act\": \"mish\"}",
+     MOE_STATUS_UNSUPPORTED, "hidden_act = \"mish\""},
+    {"unknown activation file", "file:bad_unknown_activation.json", MOE_STATUS_UNSUPPORTED, "hidden_act = \"mish\""},
+    {"activation not a string", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"hidden_act\": 7}",
+     MOE_STATUS_INVALID_ARGUMENT, "hidden_act = 7"},
+    {"unknown scoring_func", DS_HEAD "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"scoring_func\": \"tanh\", "
+                             "\"intermediate_size\": 64}",
+     MOE_STATUS_UNSUPPORTED, "scoring_func = \"tanh\""},
+    {"unknown topk_method", DS_HEAD "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"topk_method\": \"magic\", "
+                            "\"intermediate_size\": 64}",
+     MOE_STATUS_UNSUPPORTED, "topk_method = \"magic\""},
+    {"zero routed_scaling_factor", DS_HEAD "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+                                   "\"routed_scaling_factor\": 0, \"intermediate_size\": 64}",
+     MOE_STATUS_INVALID_ARGUMENT, "routed_scaling_factor"},
+    {"norm_topk_prob not a bool", DS_HEAD "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+                                  "\"norm_topk_prob\": \"yes\", \"intermediate_size\": 64}",
+     MOE_STATUS_INVALID_ARGUMENT, "norm_topk_prob"},
+    {"unknown torch_dtype", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"torch_dtype\": \"int4\"}",
+     MOE_STATUS_UNSUPPORTED, "torch_dtype = \"int4\""},
+    {"negative swiglu_limit", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"swiglu_limit\": -1}",
+     MOE_STATUS_INVALID_ARGUMENT, "swiglu_limit"},
+    {"model_type not a string", "{\"model_type\": 3, \"hidden_size\": 64, \"intermediate_size\": 128, "
+                                "\"num_hidden_layers\": 2}",
+     MOE_STATUS_INVALID_ARGUMENT, "model_type = 3"},
+    {"llama4 with top-2", "{\"model_type\": \"llama4\", \"text_config\": {\"hidden_size\": 64, \"intermediate_size\": 32, "
+                          "\"num_hidden_layers\": 2, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}}",
+     MOE_STATUS_UNSUPPORTED, "num_experts_per_tok = 2"},
+    {"missing file", "path:/nonexistent/moefuse/config.json", MOE_STATUS_IO_ERROR, "/nonexistent/moefuse/config.json"},
+    {"directory without config.json", "path:/", MOE_STATUS_IO_ERROR, "/config.json"},
+};
+
+static void test_bad_inputs(void) {
+    moe_context_t *ctx = NULL;
+    CHECK(moe_context_create(MOE_BACKEND_CPU, 0, &ctx) == MOE_STATUS_OK, "context");
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        const bad_case *b = &bad_cases[i];
+        int before = failed;
+        moe_model_config cfg;
+        moe_status st;
+        /* Alternate between a context and none: both must carry the message. */
+        moe_context_t *use = (i % 2) ? ctx : NULL;
+        if (strncmp(b->json, "file:", 5) == 0) st = moe_config_load(use, fixture(b->json + 5), &cfg);
+        else if (strncmp(b->json, "path:", 5) == 0) st = moe_config_load(use, b->json + 5, &cfg);
+        else {
+            /* An exact-size heap copy without a NUL: reading past it would be caught by ASan. */
+            size_t len = strlen(b->json);
+            char *copy = malloc(len ? len : 1);
+            memcpy(copy, b->json, len);
+            st = moe_config_parse(use, copy, len, &cfg);
+            free(copy);
+        }
+        const char *msg = moe_last_error(use);
+        CHECK(st == b->status, "%s: status %s, expected %s (%s)", b->what, moe_status_string(st),
+              moe_status_string(b->status), msg);
+        CHECK(strstr(msg, b->needle) != NULL, "%s: message \"%s\" lacks \"%s\"", b->what, msg, b->needle);
+        printf("%s bad input: %s -> %s: %s\n", failed == before ? "PASS" : "FAIL", b->what, moe_status_string(st), msg);
+    }
+    /* The offset points at the bad byte (19, the second comma; cJSON may say one past it). */
+    const char *garbled = "{\"hidden_size\": 64,, \"num_hidden_layers\": 2}";
+    moe_model_config cfg;
+    moe_status st = moe_config_parse(ctx, garbled, strlen(garbled), &cfg);
+    unsigned long offset = 0;
+    const char *at = strstr(moe_last_error(ctx), "at byte ");
+    CHECK(st == MOE_STATUS_PARSE_ERROR && at && sscanf(at, "at byte %lu", &offset) == 1 && offset >= 19 &&
+              offset <= 20,
+          "garbled JSON offset: %s", moe_last_error(ctx));
+    /* The file's path prefixes messages of a file that fails to parse. */
+    st = moe_config_load(ctx, fixture("bad_unknown_activation.json"), &cfg);
+    CHECK(st == MOE_STATUS_UNSUPPORTED && strstr(moe_last_error(ctx), "bad_unknown_activation.json"),
+          "load message names the file: %s", moe_last_error(ctx));
+    CHECK(moe_config_parse(ctx, NULL, 4, &cfg) == MOE_STATUS_NULL_POINTER, "NULL json");
+    CHECK(moe_config_parse(ctx, "{}", 2, NULL) == MOE_STATUS_NULL_POINTER, "NULL out");
+    CHECK(moe_config_load(ctx, NULL, &cfg) == MOE_STATUS_NULL_POINTER, "NULL path");
+    /* A length shorter than the string: only len bytes count. */
+    const char *text = "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2} garbage";
+    st = moe_config_parse(ctx, text, strlen(text) - 8, &cfg);
+    CHECK(st == MOE_STATUS_OK && cfg.layer.hidden == 64 && cfg.num_layers == 2, "len bounds the input: %s",
+          moe_last_error(ctx));
+    /* A byte order mark is skipped; offsets still count it. */
+    const char *bom = "\xEF\xBB\xBF{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2}";
+    CHECK(moe_config_parse(ctx, bom, strlen(bom), &cfg) == MOE_STATUS_OK, "BOM: %s", moe_last_error(ctx));
+    moe_context_free(ctx);
+}
+
+/* ---- random round trips and mutations ------------------------------------------------ */
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+/* Random DeepSeek-style configs written as text, read back, fields compared with what was
+ * written. Random whitespace and unknown fields between the real ones. */
+static void test_random_round_trip(void) {
+    int before = failed;
+    for (int iter = 0; iter < 300; iter++) {
+        int64_t groups_options[] = {1, 2, 4, 8};
+        int64_t n_group = groups_options[rnd() % 4];
+        int64_t E = n_group * rnd_range(1, 32);
+        int64_t topk_group = rnd_range(1, n_group);
+        int64_t k = rnd_range(1, topk_group * (E / n_group) < 64 ? topk_group * (E / n_group) : 64);
+        int64_t H = rnd_range(1, 1 << 16), I = rnd_range(1, 1 << 15), dense_I = rnd_range(1, 1 << 16);
+        int64_t L = rnd_range(1, MOE_MAX_LAYERS), first_dense = rnd_range(0, 4), freq = rnd_range(1, 3);
+        int64_t shared = rnd_range(0, 3), heads = rnd_range(1, 128), vocab = rnd_range(1, 300000);
+        int norm = (int)(rnd() % 2), sigmoid = (int)(rnd() % 2);
+        double scale = (double)rnd_range(1, 4000) / 1000.0;
+        const char *ws[] = {"", " ", "\n  ", "\t"};
+        char json[4096];
+        int n = snprintf(json, sizeof json,
+                         "{%s\"model_type\":%s\"deepseek_v2\",%s\"hidden_size\": %lld,\"x_unknown\": [1, {\"a\": "
+                         "null}],%s\"intermediate_size\": %lld, \"moe_intermediate_size\": %lld,"
+                         "\"num_hidden_layers\": %lld, \"first_k_dense_replace\": %lld, \"moe_layer_freq\": %lld,"
+                         "%s\"n_routed_experts\": %lld, \"num_experts_per_tok\": %lld, \"n_group\": %lld, "
+                         "\"topk_group\": %lld, \"topk_method\": \"%s\", \"scoring_func\": \"%s\", "
+                         "\"norm_topk_prob\": %s, \"routed_scaling_factor\": %.3f, \"n_shared_experts\": %lld, "
+                         "\"num_attention_heads\": %lld, \"vocab_size\": %lld, \"q_lora_rank\": null%s}",
+                         ws[rnd() % 4], ws[rnd() % 4], ws[rnd() % 4], (long long)H, ws[rnd() % 4], (long long)dense_I,
+                         (long long)I, (long long)L, (long long)first_dense, (long long)freq, ws[rnd() % 4],
+                         (long long)E, (long long)k, (long long)n_group, (long long)topk_group,
+                         sigmoid ? "noaux_tc" : "group_limited_greedy", sigmoid ? "sigmoid" : "softmax",
+                         norm ? "true" : "false", scale, (long long)shared, (long long)heads, (long long)vocab,
+                         ws[rnd() % 4]);
+        moe_model_config cfg;
+        moe_status st = moe_config_parse(NULL, json, (size_t)n, &cfg);
+        CHECK(st == MOE_STATUS_OK, "round trip %d: %s: %s\n%s", iter, moe_status_string(st), moe_last_error(NULL),
+              json);
+        if (st != MOE_STATUS_OK) continue;
+        const moe_layer_spec *s = &cfg.layer;
+        int64_t want_moe = 0;
+        int pattern_ok = 1;
+        for (int64_t l = 0; l < L; l++) {
+            int m = l >= first_dense && l % freq == 0;
+            want_moe += m;
+            pattern_ok &= cfg.layer_is_moe[l] == m;
+        }
+        int ok = s->num_experts == E && s->top_k == k && s->hidden == H && s->intermediate == I &&
+                 cfg.dense_intermediate == dense_I && cfg.num_layers == L && cfg.num_moe_layers == want_moe &&
+                 pattern_ok && (n_group > 1 ? s->n_group == n_group && s->topk_group == topk_group : s->n_group <= 1) &&
+                 s->use_correction_bias == sigmoid && s->score == (sigmoid ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX) &&
+                 s->renormalize == (norm && k > 1) && fabs(s->routed_scale - scale) < 1e-6 &&
+                 s->num_shared_experts == shared && (shared == 0 || s->shared_intermediate == shared * I) &&
+                 cfg.num_heads == heads && cfg.num_kv_heads == heads && cfg.head_dim == H / heads &&
+                 cfg.vocab_size == vocab && cfg.q_lora_rank == 0;
+        CHECK(ok, "round trip %d: fields differ from the text:\n%s", iter, json);
+    }
+    printf("%s random round trips\n", failed == before ? "PASS" : "FAIL");
+}
+
+/* Random byte edits and truncations of the fixtures: never a crash, a known status, a
+ * message on failure, and a valid spec on success. */
+static void test_random_mutations(void) {
+    int before = failed;
+    const char *files[] = {"deepseek_v3.json", "llama4_scout.json", "qwen3_moe_sparse_step.json", "gpt_oss_120b.json",
+                           "deepseek_v2_lite.json"};
+    const char alphabet[] = "{}[]\",:-.0123456789eEtruefalsnl \n\\";
+    int ok_count = 0, total = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        size_t len;
+        char *text = slurp(fixture(files[f]), &len);
+        CHECK(text != NULL, "cannot read fixture %s", files[f]);
+        if (!text) continue;
+        for (int iter = 0; iter < 400; iter++) {
+            char *buf = malloc(len ? len : 1);
+            memcpy(buf, text, len);
+            size_t use = len;
+            int edits = (int)rnd_range(1, 4);
+            for (int e = 0; e < edits; e++) {
+                size_t at = (size_t)(rnd() % len);
+                switch (rnd() % 3) {
+                case 0: buf[at] = alphabet[rnd() % (sizeof alphabet - 1)]; break;
+                case 1: buf[at] = (char)(rnd() & 0xff); break;
+                default: use = at; break; /* truncate */
+                }
+            }
+            moe_model_config cfg;
+            moe_status st = moe_config_parse(NULL, buf, use, &cfg);
+            total++;
+            if (st == MOE_STATUS_OK) {
+                ok_count++;
+                int64_t count = 0;
+                for (int64_t l = 0; l < cfg.num_layers; l++) count += cfg.layer_is_moe[l] != 0;
+                CHECK(moe_layer_spec_validate(NULL, &cfg.layer) == MOE_STATUS_OK && count == cfg.num_moe_layers &&
+                          cfg.num_layers >= 1 && cfg.num_layers <= MOE_MAX_LAYERS,
+                      "mutation of %s accepted with an inconsistent result", files[f]);
+            } else {
+                CHECK(st == MOE_STATUS_PARSE_ERROR || st == MOE_STATUS_INVALID_ARGUMENT ||
+                          st == MOE_STATUS_UNSUPPORTED || st == MOE_STATUS_OVERFLOW,
+                      "mutation of %s: unexpected status %s", files[f], moe_status_string(st));
+                CHECK(moe_last_error(NULL)[0] != '\0', "mutation of %s: %s without a message", files[f],
+                      moe_status_string(st));
+            }
+            free(buf);
+        }
+        free(text);
+    }
+    printf("%s random mutations (%d of %d still parsed)\n", failed == before ? "PASS" : "FAIL", ok_count, total);
+}
+
+int main(void) {
+    const char *seed_env = getenv("MOEFUSE_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu (set MOEFUSE_SEED to repeat)\n", (unsigned long long)seed);
+    rng_state = seed * 2654435761u + 0x9E3779B97F4A7C15ull;
+    if (!rng_state) rng_state = 1;
+    find_fixtures();
+    printf("fixtures in %s\n", fixture_dir);
+
+    test_expected_configs();
+    test_preset_table();
+    test_bad_inputs();
+    test_random_round_trip();
+    test_random_mutations();
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
