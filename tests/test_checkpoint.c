@@ -6,6 +6,7 @@
  * the seed is printed (MOEFUSE_SEED=n repeats a run). */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include "moefuse.h"
+#include "internal.h" /* struct moe_weights: the router and biases, which unpack does not show */
 
 #include <dirent.h>
 #include <math.h>
@@ -544,6 +545,615 @@ static void test_hostile_headers(moe_context_t *ctx) {
     moe_checkpoint_close(ck);
 }
 
+/* ---- moe_weights_load ---------------------------------------------------------------------- */
+
+/* A set of tensors to write, owning copies of names and data. */
+typedef struct tfile {
+    wtensor t[256];
+    char names[256][160];
+    void *owned[256];
+    int n;
+} tfile;
+
+static void tf_add(tfile *f, const char *name, const char *dtype, int ndim, const int64_t *shape, const void *data,
+                   size_t bytes) {
+    if (f->n == 256) {
+        printf("tfile full\n");
+        exit(2);
+    }
+    int i = f->n++;
+    snprintf(f->names[i], sizeof f->names[i], "%s", name);
+    f->owned[i] = malloc(bytes ? bytes : 1);
+    if (bytes) memcpy(f->owned[i], data, bytes);
+    f->t[i] = (wtensor){f->names[i], dtype, ndim, {0}, f->owned[i], bytes};
+    for (int d = 0; d < ndim; d++) f->t[i].shape[d] = shape[d];
+}
+
+/* Drops tensor `name` (to make a checkpoint with something missing). */
+static void tf_remove(tfile *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->names[i], name) == 0) {
+            free(f->owned[i]);
+            for (int j = i; j + 1 < f->n; j++) {
+                memcpy(f->names[j], f->names[j + 1], sizeof f->names[j]);
+                f->owned[j] = f->owned[j + 1];
+                f->t[j] = f->t[j + 1];
+                f->t[j].name = f->names[j];
+            }
+            f->n--;
+            return;
+        }
+}
+
+static void tf_free(tfile *f) {
+    for (int i = 0; i < f->n; i++) free(f->owned[i]);
+    f->n = 0;
+}
+
+static size_t dtype_size(const char *dtype) {
+    return strcmp(dtype, "F32") == 0 ? 4 : strcmp(dtype, "F64") == 0 ? 8 : strcmp(dtype, "F8_E4M3") == 0 ? 1 : 2;
+}
+
+/* n random floats encoded as dtype (F32, BF16, F16, F64); `decoded` gets the values the file
+ * holds, as floats. */
+static void *random_encoded(const char *dtype, int64_t n, float *decoded) {
+    void *bytes = malloc((size_t)n * dtype_size(dtype));
+    for (int64_t i = 0; i < n; i++) {
+        float x = rng_float();
+        if (strcmp(dtype, "F32") == 0) {
+            ((float *)bytes)[i] = decoded[i] = x;
+        } else if (strcmp(dtype, "F64") == 0) {
+            ((double *)bytes)[i] = decoded[i] = x;
+        } else if (strcmp(dtype, "BF16") == 0) {
+            uint16_t b = moe_float_to_bf16(x);
+            ((uint16_t *)bytes)[i] = b;
+            decoded[i] = moe_bf16_to_float(b);
+        } else {
+            uint16_t h = moe_float_to_f16(x);
+            ((uint16_t *)bytes)[i] = h;
+            decoded[i] = moe_f16_to_float(h);
+        }
+    }
+    return bytes;
+}
+
+/* Adds a random tensor [rows, cols] (cols 0: 1-D [rows]) and returns its decoded values. */
+static float *add_random(tfile *f, const char *name, const char *dtype, int64_t rows, int64_t cols) {
+    int64_t n = rows * (cols ? cols : 1);
+    float *decoded = malloc((size_t)n * sizeof *decoded);
+    void *bytes = random_encoded(dtype, n, decoded);
+    int64_t shape[2] = {rows, cols};
+    tf_add(f, name, dtype, cols ? 2 : 1, shape, bytes, (size_t)n * dtype_size(dtype));
+    free(bytes);
+    return decoded;
+}
+
+/* Random e4m3 weights [rows, cols] with DeepSeek's 128x128 weight_scale_inv (amax/448 per
+ * block); returns the dequantised values q * s. */
+static float *add_fp8(tfile *f, const char *name, int64_t rows, int64_t cols) {
+    if (strlen(name) > 200) exit(2);
+    int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+    float *x = malloc((size_t)(rows * cols) * sizeof *x), *scale = malloc((size_t)(sr * sc) * sizeof *scale);
+    uint8_t *q = malloc((size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) x[i] = rng_float() * (1 + (int)(i % 7)); /* uneven blocks */
+    for (int64_t br = 0; br < sr; br++)
+        for (int64_t bc = 0; bc < sc; bc++) {
+            float amax = 0;
+            for (int64_t r = br * 128; r < rows && r < br * 128 + 128; r++)
+                for (int64_t c = bc * 128; c < cols && c < bc * 128 + 128; c++) amax = fmaxf(amax, fabsf(x[r * cols + c]));
+            float s = amax > 0 ? amax / 448.0f : 1.0f;
+            scale[br * sc + bc] = s;
+            for (int64_t r = br * 128; r < rows && r < br * 128 + 128; r++)
+                for (int64_t c = bc * 128; c < cols && c < bc * 128 + 128; c++) {
+                    q[r * cols + c] = moe_float_to_e4m3(x[r * cols + c] / s);
+                    x[r * cols + c] = moe_e4m3_to_float(q[r * cols + c]) * s;
+                }
+        }
+    int64_t shape[2] = {rows, cols}, sshape[2] = {sr, sc};
+    char sname[256];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    tf_add(f, name, "F8_E4M3", 2, shape, q, (size_t)(rows * cols));
+    tf_add(f, sname, "F32", 2, sshape, scale, (size_t)(sr * sc) * 4);
+    free(q);
+    free(scale);
+    return x;
+}
+
+/* The expected experts of a layer: [E][rows * cols] decoded values per projection. */
+typedef struct expected {
+    int64_t E, H, I;
+    float *gate[16], *up[16], *down[16];
+    float *shared_gate, *shared_up, *shared_down;
+} expected;
+
+static void expected_free(expected *x) {
+    for (int e = 0; e < 16; e++) free(x->gate[e]), free(x->up[e]), free(x->down[e]);
+    free(x->shared_gate), free(x->shared_up), free(x->shared_down);
+    memset(x, 0, sizeof *x);
+}
+
+/* Per-expert tensors <prefix>experts.N.<proj>.weight in dtype ("F8_E4M3" adds scales). */
+static void add_experts(tfile *f, const char *prefix, const char *const proj[3], const char *dtype, expected *x) {
+    char name[200];
+    for (int64_t e = 0; e < x->E; e++) {
+        float **slot[3] = {&x->gate[e], &x->up[e], &x->down[e]};
+        int64_t rows[3] = {x->I, x->I, x->H}, cols[3] = {x->H, x->H, x->I};
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "%sexperts.%lld.%s.weight", prefix, (long long)e, proj[p]);
+            *slot[p] = strcmp(dtype, "F8_E4M3") == 0 ? add_fp8(f, name, rows[p], cols[p])
+                                                     : add_random(f, name, dtype, rows[p], cols[p]);
+        }
+    }
+}
+
+/* |got - want| <= tol_rel * |want| for every element (tol_rel 0: exact). */
+static int close_enough(const float *got, const float *want, int64_t n, float tol_rel, const char *what) {
+    for (int64_t i = 0; i < n; i++) {
+        float err = fabsf(got[i] - want[i]);
+        if (!(err <= tol_rel * fabsf(want[i]))) {
+            printf("    %s[%lld]: got %.9g, expected %.9g\n", what, (long long)i, got[i], want[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Every expert (and the shared one, if expected) unpacks to the expected values. */
+static void check_unpacked(moe_context_t *ctx, const moe_weights_t *w, const expected *x, int64_t Is, float tol_rel,
+                           const char *label) {
+    int64_t rows = x->I > Is ? x->I : Is;
+    float *g = malloc((size_t)(rows * x->H) * 4), *u = malloc((size_t)(rows * x->H) * 4),
+          *d = malloc((size_t)(rows * x->H) * 4);
+    for (int64_t e = Is ? -1 : 0; e < x->E; e++) {
+        int64_t I = e < 0 ? Is : x->I;
+        const float *eg = e < 0 ? x->shared_gate : x->gate[e], *eu = e < 0 ? x->shared_up : x->up[e],
+                    *ed = e < 0 ? x->shared_down : x->down[e];
+        moe_status st = moe_weights_unpack(ctx, w, e, g, u, d);
+        CHECK(st == MOE_STATUS_OK, "%s: unpack %lld: %s", label, (long long)e, moe_last_error(ctx));
+        if (st != MOE_STATUS_OK) continue;
+        CHECK(close_enough(g, eg, I * x->H, tol_rel, "gate"), "%s: expert %lld gate", label, (long long)e);
+        CHECK(close_enough(u, eu, I * x->H, tol_rel, "up"), "%s: expert %lld up", label, (long long)e);
+        CHECK(close_enough(d, ed, I * x->H, tol_rel, "down"), "%s: expert %lld down", label, (long long)e);
+    }
+    free(g), free(u), free(d);
+}
+
+static moe_weights_t *open_and_load(moe_context_t *ctx, const char *path, const moe_layer_spec *spec, int64_t layer,
+                                    moe_format format, moe_status *status) {
+    moe_checkpoint_t *ck = NULL;
+    moe_weights_t *w = NULL;
+    moe_status st = moe_checkpoint_open(ctx, path, &ck);
+    CHECK(st == MOE_STATUS_OK, "open %s: %s", path, moe_last_error(ctx));
+    if (st == MOE_STATUS_OK) st = moe_weights_load(ctx, ck, spec, layer, format, &w);
+    if (status)
+        *status = st;
+    else
+        CHECK(st == MOE_STATUS_OK, "load %s: %s", path, moe_last_error(ctx));
+    moe_checkpoint_close(ck);
+    return w;
+}
+
+static const char *const HF_PROJ[3] = {"gate_proj", "up_proj", "down_proj"};
+
+/* Per-expert names in f32 (one file) and bf16 (two shards and an index), loaded as F32. */
+static void test_load_per_expert(moe_context_t *ctx) {
+    const char *dtypes[2] = {"F32", "BF16"};
+    for (int di = 0; di < 2; di++) {
+        expected x = {.E = 4, .H = 40, .I = 24};
+        tfile *f = calloc(1, sizeof *f);
+        add_experts(f, "model.layers.1.mlp.", HF_PROJ, dtypes[di], &x);
+        float *router = add_random(f, "model.layers.1.mlp.gate.weight", dtypes[di], x.E, x.H);
+        free(add_random(f, "model.layers.0.mlp.gate.weight", dtypes[di], x.E, x.H)); /* another layer */
+        const char *path;
+        if (di == 0) {
+            path = tmp_path("per_expert_f32.safetensors");
+            write_safetensors(path, f->t, f->n);
+        } else {
+            /* Shard 1 takes the first half of the tensors, shard 2 the rest. */
+            write_safetensors(tmp_path("bf16-1.safetensors"), f->t, f->n / 2);
+            write_safetensors(tmp_path("bf16-2.safetensors"), f->t + f->n / 2, f->n - f->n / 2);
+            sbuf idx = {0};
+            sb_printf(&idx, "{\"weight_map\":{");
+            for (int i = 0; i < f->n; i++)
+                sb_printf(&idx, "%s\"%s\":\"bf16-%d.safetensors\"", i ? "," : "", f->names[i], i < f->n / 2 ? 1 : 2);
+            sb_printf(&idx, "}}");
+            path = tmp_path("bf16.index.json");
+            write_text(path, idx.s);
+            free(idx.s);
+        }
+        moe_layer_spec spec;
+        moe_layer_spec_init(&spec, x.E, x.H, x.I, 2);
+        moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+        if (w) {
+            check_unpacked(ctx, w, &x, 0, 0.0f, dtypes[di]);
+            CHECK(w->router && close_enough(w->router, router, x.E * x.H, 0.0f, "router"), "%s router", dtypes[di]);
+        }
+        moe_weights_free(w);
+        /* bf16 weights packed as BF16 come back exactly too. */
+        if (di == 1) {
+            w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_BF16, NULL);
+            if (w) check_unpacked(ctx, w, &x, 0, 0.0f, "bf16 as BF16");
+            moe_weights_free(w);
+        }
+        free(router);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
+    }
+}
+
+/* Mixtral: block_sparse_moe.experts.N.w1/w3/w2 and block_sparse_moe.gate. */
+static void test_load_mixtral(moe_context_t *ctx) {
+    static const char *const proj[3] = {"w1", "w3", "w2"};
+    expected x = {.E = 3, .H = 24, .I = 40};
+    tfile *f = calloc(1, sizeof *f);
+    add_experts(f, "model.layers.1.block_sparse_moe.", proj, "F32", &x);
+    float *router = add_random(f, "model.layers.1.block_sparse_moe.gate.weight", "BF16", x.E, x.H);
+    const char *path = tmp_path("mixtral.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, x.E, x.H, x.I, 2);
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) {
+        check_unpacked(ctx, w, &x, 0, 0.0f, "mixtral");
+        CHECK(w->router && close_enough(w->router, router, x.E * x.H, 0.0f, "router"), "mixtral router");
+    }
+    moe_weights_free(w);
+    free(router);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
+static moe_layer_spec gpt_oss_spec(int64_t E, int64_t H, int64_t I) {
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 2);
+    spec.activation = MOE_ACT_SWIGLU_OAI;
+    spec.act_limit = 7.0f;
+    spec.expert_has_bias = 1;
+    spec.router_has_bias = 1;
+    return spec;
+}
+
+/* GPT-OSS: gate_up_proj [E, H, 2I] with gate/up interleaved in its columns, down_proj
+ * [E, I, H], their biases, router.weight and router.bias. */
+static void test_load_gpt_oss(moe_context_t *ctx) {
+    const int64_t E = 3, H = 32, I = 16;
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    float *gu = malloc((size_t)(E * H * 2 * I) * 4), *dn = malloc((size_t)(E * I * H) * 4);
+    void *gu_b = random_encoded("BF16", E * H * 2 * I, gu), *dn_b = random_encoded("BF16", E * I * H, dn);
+    tf_add(f, "model.layers.1.mlp.experts.gate_up_proj", "BF16", 3, (int64_t[]){E, H, 2 * I}, gu_b,
+           (size_t)(E * H * 2 * I) * 2);
+    tf_add(f, "model.layers.1.mlp.experts.down_proj", "BF16", 3, (int64_t[]){E, I, H}, dn_b, (size_t)(E * I * H) * 2);
+    for (int64_t e = 0; e < E; e++) {
+        x.gate[e] = malloc((size_t)(I * H) * 4), x.up[e] = malloc((size_t)(I * H) * 4);
+        x.down[e] = malloc((size_t)(H * I) * 4);
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++) {
+                x.gate[e][i * H + h] = gu[(e * H + h) * 2 * I + 2 * i];
+                x.up[e][i * H + h] = gu[(e * H + h) * 2 * I + 2 * i + 1];
+                x.down[e][h * I + i] = dn[(e * I + i) * H + h];
+            }
+    }
+    float *gu_bias = add_random(f, "model.layers.1.mlp.experts.gate_up_proj_bias", "BF16", E, 2 * I);
+    float *dn_bias = add_random(f, "model.layers.1.mlp.experts.down_proj_bias", "BF16", E, H);
+    float *router = add_random(f, "model.layers.1.mlp.router.weight", "BF16", E, H);
+    float *router_bias = add_random(f, "model.layers.1.mlp.router.bias", "BF16", E, 0);
+    const char *path = tmp_path("gpt_oss.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec = gpt_oss_spec(E, H, I);
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) {
+        check_unpacked(ctx, w, &x, 0, 0.0f, "gpt-oss");
+        /* Packed W13 rows are interleaved like the checkpoint's columns: biases map 1:1. */
+        CHECK(w->b13 && close_enough(w->b13, gu_bias, E * 2 * I, 0.0f, "b13"), "gate_up bias");
+        CHECK(w->b2 && close_enough(w->b2, dn_bias, E * H, 0.0f, "b2"), "down bias");
+        CHECK(w->router && close_enough(w->router, router, E * H, 0.0f, "router"), "router");
+        CHECK(w->router_bias && close_enough(w->router_bias, router_bias, E, 0.0f, "router_bias"), "router bias");
+    }
+    moe_weights_free(w);
+
+    /* A spec that forgets the biases is refused, naming the tensor and the field. */
+    spec.expert_has_bias = 0;
+    moe_status st;
+    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+    CHECK(st == MOE_STATUS_INVALID_ARGUMENT && w == NULL && strstr(moe_last_error(ctx), "gate_up_proj_bias") &&
+              strstr(moe_last_error(ctx), "expert_has_bias"),
+          "unasked bias: %d %s", (int)st, moe_last_error(ctx));
+    moe_weights_free(w);
+    spec = gpt_oss_spec(E, H, I);
+    spec.router_has_bias = 0;
+    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+    CHECK(st == MOE_STATUS_INVALID_ARGUMENT && strstr(moe_last_error(ctx), "router.bias"), "unasked router bias: %s",
+          moe_last_error(ctx));
+    moe_weights_free(w);
+
+    free(gu), free(dn), free(gu_b), free(dn_b), free(gu_bias), free(dn_bias), free(router), free(router_bias);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
+/* GPT-OSS as released: MXFP4 experts.*_blocks [E, rows, cols/32, 16] and *_scales [E, rows,
+ * cols/32], rows in W13/W2 orientation (gate_up rows interleaved). */
+static void test_load_gpt_oss_mxfp4(moe_context_t *ctx) {
+    const int64_t E = 2, H = 64, I = 32, R = 2 * I;
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    uint8_t *gu_codes = malloc((size_t)(E * R * H / 2)), *gu_scales = malloc((size_t)(E * R * H / 32));
+    uint8_t *dn_codes = malloc((size_t)(E * H * I / 2)), *dn_scales = malloc((size_t)(E * H * I / 32));
+    float *src = malloc((size_t)(R * H) * 4), *deq = malloc((size_t)(R * H) * 4);
+    for (int64_t e = 0; e < E; e++) {
+        /* A magnitude per row and expert, so the e8m0 scales differ between experts. */
+        for (int64_t i = 0; i < R * H; i++) src[i] = rng_float() * ldexpf(1.0f, (int)((i / H + e * 5) % 9) - 4);
+        moe_status st = moe_quantize(MOE_FORMAT_MXFP4, src, R, H, H, gu_codes + e * R * H / 2,
+                                     gu_scales + e * R * H / 32, NULL);
+        st |= moe_dequantize(MOE_FORMAT_MXFP4, gu_codes + e * R * H / 2, gu_scales + e * R * H / 32, 1.0f, R, H, deq, H);
+        CHECK(st == MOE_STATUS_OK, "mxfp4 quantize: %s", moe_last_error(NULL));
+        x.gate[e] = malloc((size_t)(I * H) * 4), x.up[e] = malloc((size_t)(I * H) * 4);
+        for (int64_t i = 0; i < I; i++) {
+            memcpy(x.gate[e] + i * H, deq + (2 * i) * H, (size_t)H * 4);
+            memcpy(x.up[e] + i * H, deq + (2 * i + 1) * H, (size_t)H * 4);
+        }
+        for (int64_t i = 0; i < H * I; i++) src[i] = rng_float() * ldexpf(1.0f, (int)((i / I + e * 3) % 7) - 3);
+        x.down[e] = malloc((size_t)(H * I) * 4);
+        st = moe_quantize(MOE_FORMAT_MXFP4, src, H, I, I, dn_codes + e * H * I / 2, dn_scales + e * H * I / 32, NULL);
+        st |= moe_dequantize(MOE_FORMAT_MXFP4, dn_codes + e * H * I / 2, dn_scales + e * H * I / 32, 1.0f, H, I,
+                             x.down[e], I);
+        CHECK(st == MOE_STATUS_OK, "mxfp4 quantize: %s", moe_last_error(NULL));
+    }
+    tf_add(f, "model.layers.1.mlp.experts.gate_up_proj_blocks", "U8", 4, (int64_t[]){E, R, H / 32, 16}, gu_codes,
+           (size_t)(E * R * H / 2));
+    tf_add(f, "model.layers.1.mlp.experts.gate_up_proj_scales", "U8", 3, (int64_t[]){E, R, H / 32}, gu_scales,
+           (size_t)(E * R * H / 32));
+    tf_add(f, "model.layers.1.mlp.experts.down_proj_blocks", "U8", 4, (int64_t[]){E, H, I / 32, 16}, dn_codes,
+           (size_t)(E * H * I / 2));
+    tf_add(f, "model.layers.1.mlp.experts.down_proj_scales", "U8", 3, (int64_t[]){E, H, I / 32}, dn_scales,
+           (size_t)(E * H * I / 32));
+    free(add_random(f, "model.layers.1.mlp.experts.gate_up_proj_bias", "BF16", E, R));
+    free(add_random(f, "model.layers.1.mlp.experts.down_proj_bias", "BF16", E, H));
+    free(add_random(f, "model.layers.1.mlp.router.weight", "BF16", E, H));
+    free(add_random(f, "model.layers.1.mlp.router.bias", "BF16", E, 0));
+    const char *path = tmp_path("gpt_oss_mxfp4.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec = gpt_oss_spec(E, H, I);
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) check_unpacked(ctx, w, &x, 0, 0.0f, "gpt-oss mxfp4");
+    moe_weights_free(w);
+    free(gu_codes), free(gu_scales), free(dn_codes), free(dn_scales), free(src), free(deq);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
+/* DeepSeek-V3 style: e4m3 experts with 128x128 weight_scale_inv (sizes not multiples of 128),
+ * bf16 router, fp32 e_score_correction_bias, an FP8 shared expert. */
+static void test_load_deepseek_fp8(moe_context_t *ctx) {
+    const int64_t E = 2, H = 300, I = 136, Is = 136; /* scales [2, 3] and [3, 2]: not square */
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    add_experts(f, "model.layers.1.mlp.", HF_PROJ, "F8_E4M3", &x);
+    free(add_random(f, "model.layers.1.mlp.gate.weight", "BF16", E, H));
+    float *bias = add_random(f, "model.layers.1.mlp.gate.e_score_correction_bias", "F32", E, 0);
+    x.shared_gate = add_fp8(f, "model.layers.1.mlp.shared_experts.gate_proj.weight", Is, H);
+    x.shared_up = add_fp8(f, "model.layers.1.mlp.shared_experts.up_proj.weight", Is, H);
+    x.shared_down = add_fp8(f, "model.layers.1.mlp.shared_experts.down_proj.weight", H, Is);
+    const char *path = tmp_path("deepseek_fp8.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 1);
+    spec.score = MOE_SCORE_SIGMOID;
+    spec.use_correction_bias = 1;
+    spec.num_shared_experts = 1;
+    spec.shared_intermediate = Is;
+
+    /* As F32: q * s, up to the rounding of that one product. */
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) {
+        check_unpacked(ctx, w, &x, Is, 1.2e-7f, "fp8 as F32");
+        CHECK(w->correction_bias && close_enough(w->correction_bias, bias, E, 0.0f, "bias"), "correction bias");
+    }
+    moe_weights_free(w);
+
+    /* Packed as FP8 with 128x128 blocks again (over the interleaved W13 rows, so the blocks
+     * differ): each element within e4m3's rounding: half an ulp (2^-4 relative) for normals,
+     * half the subnormal step (2^-10 of the block scale, bounded by the matrix's) below. */
+    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_FP8_BLOCK128, NULL);
+    if (w) {
+        float *got[3];
+        for (int p = 0; p < 3; p++) got[p] = malloc((size_t)(I * H) * 4);
+        for (int64_t e = -1; e < E; e++) {
+            const float *want[3] = {e < 0 ? x.shared_gate : x.gate[e], e < 0 ? x.shared_up : x.up[e],
+                                    e < 0 ? x.shared_down : x.down[e]};
+            CHECK(moe_weights_unpack(ctx, w, e, got[0], got[1], got[2]) == MOE_STATUS_OK, "unpack: %s",
+                  moe_last_error(ctx));
+            float amax13 = 0, amax2 = 0;
+            for (int64_t i = 0; i < I * H; i++) {
+                amax13 = fmaxf(amax13, fmaxf(fabsf(want[0][i]), fabsf(want[1][i])));
+                amax2 = fmaxf(amax2, fabsf(want[2][i]));
+            }
+            int bad = 0;
+            for (int p = 0; p < 3 && !bad; p++)
+                for (int64_t i = 0; i < I * H && !bad; i++) {
+                    float floor_err = (p < 2 ? amax13 : amax2) / 448.0f * 0x1p-10f;
+                    float bound = fabsf(want[p][i]) * 0x1p-4f * (1 + 1e-6f) + floor_err;
+                    if (!(fabsf(got[p][i] - want[p][i]) <= bound)) {
+                        bad = 1;
+                        printf("    fp8 expert %lld proj %d [%lld]: got %.9g, expected %.9g (bound %.3g)\n",
+                               (long long)e, p, (long long)i, got[p][i], want[p][i], bound);
+                    }
+                }
+            CHECK(!bad, "fp8 as FP8_BLOCK128: expert %lld", (long long)e);
+        }
+        for (int p = 0; p < 3; p++) free(got[p]);
+    }
+    moe_weights_free(w);
+
+    /* The correction bias is required when the spec uses it, refused when it does not. */
+    spec.use_correction_bias = 0;
+    moe_status st;
+    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+    CHECK(st == MOE_STATUS_INVALID_ARGUMENT && strstr(moe_last_error(ctx), "e_score_correction_bias"),
+          "unasked correction bias: %s", moe_last_error(ctx));
+    moe_weights_free(w);
+    free(bias);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
+/* Qwen: bf16 experts, shared_expert.{gate,up,down}_proj and shared_expert_gate [1, H]. */
+static void test_load_qwen_shared(moe_context_t *ctx) {
+    const int64_t E = 4, H = 32, I = 16, Is = 48;
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    add_experts(f, "model.layers.1.mlp.", HF_PROJ, "BF16", &x);
+    free(add_random(f, "model.layers.1.mlp.gate.weight", "BF16", E, H));
+    x.shared_gate = add_random(f, "model.layers.1.mlp.shared_expert.gate_proj.weight", "BF16", Is, H);
+    x.shared_up = add_random(f, "model.layers.1.mlp.shared_expert.up_proj.weight", "BF16", Is, H);
+    x.shared_down = add_random(f, "model.layers.1.mlp.shared_expert.down_proj.weight", "BF16", H, Is);
+    float *sg = add_random(f, "model.layers.1.mlp.shared_expert_gate.weight", "BF16", 1, H);
+    const char *path = tmp_path("qwen_shared.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 2);
+    spec.num_shared_experts = 1;
+    spec.shared_intermediate = Is;
+    spec.shared_gate = 1;
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) {
+        check_unpacked(ctx, w, &x, Is, 0.0f, "qwen shared");
+        CHECK(w->shared_gate && close_enough(w->shared_gate, sg, H, 0.0f, "shared_gate"), "shared gate");
+    }
+    moe_weights_free(w);
+    /* Forgetting the shared expert in the spec is refused. */
+    spec.num_shared_experts = 0;
+    spec.shared_intermediate = 0;
+    spec.shared_gate = 0;
+    moe_status st;
+    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+    CHECK(st == MOE_STATUS_INVALID_ARGUMENT && strstr(moe_last_error(ctx), "shared_expert.down_proj.weight") &&
+              strstr(moe_last_error(ctx), "num_shared_experts"),
+          "unasked shared: %s", moe_last_error(ctx));
+    moe_weights_free(w);
+    free(sg);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
+/* Each damaged layer is refused with the right status, naming the tensor. */
+static void test_load_errors(moe_context_t *ctx) {
+    const int64_t E = 4, H = 40, I = 24;
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 2);
+    enum { MISSING, SHAPE, MIXED_DTYPE, F64, UNASKED_BIAS, EXTRA_EXPERT, NO_ROUTER, NO_SCALE, NO_CORRECTION, NO_LAYER,
+           CASES };
+    const char *labels[CASES] = {"missing tensor", "wrong shape", "mixed dtype", "f64 weights", "unasked bias",
+                                 "extra expert", "no router", "fp8 without scale", "no correction bias", "no such layer"};
+    for (int c = 0; c < CASES; c++) {
+        expected x = {.E = E, .H = H, .I = I};
+        tfile *f = calloc(1, sizeof *f);
+        add_experts(f, "model.layers.1.mlp.", HF_PROJ, c == F64 ? "F64" : c == NO_SCALE ? "F8_E4M3" : "F32", &x);
+        free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
+        moe_layer_spec s = spec;
+        int64_t layer = 1;
+        moe_status want = MOE_STATUS_OK;
+        const char *needles[3] = {NULL, NULL, NULL};
+        switch (c) {
+        case MISSING:
+            tf_remove(f, "model.layers.1.mlp.experts.2.up_proj.weight");
+            want = MOE_STATUS_NOT_FOUND;
+            needles[0] = "'model.layers.1.mlp.experts.2.up_proj.weight'";
+            break;
+        case SHAPE:
+            tf_remove(f, "model.layers.1.mlp.experts.1.gate_proj.weight");
+            free(add_random(f, "model.layers.1.mlp.experts.1.gate_proj.weight", "F32", I + 1, H));
+            want = MOE_STATUS_SHAPE_MISMATCH;
+            needles[0] = "'model.layers.1.mlp.experts.1.gate_proj.weight'";
+            needles[1] = "[25, 40]";
+            needles[2] = "expected [24, 40]";
+            break;
+        case MIXED_DTYPE:
+            tf_remove(f, "model.layers.1.mlp.experts.3.down_proj.weight");
+            free(add_random(f, "model.layers.1.mlp.experts.3.down_proj.weight", "F16", H, I));
+            want = MOE_STATUS_DTYPE_MISMATCH;
+            needles[0] = "'model.layers.1.mlp.experts.3.down_proj.weight'";
+            needles[1] = "f16";
+            needles[2] = "expected f32";
+            break;
+        case F64:
+            want = MOE_STATUS_DTYPE_MISMATCH;
+            needles[0] = "'model.layers.1.mlp.experts.0.gate_proj.weight'";
+            needles[1] = "f64";
+            break;
+        case UNASKED_BIAS:
+            free(add_random(f, "model.layers.1.mlp.experts.0.gate_proj.bias", "F32", I, 0));
+            want = MOE_STATUS_INVALID_ARGUMENT;
+            needles[0] = "experts.0.gate_proj.bias";
+            needles[1] = "expert_has_bias";
+            break;
+        case EXTRA_EXPERT:
+            free(add_random(f, "model.layers.1.mlp.experts.4.down_proj.weight", "F32", H, I));
+            want = MOE_STATUS_SHAPE_MISMATCH;
+            needles[0] = "experts.4.down_proj.weight";
+            needles[1] = "num_experts";
+            break;
+        case NO_ROUTER:
+            tf_remove(f, "model.layers.1.mlp.gate.weight");
+            want = MOE_STATUS_NOT_FOUND;
+            needles[0] = "'model.layers.1.mlp.gate.weight'";
+            break;
+        case NO_SCALE:
+            tf_remove(f, "model.layers.1.mlp.experts.1.up_proj.weight_scale_inv");
+            want = MOE_STATUS_NOT_FOUND;
+            needles[0] = "'model.layers.1.mlp.experts.1.up_proj.weight_scale_inv'";
+            break;
+        case NO_CORRECTION:
+            s.use_correction_bias = 1;
+            s.score = MOE_SCORE_SIGMOID;
+            want = MOE_STATUS_NOT_FOUND;
+            needles[0] = "'model.layers.1.mlp.gate.e_score_correction_bias'";
+            break;
+        case NO_LAYER:
+            layer = 7;
+            want = MOE_STATUS_NOT_FOUND;
+            needles[0] = "model.layers.7.mlp.experts.0.down_proj.weight";
+            break;
+        }
+        char file[64];
+        snprintf(file, sizeof file, "load_error%02d.safetensors", c);
+        const char *path = tmp_path(file);
+        write_safetensors(path, f->t, f->n);
+        moe_status st;
+        moe_weights_t *w = open_and_load(ctx, path, &s, layer, MOE_FORMAT_F32, &st);
+        const char *msg = moe_last_error(ctx);
+        CHECK(st == want && w == NULL, "%s: status %s, expected %s (%s)", labels[c], moe_status_string(st),
+              moe_status_string(want), msg);
+        for (int k = 0; k < 3; k++)
+            CHECK(!needles[k] || strstr(msg, needles[k]), "%s: message \"%s\" lacks \"%s\"", labels[c], msg,
+                  needles[k]);
+        moe_weights_free(w);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
+    }
+
+    /* Arguments. */
+    moe_weights_t *w = NULL;
+    CHECK(moe_weights_load(ctx, NULL, &spec, 0, MOE_FORMAT_F32, &w) == MOE_STATUS_NULL_POINTER, "NULL ckpt");
+    moe_checkpoint_t *ck = NULL;
+    if (moe_checkpoint_open(ctx, tmp_path("load_error00.safetensors"), &ck) == MOE_STATUS_OK) {
+        CHECK(moe_weights_load(ctx, ck, &spec, -1, MOE_FORMAT_F32, &w) == MOE_STATUS_INVALID_ARGUMENT &&
+                  strstr(moe_last_error(ctx), "layer"),
+              "layer -1: %s", moe_last_error(ctx));
+        CHECK(moe_weights_load(ctx, ck, NULL, 1, MOE_FORMAT_F32, &w) == MOE_STATUS_NULL_POINTER, "NULL spec");
+        CHECK(moe_weights_load(ctx, ck, &spec, 1, MOE_FORMAT_F32, NULL) == MOE_STATUS_NULL_POINTER, "NULL out");
+    }
+    moe_checkpoint_close(ck);
+}
+
 /* ---- the fuzzer's seed corpus ----------------------------------------------------------- */
 /* `test_checkpoint --write-corpus DIR` writes the seeds of fuzz/corpus/safetensors: two small
  * valid files and an index (the fuzzer takes an input starting with '{' as an index beside a
@@ -585,6 +1195,13 @@ static const test_case cases[] = {
     {"sharded", test_sharded},
     {"directories", test_directories},
     {"hostile_headers", test_hostile_headers},
+    {"load_per_expert", test_load_per_expert},
+    {"load_mixtral", test_load_mixtral},
+    {"load_gpt_oss", test_load_gpt_oss},
+    {"load_gpt_oss_mxfp4", test_load_gpt_oss_mxfp4},
+    {"load_deepseek_fp8", test_load_deepseek_fp8},
+    {"load_qwen_shared", test_load_qwen_shared},
+    {"load_errors", test_load_errors},
 };
 
 int main(int argc, char **argv) {
