@@ -16,7 +16,12 @@
  *  - NaN: e4m3 has a NaN code, so in the FP8 and MXFP8 formats a NaN element decodes to NaN
  *    and its block neighbours are unaffected. E2M1 has no NaN, so MXFP4 stores the NaN E8M0
  *    scale (0xFF) and NVFP4 the NaN UE4M3 scale (0x7F) for a block holding a NaN: the whole
- *    block then decodes to NaN (the OCP MX convention). */
+ *    block then decodes to NaN (the OCP MX convention).
+ *
+ * Other choices the header leaves open: an all-zero block gets FP8 scale 1, E8M0 code 127
+ * (2^0) in both MX rules, UE4M3 code 0 in NVFP4 (its elements are then code 0); an empty
+ * FP8_TENSOR matrix gets scale 1; moe_quantize writes 1 to a non-NULL tensor_scale for the
+ * formats without one; NVFP4's S_enc is clamped to FLT_MAX when 2688 / amax overflows. */
 #include "internal.h"
 
 #include <float.h>

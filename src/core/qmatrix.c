@@ -45,17 +45,20 @@ static float e8m0_value(uint8_t code) {
     return f;
 }
 
-/* IEEE half from its bits (moe_f16_to_float goes through ldexp; this is the fast path). */
-static float f16_value(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3FFu;
-    uint32_t bits;
-    if (e == 0) {
-        float f = (float)m * 0x1p-24f; /* subnormal: m * 2^-24, exact */
-        return sign ? -f : f;
-    }
-    if (e == 31) bits = sign | 0x7F800000u | (m << 13); /* inf, or NaN with its payload */
-    else bits = sign | ((e + 112u) << 23) | (m << 13);  /* rebias 15 -> 127 */
+/* IEEE half from its bits (moe_f16_to_float goes through ldexp; this is the fast path).
+ * The 15 magnitude bits shifted into a float's place read as the half's value times 2^-112,
+ * subnormals included, so one exact multiply rebiases; exponent 31 (inf, NaN) is set apart.
+ * Written as selects on bits so that the row loop vectorises. */
+static inline float f16_value(uint16_t h) {
+    const uint32_t mag = (uint32_t)(h & 0x7FFFu) << 13;
     float f;
+    memcpy(&f, &mag, sizeof f);
+    f *= 0x1p112f;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    const uint32_t special = 0u - (uint32_t)((h & 0x7C00u) == 0x7C00u); /* all ones for inf/NaN */
+    bits = (bits & ~special) | ((0x7F800000u | mag) & special); /* inf, or NaN with its payload */
+    bits |= (uint32_t)(h & 0x8000u) << 16;
     memcpy(&f, &bits, sizeof f);
     return f;
 }
