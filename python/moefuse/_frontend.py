@@ -1,0 +1,338 @@
+"""vLLM's fused_experts / fused_moe arguments turned into moefuse calls, once for every array
+library: numpy (moefuse._numpy_ops) and torch (moefuse.torch) differ only in an `ops` object
+that knows how to describe, convert and allocate their arrays.
+
+What vLLM's names mean here:
+  w1 [E, 2I, H]   gate rows 0..I-1, up rows I..2I-1 (MOE_LAYOUT_CONCAT); GPT-OSS's
+                  "swigluoai" has them interleaved (even rows gate), as vLLM expects it;
+                  "relu2_no_mul" has the I rows of W1 only
+  w2 [E, H, I]
+  topk_ids / topk_weights [T, k]: any integer / float dtype, converted to int32 / float32
+  use_fp8_w8a8    e4m3 weights with per-expert scales w1_scale [E] (block_shape None) or
+                  DeepSeek 128x128 block scales [E, ceil(rows/128), ceil(cols/128)]
+                  (block_shape [128, 128]); activations quantised dynamically by the library
+                  (per tensor, or in 1x128 groups)
+  expert_map      global expert id -> local id or -1: ids of other ranks' experts get
+                  weight 0 (their rows contribute nothing)
+"""
+
+import ctypes
+import threading
+import weakref
+
+from . import _api, _lib
+from ._lib import Activation, DType, Format, Layout, MoeError, Status
+
+# vLLM activation name -> (moefuse activation, alpha, limit, w1 layout).
+ACTIVATIONS = {
+    "silu": (Activation.SWIGLU, None, None, Layout.CONCAT),
+    "swiglu": (Activation.SWIGLU, None, None, Layout.CONCAT),
+    "gelu": (Activation.GEGLU, None, None, Layout.CONCAT),
+    "geglu": (Activation.GEGLU, None, None, Layout.CONCAT),
+    "gelu_tanh": (Activation.GEGLU_TANH, None, None, Layout.CONCAT),
+    "geglu_tanh": (Activation.GEGLU_TANH, None, None, Layout.CONCAT),
+    "relu": (Activation.REGLU, None, None, Layout.CONCAT),
+    "reglu": (Activation.REGLU, None, None, Layout.CONCAT),
+    "swigluoai": (Activation.SWIGLU_OAI, 1.702, 7.0, Layout.INTERLEAVED),
+    "swiglu_oai": (Activation.SWIGLU_OAI, 1.702, 7.0, Layout.INTERLEAVED),
+    "relu2_no_mul": (Activation.RELU2, None, None, Layout.CONCAT),
+    "relu2": (Activation.RELU2, None, None, Layout.CONCAT),
+}
+
+
+def error(status, message):
+    return MoeError(status, _lib.status_name(status), message)
+
+
+def unsupported(fn, what):
+    return error(Status.UNSUPPORTED, f"{fn}: {what} is not supported by moefuse")
+
+
+def _activation(fn, name, act_alpha, act_limit):
+    key = str(name).lower().replace("-", "_")
+    if key not in ACTIVATIONS:
+        raise error(Status.INVALID_ARGUMENT,
+                    f"{fn}: activation = {name!r}, expected one of {', '.join(sorted(ACTIVATIONS))}")
+    act, alpha, limit, layout = ACTIVATIONS[key]
+    return act, (act_alpha if act_alpha is not None else alpha), (act_limit if act_limit is not None else limit), layout
+
+
+# ---------------------------------------------------------------------------------------
+# The packed-weights cache: one moe_weights_t per (weight arrays, spec, format, device).
+# ---------------------------------------------------------------------------------------
+
+
+class PackCache:
+    """Packed weights keyed on the identity of the arrays they were packed from (id, data
+    pointer, shape, dtype, and torch's in-place version counter), the spec, format, layout
+    and device. Entries hold weak references to the arrays and leave when any of them is
+    collected; an array that cannot be weakly referenced is held strongly (so its id cannot
+    be reused while the entry lives). Values changed in place behind an unchanged identity
+    (numpy) are not seen: call clear() after mutating weights."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries = {}
+        self.packs = 0
+        self.hits = 0
+
+    def _drop(self, key):
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def get(self, key, arrays, pack):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and all(ref() is a for ref, a in zip(entry[0], arrays)):
+                self.hits += 1
+                return entry[1]
+        weights = pack()  # outside the lock: packing large weights takes time
+        refs = []
+        for a in arrays:
+            try:
+                refs.append(weakref.ref(a, lambda _r, key=key: self._drop(key)))
+            except TypeError:
+                refs.append(lambda a=a: a)
+        with self._lock:
+            self._entries[key] = (refs, weights)
+            self.packs += 1
+        return weights
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+
+    def info(self):
+        with self._lock:
+            return {"entries": len(self._entries), "packs": self.packs, "hits": self.hits}
+
+
+CACHE = PackCache()
+
+
+def clear_cache():
+    """Forgets every packed weight set (they are freed once no call uses them)."""
+    CACHE.clear()
+
+
+def cache_info():
+    """{"entries": live packed weight sets, "packs": packings done, "hits": reuses}."""
+    return CACHE.info()
+
+
+# ---------------------------------------------------------------------------------------
+# Shared pieces.
+# ---------------------------------------------------------------------------------------
+
+
+def _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
+                       w1_zp, w2_zp, a1_scale, a2_scale):
+    for flag, name in ((use_int8_w8a8, "use_int8_w8a8"), (use_int8_w8a16, "use_int8_w8a16"),
+                       (use_int4_w4a16, "use_int4_w4a16"), (use_mxfp4_w4a4, "use_mxfp4_w4a4"),
+                       (per_channel_quant, "per_channel_quant")):
+        if flag:
+            raise unsupported(fn, name)
+    for value, name in ((w1_zp, "w1_zp"), (w2_zp, "w2_zp")):
+        if value is not None:
+            raise unsupported(fn, name + " (zero points)")
+    for value, name in ((a1_scale, "a1_scale"), (a2_scale, "a2_scale")):
+        if value is not None:
+            raise unsupported(fn, name + " (static activation scales; moefuse quantises activations dynamically)")
+
+
+def _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format):
+    """(weights format, activation format, quantised-input flag) for the call."""
+    if use_fp8_w8a8:
+        if w1_scale is None or w2_scale is None:
+            raise error(Status.NULL_POINTER, f"{fn}: use_fp8_w8a8 needs w1_scale and w2_scale")
+        if block_shape is None:
+            wf, af = Format.FP8_TENSOR, Format.FP8_TENSOR
+        elif list(block_shape) == [128, 128]:
+            wf, af = Format.FP8_BLOCK128, Format.FP8_ROW128
+        else:
+            raise unsupported(fn, f"block_shape = {list(block_shape)} (only None or [128, 128])")
+    else:
+        if w1_scale is not None or w2_scale is not None:
+            raise error(Status.INVALID_ARGUMENT, f"{fn}: w1_scale/w2_scale given without use_fp8_w8a8")
+        wf = {DType.F16: Format.F16, DType.BF16: Format.BF16}.get(ops.dtype_of(w1), Format.F32)
+        af = Format.F32
+    wf = _api.format_from(format) if format is not None else wf
+    af = _api.format_from(act_format) if act_format is not None else af
+    return wf, af
+
+
+def _block_scales(fn, ops, scale, name, E, rows, cols, block_shape):
+    """The [E, ceil(rows/128), ceil(cols/128)] fp32 scales moe_weights_create takes: as given
+    for block_shape [128, 128], broadcast from per-expert [E] scales otherwise."""
+    blocks = (E, -(-rows // 128), -(-cols // 128))
+    if block_shape is not None:
+        return ops.to_float32(scale)
+    if ops.numel(scale) not in (1, E):
+        raise error(Status.SHAPE_MISMATCH,
+                    f"{fn}: {name} has {ops.numel(scale)} elements, expected one per expert ({E}) "
+                    f"for per-tensor FP8 (per-channel scales are not supported)")
+    return ops.broadcast_scale(scale, blocks)
+
+
+def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha, act_limit, w1_layout,
+                      weight_on_input, w1_bias, w2_bias, w1_scale, w2_scale, fmt, use_fp8_w8a8, block_shape,
+                      routing=None, correction_bias=None):
+    """The layer spec of the call and its packed weights, through the cache."""
+    if ops.ndim(w1) != 3 or ops.ndim(w2) != 3:
+        raise error(Status.SHAPE_MISMATCH, f"{fn}: w1 has {ops.ndim(w1)} and w2 {ops.ndim(w2)} dimensions, "
+                                           f"expected 3 each (w1 [E, 2I, H], w2 [E, H, I])")
+    act, alpha, limit, layout = _activation(fn, activation, act_alpha, act_limit)
+    if w1_layout is not None:
+        layout = _api.layout_from(w1_layout)
+    E, R13, H = (int(n) for n in ops.shape(w1))
+    H2, inter = (int(n) for n in ops.shape(w2)[1:])
+    spec = _api.LayerSpec(E, H, inter, int(top_k), activation=_api._enum_name(_api._ACTIVATIONS, act),
+                          weight_on_input=bool(weight_on_input))
+    if alpha is not None:
+        spec.act_alpha = float(alpha)
+    if limit is not None:
+        spec.act_limit = float(limit)
+    for name, value in (routing or {}).items():
+        setattr(spec, name, value)
+    spec.use_correction_bias = correction_bias is not None
+    spec.expert_has_bias = w1_bias is not None or w2_bias is not None
+
+    # The key holds the caller's arrays; what is derived from them (broadcast scales, the
+    # zero bias standing in for a missing one) is made only when packing.
+    sources = {"gate_up": w1, "down": w2, "gate_up_bias": w1_bias, "down_bias": w2_bias,
+               "gate_up_scale": w1_scale, "down_scale": w2_scale, "correction_bias": correction_bias}
+    names = sorted(n for n, a in sources.items() if a is not None)
+    arrays = [sources[n] for n in names]
+    key = (tuple(names), tuple(ops.token(a) for a in arrays), spec.key(), int(fmt), int(layout),
+           bool(use_fp8_w8a8), block_shape is not None, place)
+
+    def pack():
+        tensors = dict(sources)
+        if spec.expert_has_bias:  # the library wants both biases: a missing one is zeros
+            if w1_bias is None:
+                tensors["gate_up_bias"] = ops.zeros_like_shape(w2_bias, (E, R13))
+            if w2_bias is None:
+                tensors["down_bias"] = ops.zeros_like_shape(w1_bias, (E, H2))
+        if use_fp8_w8a8:
+            tensors["gate_up_scale"] = _block_scales(fn, ops, w1_scale, "w1_scale", E, R13, H, block_shape)
+            tensors["down_scale"] = _block_scales(fn, ops, w2_scale, "w2_scale", E, H2, inter, block_shape)
+        tensors = {n: a for n, a in tensors.items() if a is not None}
+        return ops.pack(ctx, spec, fmt, layout, tensors, bool(use_fp8_w8a8))
+
+    return spec, CACHE.get(key, arrays, pack)
+
+
+def _run(fn, ops, ctx, place, weights, hidden_states, act_format, inplace, routing_inputs):
+    """moe_forward on [*, H] hidden states; returns the output (hidden_states when inplace)."""
+    shape = ops.shape(hidden_states)
+    if len(shape) < 1:
+        raise error(Status.SHAPE_MISMATCH, f"{fn}: hidden_states is a scalar, expected [T, H]")
+    x = ops.as_rows(hidden_states)  # [T, H], contiguous
+    y = ops.empty_like(x)
+    args = _lib.MoeForwardArgs()
+    _lib.lib().moe_forward_args_init(ctypes.byref(args))
+    keep = [x, y]
+    args.x = ops.tensor(x, "hidden_states")
+    args.y = ops.tensor(y, "output")
+    for name, value in routing_inputs.items():
+        setattr(args, name, ops.tensor(value, name))
+        keep.append(value)
+    args.act_format = int(act_format)
+    nbytes = ctx.workspace_size(weights, ops.shape(x)[0], act_format)
+    args.workspace, args.workspace_size = ops.workspace(ctx, place, nbytes)
+    args.stream = ops.stream(place)
+    ctx.forward_raw(weights, args)
+    y = ops.reshape(y, shape)
+    if inplace:
+        ops.copy_(hidden_states, y)
+        return hidden_states
+    return y
+
+
+def _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map):
+    if ops.shape(topk_ids) != ops.shape(topk_weights) or ops.ndim(topk_ids) != 2:
+        raise error(Status.SHAPE_MISMATCH, f"{fn}: topk_ids {tuple(ops.shape(topk_ids))} and topk_weights "
+                                           f"{tuple(ops.shape(topk_weights))}, expected both [T, k]")
+    ids = ops.to_int32(topk_ids, "topk_ids")
+    weights = ops.to_float32(topk_weights)
+    if expert_map is not None:
+        ids, weights = ops.remap_experts(ids, weights, expert_map)
+    return {"topk_ids": ids, "topk_weights": weights}
+
+
+# ---------------------------------------------------------------------------------------
+# The two entry points.
+# ---------------------------------------------------------------------------------------
+
+
+def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=False, activation="silu",
+                  apply_router_weight_on_input=False, use_fp8_w8a8=False, use_int8_w8a8=False,
+                  use_int8_w8a16=False, use_int4_w4a16=False, use_mxfp4_w4a4=False, per_channel_quant=False,
+                  global_num_experts=-1, expert_map=None, w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None,
+                  a1_scale=None, a2_scale=None, block_shape=None, w1_bias=None, w2_bias=None, *, format=None,
+                  act_format=None, w1_layout=None, act_alpha=None, act_limit=None, context=None,
+                  allow_deep_gemm=False, allow_cutlass_block_scaled_grouped_gemm=False):
+    # allow_deep_gemm / allow_cutlass_*: vLLM kernel-choice hints, meaningless here.
+    fn = "fused_experts"
+    _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
+                       w1_zp, w2_zp, a1_scale, a2_scale)
+    place = ops.place(hidden_states)
+    ctx = context or ops.context(place)
+    fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
+    routing = _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map)
+    k = ops.shape(topk_ids)[1]
+    _spec, weights = _spec_and_weights(fn, ops, ctx, place, w1, w2, k, activation, act_alpha, act_limit, w1_layout,
+                                       apply_router_weight_on_input, w1_bias, w2_bias, w1_scale, w2_scale, fmt,
+                                       use_fp8_w8a8, block_shape)
+    return _run(fn, ops, ctx, place, weights, hidden_states, afmt, inplace, routing)
+
+
+def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inplace=False, activation="silu",
+              use_grouped_topk=False, num_expert_group=None, topk_group=None, custom_routing_function=None,
+              use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
+              use_mxfp4_w4a4=False, per_channel_quant=False, global_num_experts=-1, expert_map=None,
+              w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None, a1_scale=None, a2_scale=None, block_shape=None,
+              w1_bias=None, w2_bias=None, *, scoring_func="softmax", e_score_correction_bias=None,
+              routed_scaling_factor=1.0, apply_router_weight_on_input=False, format=None, act_format=None,
+              w1_layout=None, act_alpha=None, act_limit=None, context=None):
+    fn = "fused_moe"
+    common = dict(inplace=inplace, activation=activation, apply_router_weight_on_input=apply_router_weight_on_input,
+                  use_fp8_w8a8=use_fp8_w8a8, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
+                  use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant,
+                  expert_map=expert_map, w1_scale=w1_scale, w2_scale=w2_scale, w1_zp=w1_zp, w2_zp=w2_zp,
+                  a1_scale=a1_scale, a2_scale=a2_scale, block_shape=block_shape, w1_bias=w1_bias, w2_bias=w2_bias,
+                  format=format, act_format=act_format, w1_layout=w1_layout, act_alpha=act_alpha,
+                  act_limit=act_limit, context=context)
+    if custom_routing_function is not None:
+        topk_weights, topk_ids = custom_routing_function(hidden_states, gating_output, topk, renormalize)
+        return fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, **common)
+
+    routing = {"score": _api._enum_name(_api._SCORES, _api.score_from(scoring_func)),
+               "renormalize": bool(renormalize), "routed_scale": float(routed_scaling_factor)}
+    if use_grouped_topk:
+        if num_expert_group is None or topk_group is None:
+            raise error(Status.INVALID_ARGUMENT, f"{fn}: use_grouped_topk needs num_expert_group and topk_group")
+        routing["n_group"], routing["topk_group"] = int(num_expert_group), int(topk_group)
+
+    if expert_map is not None:
+        # The logits cover every rank's experts, the weights only this rank's: route over all
+        # of them on the host, then run the local experts with the mapped ids.
+        E_global = ops.shape(gating_output)[-1]
+        spec = _api.LayerSpec(int(E_global), int(ops.shape(w1)[2]), int(ops.shape(w2)[2]), int(topk), **routing)
+        topk_ids, topk_weights = ops.route_host(fn, spec, gating_output, e_score_correction_bias)
+        return fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, **common)
+
+    _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
+                       w1_zp, w2_zp, a1_scale, a2_scale)
+    place = ops.place(hidden_states)
+    ctx = context or ops.context(place)
+    fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
+    if ops.ndim(gating_output) != 2:
+        raise error(Status.SHAPE_MISMATCH, f"{fn}: gating_output has shape {tuple(ops.shape(gating_output))}, "
+                                           f"expected [T, E]")
+    _spec, weights = _spec_and_weights(fn, ops, ctx, place, w1, w2, topk, activation, act_alpha, act_limit, w1_layout,
+                                       apply_router_weight_on_input, w1_bias, w2_bias, w1_scale, w2_scale, fmt,
+                                       use_fp8_w8a8, block_shape, routing=routing,
+                                       correction_bias=e_score_correction_bias)
+    logits = ops.to_float32(gating_output)
+    return _run(fn, ops, ctx, place, weights, hidden_states, afmt, inplace, {"router_logits": logits})
