@@ -4,7 +4,8 @@
  * fixed valid shard "a.safetensors" holding tensors "x" and "y"; any other input is taken as a
  * .safetensors file. Either way the checkpoint is opened and every tensor is described and
  * read, and the reader's promises are checked: names sorted and unique, sizes consistent with
- * shape and dtype, reads of an unchanged file succeed. A broken promise aborts. */
+ * shape and dtype, reads of an unchanged file succeed. A file that looks like a small MoE
+ * layer 0 is also loaded with moe_weights_load. A broken promise aborts. */
 #define _DEFAULT_SOURCE
 #include "moefuse.h"
 
@@ -54,6 +55,39 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+static int has(moe_checkpoint_t *ck, const char *name, moe_tensor_info *info) {
+    return moe_checkpoint_tensor_info(NULL, ck, name, info) == MOE_STATUS_OK;
+}
+
+/* When the input looks like a small MoE layer 0 (sizes from the router and expert 0's down
+ * projection), load it too, so the loader and the packer see hostile tensors as well. */
+static void try_load(moe_context_t *ctx, moe_checkpoint_t *ck) {
+    moe_tensor_info router, down, info;
+    if (!has(ck, "model.layers.0.mlp.gate.weight", &router) || router.ndim != 2) return;
+    if (!has(ck, "model.layers.0.mlp.experts.0.down_proj.weight", &down) || down.ndim != 2) return;
+    int64_t E = router.shape[0], H = router.shape[1], I = down.shape[1];
+    if (E < 1 || E > 16 || H < 1 || H > 256 || I < 1 || I > 256) return;
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 1);
+    spec.use_correction_bias = has(ck, "model.layers.0.mlp.gate.e_score_correction_bias", &info);
+    spec.expert_has_bias = has(ck, "model.layers.0.mlp.experts.0.down_proj.bias", &info);
+    if (has(ck, "model.layers.0.mlp.shared_experts.down_proj.weight", &info) && info.ndim == 2 &&
+        info.shape[1] >= 1 && info.shape[1] <= 256) {
+        spec.num_shared_experts = 1;
+        spec.shared_intermediate = info.shape[1];
+    }
+    moe_weights_t *w = NULL;
+    if (moe_weights_load(ctx, ck, &spec, 0, MOE_FORMAT_F32, &w) == MOE_STATUS_OK) {
+        float *gate = malloc((size_t)(I * H) * sizeof(float)), *up = malloc((size_t)(I * H) * sizeof(float));
+        float *dn = malloc((size_t)(H * I) * sizeof(float));
+        if (!gate || !up || !dn || moe_weights_unpack(ctx, w, E - 1, gate, up, dn) != MOE_STATUS_OK) abort();
+        free(gate), free(up), free(dn);
+    } else if (w != NULL || moe_last_error(ctx)[0] == '\0') {
+        abort();
+    }
+    moe_weights_free(w);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int is_index = size > 0 && data[0] == '{';
     const char *path = is_index ? index_path : st_path;
@@ -87,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(buf);
         }
         if (moe_checkpoint_tensor_name(ck, n) != NULL) abort();
+        try_load(ctx, ck);
         moe_checkpoint_close(ck);
     }
     moe_context_free(ctx);

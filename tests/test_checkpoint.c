@@ -1169,15 +1169,22 @@ static int write_corpus(const char *dir) {
     };
     snprintf(path, sizeof path, "%s/small.safetensors", dir);
     write_safetensors(path, small, (int)(sizeof small / sizeof small[0]));
-    wtensor layer[] = {
-        {"model.layers.0.mlp.gate.weight", "BF16", 2, {2, 4}, bytes, 16},
-        {"model.layers.0.mlp.experts.0.gate_proj.weight", "F8_E4M3", 2, {2, 4}, bytes, 8},
-        {"model.layers.0.mlp.experts.0.gate_proj.weight_scale_inv", "F32", 2, {1, 1}, bytes, 4},
-        {"model.layers.0.mlp.experts.0.down_proj.weight", "F8_E4M3", 2, {4, 2}, bytes + 8, 8},
-        {"model.layers.0.mlp.experts.0.down_proj.weight_scale_inv", "F32", 2, {1, 1}, bytes + 4, 4},
-    };
+    /* A whole MoE layer 0 (E 2, H 4, I 2) in e4m3 with scales, which the fuzzer also loads. */
+    tfile *layer = calloc(1, sizeof *layer);
+    char name[128];
+    tf_add(layer, "model.layers.0.mlp.gate.weight", "BF16", 2, (int64_t[]){2, 4}, bytes, 16);
+    for (int e = 0; e < 2; e++)
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "model.layers.0.mlp.experts.%d.%s.weight", e, HF_PROJ[p]);
+            tf_add(layer, name, "F8_E4M3", 2, p < 2 ? (int64_t[]){2, 4} : (int64_t[]){4, 2}, bytes + 8 * (e * 3 + p), 8);
+            snprintf(name, sizeof name, "model.layers.0.mlp.experts.%d.%s.weight_scale_inv", e, HF_PROJ[p]);
+            float scale = 0.25f * (float)(1 + e + p);
+            tf_add(layer, name, "F32", 2, (int64_t[]){1, 1}, &scale, 4);
+        }
     snprintf(path, sizeof path, "%s/moe_layer.safetensors", dir);
-    write_safetensors(path, layer, (int)(sizeof layer / sizeof layer[0]));
+    write_safetensors(path, layer->t, layer->n);
+    tf_free(layer);
+    free(layer);
     snprintf(path, sizeof path, "%s/index.json", dir);
     write_text(path, "{\"metadata\":{\"total_size\":12},\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"a.safetensors\"}}");
     return 0;
