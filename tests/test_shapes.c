@@ -1,0 +1,825 @@
+/* Golden tests of the shape list (moe_shape_list_create) and of the routing statistics.
+ *
+ * Each model's expected GEMM list is written out below, row by row, with its derivation from
+ * the published config.json numbers in the comments; nothing expected is produced by the
+ * code under test. Each model is checked twice: from a config filled in here by hand, and
+ * from the library's preset of the same name (so a preset that disagrees with the published
+ * config fails here too). The whole list must match: every expected row present with its
+ * M, K, N and count, no extra rows, FLOPs and bytes per row and the totals.
+ *
+ * Step of the golden lists: batch 2 x seq 2048, train (Fprop, Dgrad, Wgrad), so T = 4096.
+ * Convention (Transformer Engine): Fprop M=T K=in N=out; Dgrad M=T K=out N=in; Wgrad M=in K=T N=out.
+ * Bytes (the header's rule, re-derived here): bf16 everywhere; fprop/dgrad read A (m x k) and
+ * the weight (k x n) and write C (m x n); wgrad reads X^T (m x k) and dY (k x n) and writes
+ * dW (m x n); routed experts' weight traffic counts only the expected touched experts,
+ * E*(1-(1-k/E)^T) per layer.
+ *
+ * The routing statistics are checked against direct pmf sums written here (small cases), the
+ * published DeepSeek-V3 padding figures, and a Monte Carlo simulation of top-k routing (seed
+ * printed; MOEFUSE_SEED=<n> repeats a run). */
+#include "moefuse.h"
+#include "moefuse_analysis.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- scaffolding ----------------------------------------------------------------------- */
+static int case_failures, cases_passed, cases_failed;
+
+#define CHECK(cond, ...)                                                                    \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            if (case_failures < 12) {                                                       \
+                printf("  check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+                printf(__VA_ARGS__);                                                        \
+                printf("\n");                                                               \
+            }                                                                               \
+            case_failures++;                                                                \
+        }                                                                                   \
+    } while (0)
+
+static void run_case(const char *name, void (*fn)(void)) {
+    case_failures = 0;
+    fn();
+    if (case_failures == 0) {
+        cases_passed++;
+        printf("ok   %s\n", name);
+    } else {
+        cases_failed++;
+        printf("FAIL %s (%d failed checks)\n", name, case_failures);
+    }
+    fflush(stdout);
+}
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(1.0, fmax(fabs(a), fabs(b))); }
+
+/* ---- expected rows --------------------------------------------------------------------- */
+enum { F = 0, D = 1, W = 2 }; /* passes */
+
+typedef struct expect {
+    int64_t first, last, step; /* layers; -1, -1, 0 for the LM head */
+    const char *name, *kind;
+    int pass;
+    double m, k, n;
+    int64_t count;
+} expect;
+
+#define LM -1, -1, 0
+
+/* What the test knows about the routed experts of the model (for the touched-expert bytes). */
+typedef struct model_case {
+    const char *preset;
+    moe_model_config cfg; /* filled by hand */
+    const expect *rows;
+    int num_rows;
+    double tokens, experts, top_k; /* T, E, k (E = 0: no routed experts) */
+} model_case;
+
+static double touched_per_layer(const model_case *mc) {
+    return mc->experts > 0 ? mc->experts * (1.0 - pow(1.0 - mc->top_k / mc->experts, mc->tokens)) : 0.0;
+}
+
+static double expect_bytes(const model_case *mc, const expect *e) {
+    int routed = !strcmp(e->kind, "expert_gate_up") || !strcmp(e->kind, "expert_down");
+    double layers = e->first < 0 ? 1.0 : (double)((e->last - e->first) / e->step + 1);
+    double touched = routed ? layers * touched_per_layer(mc) : (double)e->count;
+    double c = (double)e->count;
+    if (e->pass == W) return c * 2.0 * (e->m * e->k + e->k * e->n) + touched * 2.0 * e->m * e->n;
+    return c * 2.0 * (e->m * e->k + e->m * e->n) + touched * 2.0 * e->k * e->n;
+}
+
+static void check_list(const model_case *mc, const moe_shape_list *l, const char *which) {
+    int used[1024] = {0};
+    CHECK(l->num_rows == mc->num_rows, "%s %s: %lld rows, expected %d", mc->preset, which, (long long)l->num_rows,
+          mc->num_rows);
+    double flops = 0, bytes = 0;
+    for (int i = 0; i < mc->num_rows; i++) {
+        const expect *e = &mc->rows[i];
+        double ef = 2.0 * e->m * e->k * e->n * (double)e->count, eb = expect_bytes(mc, e);
+        flops += ef;
+        bytes += eb;
+        int found = -1;
+        for (int64_t j = 0; j < l->num_rows && j < 1024; j++) {
+            const moe_gemm_row *r = &l->rows[j];
+            if (!used[j] && !strcmp(r->name, e->name) && (int)r->pass == e->pass && r->layer_first == e->first &&
+                r->layer_last == e->last && (e->first < 0 || r->layer_count == 1 || r->layer_step == e->step)) {
+                found = (int)j;
+                break;
+            }
+        }
+        CHECK(found >= 0, "%s %s: no row %s %s layers %lld-%lld", mc->preset, which, e->name,
+              moe_gemm_pass_name((moe_gemm_pass)e->pass), (long long)e->first, (long long)e->last);
+        if (found < 0) continue;
+        used[found] = 1;
+        const moe_gemm_row *r = &l->rows[found];
+        CHECK(!strcmp(moe_gemm_kind_name(r->kind), e->kind), "%s %s %s: kind %s, expected %s", mc->preset, which,
+              e->name, moe_gemm_kind_name(r->kind), e->kind);
+        CHECK(close_rel(r->m, e->m, 1e-12) && close_rel(r->k, e->k, 1e-12) && close_rel(r->n, e->n, 1e-12),
+              "%s %s %s %s: %g x %g x %g, expected %g x %g x %g", mc->preset, which, e->name,
+              moe_gemm_pass_name((moe_gemm_pass)e->pass), r->m, r->k, r->n, e->m, e->k, e->n);
+        CHECK(r->count == e->count, "%s %s %s: count %lld, expected %lld", mc->preset, which, e->name,
+              (long long)r->count, (long long)e->count);
+        CHECK(close_rel(r->flops, ef, 1e-12), "%s %s %s: flops %.6g, expected %.6g", mc->preset, which, e->name,
+              r->flops, ef);
+        CHECK(close_rel(r->bytes, eb, 1e-9), "%s %s %s %s: bytes %.9g, expected %.9g", mc->preset, which, e->name,
+              moe_gemm_pass_name((moe_gemm_pass)e->pass), r->bytes, eb);
+        CHECK(close_rel(r->intensity, ef / eb, 1e-9), "%s %s %s: intensity %g, expected %g", mc->preset, which,
+              e->name, r->intensity, ef / eb);
+    }
+    for (int64_t j = 0; j < l->num_rows && j < 1024; j++)
+        CHECK(used[j], "%s %s: extra row %s %s layers %lld-%lld", mc->preset, which, l->rows[j].name,
+              moe_gemm_pass_name(l->rows[j].pass), (long long)l->rows[j].layer_first,
+              (long long)l->rows[j].layer_last);
+    CHECK(close_rel(l->total_flops, flops, 1e-12), "%s %s: total flops %.9g, expected %.9g", mc->preset, which,
+          l->total_flops, flops);
+    CHECK(close_rel(l->total_bytes, bytes, 1e-9), "%s %s: total bytes %.9g, expected %.9g", mc->preset, which,
+          l->total_bytes, bytes);
+    /* A training step is three equal-FLOP passes of the same GEMMs. */
+    for (int p = 0; p < 3; p++)
+        CHECK(close_rel(l->pass_flops[p], flops / 3.0, 1e-12), "%s %s: %s flops %.9g, expected a third of %.9g",
+              mc->preset, which, moe_gemm_pass_name((moe_gemm_pass)p), l->pass_flops[p], flops);
+    CHECK(l->tokens == 4096, "%s: T = %lld, expected 2*2048", mc->preset, (long long)l->tokens);
+}
+
+static void check_model(const model_case *mc) {
+    moe_context_t *ctx = NULL;
+    CHECK(moe_context_create(MOE_BACKEND_CPU, 0, &ctx) == MOE_STATUS_OK, "context");
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    opt.batch = 2;
+    opt.seq = 2048;
+    opt.mode = MOE_STEP_TRAIN;
+    moe_shape_list *l = NULL;
+    moe_status st = moe_shape_list_create(ctx, &mc->cfg, &opt, &l);
+    CHECK(st == MOE_STATUS_OK, "%s hand config: %s: %s", mc->preset, moe_status_string(st), moe_last_error(ctx));
+    if (l) check_list(mc, l, "hand config");
+    moe_shape_list_free(l);
+    l = NULL;
+
+    moe_model_config preset;
+    st = moe_config_preset(ctx, mc->preset, &preset);
+    CHECK(st == MOE_STATUS_OK, "preset %s: %s: %s", mc->preset, moe_status_string(st), moe_last_error(ctx));
+    if (st == MOE_STATUS_OK) {
+        st = moe_shape_list_create(ctx, &preset, &opt, &l);
+        CHECK(st == MOE_STATUS_OK, "%s preset: %s: %s", mc->preset, moe_status_string(st), moe_last_error(ctx));
+        if (l) check_list(mc, l, "preset");
+        moe_shape_list_free(l);
+    }
+    moe_context_free(ctx);
+}
+
+/* A config with the fields the shape list reads, as published. */
+static moe_model_config base_config(const char *name, const char *type, int64_t layers, int64_t hidden,
+                                    int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t vocab) {
+    moe_model_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.model_type, sizeof c.model_type, "%s", type);
+    moe_layer_spec_init(&c.layer, 1, hidden, 1, 1);
+    c.num_layers = layers;
+    c.num_heads = heads;
+    c.num_kv_heads = kv_heads;
+    c.head_dim = head_dim;
+    c.vocab_size = vocab;
+    c.torch_dtype = MOE_DTYPE_BF16;
+    return c;
+}
+
+static void set_moe(moe_model_config *c, int64_t E, int64_t I, int64_t k, int64_t first_moe, int64_t every) {
+    c->is_moe = 1;
+    c->layer.num_experts = E;
+    c->layer.intermediate = I;
+    c->layer.top_k = k;
+    c->num_moe_layers = 0;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        c->layer_is_moe[l] = l >= first_moe && (l - first_moe) % every == 0;
+        c->num_moe_layers += c->layer_is_moe[l];
+    }
+}
+
+#define NROWS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- DeepSeek-V3 ------------------------------------------------------------------------
+ * config.json: hidden_size 7168, num_hidden_layers 61, first_k_dense_replace 3 (layers 0-2
+ * dense, 3-60 MoE: 58 layers), intermediate_size 18432 (dense), moe_intermediate_size 2048,
+ * n_routed_experts 256, num_experts_per_tok 8, n_shared_experts 1 (one shared MLP 1 x 2048),
+ * num_attention_heads 128, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128,
+ * qk_rope_head_dim 64, v_head_dim 128, vocab_size 129280. SwiGLU: gate_up N = 2 x width.
+ * T = 2*2048 = 4096; tokens per expert = 4096*8/256 = 128. */
+static const expect deepseek_rows[] = {
+    /* q_a_proj: H 7168 -> q_lora_rank 1536, all 61 layers */
+    {0, 60, 1, "q_a_proj", "attn_q", F, 4096, 7168, 1536, 61},
+    {0, 60, 1, "q_a_proj", "attn_q", D, 4096, 1536, 7168, 61},
+    {0, 60, 1, "q_a_proj", "attn_q", W, 7168, 4096, 1536, 61},
+    /* q_b_proj: 1536 -> heads*(nope+rope) = 128*(128+64) = 24576 */
+    {0, 60, 1, "q_b_proj", "attn_q", F, 4096, 1536, 24576, 61},
+    {0, 60, 1, "q_b_proj", "attn_q", D, 4096, 24576, 1536, 61},
+    {0, 60, 1, "q_b_proj", "attn_q", W, 1536, 4096, 24576, 61},
+    /* kv_a_proj: H 7168 -> kv_lora_rank + rope = 512 + 64 = 576 */
+    {0, 60, 1, "kv_a_proj", "attn_kv", F, 4096, 7168, 576, 61},
+    {0, 60, 1, "kv_a_proj", "attn_kv", D, 4096, 576, 7168, 61},
+    {0, 60, 1, "kv_a_proj", "attn_kv", W, 7168, 4096, 576, 61},
+    /* kv_b_proj: 512 -> heads*(nope+v) = 128*(128+128) = 32768 */
+    {0, 60, 1, "kv_b_proj", "attn_kv", F, 4096, 512, 32768, 61},
+    {0, 60, 1, "kv_b_proj", "attn_kv", D, 4096, 32768, 512, 61},
+    {0, 60, 1, "kv_b_proj", "attn_kv", W, 512, 4096, 32768, 61},
+    /* o_proj: heads*v = 128*128 = 16384 -> 7168 */
+    {0, 60, 1, "o_proj", "attn_o", F, 4096, 16384, 7168, 61},
+    {0, 60, 1, "o_proj", "attn_o", D, 4096, 7168, 16384, 61},
+    {0, 60, 1, "o_proj", "attn_o", W, 16384, 4096, 7168, 61},
+    /* dense MLP, layers 0-2: gate_up 7168 -> 2*18432 = 36864; down 18432 -> 7168; count 3 */
+    {0, 2, 1, "mlp.gate_up", "dense_gate_up", F, 4096, 7168, 36864, 3},
+    {0, 2, 1, "mlp.gate_up", "dense_gate_up", D, 4096, 36864, 7168, 3},
+    {0, 2, 1, "mlp.gate_up", "dense_gate_up", W, 7168, 4096, 36864, 3},
+    {0, 2, 1, "mlp.down", "dense_down", F, 4096, 18432, 7168, 3},
+    {0, 2, 1, "mlp.down", "dense_down", D, 4096, 7168, 18432, 3},
+    {0, 2, 1, "mlp.down", "dense_down", W, 18432, 4096, 7168, 3},
+    /* router, layers 3-60 (58): 7168 -> E 256 */
+    {3, 60, 1, "router", "router", F, 4096, 7168, 256, 58},
+    {3, 60, 1, "router", "router", D, 4096, 256, 7168, 58},
+    {3, 60, 1, "router", "router", W, 7168, 4096, 256, 58},
+    /* shared expert (1 x 2048): gate_up 7168 -> 4096; down 2048 -> 7168; every token */
+    {3, 60, 1, "shared.gate_up", "shared_gate_up", F, 4096, 7168, 4096, 58},
+    {3, 60, 1, "shared.gate_up", "shared_gate_up", D, 4096, 4096, 7168, 58},
+    {3, 60, 1, "shared.gate_up", "shared_gate_up", W, 7168, 4096, 4096, 58},
+    {3, 60, 1, "shared.down", "shared_down", F, 4096, 2048, 7168, 58},
+    {3, 60, 1, "shared.down", "shared_down", D, 4096, 7168, 2048, 58},
+    {3, 60, 1, "shared.down", "shared_down", W, 2048, 4096, 7168, 58},
+    /* routed experts: 128 tokens each; gate_up 7168 -> 2*2048 = 4096; count 58*256 = 14848 */
+    {3, 60, 1, "experts.gate_up", "expert_gate_up", F, 128, 7168, 4096, 14848},
+    {3, 60, 1, "experts.gate_up", "expert_gate_up", D, 128, 4096, 7168, 14848},
+    {3, 60, 1, "experts.gate_up", "expert_gate_up", W, 7168, 128, 4096, 14848},
+    /* experts.down: 2048 -> 7168 */
+    {3, 60, 1, "experts.down", "expert_down", F, 128, 2048, 7168, 14848},
+    {3, 60, 1, "experts.down", "expert_down", D, 128, 7168, 2048, 14848},
+    {3, 60, 1, "experts.down", "expert_down", W, 2048, 128, 7168, 14848},
+    /* LM head once: 7168 -> vocab 129280 */
+    {LM, "lm_head", "lm_head", F, 4096, 7168, 129280, 1},
+    {LM, "lm_head", "lm_head", D, 4096, 129280, 7168, 1},
+    {LM, "lm_head", "lm_head", W, 7168, 4096, 129280, 1},
+};
+
+static void test_deepseek_v3(void) {
+    model_case mc = {"deepseek-v3", base_config("deepseek-v3", "deepseek_v3", 61, 7168, 128, 128, 0, 129280),
+                     deepseek_rows, NROWS(deepseek_rows), 4096, 256, 8};
+    set_moe(&mc.cfg, 256, 2048, 8, 3, 1);
+    mc.cfg.dense_intermediate = 18432;
+    mc.cfg.layer.num_shared_experts = 1;
+    mc.cfg.layer.shared_intermediate = 2048;
+    mc.cfg.q_lora_rank = 1536;
+    mc.cfg.kv_lora_rank = 512;
+    mc.cfg.qk_nope_head_dim = 128;
+    mc.cfg.qk_rope_head_dim = 64;
+    mc.cfg.v_head_dim = 128;
+    check_model(&mc);
+}
+
+/* ---- Qwen3-30B-A3B ----------------------------------------------------------------------
+ * config.json: hidden_size 2048, num_hidden_layers 48 (all MoE: decoder_sparse_step 1,
+ * mlp_only_layers []), num_attention_heads 32, num_key_value_heads 4, head_dim 128,
+ * num_experts 128, num_experts_per_tok 8, moe_intermediate_size 768, vocab_size 151936.
+ * T = 4096; tokens per expert = 4096*8/128 = 256. */
+static const expect qwen3_rows[] = {
+    /* q_proj: 2048 -> heads*head_dim = 32*128 = 4096 (not hidden: Qwen3 widens q) */
+    {0, 47, 1, "q_proj", "attn_q", F, 4096, 2048, 4096, 48},
+    {0, 47, 1, "q_proj", "attn_q", D, 4096, 4096, 2048, 48},
+    {0, 47, 1, "q_proj", "attn_q", W, 2048, 4096, 4096, 48},
+    /* kv_proj (k and v): 2048 -> 2*kv_heads*head_dim = 2*4*128 = 1024 */
+    {0, 47, 1, "kv_proj", "attn_kv", F, 4096, 2048, 1024, 48},
+    {0, 47, 1, "kv_proj", "attn_kv", D, 4096, 1024, 2048, 48},
+    {0, 47, 1, "kv_proj", "attn_kv", W, 2048, 4096, 1024, 48},
+    /* o_proj: 4096 -> 2048 */
+    {0, 47, 1, "o_proj", "attn_o", F, 4096, 4096, 2048, 48},
+    {0, 47, 1, "o_proj", "attn_o", D, 4096, 2048, 4096, 48},
+    {0, 47, 1, "o_proj", "attn_o", W, 4096, 4096, 2048, 48},
+    /* router: 2048 -> 128 */
+    {0, 47, 1, "router", "router", F, 4096, 2048, 128, 48},
+    {0, 47, 1, "router", "router", D, 4096, 128, 2048, 48},
+    {0, 47, 1, "router", "router", W, 2048, 4096, 128, 48},
+    /* expert_gate_up: 256 tokens per expert; K = H = 2048; N = 2I = 1536; count 48*128 = 6144 */
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", F, 256, 2048, 1536, 6144},
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", D, 256, 1536, 2048, 6144},
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", W, 2048, 256, 1536, 6144},
+    /* expert_down: 768 -> 2048 */
+    {0, 47, 1, "experts.down", "expert_down", F, 256, 768, 2048, 6144},
+    {0, 47, 1, "experts.down", "expert_down", D, 256, 2048, 768, 6144},
+    {0, 47, 1, "experts.down", "expert_down", W, 768, 256, 2048, 6144},
+    /* LM head: 2048 -> 151936 */
+    {LM, "lm_head", "lm_head", F, 4096, 2048, 151936, 1},
+    {LM, "lm_head", "lm_head", D, 4096, 151936, 2048, 1},
+    {LM, "lm_head", "lm_head", W, 2048, 4096, 151936, 1},
+};
+
+static void test_qwen3_30b(void) {
+    model_case mc = {"qwen3-30b-a3b", base_config("qwen3-30b-a3b", "qwen3_moe", 48, 2048, 32, 4, 128, 151936),
+                     qwen3_rows, NROWS(qwen3_rows), 4096, 128, 8};
+    set_moe(&mc.cfg, 128, 768, 8, 0, 1);
+    check_model(&mc);
+}
+
+/* ---- GPT-OSS-120B -----------------------------------------------------------------------
+ * config.json: hidden_size 2880, num_hidden_layers 36 (all MoE), num_attention_heads 64,
+ * num_key_value_heads 8, head_dim 64, num_local_experts 128, experts_per_token 4,
+ * intermediate_size 2880 (per expert), vocab_size 201088. Clamped SwiGLU (gated: 2I).
+ * T = 4096; tokens per expert = 4096*4/128 = 128. Biases do not change the shapes. */
+static const expect gptoss_rows[] = {
+    /* q_proj: 2880 -> 64*64 = 4096 */
+    {0, 35, 1, "q_proj", "attn_q", F, 4096, 2880, 4096, 36},
+    {0, 35, 1, "q_proj", "attn_q", D, 4096, 4096, 2880, 36},
+    {0, 35, 1, "q_proj", "attn_q", W, 2880, 4096, 4096, 36},
+    /* kv_proj: 2880 -> 2*8*64 = 1024 */
+    {0, 35, 1, "kv_proj", "attn_kv", F, 4096, 2880, 1024, 36},
+    {0, 35, 1, "kv_proj", "attn_kv", D, 4096, 1024, 2880, 36},
+    {0, 35, 1, "kv_proj", "attn_kv", W, 2880, 4096, 1024, 36},
+    /* o_proj: 4096 -> 2880 */
+    {0, 35, 1, "o_proj", "attn_o", F, 4096, 4096, 2880, 36},
+    {0, 35, 1, "o_proj", "attn_o", D, 4096, 2880, 4096, 36},
+    {0, 35, 1, "o_proj", "attn_o", W, 4096, 4096, 2880, 36},
+    /* router: 2880 -> 128 */
+    {0, 35, 1, "router", "router", F, 4096, 2880, 128, 36},
+    {0, 35, 1, "router", "router", D, 4096, 128, 2880, 36},
+    {0, 35, 1, "router", "router", W, 2880, 4096, 128, 36},
+    /* experts: 128 tokens; gate_up 2880 -> 5760; count 36*128 = 4608 */
+    {0, 35, 1, "experts.gate_up", "expert_gate_up", F, 128, 2880, 5760, 4608},
+    {0, 35, 1, "experts.gate_up", "expert_gate_up", D, 128, 5760, 2880, 4608},
+    {0, 35, 1, "experts.gate_up", "expert_gate_up", W, 2880, 128, 5760, 4608},
+    /* down: 2880 -> 2880 */
+    {0, 35, 1, "experts.down", "expert_down", F, 128, 2880, 2880, 4608},
+    {0, 35, 1, "experts.down", "expert_down", D, 128, 2880, 2880, 4608},
+    {0, 35, 1, "experts.down", "expert_down", W, 2880, 128, 2880, 4608},
+    /* LM head: 2880 -> 201088 */
+    {LM, "lm_head", "lm_head", F, 4096, 2880, 201088, 1},
+    {LM, "lm_head", "lm_head", D, 4096, 201088, 2880, 1},
+    {LM, "lm_head", "lm_head", W, 2880, 4096, 201088, 1},
+};
+
+static void test_gpt_oss_120b(void) {
+    model_case mc = {"gpt-oss-120b", base_config("gpt-oss-120b", "gpt_oss", 36, 2880, 64, 8, 64, 201088),
+                     gptoss_rows, NROWS(gptoss_rows), 4096, 128, 4};
+    set_moe(&mc.cfg, 128, 2880, 4, 0, 1);
+    mc.cfg.layer.activation = MOE_ACT_SWIGLU_OAI;
+    mc.cfg.layer.router_has_bias = 1;
+    mc.cfg.layer.expert_has_bias = 1;
+    check_model(&mc);
+}
+
+/* ---- Mixtral-8x7B -----------------------------------------------------------------------
+ * config.json: hidden_size 4096, num_hidden_layers 32 (all MoE), num_attention_heads 32,
+ * num_key_value_heads 8, no head_dim (4096/32 = 128), num_local_experts 8,
+ * num_experts_per_tok 2, intermediate_size 14336, vocab_size 32000.
+ * T = 4096; tokens per expert = 4096*2/8 = 1024. */
+static const expect mixtral_rows[] = {
+    /* q_proj: 4096 -> 32*128 = 4096 */
+    {0, 31, 1, "q_proj", "attn_q", F, 4096, 4096, 4096, 32},
+    {0, 31, 1, "q_proj", "attn_q", D, 4096, 4096, 4096, 32},
+    {0, 31, 1, "q_proj", "attn_q", W, 4096, 4096, 4096, 32},
+    /* kv_proj: 4096 -> 2*8*128 = 2048 */
+    {0, 31, 1, "kv_proj", "attn_kv", F, 4096, 4096, 2048, 32},
+    {0, 31, 1, "kv_proj", "attn_kv", D, 4096, 2048, 4096, 32},
+    {0, 31, 1, "kv_proj", "attn_kv", W, 4096, 4096, 2048, 32},
+    /* o_proj: 4096 -> 4096 */
+    {0, 31, 1, "o_proj", "attn_o", F, 4096, 4096, 4096, 32},
+    {0, 31, 1, "o_proj", "attn_o", D, 4096, 4096, 4096, 32},
+    {0, 31, 1, "o_proj", "attn_o", W, 4096, 4096, 4096, 32},
+    /* router: 4096 -> 8 */
+    {0, 31, 1, "router", "router", F, 4096, 4096, 8, 32},
+    {0, 31, 1, "router", "router", D, 4096, 8, 4096, 32},
+    {0, 31, 1, "router", "router", W, 4096, 4096, 8, 32},
+    /* experts: 1024 tokens; gate_up 4096 -> 2*14336 = 28672; count 32*8 = 256 */
+    {0, 31, 1, "experts.gate_up", "expert_gate_up", F, 1024, 4096, 28672, 256},
+    {0, 31, 1, "experts.gate_up", "expert_gate_up", D, 1024, 28672, 4096, 256},
+    {0, 31, 1, "experts.gate_up", "expert_gate_up", W, 4096, 1024, 28672, 256},
+    /* down: 14336 -> 4096 */
+    {0, 31, 1, "experts.down", "expert_down", F, 1024, 14336, 4096, 256},
+    {0, 31, 1, "experts.down", "expert_down", D, 1024, 4096, 14336, 256},
+    {0, 31, 1, "experts.down", "expert_down", W, 14336, 1024, 4096, 256},
+    /* LM head: 4096 -> 32000 */
+    {LM, "lm_head", "lm_head", F, 4096, 4096, 32000, 1},
+    {LM, "lm_head", "lm_head", D, 4096, 32000, 4096, 1},
+    {LM, "lm_head", "lm_head", W, 4096, 4096, 32000, 1},
+};
+
+static void test_mixtral(void) {
+    model_case mc = {"mixtral-8x7b", base_config("mixtral-8x7b", "mixtral", 32, 4096, 32, 8, 128, 32000),
+                     mixtral_rows, NROWS(mixtral_rows), 4096, 8, 2};
+    set_moe(&mc.cfg, 8, 14336, 2, 0, 1);
+    check_model(&mc);
+}
+
+/* ---- Llama-4-Scout-17B-16E ---------------------------------------------------------------
+ * text_config: hidden_size 5120, num_hidden_layers 48, interleave_moe_layer_step 1 (all 48
+ * MoE), num_attention_heads 40, num_key_value_heads 8, head_dim 128, num_local_experts 16,
+ * num_experts_per_tok 1, intermediate_size 8192 (per expert; the one shared expert is as
+ * wide), intermediate_size_mlp 16384 (dense layers: Scout has none), vocab_size 202048.
+ * T = 4096; tokens per expert = 4096*1/16 = 256. */
+static const expect scout_rows[] = {
+    /* q_proj: 5120 -> 40*128 = 5120 */
+    {0, 47, 1, "q_proj", "attn_q", F, 4096, 5120, 5120, 48},
+    {0, 47, 1, "q_proj", "attn_q", D, 4096, 5120, 5120, 48},
+    {0, 47, 1, "q_proj", "attn_q", W, 5120, 4096, 5120, 48},
+    /* kv_proj: 5120 -> 2*8*128 = 2048 */
+    {0, 47, 1, "kv_proj", "attn_kv", F, 4096, 5120, 2048, 48},
+    {0, 47, 1, "kv_proj", "attn_kv", D, 4096, 2048, 5120, 48},
+    {0, 47, 1, "kv_proj", "attn_kv", W, 5120, 4096, 2048, 48},
+    /* o_proj: 5120 -> 5120 */
+    {0, 47, 1, "o_proj", "attn_o", F, 4096, 5120, 5120, 48},
+    {0, 47, 1, "o_proj", "attn_o", D, 4096, 5120, 5120, 48},
+    {0, 47, 1, "o_proj", "attn_o", W, 5120, 4096, 5120, 48},
+    /* router: 5120 -> 16 */
+    {0, 47, 1, "router", "router", F, 4096, 5120, 16, 48},
+    {0, 47, 1, "router", "router", D, 4096, 16, 5120, 48},
+    {0, 47, 1, "router", "router", W, 5120, 4096, 16, 48},
+    /* shared expert (8192 wide): gate_up 5120 -> 16384; down 8192 -> 5120 */
+    {0, 47, 1, "shared.gate_up", "shared_gate_up", F, 4096, 5120, 16384, 48},
+    {0, 47, 1, "shared.gate_up", "shared_gate_up", D, 4096, 16384, 5120, 48},
+    {0, 47, 1, "shared.gate_up", "shared_gate_up", W, 5120, 4096, 16384, 48},
+    {0, 47, 1, "shared.down", "shared_down", F, 4096, 8192, 5120, 48},
+    {0, 47, 1, "shared.down", "shared_down", D, 4096, 5120, 8192, 48},
+    {0, 47, 1, "shared.down", "shared_down", W, 8192, 4096, 5120, 48},
+    /* routed experts: 256 tokens; gate_up 5120 -> 16384; count 48*16 = 768 */
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", F, 256, 5120, 16384, 768},
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", D, 256, 16384, 5120, 768},
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", W, 5120, 256, 16384, 768},
+    /* down: 8192 -> 5120 */
+    {0, 47, 1, "experts.down", "expert_down", F, 256, 8192, 5120, 768},
+    {0, 47, 1, "experts.down", "expert_down", D, 256, 5120, 8192, 768},
+    {0, 47, 1, "experts.down", "expert_down", W, 8192, 256, 5120, 768},
+    /* LM head: 5120 -> 202048 */
+    {LM, "lm_head", "lm_head", F, 4096, 5120, 202048, 1},
+    {LM, "lm_head", "lm_head", D, 4096, 202048, 5120, 1},
+    {LM, "lm_head", "lm_head", W, 5120, 4096, 202048, 1},
+};
+
+static void test_llama4_scout(void) {
+    model_case mc = {"llama-4-scout", base_config("llama-4-scout", "llama4", 48, 5120, 40, 8, 128, 202048),
+                     scout_rows, NROWS(scout_rows), 4096, 16, 1};
+    set_moe(&mc.cfg, 16, 8192, 1, 0, 1);
+    mc.cfg.dense_intermediate = 16384;
+    mc.cfg.layer.num_shared_experts = 1;
+    mc.cfg.layer.shared_intermediate = 8192;
+    mc.cfg.layer.weight_on_input = 1;
+    check_model(&mc);
+}
+
+/* ---- Qwen3-Next-80B-A3B -----------------------------------------------------------------
+ * config.json: hidden_size 2048, num_hidden_layers 48 (all MoE), num_attention_heads 16,
+ * num_key_value_heads 2, head_dim 256, num_experts 512, num_experts_per_tok 10,
+ * moe_intermediate_size 512, shared_expert_intermediate_size 512 (one shared expert behind
+ * a sigmoid gate, shared_expert_gate: 2048 -> 1), vocab_size 151936.
+ * KNOWN LIMITATION: 36 of the 48 layers (3 of every 4, full_attention_interval 4) use linear
+ * attention (Gated DeltaNet), which moe_model_config cannot express, and full attention's
+ * q_proj also carries an output gate (N doubled). The list treats every layer as plain full
+ * attention; the expected rows below say the same, and the library must say so in a note.
+ * T = 4096; tokens per expert = 4096*10/512 = 80. */
+static const expect qnext_rows[] = {
+    /* q_proj: 2048 -> 16*256 = 4096 (limitation above) */
+    {0, 47, 1, "q_proj", "attn_q", F, 4096, 2048, 4096, 48},
+    {0, 47, 1, "q_proj", "attn_q", D, 4096, 4096, 2048, 48},
+    {0, 47, 1, "q_proj", "attn_q", W, 2048, 4096, 4096, 48},
+    /* kv_proj: 2048 -> 2*2*256 = 1024 */
+    {0, 47, 1, "kv_proj", "attn_kv", F, 4096, 2048, 1024, 48},
+    {0, 47, 1, "kv_proj", "attn_kv", D, 4096, 1024, 2048, 48},
+    {0, 47, 1, "kv_proj", "attn_kv", W, 2048, 4096, 1024, 48},
+    /* o_proj: 4096 -> 2048 */
+    {0, 47, 1, "o_proj", "attn_o", F, 4096, 4096, 2048, 48},
+    {0, 47, 1, "o_proj", "attn_o", D, 4096, 2048, 4096, 48},
+    {0, 47, 1, "o_proj", "attn_o", W, 4096, 4096, 2048, 48},
+    /* router: 2048 -> 512 */
+    {0, 47, 1, "router", "router", F, 4096, 2048, 512, 48},
+    {0, 47, 1, "router", "router", D, 4096, 512, 2048, 48},
+    {0, 47, 1, "router", "router", W, 2048, 4096, 512, 48},
+    /* shared_expert_gate: 2048 -> 1 (listed with the router kind) */
+    {0, 47, 1, "shared_expert_gate", "router", F, 4096, 2048, 1, 48},
+    {0, 47, 1, "shared_expert_gate", "router", D, 4096, 1, 2048, 48},
+    {0, 47, 1, "shared_expert_gate", "router", W, 2048, 4096, 1, 48},
+    /* shared expert 512 wide: gate_up 2048 -> 1024; down 512 -> 2048 */
+    {0, 47, 1, "shared.gate_up", "shared_gate_up", F, 4096, 2048, 1024, 48},
+    {0, 47, 1, "shared.gate_up", "shared_gate_up", D, 4096, 1024, 2048, 48},
+    {0, 47, 1, "shared.gate_up", "shared_gate_up", W, 2048, 4096, 1024, 48},
+    {0, 47, 1, "shared.down", "shared_down", F, 4096, 512, 2048, 48},
+    {0, 47, 1, "shared.down", "shared_down", D, 4096, 2048, 512, 48},
+    {0, 47, 1, "shared.down", "shared_down", W, 512, 4096, 2048, 48},
+    /* routed experts: 80 tokens; gate_up 2048 -> 1024; count 48*512 = 24576 */
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", F, 80, 2048, 1024, 24576},
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", D, 80, 1024, 2048, 24576},
+    {0, 47, 1, "experts.gate_up", "expert_gate_up", W, 2048, 80, 1024, 24576},
+    /* down: 512 -> 2048 */
+    {0, 47, 1, "experts.down", "expert_down", F, 80, 512, 2048, 24576},
+    {0, 47, 1, "experts.down", "expert_down", D, 80, 2048, 512, 24576},
+    {0, 47, 1, "experts.down", "expert_down", W, 512, 80, 2048, 24576},
+    /* LM head: 2048 -> 151936 */
+    {LM, "lm_head", "lm_head", F, 4096, 2048, 151936, 1},
+    {LM, "lm_head", "lm_head", D, 4096, 151936, 2048, 1},
+    {LM, "lm_head", "lm_head", W, 2048, 4096, 151936, 1},
+};
+
+static void test_qwen3_next(void) {
+    model_case mc = {"qwen3-next-80b-a3b",
+                     base_config("qwen3-next-80b-a3b", "qwen3_next", 48, 2048, 16, 2, 256, 151936), qnext_rows,
+                     NROWS(qnext_rows), 4096, 512, 10};
+    set_moe(&mc.cfg, 512, 512, 10, 0, 1);
+    mc.cfg.dense_intermediate = 5120;
+    mc.cfg.layer.num_shared_experts = 1;
+    mc.cfg.layer.shared_intermediate = 512;
+    mc.cfg.layer.shared_gate = 1;
+    check_model(&mc);
+    /* The limitation is said next to the list. */
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    moe_shape_list *l = NULL;
+    CHECK(moe_shape_list_create(NULL, &mc.cfg, &opt, &l) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    int said = 0;
+    for (int i = 0; l && i < l->num_notes; i++) said |= strstr(l->notes[i], "linear attention") != NULL;
+    CHECK(said, "no note on Qwen3-Next's linear-attention layers");
+    moe_shape_list_free(l);
+}
+
+/* ---- decode and parallelism -----------------------------------------------------------
+ * qwen3-30b-a3b (numbers above), decode, batch 8, context 4096, tp 4, ep 2:
+ *   T = batch = 8 (one new token per sequence), Fprop only.
+ *   q_proj 2048 -> (32/4)*128 = 1024; kv_proj: kv heads 4/4 = 1 -> 2*1*128 = 256;
+ *   o_proj 1024 -> 2048; router 2048 -> 128 (replicated);
+ *   experts: tokens per expert 8*8/128 = 0.5; gate_up 2048 -> 2*768/4 = 384, down 192 -> 2048,
+ *   count 48 * 128/2 = 3072; LM head 2048 -> 151936/4 = 37984, M = 8. */
+static void test_decode_tp_ep(void) {
+    moe_model_config c = base_config("qwen3-30b-a3b", "qwen3_moe", 48, 2048, 32, 4, 128, 151936);
+    set_moe(&c, 128, 768, 8, 0, 1);
+    static const expect rows[] = {
+        {0, 47, 1, "q_proj", "attn_q", F, 8, 2048, 1024, 48},
+        {0, 47, 1, "kv_proj", "attn_kv", F, 8, 2048, 256, 48},
+        {0, 47, 1, "o_proj", "attn_o", F, 8, 1024, 2048, 48},
+        {0, 47, 1, "router", "router", F, 8, 2048, 128, 48},
+        {0, 47, 1, "experts.gate_up", "expert_gate_up", F, 0.5, 2048, 384, 3072},
+        {0, 47, 1, "experts.down", "expert_down", F, 0.5, 192, 2048, 3072},
+        {LM, "lm_head", "lm_head", F, 8, 2048, 37984, 1},
+    };
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    opt.batch = 8;
+    opt.seq = 1;
+    opt.context = 4096;
+    opt.mode = MOE_STEP_DECODE;
+    opt.tp = 4;
+    opt.ep = 2;
+    moe_shape_list *l = NULL;
+    moe_status st = moe_shape_list_create(NULL, &c, &opt, &l);
+    CHECK(st == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (!l) return;
+    CHECK(l->num_rows == NROWS(rows), "%lld rows, expected %d", (long long)l->num_rows, NROWS(rows));
+    CHECK(l->tokens == 8, "T = %lld", (long long)l->tokens);
+    /* touched experts per layer on this GPU: 128*(1-(1-8/128)^8)/2 */
+    double touched = 128.0 * (1.0 - pow(1.0 - 8.0 / 128.0, 8)) / 2.0;
+    for (int i = 0; i < NROWS(rows) && i < l->num_rows; i++) {
+        const moe_gemm_row *r = &l->rows[i];
+        const expect *e = &rows[i];
+        CHECK(!strcmp(r->name, e->name) && r->pass == MOE_PASS_FPROP, "row %d: %s, expected %s", i, r->name, e->name);
+        CHECK(r->m == e->m && r->k == e->k && r->n == e->n && r->count == e->count,
+              "%s: %g x %g x %g x %lld, expected %g x %g x %g x %lld", e->name, r->m, r->k, r->n, (long long)r->count,
+              e->m, e->k, e->n, (long long)e->count);
+        int routed = !strncmp(e->name, "experts.", 8);
+        double t = routed ? 48.0 * touched : (double)e->count;
+        double eb = 2.0 * ((double)e->count * (e->m * e->k + e->m * e->n) + t * e->k * e->n);
+        CHECK(close_rel(r->bytes, eb, 1e-9), "%s: bytes %.9g, expected %.9g", e->name, r->bytes, eb);
+    }
+    /* tp 8 > kv heads 4: one replicated kv head per rank, kv_proj N stays 2*1*128 = 256 */
+    moe_shape_list_free(l);
+    l = NULL;
+    opt.tp = 8;
+    opt.ep = 1;
+    CHECK(moe_shape_list_create(NULL, &c, &opt, &l) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (l) {
+        CHECK(l->rows[0].n == 512 && l->rows[1].n == 256, "tp 8: q N %g (expected 32/8*128 = 512), kv N %g (256)",
+              l->rows[0].n, l->rows[1].n);
+        CHECK(l->rows[4].n == 192, "tp 8: expert gate_up N %g, expected 2*768/8 = 192", l->rows[4].n);
+    }
+    moe_shape_list_free(l);
+    /* prefill: LM head on the last token of each sequence only, M = batch = 8 */
+    l = NULL;
+    opt.tp = 1;
+    opt.mode = MOE_STEP_PREFILL;
+    opt.seq = 512;
+    CHECK(moe_shape_list_create(NULL, &c, &opt, &l) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (l) {
+        const moe_gemm_row *head = &l->rows[l->num_rows - 1];
+        CHECK(!strcmp(head->name, "lm_head") && head->m == 8, "prefill lm_head M %g, expected 8", head->m);
+        CHECK(l->rows[0].m == 8 * 512, "prefill q_proj M %g, expected 4096", l->rows[0].m);
+    }
+    moe_shape_list_free(l);
+}
+
+/* A Llama-4-Maverick-like interleave: MoE on odd layers (interleave_moe_layer_step 2, the
+ * last of each pair), dense on even ones: one run each, "0-46/2" and "1-47/2". */
+static void test_interleave(void) {
+    moe_model_config c = base_config("maverick", "llama4", 48, 5120, 40, 8, 128, 202048);
+    set_moe(&c, 128, 8192, 1, 1, 2);
+    c.dense_intermediate = 16384;
+    c.layer.num_shared_experts = 1;
+    c.layer.shared_intermediate = 8192;
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    opt.mode = MOE_STEP_PREFILL;
+    moe_shape_list *l = NULL;
+    CHECK(moe_shape_list_create(NULL, &c, &opt, &l) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    int dense = 0, experts = 0;
+    for (int64_t i = 0; l && i < l->num_rows; i++) {
+        const moe_gemm_row *r = &l->rows[i];
+        if (r->kind == MOE_GEMM_DENSE_GATE_UP) {
+            dense++;
+            CHECK(r->layer_first == 0 && r->layer_last == 46 && r->layer_step == 2 && r->layer_count == 24 &&
+                      r->n == 32768,
+                  "dense run %lld-%lld/%lld x%lld N %g", (long long)r->layer_first, (long long)r->layer_last,
+                  (long long)r->layer_step, (long long)r->layer_count, r->n);
+        }
+        if (r->kind == MOE_GEMM_EXPERT_GATE_UP) {
+            experts++;
+            CHECK(r->layer_first == 1 && r->layer_last == 47 && r->layer_step == 2 && r->count == 24 * 128,
+                  "expert run %lld-%lld/%lld count %lld", (long long)r->layer_first, (long long)r->layer_last,
+                  (long long)r->layer_step, (long long)r->count);
+        }
+    }
+    CHECK(dense == 1 && experts == 1, "%d dense and %d expert gate_up rows, expected one each", dense, experts);
+    moe_shape_list_free(l);
+}
+
+/* Bad options and configs: one failing status with a message naming the culprit. */
+static void test_errors(void) {
+    moe_model_config c = base_config("deepseek-v3", "deepseek_v3", 61, 7168, 128, 128, 0, 129280);
+    set_moe(&c, 256, 2048, 8, 3, 1);
+    c.dense_intermediate = 18432;
+    c.kv_lora_rank = 512, c.q_lora_rank = 1536, c.qk_nope_head_dim = 128, c.qk_rope_head_dim = 64, c.v_head_dim = 128;
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    moe_shape_list *l = NULL;
+    moe_context_t *ctx = NULL;
+    moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
+
+    opt.tp = 3; /* 128 heads */
+    CHECK(moe_shape_list_create(ctx, &c, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT && !l, "tp 3 accepted");
+    CHECK(strstr(moe_last_error(ctx), "--tp 3") && strstr(moe_last_error(ctx), "num_attention_heads"), "message: %s",
+          moe_last_error(ctx));
+    opt.tp = 1;
+    opt.ep = 3; /* 256 experts */
+    CHECK(moe_shape_list_create(ctx, &c, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT, "ep 3 accepted");
+    CHECK(strstr(moe_last_error(ctx), "--ep 3"), "message: %s", moe_last_error(ctx));
+    opt.ep = 1;
+    opt.batch = 0;
+    CHECK(moe_shape_list_create(ctx, &c, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT, "batch 0 accepted");
+    CHECK(strstr(moe_last_error(ctx), "batch"), "message: %s", moe_last_error(ctx));
+    opt.batch = 1;
+    CHECK(moe_shape_options_set(ctx, &opt, "batch", "0") == MOE_STATUS_INVALID_ARGUMENT, "set batch 0 accepted");
+    CHECK(moe_shape_options_set(ctx, &opt, "batch", "12x") == MOE_STATUS_INVALID_ARGUMENT, "set batch 12x accepted");
+    CHECK(moe_shape_options_set(ctx, &opt, "mode", "infer") == MOE_STATUS_INVALID_ARGUMENT, "mode infer accepted");
+    CHECK(moe_shape_options_set(ctx, &opt, "tp", "8") == MOE_STATUS_OK && opt.tp == 8, "set tp 8");
+    opt.tp = 1;
+    moe_model_config bad = c;
+    bad.num_heads = 0;
+    CHECK(moe_shape_list_create(ctx, &bad, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT, "no heads accepted");
+    CHECK(strstr(moe_last_error(ctx), "num_attention_heads"), "message: %s", moe_last_error(ctx));
+    bad = c;
+    bad.dense_intermediate = 0; /* dense layers 0-2 need a width */
+    CHECK(moe_shape_list_create(ctx, &bad, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT, "no dense width accepted");
+    bad = c;
+    bad.num_moe_layers = 61; /* disagrees with the mask (58) */
+    CHECK(moe_shape_list_create(ctx, &bad, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT, "bad mask accepted");
+    CHECK(moe_shape_list_create(ctx, NULL, &opt, &l) == MOE_STATUS_NULL_POINTER, "NULL config accepted");
+    moe_context_free(ctx);
+}
+
+/* ---- routing statistics ---------------------------------------------------------------- */
+
+/* Binomial pmf by its definition, in log space (independent of the library's recurrence). */
+static double pmf(int64_t n, int64_t x, double p) {
+    return exp(lgamma((double)n + 1) - lgamma((double)x + 1) - lgamma((double)(n - x) + 1) + (double)x * log(p) +
+               (double)(n - x) * log(1.0 - p));
+}
+
+static void test_routing_small(void) {
+    /* E[ceil(X/B)] and E[max of E iid] by direct sums over x = 0..n. */
+    const struct { int64_t n, E, k, B; } cases[] = {{20, 8, 2, 4}, {64, 256, 8, 128}, {1, 16, 1, 128},
+                                                   {300, 32, 4, 16}, {1000, 128, 8, 64}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t n = cases[c].n, E = cases[c].E, k = cases[c].k, B = cases[c].B;
+        double p = (double)k / (double)E, ceil_sum = 0, max_sum = 0, cdf = 0;
+        for (int64_t x = 0; x <= n; x++) ceil_sum += pmf(n, x, p) * (double)((x + B - 1) / B);
+        for (int64_t m = 0; m <= n; m++) { /* P(max > m) = 1 - F(m)^E */
+            cdf += pmf(n, m, p);
+            max_sum += 1.0 - pow(fmin(cdf, 1.0), (double)E);
+        }
+        moe_routing_stats s;
+        CHECK(moe_routing_stats_compute(NULL, n, E, k, B, &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+        CHECK(close_rel(moe_binomial_expected_ceil(n, p, B), ceil_sum, 1e-9), "n %lld: E[ceil] %.12g, expected %.12g",
+              (long long)n, moe_binomial_expected_ceil(n, p, B), ceil_sum);
+        CHECK(close_rel(s.expected_blocks, (double)E * ceil_sum, 1e-9), "n %lld: blocks %.12g", (long long)n,
+              s.expected_blocks);
+        CHECK(close_rel(s.expected_max_load, max_sum, 1e-7), "n %lld: max load %.12g, expected %.12g", (long long)n,
+              s.expected_max_load, max_sum);
+        CHECK(close_rel(s.mean, (double)n * p, 1e-15), "mean");
+        CHECK(close_rel(s.experts_touched, (double)E * (1.0 - pow(1.0 - p, (double)n)), 1e-12), "touched %.12g",
+              s.experts_touched);
+        double waste = 1.0 - (double)(n * k) / ((double)B * (double)E * ceil_sum);
+        CHECK(close_rel(s.padding_waste, waste, 1e-9), "waste %.12g, expected %.12g", s.padding_waste, waste);
+    }
+    /* T = 0: nothing routed, nothing wasted. top_k = E: every expert gets every token. */
+    moe_routing_stats s;
+    CHECK(moe_routing_stats_compute(NULL, 0, 8, 2, 128, &s) == MOE_STATUS_OK && s.expected_blocks == 0 &&
+              s.padding_waste == 0 && s.experts_touched == 0,
+          "T = 0");
+    CHECK(moe_routing_stats_compute(NULL, 200, 8, 8, 128, &s) == MOE_STATUS_OK && s.expected_blocks == 16 &&
+              s.expected_max_load == 200 && s.experts_touched == 8,
+          "top_k = E: blocks %g max %g", s.expected_blocks, s.expected_max_load);
+    CHECK(moe_routing_stats_compute(NULL, 10, 8, 9, 128, &s) == MOE_STATUS_INVALID_ARGUMENT, "k > E accepted");
+    CHECK(moe_routing_stats_compute(NULL, 10, 8, 2, 0, &s) == MOE_STATUS_INVALID_ARGUMENT, "block 0 accepted");
+}
+
+/* REFERENCE.md §4: DeepSeek-V3 (E 256, k 8) with 128-row blocks wastes 98% at T=64, 32% at
+ * T=4096, 11% at T=16384. */
+static void test_routing_deepseek(void) {
+    const struct { int64_t T; double waste; } ref[] = {{64, 0.98}, {4096, 0.32}, {16384, 0.11}};
+    for (int i = 0; i < 3; i++) {
+        moe_routing_stats s;
+        CHECK(moe_routing_stats_compute(NULL, ref[i].T, 256, 8, 128, &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+        CHECK(fabs(s.padding_waste - ref[i].waste) < 0.01, "T %lld: waste %.4f, published %.2f", (long long)ref[i].T,
+              s.padding_waste, ref[i].waste);
+    }
+}
+
+/* Monte Carlo: route T tokens to k distinct experts of E uniformly, count blocks and the max. */
+static void test_routing_monte_carlo(void) {
+    const struct { int64_t T, E, k, B; } cases[] = {{4096, 256, 8, 128}, {512, 128, 8, 128}, {64, 16, 1, 16}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t T = cases[c].T, E = cases[c].E, k = cases[c].k, B = cases[c].B;
+        const int trials = 400;
+        double blocks = 0, blocks2 = 0, maxl = 0, touched = 0;
+        int64_t *count = calloc((size_t)E, sizeof *count);
+        int64_t *pick = calloc((size_t)E, sizeof *pick);
+        for (int t = 0; t < trials; t++) {
+            memset(count, 0, (size_t)E * sizeof *count);
+            /* partial Fisher-Yates on any permutation picks a uniform k-subset: no reset needed */
+            for (int64_t e = 0; e < E; e++) pick[e] = e;
+            for (int64_t tok = 0; tok < T; tok++) {
+                for (int64_t j = 0; j < k; j++) { /* partial Fisher-Yates: k distinct experts */
+                    int64_t r = j + (int64_t)(rng_next() % (uint64_t)(E - j));
+                    int64_t tmp = pick[j];
+                    pick[j] = pick[r];
+                    pick[r] = tmp;
+                    count[pick[j]]++;
+                }
+            }
+            double b = 0, mx = 0, used = 0;
+            for (int64_t e = 0; e < E; e++) {
+                b += (double)((count[e] + B - 1) / B);
+                mx = fmax(mx, (double)count[e]);
+                used += count[e] > 0;
+            }
+            blocks += b, blocks2 += b * b, maxl += mx, touched += used;
+        }
+        free(count);
+        free(pick);
+        double mean_b = blocks / trials, sd_b = sqrt(fmax(blocks2 / trials - mean_b * mean_b, 1e-12));
+        moe_routing_stats s;
+        CHECK(moe_routing_stats_compute(NULL, T, E, k, B, &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+        /* blocks: the sum is exact in expectation; 5 standard errors */
+        CHECK(fabs(s.expected_blocks - mean_b) < 5.0 * sd_b / sqrt((double)trials) + 1e-9,
+              "T %lld E %lld: blocks %.4f, simulated %.4f (sd %.3f)", (long long)T, (long long)E, s.expected_blocks,
+              mean_b, sd_b);
+        CHECK(fabs(s.experts_touched - touched / trials) < 0.02 * (double)E, "touched %.3f, simulated %.3f",
+              s.experts_touched, touched / trials);
+        /* max load: the independence approximation may only overestimate, and by little */
+        double sim_max = maxl / trials;
+        CHECK(s.expected_max_load > sim_max - 0.5 && s.expected_max_load < sim_max * 1.05 + 0.5,
+              "T %lld E %lld: max load %.3f, simulated %.3f", (long long)T, (long long)E, s.expected_max_load, sim_max);
+    }
+}
+
+int main(void) {
+    const char *seed_env = getenv("MOEFUSE_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+    rng_state = seed;
+    printf("seed %llu (MOEFUSE_SEED=%llu repeats this run)\n", (unsigned long long)seed, (unsigned long long)seed);
+    run_case("shapes deepseek-v3 train B=2 S=2048", test_deepseek_v3);
+    run_case("shapes qwen3-30b-a3b train B=2 S=2048", test_qwen3_30b);
+    run_case("shapes gpt-oss-120b train B=2 S=2048", test_gpt_oss_120b);
+    run_case("shapes mixtral-8x7b train B=2 S=2048", test_mixtral);
+    run_case("shapes llama-4-scout train B=2 S=2048", test_llama4_scout);
+    run_case("shapes qwen3-next-80b-a3b train B=2 S=2048", test_qwen3_next);
+    run_case("shapes decode with tp and ep, prefill LM head", test_decode_tp_ep);
+    run_case("shapes interleaved dense/MoE layers", test_interleave);
+    run_case("shapes bad options and configs", test_errors);
+    run_case("routing stats vs direct pmf sums", test_routing_small);
+    run_case("routing stats vs DeepSeek-V3 published padding", test_routing_deepseek);
+    run_case("routing stats vs Monte Carlo", test_routing_monte_carlo);
+    printf("%d passed, %d failed\n", cases_passed, cases_failed);
+    return cases_failed ? 1 : 0;
+}
