@@ -489,7 +489,7 @@ static void test_hostile_headers(moe_context_t *ctx) {
         const char *needle, *needle2;
     } idx[] = {
         {"missing shard", "{\"weight_map\":{\"present\":\"shard_gone.safetensors\"}}", MOE_STATUS_IO_ERROR,
-         "shard_gone.safetensors", "No such file"},
+         "shard_gone.safetensors: No such file", "listed in"},
         {"tensor missing from shard",
          "{\"weight_map\":{\"present\":\"shard_ok.safetensors\",\"absent\":\"shard_ok.safetensors\"}}",
          MOE_STATUS_PARSE_ERROR, "'absent'", "shard_ok.safetensors"},

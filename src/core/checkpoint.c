@@ -522,6 +522,11 @@ static moe_status open_index(moe_context_t *ctx, const char *path, moe_checkpoin
             st = moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
         else
             st = read_shard(ctx, ck->shards[s].path, (int32_t)s, &ck->shards[s], &shard_tensors[s], &shard_counts[s]);
+        if (st != MOE_STATUS_OK && st != MOE_STATUS_OUT_OF_MEMORY) {
+            char shard_message[MOE__ERROR_MAX];
+            snprintf(shard_message, sizeof shard_message, "%s", moe_last_error(ctx));
+            st = moe__error(ctx, st, "%s (a shard listed in %s)", shard_message, path);
+        }
     }
     for (const cJSON *k = st == MOE_STATUS_OK ? map->child : NULL; k && st == MOE_STATUS_OK; k = k->next) {
         const char *key = k->valuestring;
