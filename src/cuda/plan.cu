@@ -91,6 +91,7 @@ __global__ void plan_kernel(const plan_args p) {
         }
         const unsigned peers = __match_any_sync(0xffffffffu, e);
         if (e >= 0 && lane == __ffs(peers) - 1) my[e] += __popc(peers);
+        __syncwarp(); // the next round's leader of e may be another lane
     }
     __syncthreads();
 
@@ -170,8 +171,12 @@ size_t plan_smem_bytes(int64_t experts, int warps) {
 
 } // namespace
 
+static bool plan_ready = false;
+
 cudaError_t plan_init(void) {
-    return cudaFuncSetAttribute(plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PLAN_MAX_SMEM);
+    cudaError_t err = cudaFuncSetAttribute(plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PLAN_MAX_SMEM);
+    if (err == cudaSuccess) plan_ready = true;
+    return err;
 }
 
 extern "C" int64_t moe__cuda_block_rows(void) { return MOE__CUDA_BLOCK_M; }
@@ -201,11 +206,9 @@ extern "C" moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *id
                           (long long)E);
     // The shared-memory limit is raised once, outside any graph capture; the weight upload
     // does it first, and a direct caller (the tests) gets it here.
-    static bool init_done = false;
-    if (!init_done) {
+    if (!plan_ready) {
         moe_status st = cuda_status(ctx, plan_init(), "cudaFuncSetAttribute(plan_kernel)");
         if (st != MOE_STATUS_OK) return st;
-        init_done = true;
     }
     plan->num_tokens = T;
     plan->top_k = k;

@@ -1,0 +1,248 @@
+// Times moe_forward (CUDA, bf16) on PERF.md's four shapes with every expert, routing
+// excluded (ids and weights given, as in PERF.md's tables).
+//
+// The weights are random bf16 written straight into device memory and hung on a
+// moe_weights built by hand (internal.h): packing 22 GB of deepseek-v3 experts on the host
+// through moe_weights_create would take minutes of the lease. The forward path timed is the
+// public moe_forward, unchanged. Correctness is test_gpu_forward's job (same kernels); here
+// each result is only checked to be finite and non-zero before it is timed.
+//
+// Protocol (PERF.md): the forward captured in a CUDA graph, 5 warm-up replays, then the
+// median of 30 event-timed replays. Inputs are not rotated: the expert weights that each
+// replay reads (>= 75 MB here) exceed the 60 MB L2, and x is small next to them.
+//
+// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--json FILE]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "internal.h"
+}
+#include "cuda_backend.h"
+
+#define CUDA_OK(call)                                                                       \
+    do {                                                                                    \
+        cudaError_t err_ = (call);                                                          \
+        if (err_ != cudaSuccess) {                                                          \
+            printf("FATAL: %s failed at line %d: %s\n", #call, __LINE__, cudaGetErrorString(err_)); \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+struct shape {
+    const char *name;
+    int64_t E, H, I, k;
+};
+static const shape shapes[] = {{"qwen3-30b-a3b", 128, 2048, 768, 8},
+                               {"gpt-oss-120b", 128, 2880, 2880, 4},
+                               {"mixtral-8x7b", 8, 4096, 14336, 2},
+                               {"deepseek-v3", 256, 7168, 2048, 8}};
+
+// Uniform values in [-amp, amp) from a counter hash: cheap, reproducible, never all zero.
+__device__ __forceinline__ float hash_uniform(uint64_t i, uint64_t seed, float amp) {
+    uint64_t z = i * 0x9E3779B97F4A7C15ull + seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return amp * (2.0f * (float)(z >> 40) * 0x1.0p-24f - 1.0f);
+}
+
+__global__ void fill_bf16(__nv_bfloat16 *p, int64_t n, uint64_t seed, float amp) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = __float2bfloat16_rn(hash_uniform((uint64_t)i, seed, amp));
+}
+
+// Token t's k experts: distinct, spread by a per-token hash (uniform routing).
+__global__ void fill_routing(int32_t *ids, float *weights, int64_t T, int64_t k, int64_t E, uint64_t seed) {
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < T; t += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t z = (uint64_t)t * 0x9E3779B97F4A7C15ull + seed;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z ^= z >> 27;
+        int64_t first = (int64_t)(z % (uint64_t)E), step = 1 + (int64_t)((z >> 20) % (uint64_t)(E - 1 > 0 ? E - 1 : 1));
+        // first + j*step mod E is distinct for j < k when gcd(step, E) == 1; fall back to +1.
+        while (E > 1) {
+            int64_t a = step, b = E;
+            while (b) {
+                int64_t c = a % b;
+                a = b;
+                b = c;
+            }
+            if (a == 1) break;
+            step++;
+        }
+        for (int64_t j = 0; j < k; j++) {
+            ids[t * k + j] = (int32_t)((first + j * step) % E);
+            weights[t * k + j] = 0.5f + 0.25f * hash_uniform((uint64_t)(t * k + j), seed + 7, 1.0f);
+        }
+    }
+}
+
+static void fill(void *p, int64_t n, uint64_t seed, float amp) {
+    fill_bf16<<<1024, 256>>>((__nv_bfloat16 *)p, n, seed, amp);
+    CUDA_OK(cudaGetLastError());
+}
+
+int main(int argc, char **argv) {
+    const char *tokens_arg = "1,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--tokens")) tokens_arg = argv[i + 1];
+        else if (!strcmp(argv[i], "--shapes")) shapes_arg = argv[i + 1];
+        else if (!strcmp(argv[i], "--json")) json_path = argv[i + 1];
+    }
+    int64_t tokens[16];
+    int ntok = 0;
+    for (const char *p = tokens_arg; *p && ntok < 16;) {
+        tokens[ntok++] = strtoll(p, (char **)&p, 10);
+        if (*p == ',') p++;
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("bench_gpu_forward: no CUDA device\n");
+        return 77;
+    }
+    cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    moe_context_t *ctx;
+    if (moe_context_create(MOE_BACKEND_CUDA, 0, &ctx) != MOE_STATUS_OK) {
+        printf("FATAL: %s\n", moe_last_error(NULL));
+        return 1;
+    }
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    FILE *json = json_path ? fopen(json_path, "w") : NULL;
+    printf("device: %s\n%-14s %6s %10s %10s %9s\n", prop.name, "shape", "T", "ms", "TFLOP/s", "GB/s(w)");
+
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape &sh = shapes[si];
+        if (shapes_arg && !strstr(shapes_arg, sh.name)) continue;
+        // The weights, as moe_weights_create would leave them for the CUDA backend.
+        moe_weights_t w;
+        memset(&w, 0, sizeof w);
+        moe_layer_spec_init(&w.spec, sh.E, sh.H, sh.I, sh.k);
+        w.format = MOE_FORMAT_BF16;
+        w.backend = MOE_BACKEND_CUDA;
+        w.w13.format = w.w2.format = MOE_FORMAT_BF16;
+        w.w13.count = w.w2.count = sh.E;
+        w.w13.rows = 2 * sh.I, w.w13.cols = sh.H;
+        w.w2.rows = sh.H, w.w2.cols = sh.I;
+        moe_format_layout_get(MOE_FORMAT_BF16, 2 * sh.I, sh.H, &w.w13.layout);
+        moe_format_layout_get(MOE_FORMAT_BF16, sh.H, sh.I, &w.w2.layout);
+        moe__cuda_weights dev;
+        memset(&dev, 0, sizeof dev);
+        dev.dtype = MOE_DTYPE_BF16;
+        dev.experts = sh.E;
+        const int64_t n13 = sh.E * 2 * sh.I * sh.H, n2 = sh.E * sh.H * sh.I;
+        CUDA_OK(cudaMalloc(&dev.w13, (size_t)n13 * 2));
+        CUDA_OK(cudaMalloc(&dev.w2, (size_t)n2 * 2));
+        fill(dev.w13, n13, 11 + si, 3.0f / sqrtf((float)sh.H));
+        fill(dev.w2, n2, 13 + si, 3.0f / sqrtf((float)sh.I));
+        w.device = &dev;
+
+        for (int ti = 0; ti < ntok; ti++) {
+            const int64_t T = tokens[ti];
+            size_t ws_bytes = 0;
+            if (moe_forward_workspace_size(ctx, &w, T, MOE_FORMAT_F32, &ws_bytes) != MOE_STATUS_OK) {
+                printf("FATAL: %s\n", moe_last_error(ctx));
+                return 1;
+            }
+            void *x, *y, *ids, *wts, *ws;
+            CUDA_OK(cudaMalloc(&x, (size_t)(T * sh.H) * 2));
+            CUDA_OK(cudaMalloc(&y, (size_t)(T * sh.H) * 2));
+            CUDA_OK(cudaMalloc(&ids, (size_t)(T * sh.k) * 4));
+            CUDA_OK(cudaMalloc(&wts, (size_t)(T * sh.k) * 4));
+            CUDA_OK(cudaMalloc(&ws, ws_bytes));
+            fill(x, T * sh.H, 17 + T, 1.0f);
+            fill_routing<<<256, 256>>>((int32_t *)ids, (float *)wts, T, sh.k, sh.E, 19 + T);
+            CUDA_OK(cudaGetLastError());
+            CUDA_OK(cudaMemset(y, 0xFF, (size_t)(T * sh.H) * 2));
+            moe_forward_args a;
+            moe_forward_args_init(&a);
+            a.x = moe_tensor_2d(x, MOE_DTYPE_BF16, T, sh.H);
+            a.y = moe_tensor_2d(y, MOE_DTYPE_BF16, T, sh.H);
+            a.topk_ids = moe_tensor_2d(ids, MOE_DTYPE_I32, T, sh.k);
+            a.topk_weights = moe_tensor_2d(wts, MOE_DTYPE_F32, T, sh.k);
+            a.x.memory = a.y.memory = a.topk_ids.memory = a.topk_weights.memory = MOE_MEMORY_DEVICE;
+            a.workspace = ws;
+            a.workspace_size = ws_bytes;
+            a.stream = stream;
+            CUDA_OK(cudaDeviceSynchronize());
+
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+            moe_status st = moe_forward(ctx, &w, &a);
+            CUDA_OK(cudaStreamEndCapture(stream, &graph));
+            if (st != MOE_STATUS_OK) {
+                printf("FATAL: moe_forward: %s\n", moe_last_error(ctx));
+                return 1;
+            }
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            for (int i = 0; i < 5; i++) CUDA_OK(cudaGraphLaunch(exec, stream));
+            CUDA_OK(cudaStreamSynchronize(stream));
+
+            // Sanity before timing: every y finite, not all zero.
+            uint16_t *yh = (uint16_t *)malloc((size_t)(T * sh.H) * 2);
+            CUDA_OK(cudaMemcpy(yh, y, (size_t)(T * sh.H) * 2, cudaMemcpyDeviceToHost));
+            double norm = 0.0;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < T * sh.H; i++) {
+                float v = moe_bf16_to_float(yh[i]);
+                if (!isfinite(v)) bad++;
+                else norm += (double)v * v;
+            }
+            free(yh);
+            if (bad || norm == 0.0) {
+                printf("FATAL: %s T=%lld: %lld non-finite y, norm %g\n", sh.name, (long long)T, (long long)bad, norm);
+                return 1;
+            }
+
+            const int reps = 30;
+            float times[reps];
+            cudaEvent_t e0, e1;
+            CUDA_OK(cudaEventCreate(&e0));
+            CUDA_OK(cudaEventCreate(&e1));
+            for (int r = 0; r < reps; r++) {
+                CUDA_OK(cudaEventRecord(e0, stream));
+                CUDA_OK(cudaGraphLaunch(exec, stream));
+                CUDA_OK(cudaEventRecord(e1, stream));
+                CUDA_OK(cudaEventSynchronize(e1));
+                CUDA_OK(cudaEventElapsedTime(&times[r], e0, e1));
+            }
+            for (int i = 1; i < reps; i++) // insertion sort for the median
+                for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+                    float tmp = times[j];
+                    times[j] = times[j - 1];
+                    times[j - 1] = tmp;
+                }
+            const double ms = 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+            const double flops = 6.0 * T * sh.k * sh.H * sh.I;
+            const double e_act = sh.E * (1.0 - pow(1.0 - (double)sh.k / sh.E, (double)T));
+            const double bytes = e_act * 3.0 * sh.H * sh.I * 2 + 2.0 * T * sh.H * 2;
+            printf("%-14s %6lld %10.4f %10.1f %9.0f\n", sh.name, (long long)T, ms, flops / ms * 1e-9,
+                   bytes / ms * 1e-6);
+            fflush(stdout);
+            if (json)
+                fprintf(json,
+                        "{\"shape\": \"%s\", \"E\": %lld, \"H\": %lld, \"I\": %lld, \"k\": %lld, \"T\": %lld, "
+                        "\"dtype\": \"bf16\", \"pass\": \"forward\", \"impl\": \"moefuse-v1\", \"ms\": %.5f, "
+                        "\"tflops\": %.2f, \"gbps\": %.1f, \"err\": null}\n",
+                        sh.name, (long long)sh.E, (long long)sh.H, (long long)sh.I, (long long)sh.k, (long long)T, ms,
+                        flops / ms * 1e-9, bytes / ms * 1e-6);
+            CUDA_OK(cudaEventDestroy(e0));
+            CUDA_OK(cudaEventDestroy(e1));
+            CUDA_OK(cudaGraphExecDestroy(exec));
+            CUDA_OK(cudaGraphDestroy(graph));
+            void *all[] = {x, y, ids, wts, ws};
+            for (int i = 0; i < 5; i++) CUDA_OK(cudaFree(all[i]));
+        }
+        CUDA_OK(cudaFree(dev.w13));
+        CUDA_OK(cudaFree(dev.w2));
+    }
+    if (json) fclose(json);
+    CUDA_OK(cudaStreamDestroy(stream));
+    moe_context_free(ctx);
+    return 0;
+}

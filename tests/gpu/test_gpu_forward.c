@@ -1,0 +1,882 @@
+/* The CUDA forward against the CPU oracle, through the public API on two contexts.
+ *
+ * For every case: the same host weights packed on a CPU and on a CUDA context; x and the
+ * routing input in device buffers (cudaMalloc); y poisoned with NaN before each run; then
+ *  - y vs the CPU's y: relative Frobenius error <= 1e-2 for bf16 weights (why: both sides
+ *    use the same bf16 weights and inputs; the GPU rounds the GEMM1 output A2 to bf16,
+ *    relative error <= 2^-9 per element, about 1e-3 in RMS, and y to bf16 once more; fp32
+ *    instead of fp64 accumulation adds ~1e-6. 1e-2 leaves a 5x margin and still fails any
+ *    indexing or epilogue bug, which gives errors of order 1). 2e-3 for f16 (2^-12 per
+ *    rounding). Every y element must be finite (the poison must be overwritten);
+ *  - the routing ids equal to the CPU's, weights to 1e-6 relative (both compute the scores
+ *    in double from the same fp32 logits);
+ *  - the device dispatch plan equal to moe_dispatch_plan_build's, element by element;
+ *  - then the forward is captured in a CUDA graph, NEW inputs and routing are written into
+ *    the same device buffers, y is poisoned again, the graph is replayed and checked again.
+ * Large cases check the oracle on a subset of tokens (tokens are independent; the subset
+ * takes the first, the last and evenly spaced ones), and use fewer experts than the real
+ * model (the CPU packs and holds every expert); the GPU always runs all T tokens.
+ *
+ * Usage: test_gpu_forward [--quick] [--big] [--filter SUBSTRING]
+ *   --quick  a reduced case list (for compute-sanitizer)
+ *   --big    adds T = 262144 on deepseek-v3's H and I (64-bit offsets; needs ~80 GB)
+ * Exits 77 (ctest SKIP) without a CUDA device. Fresh random inputs each run; MOEFUSE_SEED
+ * repeats one. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_backend.h"
+#include "moefuse.h"
+
+/* ---- scaffolding -------------------------------------------------------------------- */
+static int case_failures, cases_passed, cases_failed;
+
+#define CHECK(cond, ...)                                                                    \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            if (case_failures < 8) {                                                        \
+                printf("    check failed at line %d: %s: ", __LINE__, #cond);               \
+                printf(__VA_ARGS__);                                                        \
+                printf("\n");                                                               \
+            }                                                                               \
+            case_failures++;                                                                \
+        }                                                                                   \
+    } while (0)
+
+/* A CUDA runtime failure ends the run: nothing after it could be trusted. */
+#define CUDA_OK(call)                                                                       \
+    do {                                                                                    \
+        cudaError_t err_ = (call);                                                          \
+        if (err_ != cudaSuccess) {                                                          \
+            printf("FATAL: %s failed at line %d: %s\n", #call, __LINE__, cudaGetErrorString(err_)); \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+#define MOE_OK(ctx, call)                                                                   \
+    do {                                                                                    \
+        moe_status st_ = (call);                                                            \
+        if (st_ != MOE_STATUS_OK) {                                                         \
+            printf("FATAL: %s: %s: %s\n", #call, moe_status_string(st_), moe_last_error(ctx)); \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        printf("FATAL: out of host memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1.0p-24); }
+static void fill_uniform(float *p, int64_t n, float amp) {
+    for (int64_t i = 0; i < n; i++) p[i] = rng_uniform(-amp, amp);
+}
+
+static moe_context_t *cpu_ctx, *gpu_ctx;
+static cudaStream_t stream;
+
+/* ---- a model: spec, host weights, packed on both contexts ---------------------------- */
+typedef struct model {
+    char name[64];
+    moe_layer_spec spec;
+    moe_format format;
+    moe_gate_up_layout layout;
+    moe_dtype x_dtype, y_dtype;
+    int64_t x_pad, y_pad; /* extra elements per row of x / y (strided rows) */
+    float *arrays[24];
+    int narrays;
+    moe_weights_desc desc;
+    moe_weights_t *w_cpu, *w_gpu;
+    float *correction_bias; /* a copy kept for moe_route, or NULL */
+} model;
+
+static float *model_array(model *m, int64_t n, float amp) {
+    float *p = xmalloc((size_t)n * sizeof(float));
+    fill_uniform(p, n, amp);
+    m->arrays[m->narrays++] = p;
+    return p;
+}
+
+/* Random weights scaled so that every stage's values are O(1). */
+static void model_build(model *m) {
+    const moe_layer_spec *s = &m->spec;
+    const int64_t E = s->num_experts, H = s->hidden, I = s->intermediate, Is = s->shared_intermediate;
+    const bool gated = moe_activation_is_gated(s->activation);
+    const float a13 = 3.0f / sqrtf((float)H), a2 = 3.0f / sqrtf((float)I), bias = 0.1f;
+    moe_weights_desc *d = &m->desc;
+    memset(d, 0, sizeof *d);
+    d->layout = m->layout;
+    if (m->layout == MOE_LAYOUT_SEPARATE || !gated) {
+        d->layout = gated ? m->layout : MOE_LAYOUT_SEPARATE;
+        d->gate = moe_tensor_3d(model_array(m, E * I * H, a13), MOE_DTYPE_F32, E, I, H);
+        if (gated) d->up = moe_tensor_3d(model_array(m, E * I * H, a13), MOE_DTYPE_F32, E, I, H);
+        if (s->expert_has_bias) {
+            d->gate_bias = moe_tensor_2d(model_array(m, E * I, bias), MOE_DTYPE_F32, E, I);
+            if (gated) d->up_bias = moe_tensor_2d(model_array(m, E * I, bias), MOE_DTYPE_F32, E, I);
+        }
+    } else {
+        d->gate_up = moe_tensor_3d(model_array(m, E * 2 * I * H, a13), MOE_DTYPE_F32, E, 2 * I, H);
+        if (s->expert_has_bias)
+            d->gate_up_bias = moe_tensor_2d(model_array(m, E * 2 * I, bias), MOE_DTYPE_F32, E, 2 * I);
+    }
+    d->down = moe_tensor_3d(model_array(m, E * H * I, a2), MOE_DTYPE_F32, E, H, I);
+    if (s->expert_has_bias) d->down_bias = moe_tensor_2d(model_array(m, E * H, bias), MOE_DTYPE_F32, E, H);
+    d->router = moe_tensor_2d(model_array(m, E * H, a13), MOE_DTYPE_F32, E, H);
+    if (s->router_has_bias) d->router_bias = moe_tensor_1d(model_array(m, E, 0.5f), MOE_DTYPE_F32, E);
+    if (s->use_correction_bias) d->correction_bias = moe_tensor_1d(model_array(m, E, 0.05f), MOE_DTYPE_F32, E);
+    if (s->num_shared_experts > 0) {
+        const float as2 = 3.0f / sqrtf((float)Is);
+        if (d->layout == MOE_LAYOUT_SEPARATE) {
+            d->shared_gate = moe_tensor_2d(model_array(m, Is * H, a13), MOE_DTYPE_F32, Is, H);
+            if (gated) d->shared_up = moe_tensor_2d(model_array(m, Is * H, a13), MOE_DTYPE_F32, Is, H);
+            if (s->expert_has_bias) {
+                d->shared_gate_bias = moe_tensor_1d(model_array(m, Is, bias), MOE_DTYPE_F32, Is);
+                if (gated) d->shared_up_bias = moe_tensor_1d(model_array(m, Is, bias), MOE_DTYPE_F32, Is);
+            }
+        } else {
+            d->shared_gate_up = moe_tensor_2d(model_array(m, 2 * Is * H, a13), MOE_DTYPE_F32, 2 * Is, H);
+            if (s->expert_has_bias)
+                d->shared_gate_up_bias = moe_tensor_1d(model_array(m, 2 * Is, bias), MOE_DTYPE_F32, 2 * Is);
+        }
+        d->shared_down = moe_tensor_2d(model_array(m, H * Is, as2), MOE_DTYPE_F32, H, Is);
+        if (s->expert_has_bias) d->shared_down_bias = moe_tensor_1d(model_array(m, H, bias), MOE_DTYPE_F32, H);
+        if (s->shared_gate) d->shared_gate_weight = moe_tensor_1d(model_array(m, H, a13), MOE_DTYPE_F32, H);
+    }
+    MOE_OK(cpu_ctx, moe_weights_create(cpu_ctx, s, d, m->format, &m->w_cpu));
+    MOE_OK(gpu_ctx, moe_weights_create(gpu_ctx, s, d, m->format, &m->w_gpu));
+    if (s->use_correction_bias) {
+        m->correction_bias = xmalloc((size_t)E * 4);
+        memcpy(m->correction_bias, d->correction_bias.data, (size_t)E * 4);
+    }
+    /* The host sources are no longer needed: free them now (the big shapes hold GBs). */
+    for (int i = 0; i < m->narrays; i++) free(m->arrays[i]);
+    m->narrays = 0;
+}
+
+static void model_free(model *m) {
+    moe_weights_free(m->w_cpu);
+    moe_weights_free(m->w_gpu);
+    free(m->correction_bias);
+    m->w_cpu = m->w_gpu = NULL;
+    m->correction_bias = NULL;
+}
+
+/* ---- routing inputs ----------------------------------------------------------------- */
+enum routing {
+    R_ROUTER,      /* neither ids nor logits: logits = x . Wr^T inside */
+    R_LOGITS,      /* random logits given */
+    R_LOGITS_TIES, /* logits from {-1, -0.5, 0, 0.5, 1}: many exact ties (lower index wins) */
+    R_IDS,         /* random distinct ids and weights given */
+    R_IDS_ONE,     /* every token on experts 0..k-1: expert 0 gets all T rows */
+    R_IDS_FEW      /* ids from the first max(k, E/4) experts only: the others are empty */
+};
+static const char *routing_name(int r) {
+    static const char *names[] = {"router", "logits", "logits-ties", "ids", "ids-one-expert", "ids-few-experts"};
+    return names[r];
+}
+static bool routing_has_ids(int r) { return r >= R_IDS; }
+static bool routing_has_logits(int r) { return r == R_LOGITS || r == R_LOGITS_TIES; }
+
+/* One forward's host inputs. */
+typedef struct inputs {
+    int64_t T;
+    int routing;
+    uint16_t *x16; /* x in bf16/f16 [T, H + x_pad] */
+    float *x32;    /* or f32 */
+    float *logits; /* [T, E] */
+    int32_t *ids;  /* [T, k] */
+    float *weights;
+} inputs;
+
+static void draw_ids(const model *m, inputs *in, int routing) {
+    const int64_t E = m->spec.num_experts, k = m->spec.top_k, T = in->T;
+    int64_t pool = routing == R_IDS_FEW ? (E / 4 > k ? E / 4 : k) : E;
+    int32_t *perm = xmalloc((size_t)E * sizeof(int32_t));
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t e = 0; e < pool; e++) perm[e] = (int32_t)e;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t pick = j + (int64_t)(rng_next() % (uint64_t)(pool - j));
+            int32_t tmp = perm[j];
+            perm[j] = perm[pick];
+            perm[pick] = tmp;
+            in->ids[t * k + j] = routing == R_IDS_ONE ? (int32_t)j : perm[j];
+            in->weights[t * k + j] = rng_uniform(0.05f, 1.0f);
+        }
+    }
+    free(perm);
+}
+
+static void inputs_draw(const model *m, inputs *in, int64_t T, int routing) {
+    const int64_t H = m->spec.hidden, E = m->spec.num_experts, k = m->spec.top_k, ld = H + m->x_pad;
+    in->T = T;
+    in->routing = routing;
+    const int64_t n = T * ld;
+    if (m->x_dtype == MOE_DTYPE_F32) {
+        in->x32 = xmalloc((size_t)n * 4);
+        fill_uniform(in->x32, n, 1.0f);
+    } else {
+        in->x16 = xmalloc((size_t)n * 2);
+        for (int64_t i = 0; i < n; i++) {
+            float v = rng_uniform(-1.0f, 1.0f);
+            in->x16[i] = m->x_dtype == MOE_DTYPE_BF16 ? moe_float_to_bf16(v) : moe_float_to_f16(v);
+        }
+    }
+    in->logits = xmalloc((size_t)(T * E) * 4);
+    for (int64_t i = 0; i < T * E; i++)
+        in->logits[i] = routing == R_LOGITS_TIES ? 0.5f * (float)((int)(rng_next() % 5) - 2) : rng_uniform(-3.0f, 3.0f);
+    in->ids = xmalloc((size_t)(T * k) * 4);
+    in->weights = xmalloc((size_t)(T * k) * 4);
+    if (routing_has_ids(routing)) draw_ids(m, in, routing);
+}
+
+static void inputs_free(inputs *in) {
+    free(in->x16);
+    free(in->x32);
+    free(in->logits);
+    free(in->ids);
+    free(in->weights);
+    memset(in, 0, sizeof *in);
+}
+
+static float x_at(const model *m, const inputs *in, int64_t t, int64_t h) {
+    const int64_t i = t * (m->spec.hidden + m->x_pad) + h;
+    if (in->x32) return in->x32[i];
+    return m->x_dtype == MOE_DTYPE_BF16 ? moe_bf16_to_float(in->x16[i]) : moe_f16_to_float(in->x16[i]);
+}
+
+/* The CPU's routing for all T tokens: the given ids and weights, or moe_route over the
+ * given logits (the router path is checked through the CPU forward instead). */
+static void cpu_routing(const model *m, const inputs *in, int32_t *ids, float *weights) {
+    const int64_t T = in->T, k = m->spec.top_k;
+    if (routing_has_ids(in->routing)) {
+        memcpy(ids, in->ids, (size_t)(T * k) * 4);
+        memcpy(weights, in->weights, (size_t)(T * k) * 4);
+        return;
+    }
+    MOE_OK(cpu_ctx, moe_route(cpu_ctx, &m->spec, in->logits, T, m->correction_bias, ids, weights));
+}
+
+/* ---- one forward on each backend ------------------------------------------------------ */
+typedef struct device_buffers {
+    void *x, *y, *logits, *ids, *weights, *out_ids, *out_weights, *workspace;
+    size_t workspace_size;
+    moe_forward_args args;
+} device_buffers;
+
+static size_t x_bytes(const model *m, int64_t T) {
+    return (size_t)(T * (m->spec.hidden + m->x_pad)) * (size_t)(moe_dtype_bits(m->x_dtype) / 8);
+}
+static size_t y_bytes(const model *m, int64_t T) {
+    return (size_t)(T * (m->spec.hidden + m->y_pad)) * (size_t)(moe_dtype_bits(m->y_dtype) / 8);
+}
+
+static moe_tensor tensor_rows(void *data, moe_dtype dt, int64_t T, int64_t cols, int64_t ld, moe_memory mem) {
+    moe_tensor t = moe_tensor_2d(data, dt, T, cols);
+    if (ld != cols) {
+        t.strides[0] = ld;
+        t.strides[1] = 1;
+    }
+    t.memory = mem;
+    return t;
+}
+
+static void device_alloc(const model *m, device_buffers *b, int64_t T, int routing) {
+    const moe_layer_spec *s = &m->spec;
+    const int64_t H = s->hidden, E = s->num_experts, k = s->top_k;
+    memset(b, 0, sizeof *b);
+    CUDA_OK(cudaMalloc(&b->x, x_bytes(m, T) + 16)); /* + 16: never a 0-byte allocation (T = 0) */
+    CUDA_OK(cudaMalloc(&b->y, y_bytes(m, T) + 16));
+    CUDA_OK(cudaMalloc(&b->logits, (size_t)(T * E) * 4 + 4));
+    CUDA_OK(cudaMalloc(&b->ids, (size_t)(T * k) * 4 + 4));
+    CUDA_OK(cudaMalloc(&b->weights, (size_t)(T * k) * 4 + 4));
+    CUDA_OK(cudaMalloc(&b->out_ids, (size_t)(T * k) * 4 + 4));
+    CUDA_OK(cudaMalloc(&b->out_weights, (size_t)(T * k) * 4 + 4));
+    MOE_OK(gpu_ctx, moe_forward_workspace_size(gpu_ctx, m->w_gpu, T, MOE_FORMAT_F32, &b->workspace_size));
+    CUDA_OK(cudaMalloc(&b->workspace, b->workspace_size ? b->workspace_size : 1));
+    moe_forward_args *a = &b->args;
+    moe_forward_args_init(a);
+    a->x = tensor_rows(b->x, m->x_dtype, T, H, H + m->x_pad, MOE_MEMORY_DEVICE);
+    a->y = tensor_rows(b->y, m->y_dtype, T, H, H + m->y_pad, MOE_MEMORY_DEVICE);
+    if (routing_has_ids(routing)) {
+        a->topk_ids = tensor_rows(b->ids, MOE_DTYPE_I32, T, k, k, MOE_MEMORY_DEVICE);
+        a->topk_weights = tensor_rows(b->weights, MOE_DTYPE_F32, T, k, k, MOE_MEMORY_DEVICE);
+    } else if (routing_has_logits(routing)) {
+        a->router_logits = tensor_rows(b->logits, MOE_DTYPE_F32, T, E, E, MOE_MEMORY_DEVICE);
+    }
+    a->out_topk_ids = tensor_rows(b->out_ids, MOE_DTYPE_I32, T, k, k, MOE_MEMORY_DEVICE);
+    a->out_topk_weights = tensor_rows(b->out_weights, MOE_DTYPE_F32, T, k, k, MOE_MEMORY_DEVICE);
+    a->workspace = b->workspace;
+    a->workspace_size = b->workspace_size;
+    a->stream = stream;
+}
+
+static void device_free(device_buffers *b) {
+    void *all[] = {b->x, b->y, b->logits, b->ids, b->weights, b->out_ids, b->out_weights, b->workspace};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CUDA_OK(cudaFree(all[i]));
+}
+
+/* Writes a run's inputs into the device buffers and poisons every output (NaN y, -1 ids,
+ * NaN weights): an element the forward does not write fails the checks. */
+static void device_upload(const model *m, device_buffers *b, const inputs *in) {
+    const int64_t T = in->T, E = m->spec.num_experts, k = m->spec.top_k;
+    CUDA_OK(cudaMemcpyAsync(b->x, in->x32 ? (void *)in->x32 : (void *)in->x16, x_bytes(m, T), cudaMemcpyHostToDevice,
+                            stream));
+    CUDA_OK(cudaMemcpyAsync(b->logits, in->logits, (size_t)(T * E) * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(b->ids, in->ids, (size_t)(T * k) * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(b->weights, in->weights, (size_t)(T * k) * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemsetAsync(b->y, 0xFF, y_bytes(m, T), stream)); /* all-ones bits: NaN in f32/f16/bf16 */
+    CUDA_OK(cudaMemsetAsync(b->out_ids, 0xFF, (size_t)(T * k) * 4, stream));
+    CUDA_OK(cudaMemsetAsync(b->out_weights, 0xFF, (size_t)(T * k) * 4, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+/* The oracle tokens: all of them up to `limit`, else the first and last limit/3 and
+ * evenly spaced ones between. */
+static int64_t oracle_tokens(int64_t T, int64_t limit, int64_t *tok) {
+    if (T <= limit) {
+        for (int64_t t = 0; t < T; t++) tok[t] = t;
+        return T;
+    }
+    int64_t n = 0, edge = limit / 3;
+    for (int64_t t = 0; t < edge; t++) tok[n++] = t;
+    int64_t mid = limit - 2 * edge;
+    for (int64_t i = 0; i < mid; i++) tok[n++] = edge + (T - 2 * edge) * (2 * i + 1) / (2 * mid);
+    for (int64_t t = T - edge; t < T; t++) tok[n++] = t;
+    return n;
+}
+
+/* The CPU forward on the tokens tok[0..S): y [S, H] fp32, its routing ids/weights [S, k]. */
+static void cpu_forward(const model *m, const inputs *in, const int64_t *tok, int64_t S, float *y, int32_t *ids,
+                        float *weights) {
+    const moe_layer_spec *s = &m->spec;
+    const int64_t H = s->hidden, E = s->num_experts, k = s->top_k;
+    float *x = xmalloc((size_t)(S * H) * 4), *logits = xmalloc((size_t)(S * E) * 4 + 4);
+    int32_t *gids = xmalloc((size_t)(S * k) * 4 + 4);
+    float *gw = xmalloc((size_t)(S * k) * 4 + 4);
+    for (int64_t i = 0; i < S; i++) {
+        for (int64_t h = 0; h < H; h++) x[i * H + h] = x_at(m, in, tok[i], h);
+        for (int64_t e = 0; e < E; e++) logits[i * E + e] = in->logits[tok[i] * E + e];
+        for (int64_t j = 0; j < k; j++) {
+            gids[i * k + j] = in->ids[tok[i] * k + j];
+            gw[i * k + j] = in->weights[tok[i] * k + j];
+        }
+    }
+    /* x goes in as f32: it holds the exact values of the bf16/f16 input. */
+    moe_forward_args a;
+    moe_forward_args_init(&a);
+    a.x = moe_tensor_2d(x, MOE_DTYPE_F32, S, H);
+    a.y = moe_tensor_2d(y, MOE_DTYPE_F32, S, H);
+    if (routing_has_ids(in->routing)) {
+        a.topk_ids = moe_tensor_2d(gids, MOE_DTYPE_I32, S, k);
+        a.topk_weights = moe_tensor_2d(gw, MOE_DTYPE_F32, S, k);
+    } else if (routing_has_logits(in->routing)) {
+        a.router_logits = moe_tensor_2d(logits, MOE_DTYPE_F32, S, E);
+    }
+    a.out_topk_ids = moe_tensor_2d(ids, MOE_DTYPE_I32, S, k);
+    a.out_topk_weights = moe_tensor_2d(weights, MOE_DTYPE_F32, S, k);
+    size_t ws = 0;
+    MOE_OK(cpu_ctx, moe_forward_workspace_size(cpu_ctx, m->w_cpu, S, MOE_FORMAT_F32, &ws));
+    a.workspace = xmalloc(ws);
+    a.workspace_size = ws;
+    MOE_OK(cpu_ctx, moe_forward(cpu_ctx, m->w_cpu, &a));
+    free(a.workspace);
+    free(x);
+    free(logits);
+    free(gids);
+    free(gw);
+}
+
+static float y_at(const model *m, const void *y, int64_t t, int64_t h) {
+    const int64_t i = t * (m->spec.hidden + m->y_pad) + h;
+    switch (m->y_dtype) {
+    case MOE_DTYPE_F32: return ((const float *)y)[i];
+    case MOE_DTYPE_BF16: return moe_bf16_to_float(((const uint16_t *)y)[i]);
+    default: return moe_f16_to_float(((const uint16_t *)y)[i]);
+    }
+}
+
+/* Checks the GPU's outputs (in the device buffers) against the CPU oracle on up to
+ * `oracle_limit` tokens; returns the relative error. */
+static double check_outputs(const model *m, const device_buffers *b, const inputs *in, int64_t oracle_limit,
+                            const char *what) {
+    const moe_layer_spec *s = &m->spec;
+    const int64_t T = in->T, H = s->hidden, k = s->top_k;
+    void *y = xmalloc(y_bytes(m, T));
+    int32_t *ids = xmalloc((size_t)(T * k) * 4);
+    float *weights = xmalloc((size_t)(T * k) * 4);
+    CUDA_OK(cudaMemcpy(y, b->y, y_bytes(m, T), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(ids, b->out_ids, (size_t)(T * k) * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(weights, b->out_weights, (size_t)(T * k) * 4, cudaMemcpyDeviceToHost));
+
+    /* Every y element written (finite: the poison is NaN and the inputs are tame). */
+    int64_t bad = 0, first_bad = -1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            if (!isfinite(y_at(m, y, t, h)) && bad++ == 0) first_bad = t * H + h;
+    CHECK(bad == 0, "%s: %lld y elements not finite (first at token %lld, column %lld)", what, (long long)bad,
+          (long long)(first_bad / H), (long long)(first_bad % H));
+
+    /* Routing of all T tokens against moe_route on the host (given logits), or the given ids. */
+    if (in->routing != R_ROUTER) {
+        int32_t *rids = xmalloc((size_t)(T * k) * 4);
+        float *rw = xmalloc((size_t)(T * k) * 4);
+        cpu_routing(m, in, rids, rw);
+        int64_t id_bad = 0, w_bad = 0;
+        for (int64_t i = 0; i < T * k; i++) {
+            if (ids[i] != rids[i] && id_bad++ == 0)
+                printf("    %s: ids[%lld] = %d, cpu %d\n", what, (long long)i, ids[i], rids[i]);
+            if (!(fabsf(weights[i] - rw[i]) <= 1e-6f * fabsf(rw[i])) && w_bad++ == 0)
+                printf("    %s: weights[%lld] = %.9g, cpu %.9g\n", what, (long long)i, weights[i], rw[i]);
+        }
+        CHECK(id_bad == 0, "%s: %lld routing ids differ from the CPU's", what, (long long)id_bad);
+        CHECK(w_bad == 0, "%s: %lld routing weights differ from the CPU's", what, (long long)w_bad);
+        free(rids);
+        free(rw);
+    }
+
+    /* y (and, for the router path, the routing) on the oracle tokens. */
+    int64_t *tok = xmalloc((size_t)oracle_limit * 8 + 8);
+    const int64_t S = oracle_tokens(T, oracle_limit, tok);
+    float *yref = xmalloc((size_t)(S * H) * 4);
+    int32_t *cids = xmalloc((size_t)(S * k) * 4);
+    float *cw = xmalloc((size_t)(S * k) * 4);
+    cpu_forward(m, in, tok, S, yref, cids, cw);
+    double num = 0.0, den = 0.0;
+    int64_t id_bad = 0;
+    for (int64_t i = 0; i < S; i++) {
+        for (int64_t h = 0; h < H; h++) {
+            double r = yref[i * H + h], g = y_at(m, y, tok[i], h);
+            num += (g - r) * (g - r);
+            den += r * r;
+        }
+        for (int64_t j = 0; j < k; j++)
+            if (ids[tok[i] * k + j] != cids[i * k + j]) id_bad++;
+    }
+    CHECK(id_bad == 0, "%s: %lld routing ids differ from the CPU forward's on the oracle tokens", what,
+          (long long)id_bad);
+    const double err = den > 0.0 ? sqrt(num / den) : sqrt(num);
+    const double tol = m->format == MOE_FORMAT_F16 ? 2e-3 : 1e-2;
+    CHECK(err <= tol, "%s: relative error %.3e > %.0e", what, err, tol);
+    free(tok);
+    free(yref);
+    free(cids);
+    free(cw);
+    free(y);
+    free(ids);
+    free(weights);
+    return err;
+}
+
+/* The device plan (moe__cuda_plan_build) vs moe_dispatch_plan_build, for the ids in
+ * d_ids [T, k] (device): block `block`; with shared_rows = T the fused shared expert's
+ * rows (ids T*k + 1 + t, after the routed total) are checked too. */
+static void check_plan(const int32_t *d_ids, int64_t T, int64_t k, int64_t E, int64_t block, int64_t shared_rows,
+                       const char *what) {
+    int64_t max_rows, max_blocks;
+    MOE_OK(NULL, moe_dispatch_plan_bounds(T, k, E, block, &max_rows, &max_blocks));
+    int32_t *ids = xmalloc((size_t)(T * k) * 4 + 4);
+    CUDA_OK(cudaMemcpy(ids, d_ids, (size_t)(T * k) * 4, cudaMemcpyDeviceToHost));
+    moe_dispatch_plan cp = {0};
+    cp.expert_counts = xmalloc((size_t)E * 8);
+    cp.expert_offsets = xmalloc((size_t)(E + 1) * 8);
+    cp.sorted_ids = xmalloc((size_t)max_rows * 4 + 4);
+    cp.block_expert = xmalloc((size_t)max_blocks * 4 + 4);
+    MOE_OK(cpu_ctx, moe_dispatch_plan_build(cpu_ctx, ids, T, k, E, block, &cp));
+
+    const int64_t experts = E + (shared_rows ? 1 : 0);
+    const int64_t g_rows = T * k + shared_rows + experts * (block - 1), g_blocks = (g_rows + block - 1) / block;
+    moe_dispatch_plan gp = {0}, hp = {0};
+    CUDA_OK(cudaMalloc((void **)&gp.expert_counts, (size_t)experts * 8));
+    CUDA_OK(cudaMalloc((void **)&gp.expert_offsets, (size_t)(experts + 1) * 8));
+    CUDA_OK(cudaMalloc((void **)&gp.sorted_ids, (size_t)g_rows * 4 + 4));
+    CUDA_OK(cudaMalloc((void **)&gp.block_expert, (size_t)g_blocks * 4 + 4));
+    CUDA_OK(cudaMemset(gp.sorted_ids, 0x7F, (size_t)g_rows * 4 + 4)); /* poison */
+    CUDA_OK(cudaMemset(gp.block_expert, 0x7F, (size_t)g_blocks * 4 + 4));
+    MOE_OK(gpu_ctx, moe__cuda_plan_build(gpu_ctx, d_ids, T, k, E, block, shared_rows, &gp, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CHECK(gp.max_rows == g_rows && gp.max_blocks == g_blocks, "%s: plan bounds %lld/%lld, expected %lld/%lld", what,
+          (long long)gp.max_rows, (long long)gp.max_blocks, (long long)g_rows, (long long)g_blocks);
+    hp.expert_counts = xmalloc((size_t)experts * 8);
+    hp.expert_offsets = xmalloc((size_t)(experts + 1) * 8);
+    hp.sorted_ids = xmalloc((size_t)g_rows * 4 + 4);
+    hp.block_expert = xmalloc((size_t)g_blocks * 4 + 4);
+    CUDA_OK(cudaMemcpy(hp.expert_counts, gp.expert_counts, (size_t)experts * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hp.expert_offsets, gp.expert_offsets, (size_t)(experts + 1) * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hp.sorted_ids, gp.sorted_ids, (size_t)g_rows * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hp.block_expert, gp.block_expert, (size_t)g_blocks * 4, cudaMemcpyDeviceToHost));
+
+    int64_t bad = 0;
+    for (int64_t e = 0; e < E; e++) bad += hp.expert_counts[e] != cp.expert_counts[e];
+    for (int64_t e = 0; e <= E; e++) bad += hp.expert_offsets[e] != cp.expert_offsets[e];
+    CHECK(bad == 0, "%s: %lld counts/offsets differ", what, (long long)bad);
+    const int64_t routed_total = cp.expert_offsets[E], pad = T * k;
+    bad = 0;
+    if (!shared_rows) {
+        for (int64_t i = 0; i < max_rows; i++) bad += hp.sorted_ids[i] != cp.sorted_ids[i];
+        CHECK(bad == 0, "%s: %lld sorted ids differ", what, (long long)bad);
+        bad = 0;
+        for (int64_t i = 0; i < max_blocks; i++) bad += hp.block_expert[i] != cp.block_expert[i];
+        CHECK(bad == 0, "%s: %lld block owners differ", what, (long long)bad);
+    } else {
+        const int64_t shared_end = routed_total + (T + block - 1) / block * block;
+        CHECK(hp.expert_counts[E] == T && hp.expert_offsets[E + 1] == shared_end,
+              "%s: shared expert count %lld offset %lld, expected %lld %lld", what, (long long)hp.expert_counts[E],
+              (long long)hp.expert_offsets[E + 1], (long long)T, (long long)shared_end);
+        for (int64_t i = 0; i < g_rows; i++) {
+            int32_t want = i < routed_total ? cp.sorted_ids[i] : i < routed_total + T ? (int32_t)(pad + 1 + i - routed_total) : (int32_t)pad;
+            bad += hp.sorted_ids[i] != want;
+        }
+        CHECK(bad == 0, "%s: %lld sorted ids differ (shared rows fused)", what, (long long)bad);
+        bad = 0;
+        for (int64_t b = 0; b < g_blocks; b++) {
+            int32_t want = b * block < routed_total ? cp.block_expert[b] : b * block < shared_end ? (int32_t)E : -1;
+            bad += hp.block_expert[b] != want;
+        }
+        CHECK(bad == 0, "%s: %lld block owners differ (shared rows fused)", what, (long long)bad);
+    }
+    CUDA_OK(cudaFree(gp.expert_counts));
+    CUDA_OK(cudaFree(gp.expert_offsets));
+    CUDA_OK(cudaFree(gp.sorted_ids));
+    CUDA_OK(cudaFree(gp.block_expert));
+    free(hp.expert_counts), free(hp.expert_offsets), free(hp.sorted_ids), free(hp.block_expert);
+    free(cp.expert_counts), free(cp.expert_offsets), free(cp.sorted_ids), free(cp.block_expert);
+    free(ids);
+}
+
+/* ---- one case: a model at T tokens ------------------------------------------------------ */
+typedef struct run_spec {
+    int64_t T;
+    int routing, replay_routing; /* the replay's routing is of the same kind, new values */
+    int64_t oracle_limit;
+    bool graph;
+} run_spec;
+
+static void run_case(model *m, run_spec r) {
+    char name[160];
+    snprintf(name, sizeof name, "%s T=%lld %s/%s", m->name, (long long)r.T, routing_name(r.routing),
+             r.graph ? routing_name(r.replay_routing) : "-");
+    case_failures = 0;
+    const moe_layer_spec *s = &m->spec;
+    device_buffers b;
+    device_alloc(m, &b, r.T, r.routing);
+    inputs in = {0};
+    inputs_draw(m, &in, r.T, r.routing);
+    device_upload(m, &b, &in);
+
+    cudaEvent_t t0, t1;
+    CUDA_OK(cudaEventCreate(&t0));
+    CUDA_OK(cudaEventCreate(&t1));
+    CUDA_OK(cudaEventRecord(t0, stream));
+    moe_status st = moe_forward(gpu_ctx, m->w_gpu, &b.args);
+    CUDA_OK(cudaEventRecord(t1, stream));
+    CHECK(st == MOE_STATUS_OK, "moe_forward: %s: %s", moe_status_string(st), moe_last_error(gpu_ctx));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaGetLastError());
+    float ms = 0.0f;
+    CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+    double err = st == MOE_STATUS_OK ? check_outputs(m, &b, &in, r.oracle_limit, "eager") : NAN;
+    check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, moe__cuda_block_rows(), 0, "plan");
+    if (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate)
+        check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, moe__cuda_block_rows(), r.T,
+                   "plan+shared");
+
+    double gerr = NAN;
+    if (r.graph && st == MOE_STATUS_OK) {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        st = moe_forward(gpu_ctx, m->w_gpu, &b.args);
+        CUDA_OK(cudaStreamEndCapture(stream, &graph));
+        CHECK(st == MOE_STATUS_OK, "moe_forward under capture: %s: %s", moe_status_string(st), moe_last_error(gpu_ctx));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        /* New x and new routing in the same buffers; the graph must follow them. */
+        inputs_free(&in);
+        inputs_draw(m, &in, r.T, r.replay_routing);
+        device_upload(m, &b, &in);
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        gerr = check_outputs(m, &b, &in, r.oracle_limit, "graph replay");
+        check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, moe__cuda_block_rows(), 0,
+                   "replay plan");
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+    }
+    CUDA_OK(cudaEventDestroy(t0));
+    CUDA_OK(cudaEventDestroy(t1));
+    inputs_free(&in);
+    device_free(&b);
+    if (case_failures == 0) cases_passed++;
+    else cases_failed++;
+    printf("%s %s: err %.2e, graph err %.2e, first call %.3f ms\n", case_failures ? "FAIL" : "ok  ", name, err, gerr,
+           ms);
+    fflush(stdout);
+}
+
+/* ---- the case list ------------------------------------------------------------------- */
+static const char *filter;
+static bool selected(const char *name) { return !filter || strstr(name, filter); }
+
+static void model_init(model *m, const char *name, const moe_layer_spec *spec, moe_format format,
+                       moe_gate_up_layout layout, moe_dtype x_dtype, moe_dtype y_dtype) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->spec = *spec;
+    m->format = format;
+    m->layout = layout;
+    m->x_dtype = x_dtype;
+    m->y_dtype = y_dtype;
+}
+
+/* A preset's routing and MLP options on small H and I (E, k and the grouping kept). */
+static bool preset_small(const char *preset, moe_layer_spec *s) {
+    moe_model_config cfg;
+    if (moe_config_preset(cpu_ctx, preset, &cfg) != MOE_STATUS_OK) {
+        printf("note: preset %s not found: %s\n", preset, moe_last_error(cpu_ctx));
+        return false;
+    }
+    *s = cfg.layer;
+    const bool fused = s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate;
+    s->hidden = 256;
+    s->intermediate = 96; /* not a multiple of the 128-wide tile nor of BK = 64: tails covered */
+    if (s->num_shared_experts > 0) s->shared_intermediate = fused ? 96 : 160;
+    return true;
+}
+
+/* A PERF.md shape: the preset's options with its real H and I, and `experts` experts (the
+ * CPU oracle packs and holds every expert; the GPU path is the same for any E). */
+static bool preset_shape(const char *preset, int64_t experts, moe_layer_spec *s) {
+    moe_model_config cfg;
+    if (moe_config_preset(cpu_ctx, preset, &cfg) != MOE_STATUS_OK) return false;
+    *s = cfg.layer;
+    s->num_experts = experts;
+    if (s->n_group > 1) {
+        while (s->n_group > 1 && (experts % s->n_group != 0 || experts / s->n_group < 2)) s->n_group /= 2;
+        if (s->topk_group > s->n_group) s->topk_group = s->n_group;
+        while (s->topk_group * (experts / (s->n_group > 1 ? s->n_group : 1)) < s->top_k) s->topk_group++;
+    }
+    return moe_layer_spec_validate(cpu_ctx, s) == MOE_STATUS_OK;
+}
+
+static void run_model(model *m, const run_spec *runs, int nruns) {
+    if (!selected(m->name)) return;
+    MOE_OK(cpu_ctx, moe_layer_spec_validate(cpu_ctx, &m->spec));
+    clock_t c0 = clock();
+    model_build(m);
+    printf("# %s: E=%lld H=%lld I=%lld k=%lld Is=%lld %s %s act=%s score=%s groups=%lld/%lld (weights packed in %.1f s cpu)\n",
+           m->name, (long long)m->spec.num_experts, (long long)m->spec.hidden, (long long)m->spec.intermediate,
+           (long long)m->spec.top_k, (long long)m->spec.shared_intermediate, moe_format_name(m->format),
+           moe_dtype_name(m->x_dtype), moe_activation_name(m->spec.activation), moe_score_name(m->spec.score),
+           (long long)m->spec.n_group, (long long)m->spec.topk_group, (double)(clock() - c0) / CLOCKS_PER_SEC);
+    for (int i = 0; i < nruns; i++) run_case(m, runs[i]);
+    model_free(m);
+}
+
+static void plan_cases(bool quick) {
+    static const struct {
+        int64_t T, k, E, block;
+    } cases[] = {{0, 2, 8, 64},   {1, 1, 1, 64},     {1, 8, 256, 64},   {3, 4, 4, 1},     {129, 2, 8, 7},
+                 {1000, 8, 128, 64}, {4096, 8, 256, 128}, {20000, 6, 64, 64}, {65536, 8, 512, 64}};
+    const int n = quick ? 5 : (int)(sizeof cases / sizeof cases[0]);
+    for (int c = 0; c < n; c++) {
+        const int64_t T = cases[c].T, k = cases[c].k, E = cases[c].E, block = cases[c].block;
+        for (int pattern = 0; pattern < 3; pattern++) {
+            char name[128];
+            snprintf(name, sizeof name, "plan T=%lld k=%lld E=%lld block=%lld %s", (long long)T, (long long)k,
+                     (long long)E, (long long)block, pattern == 0 ? "random" : pattern == 1 ? "one-expert" : "few-experts");
+            if (!selected(name)) continue;
+            case_failures = 0;
+            int32_t *ids = xmalloc((size_t)(T * k) * 4 + 4);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t j = 0; j < k; j++) {
+                    int64_t pool = pattern == 2 ? (E / 4 > k ? E / 4 : k) : E;
+                    /* distinctness is not required by the plan: duplicates are legal rows */
+                    ids[t * k + j] = pattern == 1 ? (int32_t)j : (int32_t)(rng_next() % (uint64_t)pool);
+                }
+            int32_t *d_ids;
+            CUDA_OK(cudaMalloc((void **)&d_ids, (size_t)(T * k) * 4 + 4));
+            CUDA_OK(cudaMemcpy(d_ids, ids, (size_t)(T * k) * 4, cudaMemcpyHostToDevice));
+            check_plan(d_ids, T, k, E, block, 0, "plan");
+            check_plan(d_ids, T, k, E, block, T, "plan+shared");
+            CUDA_OK(cudaFree(d_ids));
+            free(ids);
+            if (case_failures == 0) cases_passed++;
+            else cases_failed++;
+            printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    bool quick = false, big = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--big")) big = true;
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else {
+            printf("usage: %s [--quick] [--big] [--filter SUBSTRING]\n", argv[0]);
+            return 2;
+        }
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("test_gpu_forward: no CUDA device: SKIP\n");
+        return 77;
+    }
+    const char *env = getenv("MOEFUSE_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+    rng_state = seed;
+    printf("test_gpu_forward: seed %llu (MOEFUSE_SEED=%llu repeats this run)%s\n", (unsigned long long)seed,
+           (unsigned long long)seed, quick ? " --quick" : "");
+    struct cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    MOE_OK(NULL, moe_context_create(MOE_BACKEND_CPU, 0, &cpu_ctx));
+    MOE_OK(NULL, moe_context_create(MOE_BACKEND_CUDA, 0, &gpu_ctx));
+    CUDA_OK(cudaStreamCreate(&stream));
+
+    plan_cases(quick);
+
+    model m;
+    moe_layer_spec s;
+
+    /* Synthetic edge cases. */
+    {
+        moe_layer_spec_init(&s, 4, 64, 32, 4); /* top_k == E */
+        s.renormalize = 1;
+        model_init(&m, "topk-eq-E", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        run_spec r[] = {{0, R_IDS, R_IDS, 64, false}, {1, R_LOGITS, R_LOGITS_TIES, 64, true},
+                        {100, R_ROUTER, R_ROUTER, 128, true}};
+        run_model(&m, r, 3);
+
+        moe_layer_spec_init(&s, 1, 128, 64, 1); /* E == 1: a dense MLP */
+        model_init(&m, "dense-E1", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_F32);
+        run_spec r2[] = {{1, R_IDS, R_IDS, 64, true}, {65, R_ROUTER, R_ROUTER, 128, true}};
+        run_model(&m, r2, 2);
+
+        moe_layer_spec_init(&s, 8, 128, 40, 2);
+        s.activation = MOE_ACT_RELU2;
+        s.expert_has_bias = 1;
+        model_init(&m, "relu2-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        run_spec r3[] = {{33, R_IDS, R_IDS_ONE, 64, true}, {300, R_LOGITS, R_LOGITS, 128, true}};
+        run_model(&m, r3, 2);
+
+        const moe_activation acts[] = {MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU};
+        const char *act_names[] = {"geglu", "geglu-tanh", "reglu"};
+        for (int a = 0; a < 3; a++) {
+            moe_layer_spec_init(&s, 16, 192, 72, 3);
+            s.activation = acts[a];
+            s.renormalize = 1;
+            model_init(&m, act_names[a], &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+            run_spec ra[] = {{77, R_LOGITS, R_LOGITS_TIES, 128, true}};
+            run_model(&m, ra, 1);
+        }
+
+        moe_layer_spec_init(&s, 32, 256, 64, 6); /* DeepSeek-V4-like: sqrt-softplus, clamp */
+        s.score = MOE_SCORE_SQRTSOFTPLUS;
+        s.act_limit = 7.0f;
+        s.renormalize = 1;
+        s.routed_scale = 1.5f;
+        s.n_group = 4;
+        s.topk_group = 2;
+        model_init(&m, "sqrtsoftplus-swiglu-limit", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_spec r4[] = {{50, R_LOGITS, R_LOGITS_TIES, 128, true}};
+        run_model(&m, r4, 1);
+
+        moe_layer_spec_init(&s, 16, 256, 64, 4); /* shared expert of another width, gated */
+        s.num_shared_experts = 1;
+        s.shared_intermediate = 200;
+        s.shared_gate = 1;
+        s.expert_has_bias = 1;
+        model_init(&m, "shared-separate-gate", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_spec r5[] = {{1, R_IDS, R_IDS_FEW, 64, true}, {130, R_ROUTER, R_ROUTER, 160, true}};
+        run_model(&m, r5, 2);
+
+        moe_layer_spec_init(&s, 16, 256, 64, 4); /* f16 weights, f32 x with padded rows, f16 y */
+        s.renormalize = 1;
+        model_init(&m, "f16-x32-strided", &s, MOE_FORMAT_F16, MOE_LAYOUT_CONCAT, MOE_DTYPE_F32, MOE_DTYPE_F16);
+        m.x_pad = 8;
+        m.y_pad = 16;
+        run_spec r6[] = {{70, R_ROUTER, R_ROUTER, 128, true}};
+        run_model(&m, r6, 1);
+
+        moe_layer_spec_init(&s, 16, 256, 64, 4); /* bf16 x rows padded by 4: not 16-byte aligned */
+        model_init(&m, "x-unaligned-rows", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_F32);
+        m.x_pad = 4;
+        run_spec r7[] = {{45, R_IDS, R_IDS, 128, true}};
+        run_model(&m, r7, 1);
+
+        moe_layer_spec_init(&s, 16, 256, 64, 4); /* f16 weights with f16 x: the direct path */
+        model_init(&m, "f16", &s, MOE_FORMAT_F16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_F16, MOE_DTYPE_F16);
+        run_spec r8[] = {{200, R_LOGITS, R_LOGITS, 128, true}};
+        run_model(&m, r8, 1);
+    }
+
+    /* Every preset's routing and MLP options at small T (small H and I). */
+    for (int p = 0; p < moe_preset_count(); p++) {
+        const char *name = moe_preset_name(p);
+        if (quick && p % 3 != 0) continue;
+        if (!preset_small(name, &s)) continue;
+        char mname[64];
+        snprintf(mname, sizeof mname, "%s-small", name);
+        model_init(&m, mname, &s, MOE_FORMAT_BF16, p % 2 ? MOE_LAYOUT_SEPARATE : MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_spec r[] = {{1, R_ROUTER, R_ROUTER, 64, true}, {37, R_ROUTER, R_ROUTER, 64, true},
+                        {64, R_LOGITS_TIES, R_LOGITS, 64, true}, {17, R_IDS_ONE, R_IDS_FEW, 64, true}};
+        run_model(&m, r, quick ? 2 : 4);
+    }
+
+    /* PERF.md's shapes: real H and I, fewer experts; ids given as in the benchmark, the
+     * router path at two sizes; big T checked on an oracle subset. */
+    static const struct {
+        const char *preset;
+        int64_t experts;
+    } shapes[] = {{"qwen3-30b-a3b", 16}, {"gpt-oss-120b", 8}, {"mixtral-8x7b", 4}, {"deepseek-v3", 16}};
+    static const int64_t perf_T[] = {1, 3, 8, 64, 129, 512, 4096};
+    for (int i = 0; i < 4 && !quick; i++) {
+        if (!preset_shape(shapes[i].preset, shapes[i].experts, &s)) {
+            printf("note: shape %s unavailable: %s\n", shapes[i].preset, moe_last_error(cpu_ctx));
+            continue;
+        }
+        model_init(&m, shapes[i].preset, &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        run_spec r[8];
+        int n = 0;
+        for (int j = 0; j < 7; j++) {
+            int routing = perf_T[j] == 64 || perf_T[j] == 512 ? R_ROUTER : R_IDS;
+            int replay = routing == R_ROUTER ? R_ROUTER : j % 2 ? R_IDS_ONE : R_IDS_FEW;
+            r[n++] = (run_spec){perf_T[j], routing, replay, 48, true};
+        }
+        run_model(&m, r, n);
+    }
+    if (big && (!filter || strstr("deepseek-v3-big", filter))) {
+        /* 64-bit offsets: T = 262144 on deepseek-v3's H and I (T*k*H = 1.5e10 fp32 rows > 2^32). */
+        if (preset_shape("deepseek-v3", 16, &s)) {
+            model_init(&m, "deepseek-v3-big", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+            run_spec r[] = {{262144, R_IDS, R_IDS, 24, false}};
+            run_model(&m, r, 1);
+        }
+    }
+
+    CUDA_OK(cudaStreamDestroy(stream));
+    moe_context_free(cpu_ctx);
+    moe_context_free(gpu_ctx);
+    printf("%d passed, %d failed\n", cases_passed, cases_failed);
+    return cases_failed ? 1 : 0;
+}
