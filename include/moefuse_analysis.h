@@ -168,7 +168,9 @@ moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out)
  *
  * For each tile tm x tn of the menu: tiles = ⌈M/tm⌉·⌈N/tn⌉ per launch, waves = ⌈tiles /
  * (SMs·ctas_per_sm)⌉, compute time = waves · 2·tm·tn·⌈K/tk⌉·tk / (peak / (SMs·ctas_per_sm)),
- * memory time = bytes / read_bw, time = max of the two (+ launch_s); the best tile wins.
+ * memory time = bytes / read_bw, time = max of the two (+ launch_s); the best tile wins. Plain
+ * GEMMs may also split K over 2..32 CTAs per output tile (fp32 partials cost 2·split·M·N·4
+ * bytes more), as decode-sized GEMMs need to fill the GPU.
  * Routed experts run as one grouped launch per layer: the row tiles are E[Σ_e ⌈n_e/tm⌉]
  * (Binomial), and Wgrad's reduction length is E[⌈n_e/tk⌉·tk] per touched expert.
  * ------------------------------------------------------------------------------------- */
@@ -183,6 +185,7 @@ typedef struct moe_roofline_row {
     double ideal_s;        /* max(flops/peak, bytes/bw) over all instances: the plain roofline */
     double time_s;         /* predicted, all instances, with tiles and waves */
     moe_tile tile;         /* the best tile */
+    int32_t split_k;       /* and its split-K factor (1: none; routed experts: always 1) */
     double tiles, waves;   /* per launch (routed experts: expected values) */
     double tile_efficiency, wave_efficiency;
     double achieved_flops; /* flops / time_s */
@@ -238,14 +241,21 @@ typedef struct moe_padding_point {
 
 typedef struct moe_decode_point {
     int64_t batch;
-    double weight_bytes, kv_bytes, flops; /* per step, per GPU */
-    double step_s;           /* max(bytes / read_bw, flops / peak) */
+    double gemm_bytes;       /* per step, per GPU: operands of every GEMM (weights of the
+                                attention, dense and shared layers, the router, the LM head and
+                                the experts expected to be touched, plus activations) */
+    double kv_bytes;         /* KV cache read: layers x batch x context x bytes per token */
+    double flops;            /* GEMMs plus the attention score and value products */
+    double step_s;           /* max((gemm_bytes + kv_bytes) / read_bw, flops / peak) */
     int32_t memory_bound;
     double tokens_per_s_user; /* 1 / step */
     double tokens_per_s_gpu;  /* batch / step / GPUs (tp·ep) */
 } moe_decode_point;
 
 typedef struct moe_advice {
+    char model[MOE_NAME_MAX];
+    moe_shape_options options; /* as used (context resolved) */
+    moe_gpu_spec gpu;
     int64_t num_dims;
     moe_dim_advice dims[MOE_ADVICE_DIMS_MAX];
     int64_t num_padding;
@@ -265,6 +275,18 @@ typedef struct moe_advice {
  * seq) and batch·seq (the training step of the Wgrad advice). */
 moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, const moe_shape_options *opt,
                               const moe_gpu_spec *gpu, moe_advice *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Charts: SVG documents, hand-written (log-log axes labelled with units, every point
+ * labelled, labels placed so that none overlaps another, a marker or a line label; a label
+ * with no room becomes a number with its text in a footnote). *svg is malloc'd NUL-terminated
+ * text: release it with free().
+ * ------------------------------------------------------------------------------------- */
+/* Arithmetic intensity [FLOP/B] against predicted throughput [TFLOP/s], one point per GEMM
+ * (rows of equal position merged into one label), under the memory and compute roofs. */
+moe_status moe_roofline_svg(moe_context_t *ctx, const moe_shape_list *list, const moe_roofline *roof, char **svg);
+/* The decode curve: tokens/s per user against tokens/s per GPU, one point per batch size. */
+moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *advice, char **svg);
 
 #ifdef __cplusplus
 }

@@ -803,6 +803,249 @@ static void test_routing_monte_carlo(void) {
     }
 }
 
+/* ---- GPU ceilings ---------------------------------------------------------------------- */
+static void test_gpu_specs(void) {
+    moe_gpu_spec g;
+    CHECK(moe_gpu_builtin(NULL, "h200", &g) == MOE_STATUS_OK, "h200");
+    /* PERF.md's measured H200 figures */
+    CHECK(g.bf16_flops == 751e12 && g.fp8_flops == 1335e12 && g.read_bw == 4.19e12 && g.sms == 132 && g.l2_bytes == 60e6,
+          "h200: %g %g %g %lld %g", g.bf16_flops, g.fp8_flops, g.read_bw, (long long)g.sms, g.l2_bytes);
+    CHECK(moe_gpu_builtin(NULL, "H100", &g) == MOE_STATUS_OK && strstr(g.source, "datasheet"), "h100 labelled datasheet");
+    CHECK(moe_gpu_builtin(NULL, "b200", &g) == MOE_STATUS_OK && strstr(g.source, "datasheet"), "b200 labelled datasheet");
+    CHECK(moe_gpu_builtin(NULL, "a100", &g) == MOE_STATUS_NOT_FOUND, "a100 found");
+    CHECK(moe_gpu_builtin_count() == 3 && moe_gpu_builtin_name(3) == NULL, "builtin count");
+    const char *ok = "{\"name\": \"mine\", \"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100,"
+                     " \"l2_mb\": 40, \"launch_us\": 2.5}";
+    CHECK(moe_gpu_parse(NULL, ok, strlen(ok), &g) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    CHECK(!strcmp(g.name, "mine") && g.bf16_flops == 500e12 && g.fp8_flops == 1000e12 && g.read_bw == 3e12 &&
+              g.sms == 100 && g.ctas_per_sm == 1 && g.l2_bytes == 40e6 && fabs(g.launch_s - 2.5e-6) < 1e-18,
+          "parsed %s %g %g %g %lld %lld %g %g", g.name, g.bf16_flops, g.fp8_flops, g.read_bw, (long long)g.sms,
+          (long long)g.ctas_per_sm, g.l2_bytes, g.launch_s);
+    const char *missing = "{\"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"sms\": 100}";
+    CHECK(moe_gpu_parse(NULL, missing, strlen(missing), &g) == MOE_STATUS_INVALID_ARGUMENT &&
+              strstr(moe_last_error(NULL), "read_tbps"),
+          "missing key: %s", moe_last_error(NULL));
+    const char *negative = "{\"bf16_tflops\": -5, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100}";
+    CHECK(moe_gpu_parse(NULL, negative, strlen(negative), &g) == MOE_STATUS_INVALID_ARGUMENT, "negative accepted");
+    CHECK(moe_gpu_parse(NULL, "{\"bf16", 6, &g) == MOE_STATUS_PARSE_ERROR, "malformed accepted");
+    CHECK(moe_gpu_load(NULL, "/nonexistent/gpu.json", &g) == MOE_STATUS_IO_ERROR, "missing file");
+}
+
+/* ---- roofline: hand-built one-row lists ------------------------------------------------- */
+static moe_shape_list one_row(moe_gemm_row *row, double m, double k, double n, int64_t count) {
+    moe_shape_list l;
+    memset(&l, 0, sizeof l);
+    memset(row, 0, sizeof *row);
+    moe_shape_options_init(&l.options);
+    l.config.num_layers = 1;
+    l.tokens = (int64_t)m;
+    snprintf(row->name, sizeof row->name, "test");
+    row->kind = MOE_GEMM_ATTN_O, row->pass = MOE_PASS_FPROP;
+    row->m = m, row->k = k, row->n = n, row->count = count, row->touched = (double)count;
+    row->layer_first = 0, row->layer_last = count - 1, row->layer_step = 1, row->layer_count = count;
+    row->flops = 2.0 * m * k * n * (double)count;
+    row->bytes = (double)count * 2.0 * (m * k + k * n + m * n);
+    row->intensity = row->flops / row->bytes;
+    l.num_rows = 1;
+    l.rows = row;
+    l.total_flops = row->flops;
+    l.total_bytes = row->bytes;
+    return l;
+}
+
+static void test_roofline_dense(void) {
+    moe_gpu_spec h200;
+    moe_gpu_builtin(NULL, "h200", &h200);
+    const double rate = 751e12 / 132; /* FLOP/s of one SM (one CTA per SM) */
+    moe_gemm_row row;
+    moe_roofline *rf = NULL;
+
+    /* A: 1536 x 8192 x 1408 = (12 x 128) x 8192 x (11 x 128): 132 tiles of 128x128, exactly one
+     * wave; split-K and the other tiles only tie. Compute 2*128*128*8192 / rate = 47.18 us >
+     * memory 2*(1536*8192 + 8192*1408 + 1536*1408) B / 4.19 TB/s = 12.5 us. */
+    moe_shape_list l = one_row(&row, 1536, 8192, 1408, 1);
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (rf) {
+        const moe_roofline_row *o = &rf->rows[0];
+        double t = 2.0 * 128 * 128 * 8192 / rate;
+        CHECK(close_rel(o->time_s, t, 1e-12), "A: %.6g s, expected %.6g", o->time_s, t);
+        CHECK(o->tile.m == 128 && o->tile.n == 128 && o->split_k == 1, "A: tile %dx%d/k%d", o->tile.m, o->tile.n,
+              o->split_k);
+        CHECK(o->tiles == 132 && o->waves == 1 && close_rel(o->tile_efficiency, 1, 1e-12) &&
+                  close_rel(o->wave_efficiency, 1, 1e-12),
+              "A: %g tiles %g waves, eff %g %g", o->tiles, o->waves, o->tile_efficiency, o->wave_efficiency);
+        CHECK(o->compute_bound && close_rel(o->ideal_s, 2.0 * 1536 * 8192 * 1408 / 751e12, 1e-12), "A: ideal %g",
+              o->ideal_s);
+        CHECK(close_rel(rf->ridge, 751e12 / 4.19e12, 1e-12), "ridge %g", rf->ridge);
+    }
+    moe_roofline_free(rf);
+    rf = NULL;
+
+    /* B: one row more, 1537 x 8192 x 1408. By hand (waves x per-CTA K, relative to A's 8192):
+     *   128x128: 13*11 = 143 tiles -> 2 waves (2x); 128x256: 78 -> 1 wave of a double tile (2x);
+     *   256x128: 77 -> 2x; 64x128: 25*11 = 275 -> 3 waves of half tiles (1.5x).
+     *   split-K of 64x128: k2 550 -> 5 waves x 1/4 = 1.25x; k4 1100 -> 9 x 1/8 = 1.125x;
+     *   k8 2200 -> 17 x 1/16 = 1.0625x; k16 4400 -> 34 x 1/32 = 1.0625x (ties go to the smaller split);
+     *   k32 8800 -> 67 x 1/64 = 1.047x, but its fp32 partials, 2*32*1537*1408*4 B = 554 MB, take 132 us.
+     *   k8's partials: 2*8*1537*1408*4 B = 138.5 MB + 52.6 MB operands -> 45.6 us < compute 50.1 us.
+     *   (128x128 splits: k8 1144 -> 9 x 1/8 = 1.125x, k16 2288 -> 18 x 1/16 = 1.125x: no better.)
+     * So 64x128 split 8: 17 waves x 2*64*128*1024 / rate. */
+    l = one_row(&row, 1537, 8192, 1408, 1);
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (rf) {
+        const moe_roofline_row *o = &rf->rows[0];
+        double t = 17.0 * 2.0 * 64 * 128 * 1024 / rate;
+        CHECK(o->tile.m == 64 && o->tile.n == 128 && o->split_k == 8, "B: tile %dx%d/k%d, expected 64x128/k8",
+              o->tile.m, o->tile.n, o->split_k);
+        CHECK(close_rel(o->time_s, t, 1e-12), "B: %.6g s, expected %.6g", o->time_s, t);
+    }
+    moe_roofline_free(rf);
+    rf = NULL;
+
+    /* C: decode GEMV-like 1 x 8192 x 8192, 10 instances: memory-bound, 2*(8192 + 8192^2 + 8192) B
+     * per instance at 4.19 TB/s = 32.04 us (compute of one 64x128 wave, 23.6 us, hides under it);
+     * a split would only add partials. */
+    l = one_row(&row, 1, 8192, 8192, 10);
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (rf) {
+        const moe_roofline_row *o = &rf->rows[0];
+        double t = 10 * 2.0 * (8192.0 + 8192.0 * 8192.0 + 8192.0) / 4.19e12;
+        CHECK(!o->compute_bound && close_rel(o->time_s, t, 1e-12) && close_rel(o->ideal_s, t, 1e-12),
+              "C: %.6g s (ideal %.6g), expected %.6g memory-bound", o->time_s, o->ideal_s, t);
+        CHECK(o->split_k == 1, "C: split %d", o->split_k);
+        CHECK(close_rel(rf->total_time_s, t, 1e-12) && rf->memory_bound_time_s == rf->total_time_s, "C: totals");
+    }
+    moe_roofline_free(rf);
+    rf = NULL;
+
+    /* launch_s adds per launch: 10 launches x 5 us */
+    h200.launch_s = 5e-6;
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (rf) {
+        double t = 10 * (2.0 * (8192.0 + 8192.0 * 8192.0 + 8192.0) / 4.19e12 + 5e-6);
+        CHECK(close_rel(rf->rows[0].time_s, t, 1e-12), "launch: %.6g s, expected %.6g", rf->rows[0].time_s, t);
+    }
+    moe_roofline_free(rf);
+    h200.launch_s = -1;
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_INVALID_ARGUMENT, "negative launch accepted");
+}
+
+/* Routed experts in a real list: qwen3-30b-a3b prefill, T = 4096 (1 x 4096). */
+static void test_roofline_experts(void) {
+    moe_model_config c;
+    CHECK(moe_config_preset(NULL, "qwen3-30b-a3b", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    opt.batch = 1, opt.seq = 4096, opt.mode = MOE_STEP_PREFILL;
+    moe_shape_list *l = NULL;
+    moe_roofline *rf = NULL;
+    moe_gpu_spec h200;
+    moe_gpu_builtin(NULL, "h200", &h200);
+    CHECK(moe_shape_list_create(NULL, &c, &opt, &l) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (l) CHECK(moe_roofline_create(NULL, l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (!rf) {
+        moe_shape_list_free(l);
+        return;
+    }
+    moe_routing_stats st;
+    moe_routing_stats_compute(NULL, 4096, 128, 8, 128, &st);
+    double expert_s = 0;
+    for (int64_t i = 0; i < l->num_rows; i++) {
+        const moe_gemm_row *r = &l->rows[i];
+        const moe_roofline_row *o = &rf->rows[i];
+        if (r->kind != MOE_GEMM_EXPERT_GATE_UP && r->kind != MOE_GEMM_EXPERT_DOWN) {
+            CHECK(o->padding_waste == 0 && o->experts_touched == 0, "%s: routing fields set", r->name);
+            continue;
+        }
+        expert_s += o->time_s;
+        CHECK(close_rel(o->padding_waste, st.padding_waste, 1e-12) && close_rel(o->experts_touched, 128, 1e-9) &&
+                  close_rel(o->expected_max_load, st.expected_max_load, 1e-12),
+              "%s: waste %g touched %g max %g", r->name, o->padding_waste, o->experts_touched, o->expected_max_load);
+        /* row tiles: 128 experts x E[ceil(n_e / tm)], n_e ~ Binomial(4096, 1/16) */
+        double row_tiles = 128.0 * moe_binomial_expected_ceil(4096, 8.0 / 128.0, o->tile.m);
+        double expect_tiles = row_tiles * ceil(r->n / o->tile.n);
+        CHECK(close_rel(o->tiles, expect_tiles, 1e-12), "%s: %g tiles, expected %g", r->name, o->tiles, expect_tiles);
+        CHECK(o->time_s >= o->ideal_s * (1 - 1e-12), "%s: predicted below the roofline", r->name);
+    }
+    /* PERF.md: the bf16 compute floor of this MoE layer at T = 4096 is 0.412 ms (6*T*k*H*I at
+     * 751 TFLOP/s). With the padding of the row tiles the prediction must lie above it,
+     * and below the slowest peer measured there (torch._grouped_mm, 1.78 ms). */
+    double per_layer = expert_s / 48.0;
+    CHECK(per_layer > 0.412e-3 && per_layer < 1.78e-3, "expert MLP per layer %.4f ms, expected within (0.412, 1.78)",
+          per_layer * 1e3);
+    printf("  qwen3-30b-a3b T=4096 expert MLP predicted %.4f ms per layer (PERF.md floor 0.412, padding %.1f%%)\n",
+           per_layer * 1e3, 100 * st.padding_waste);
+    /* the SVG: axes with units, every point's label present, well formed ends */
+    char *svg = NULL;
+    CHECK(moe_roofline_svg(NULL, l, rf, &svg) == MOE_STATUS_OK && svg, "%s", moe_last_error(NULL));
+    if (svg) {
+        CHECK(!strncmp(svg, "<svg ", 5) && strstr(svg, "</svg>\n") && strstr(svg, "[FLOP/byte]") &&
+                  strstr(svg, "[TFLOP/s]"),
+              "svg frame or axis units missing");
+        CHECK(strstr(svg, "experts.gate_up F") && strstr(svg, "lm_head F") && strstr(svg, "router F"),
+              "point labels missing");
+    }
+    free(svg);
+    moe_roofline_free(rf);
+    moe_shape_list_free(l);
+}
+
+/* ---- advisor ---------------------------------------------------------------------------- */
+static void test_advice(void) {
+    moe_model_config c;
+    CHECK(moe_config_preset(NULL, "gpt-oss-120b", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    moe_shape_options opt;
+    moe_shape_options_init(&opt);
+    opt.seq = 4096;
+    moe_gpu_spec h200;
+    moe_gpu_builtin(NULL, "h200", &h200);
+    static moe_advice a;
+    CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    /* REFERENCE.md §3: 2880 = 64*45: 2880/2944 = 97.8% at 128-wide tiles, 2880/3072 = 93.75% at 256 */
+    int found = 0;
+    for (int64_t i = 0; i < a.num_dims; i++)
+        if (a.dims[i].value == 2880) {
+            found++;
+            CHECK(a.dims[i].multiple_of == 0 && close_rel(a.dims[i].efficiency_128, 2880.0 / 2944.0, 1e-12) &&
+                      close_rel(a.dims[i].efficiency_256, 0.9375, 1e-12) && a.dims[i].below_128 == 2816 &&
+                      a.dims[i].above_128 == 2944 && a.dims[i].above_256 == 3072,
+                  "2880: %d %g %g", a.dims[i].multiple_of, a.dims[i].efficiency_128, a.dims[i].efficiency_256);
+        } else if (a.dims[i].value == 4096) {
+            CHECK(a.dims[i].multiple_of == 512, "4096 multiple_of %d", a.dims[i].multiple_of);
+        }
+    CHECK(found == 2, "2880 listed %d times (hidden and expert intermediate)", found);
+    /* Wgrad: K = 4096*4/128 = 128; K reaches 128, 256, 512 at T = 4096, 8192, 16384 */
+    CHECK(a.wgrad_k == 128 && a.wgrad_tokens_for_k[0] == 4096 && a.wgrad_tokens_for_k[1] == 8192 &&
+              a.wgrad_tokens_for_k[2] == 16384,
+          "wgrad %g %lld %lld %lld", a.wgrad_k, (long long)a.wgrad_tokens_for_k[0], (long long)a.wgrad_tokens_for_k[1],
+          (long long)a.wgrad_tokens_for_k[2]);
+    CHECK(a.num_padding == 9 && a.padding[0].tokens == 1 && a.padding[8].tokens == 65536, "padding points");
+    /* T = 1: one token on k = 4 experts, each alone in a block: waste 1 - 4/(4*128) */
+    CHECK(close_rel(a.padding[0].waste_128, 1.0 - 1.0 / 128.0, 1e-12) && close_rel(a.padding[0].experts_touched, 4, 1e-12),
+          "T=1 waste %g touched %g", a.padding[0].waste_128, a.padding[0].experts_touched);
+    CHECK(a.num_decode == 11 && a.decode[0].batch == 1 && a.decode[10].batch == 1024, "decode points");
+    for (int64_t i = 0; i < a.num_decode; i++) {
+        const moe_decode_point *d = &a.decode[i];
+        double mem = (d->gemm_bytes + d->kv_bytes) / 4.19e12, comp = d->flops / 751e12;
+        CHECK(close_rel(d->step_s, fmax(mem, comp), 1e-12), "B=%lld: step %g", (long long)d->batch, d->step_s);
+        CHECK(close_rel(d->tokens_per_s_gpu * d->step_s, (double)d->batch, 1e-12), "B=%lld: tok/s/GPU", (long long)d->batch);
+        /* KV: 36 layers x B x 4096 x (2 x 8 heads x 64 x 2 bytes) */
+        CHECK(close_rel(d->kv_bytes, 36.0 * d->batch * 4096 * 2048, 1e-12), "B=%lld: kv %g", (long long)d->batch,
+              d->kv_bytes);
+        if (i > 0) {
+            CHECK(d->tokens_per_s_user < a.decode[i - 1].tokens_per_s_user, "per-user rate rises with batch");
+            CHECK(d->tokens_per_s_gpu > a.decode[i - 1].tokens_per_s_gpu, "per-GPU rate falls with batch");
+        }
+    }
+    /* B=1 bytes: at least the 4 touched experts' weights of 36 layers, 36*4*3*2880*2880*2 B */
+    CHECK(a.decode[0].gemm_bytes > 36.0 * 4 * 3 * 2880 * 2880 * 2, "B=1 bytes %g", a.decode[0].gemm_bytes);
+    char *svg = NULL;
+    CHECK(moe_advice_svg(NULL, &a, &svg) == MOE_STATUS_OK && svg && strstr(svg, "tokens/s per user") &&
+              strstr(svg, "tokens/s per GPU") && strstr(svg, "B=1024"),
+          "advice svg");
+    free(svg);
+}
+
 int main(void) {
     const char *seed_env = getenv("MOEFUSE_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
@@ -820,6 +1063,10 @@ int main(void) {
     run_case("routing stats vs direct pmf sums", test_routing_small);
     run_case("routing stats vs DeepSeek-V3 published padding", test_routing_deepseek);
     run_case("routing stats vs Monte Carlo", test_routing_monte_carlo);
+    run_case("gpu specs: built in, JSON", test_gpu_specs);
+    run_case("roofline: tiles, waves, split-K, memory-bound (hand-derived)", test_roofline_dense);
+    run_case("roofline: routed experts (qwen3-30b-a3b T=4096 vs PERF.md floor), chart", test_roofline_experts);
+    run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
     printf("%d passed, %d failed\n", cases_passed, cases_failed);
     return cases_failed ? 1 : 0;
 }

@@ -18,6 +18,7 @@ void analysis_format_si(double v, char *buf, size_t size);
 void analysis_format_layers(const moe_gemm_row *r, char *buf, size_t size);
 void analysis_print_header(FILE *f, const moe_shape_list *l);
 void analysis_json_notes(FILE *f, const moe_shape_list *l);
+int analysis_require_step(unsigned seen, const char *command);
 
 /* Bits of *seen, so a command can tell what was given. */
 enum { SEEN_BATCH = 1, SEEN_SEQ = 2, SEEN_MODE = 4, SEEN_CONTEXT = 8 };
@@ -55,6 +56,15 @@ int analysis_common_option(int argc, char **argv, int *i, moe_context_t *ctx, mo
         *seen |= flags[f].bit;
         return 1;
     }
+    return 0;
+}
+
+/* --batch, --seq and --mode are required by shapes and roofline: 0, or the exit code after
+ * one line naming the first missing. */
+int analysis_require_step(unsigned seen, const char *command) {
+    if (!(seen & SEEN_BATCH)) return cli_fail(2, "%s: --batch B is required", command);
+    if (!(seen & SEEN_SEQ)) return cli_fail(2, "%s: --seq S is required", command);
+    if (!(seen & SEEN_MODE)) return cli_fail(2, "%s: --mode train|prefill|decode is required", command);
     return 0;
 }
 
@@ -255,9 +265,7 @@ int cmd_shapes(int argc, char **argv) {
         else rc = cli_fail(2, "shapes: unknown option '%s' (moefuse shapes --help)", argv[i]);
     }
     if (!rc && json && csv) rc = cli_fail(2, "shapes: --json and --csv contradict each other: give one");
-    if (!rc && !(seen & SEEN_BATCH)) rc = cli_fail(2, "shapes: --batch B is required");
-    if (!rc && !(seen & SEEN_SEQ)) rc = cli_fail(2, "shapes: --seq S is required");
-    if (!rc && !(seen & SEEN_MODE)) rc = cli_fail(2, "shapes: --mode train|prefill|decode is required");
+    if (!rc) rc = analysis_require_step(seen, "shapes");
     moe_model_config cfg;
     if (!rc) rc = cli_load_model(ctx, model, config, &cfg);
     moe_shape_list *list = NULL;

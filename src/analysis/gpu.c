@@ -1,0 +1,131 @@
+/* GPU ceilings: a small built-in table, or a JSON file. */
+#include "analysis_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* H200: the figures measured on the project's machine (shared/PERF.md): cuBLAS bf16 8192^3,
+ * torch._scaled_mm fp8 8192^3, streaming read of a 2 GiB tensor. H100 SXM and B200: vendor
+ * datasheet figures (dense, no sparsity), not measured here: real kernels reach less. */
+static const moe_gpu_spec builtin[] = {
+    {"h200", "measured on the project's H200 (PERF.md)", 751e12, 1335e12, 4.19e12, 132, 1, 60e6, 0.0},
+    {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0},
+    {"b200", "B200 datasheet (dense peaks; not measured; approximate)", 2250e12, 4500e12, 8.0e12, 148, 1, 126e6,
+     0.0},
+};
+#define BUILTIN_COUNT ((int)(sizeof builtin / sizeof builtin[0]))
+
+int moe_gpu_builtin_count(void) { return BUILTIN_COUNT; }
+const char *moe_gpu_builtin_name(int index) { return index >= 0 && index < BUILTIN_COUNT ? builtin[index].name : NULL; }
+
+moe_status moe_gpu_builtin(moe_context_t *ctx, const char *name, moe_gpu_spec *out) {
+    moe__clear_error(ctx);
+    if (!name || !out)
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_gpu_builtin: %s is NULL", !name ? "name" : "out");
+    for (int i = 0; i < BUILTIN_COUNT; i++)
+        if (!strcasecmp(name, builtin[i].name)) {
+            *out = builtin[i];
+            return MOE_STATUS_OK;
+        }
+    return moe__error(ctx, MOE_STATUS_NOT_FOUND, "unknown GPU '%.64s' (built in: h200, h100, b200; or a JSON file)",
+                      name);
+}
+
+/* A required (or optional, with a default) positive number. */
+static moe_status get_number(moe_context_t *ctx, const cJSON *root, const char *key, int required, double dflt,
+                             double *out) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item) {
+        if (required)
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "GPU file: key \"%s\" missing (needs bf16_tflops, fp8_tflops, read_tbps, sms)", key);
+        *out = dflt;
+        return MOE_STATUS_OK;
+    }
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0 ||
+        (required && item->valuedouble <= 0))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: \"%s\" must be a %s number", key,
+                          required ? "positive" : "non-negative");
+    *out = item->valuedouble;
+    return MOE_STATUS_OK;
+}
+
+moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_gpu_spec *out) {
+    moe__clear_error(ctx);
+    if (!json || !out)
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_gpu_parse: %s is NULL", !json ? "json" : "out");
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: malformed JSON");
+    moe_status st = MOE_STATUS_OK;
+    moe_gpu_spec g;
+    memset(&g, 0, sizeof g);
+    double bf16 = 0, fp8 = 0, read = 0, sms = 0, l2 = 0, ctas = 1, launch = 0;
+    if (!cJSON_IsObject(root)) {
+        st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: expected a JSON object");
+        goto done;
+    }
+    if ((st = get_number(ctx, root, "bf16_tflops", 1, 0, &bf16)) || (st = get_number(ctx, root, "fp8_tflops", 1, 0, &fp8)) ||
+        (st = get_number(ctx, root, "read_tbps", 1, 0, &read)) || (st = get_number(ctx, root, "sms", 1, 0, &sms)) ||
+        (st = get_number(ctx, root, "l2_mb", 0, 0, &l2)) || (st = get_number(ctx, root, "ctas_per_sm", 0, 1, &ctas)) ||
+        (st = get_number(ctx, root, "launch_us", 0, 0, &launch)))
+        goto done;
+    if (sms != floor(sms) || sms > 100000 || ctas != floor(ctas) || ctas < 1 || ctas > 64) {
+        st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                        "GPU file: sms (%g) and ctas_per_sm (%g) must be whole numbers (ctas_per_sm 1..64)", sms, ctas);
+        goto done;
+    }
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+    snprintf(g.name, sizeof g.name, "%s", cJSON_IsString(name) && name->valuestring ? name->valuestring : "custom");
+    snprintf(g.source, sizeof g.source, "GPU file");
+    g.bf16_flops = bf16 * 1e12;
+    g.fp8_flops = fp8 * 1e12;
+    g.read_bw = read * 1e12;
+    g.sms = (int64_t)sms;
+    g.ctas_per_sm = (int64_t)ctas;
+    g.l2_bytes = l2 * 1e6;
+    g.launch_s = launch * 1e-6;
+    *out = g;
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out) {
+    moe__clear_error(ctx);
+    if (!path || !out)
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_gpu_load: %s is NULL", !path ? "path" : "out");
+    FILE *f = fopen(path, "rb");
+    if (!f) return moe__error(ctx, MOE_STATUS_IO_ERROR, "GPU file %.512s: cannot open", path);
+    char *text = NULL;
+    size_t len = 0;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0 || size > (1 << 20) || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return moe__error(ctx, MOE_STATUS_IO_ERROR, "GPU file %.512s: not a readable file under 1 MiB", path);
+    }
+    text = malloc((size_t)size + 1);
+    if (!text) {
+        fclose(f);
+        return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "GPU file %.512s: out of host memory", path);
+    }
+    len = fread(text, 1, (size_t)size, f);
+    fclose(f);
+    if (len != (size_t)size) {
+        free(text);
+        return moe__error(ctx, MOE_STATUS_IO_ERROR, "GPU file %.512s: read failed", path);
+    }
+    moe_status st = moe_gpu_parse(ctx, text, len, out);
+    free(text);
+    if (st != MOE_STATUS_OK) return st;
+    if (!strcmp(out->name, "custom")) {
+        const char *base = strrchr(path, '/');
+        snprintf(out->name, sizeof out->name, "%s", base ? base + 1 : path);
+    }
+    snprintf(out->source, sizeof out->source, "file %.110s", path);
+    return MOE_STATUS_OK;
+}

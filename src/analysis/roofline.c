@@ -1,0 +1,177 @@
+/* Roofline with tile and wave quantisation, per GEMM row of a shape list. */
+#include "analysis_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k) {
+    /* The CTA tiles a Hopper wgmma kernel of moefuse is planned around (one or two consumer
+     * warpgroups of 64-row wgmma, N up to 256). */
+    static const moe_tile menu[] = {{128, 128}, {128, 256}, {256, 128}, {64, 128}};
+    int n = (int)(sizeof menu / sizeof menu[0]);
+    if (tiles)
+        for (int i = 0; i < n; i++) tiles[i] = menu[i];
+    if (tile_k) *tile_k = dtype == MOE_DTYPE_E4M3 ? 128 : 64;
+    return n;
+}
+
+double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp) {
+    if (!cfg) return 0.0;
+    if (tp < 1) tp = 1;
+    if (cfg->kv_lora_rank > 0) /* MLA caches the latent and the rope key, shared by all heads */
+        return 2.0 * (double)(cfg->kv_lora_rank + cfg->qk_rope_head_dim);
+    int64_t hd = cfg->head_dim > 0 ? cfg->head_dim : (cfg->num_heads > 0 ? cfg->layer.hidden / cfg->num_heads : 0);
+    int64_t kv = cfg->num_kv_heads >= tp ? cfg->num_kv_heads / tp : 1;
+    return 2.0 * 2.0 * (double)kv * (double)hd; /* k and v, 2 bytes each */
+}
+
+static double ceil_div(double a, double b) { return ceil(a / b); }
+
+/* One launch of the row (one layer: for routed experts, the grouped GEMM over this GPU's
+ * experts), for one tile: fills time, tiles, waves and efficiencies. */
+typedef struct launch_model {
+    double time, compute, tiles, waves, tile_eff, wave_eff;
+} launch_model;
+
+typedef struct row_context {
+    const moe_shape_list *list;
+    const moe_gpu_spec *gpu;
+    double peak, slots; /* FLOP/s; concurrent CTAs = SMs x CTAs per SM */
+    int32_t tile_k;
+    double experts_here, p; /* routed experts on this GPU, k/E */
+} row_context;
+
+static launch_model model_launch(const row_context *rc, const moe_gemm_row *r, moe_tile t, int split,
+                                 double launch_bytes) {
+    launch_model lm;
+    double tm = t.m, tn = t.n, tk = rc->tile_k, tile_rate = rc->peak / rc->slots;
+    int routed = r->kind == MOE_GEMM_EXPERT_GATE_UP || r->kind == MOE_GEMM_EXPERT_DOWN;
+    double k_eff; /* reduction length per tile */
+    int64_t T = rc->list->tokens;
+    if (routed && r->pass != MOE_PASS_WGRAD) {
+        /* rows of each expert padded to the tile height: E[Σ_e ⌈n_e/tm⌉] row tiles */
+        double row_tiles = rc->experts_here * moe_binomial_expected_ceil(T, rc->p, t.m);
+        lm.tiles = row_tiles * ceil_div(r->n, tn);
+        k_eff = ceil_div(r->k, tk) * tk;
+        lm.tile_eff = lm.tiles > 0 ? (r->m * rc->experts_here * r->n) / (lm.tiles * tm * tn) * (r->k / k_eff) : 1.0;
+    } else if (routed) {
+        /* Wgrad: a fixed output grid per touched expert, reduction over its n_e tokens */
+        double touched = r->touched / (double)(r->layer_count > 0 ? r->layer_count : 1);
+        double grid = ceil_div(r->m, tm) * ceil_div(r->n, tn);
+        lm.tiles = touched * grid;
+        double k_sum = rc->experts_here * moe_binomial_expected_ceil(T, rc->p, rc->tile_k) * tk; /* Σ ⌈n_e/tk⌉tk */
+        k_eff = touched > 0 ? k_sum / touched : 0.0;
+        lm.tile_eff = (r->m * r->n) / (grid * tm * tn) * (k_sum > 0 ? r->k * rc->experts_here / k_sum : 1.0);
+    } else {
+        /* split-K: `split` CTAs share an output tile, each reducing a slice of K; their fp32
+         * partials are written and read back once by the reduction */
+        double out_tiles = ceil_div(r->m, tm) * ceil_div(r->n, tn);
+        lm.tiles = out_tiles * split;
+        k_eff = ceil_div(ceil_div(r->k, split), tk) * tk;
+        lm.tile_eff = (r->m * r->n * r->k) / (lm.tiles * tm * tn * k_eff);
+        if (split > 1) launch_bytes += 2.0 * split * r->m * r->n * 4.0;
+    }
+    lm.waves = ceil(lm.tiles / rc->slots - 1e-9);
+    if (lm.waves < 1) lm.waves = 1;
+    lm.wave_eff = lm.tiles / (lm.waves * rc->slots);
+    lm.compute = lm.waves * 2.0 * tm * tn * k_eff / tile_rate;
+    double memory = launch_bytes / rc->gpu->read_bw;
+    lm.time = fmax(lm.compute, memory) + rc->gpu->launch_s;
+    return lm;
+}
+
+void moe_roofline_free(moe_roofline *roof) {
+    if (!roof) return;
+    free(roof->rows);
+    free(roof);
+}
+
+moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu,
+                               moe_roofline **out) {
+    moe__clear_error(ctx);
+    if (!out) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_create: out is NULL");
+    *out = NULL;
+    if (!list || !gpu)
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_create: %s is NULL", !list ? "list" : "gpu");
+    if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0) || gpu->sms < 1 ||
+        gpu->ctas_per_sm < 1 || gpu->launch_s < 0)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM)",
+                          gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
+                          (long long)gpu->ctas_per_sm);
+    moe_roofline *rf = calloc(1, sizeof *rf);
+    if (rf) rf->rows = calloc((size_t)(list->num_rows > 0 ? list->num_rows : 1), sizeof *rf->rows);
+    if (!rf || !rf->rows) {
+        moe_roofline_free(rf);
+        return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "roofline: out of host memory");
+    }
+    rf->gpu = *gpu;
+    rf->num_rows = list->num_rows;
+    rf->peak_flops = list->options.dtype == MOE_DTYPE_E4M3 ? gpu->fp8_flops : gpu->bf16_flops;
+    rf->ridge = rf->peak_flops / gpu->read_bw;
+
+    const moe_model_config *c = &list->config;
+    row_context rc = {list, gpu, rf->peak_flops, (double)(gpu->sms * gpu->ctas_per_sm), 0, 0, 0};
+    moe_tile menu[MOE_TILE_MENU_MAX];
+    int ntiles = moe_tile_menu(list->options.dtype, menu, &rc.tile_k);
+    moe_routing_stats stats;
+    memset(&stats, 0, sizeof stats);
+    if (c->is_moe && c->num_moe_layers > 0) {
+        rc.experts_here = (double)(c->layer.num_experts / list->options.ep);
+        rc.p = (double)c->layer.top_k / (double)c->layer.num_experts;
+        moe_status st = moe_routing_stats_compute(ctx, list->tokens, c->layer.num_experts, c->layer.top_k, 128, &stats);
+        if (st != MOE_STATUS_OK) {
+            moe_roofline_free(rf);
+            return st;
+        }
+    }
+
+    for (int64_t i = 0; i < list->num_rows; i++) {
+        const moe_gemm_row *r = &list->rows[i];
+        moe_roofline_row *o = &rf->rows[i];
+        int routed = r->kind == MOE_GEMM_EXPERT_GATE_UP || r->kind == MOE_GEMM_EXPERT_DOWN;
+        /* one launch per instance; routed experts: one grouped launch per layer */
+        double launches = routed ? (double)r->layer_count : (double)r->count;
+        double launch_bytes = r->bytes / launches;
+        double compute_ideal = r->flops / rf->peak_flops, memory_ideal = r->bytes / gpu->read_bw;
+        o->ideal_s = fmax(compute_ideal, memory_ideal);
+        o->compute_bound = compute_ideal > memory_ideal;
+        launch_model best = {INFINITY, 0, 0, 0, 0, 0};
+        for (int t = 0; t < ntiles; t++)
+            for (int split = 1; split <= (routed ? 1 : 32); split *= 2) {
+                if (split > 1 && r->k / split < 2.0 * rc.tile_k) break; /* at least two k-steps a slice */
+                launch_model lm = model_launch(&rc, r, menu[t], split, launch_bytes);
+                /* ties go to the earlier tile (the menu lists the preferred first) and no split */
+                if (lm.time < best.time * (1.0 - 1e-9)) {
+                    best = lm;
+                    o->tile = menu[t];
+                    o->split_k = split;
+                }
+            }
+        o->time_s = best.time * launches;
+        o->tiles = best.tiles;
+        o->waves = best.waves;
+        o->tile_efficiency = best.tile_eff;
+        o->wave_efficiency = best.wave_eff;
+        o->achieved_flops = o->time_s > 0 ? r->flops / o->time_s : 0.0;
+        if (routed) {
+            o->padding_waste = stats.padding_waste;
+            o->expected_max_load = stats.expected_max_load;
+            o->experts_touched = stats.experts_touched;
+        }
+        rf->total_time_s += o->time_s;
+        rf->ideal_time_s += o->ideal_s;
+        if (o->compute_bound) rf->compute_bound_time_s += o->time_s;
+        else rf->memory_bound_time_s += o->time_s;
+        rf->pass_time_s[r->pass] += o->time_s;
+        rf->kind_time_s[r->kind] += o->time_s;
+    }
+    if (list->options.mode == MOE_STEP_DECODE) {
+        rf->kv_cache_bytes = (double)c->num_layers * (double)list->options.batch * (double)list->options.context *
+                             moe_kv_bytes_per_token_layer(c, list->options.tp);
+        rf->kv_cache_s = rf->kv_cache_bytes / gpu->read_bw;
+    }
+    *out = rf;
+    return MOE_STATUS_OK;
+}
