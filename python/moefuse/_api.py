@@ -470,7 +470,8 @@ class Weights:
           gate= and up= [E, I, H] instead
       w2  down [E, H, I]
       w1_bias [E, 2I] / w2_bias [E, H] (spec.expert_has_bias); w1_scale / w2_scale: the
-          [E, ceil(rows/128), ceil(cols/128)] fp32 block scales of e4m3 weights
+          [E, ceil(rows/128), ceil(cols/128)] fp32 block scales of e4m3 weights (uint8
+          numpy arrays given with a scale are taken as e4m3 codes)
       router [E, H], router_bias [E], correction_bias [E]; shared_w1 / shared_w2 (and
       shared_gate / shared_up for "separate"), shared biases, shared_gate_weight [H].
     Arguments may also be MoeTensor descriptors (how moefuse.torch passes its tensors)."""
@@ -503,6 +504,10 @@ class Weights:
         keep = []
         for name, value in fields.items():
             t, owner = _as_tensor(value, "desc." + name)
+            # A matrix given with block scales holds e4m3 codes: numpy has no fp8 dtype, so
+            # uint8 stands for them.
+            if t.dtype == DType.U8 and fields.get(name + "_scale") is not None:
+                t.dtype = int(DType.E4M3)
             setattr(desc, name, t)
             keep.append(owner)
         self._create(ctx, spec, desc, format)

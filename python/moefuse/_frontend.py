@@ -238,10 +238,11 @@ def _run(fn, ops, ctx, place, weights, hidden_states, act_format, inplace, routi
         setattr(args, name, ops.tensor(value, name))
         keep.append(value)
     args.act_format = int(act_format)
-    nbytes = ctx.workspace_size(weights, ops.shape(x)[0], act_format)
-    args.workspace, args.workspace_size = ops.workspace(ctx, place, nbytes)
-    args.stream = ops.stream(place)
-    ctx.forward_raw(weights, args)
+    with ops.device_guard(place):
+        nbytes = ctx.workspace_size(weights, ops.shape(x)[0], act_format)
+        args.workspace, args.workspace_size = ops.workspace(ctx, place, nbytes)
+        args.stream = ops.stream(place)
+        ctx.forward_raw(weights, args)
     y = ops.reshape(y, shape)
     if inplace:
         ops.copy_(hidden_states, y)

@@ -1,5 +1,7 @@
 """fused_experts / fused_moe on numpy arrays, run by the CPU backend."""
 
+import contextlib
+
 from . import _api, _frontend, _lib
 from ._api import np
 from ._lib import DType, MoeError, Status
@@ -108,6 +110,9 @@ class NumpyOps:
 
     def stream(self, place):
         return None
+
+    def device_guard(self, place):
+        return contextlib.nullcontext()
 
     def route_host(self, fn, spec, logits, correction_bias):
         return _api.route(spec, logits, correction_bias)
