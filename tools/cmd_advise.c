@@ -89,22 +89,22 @@ static void print_json(const moe_advice *a) {
                (long long)d->value, d->multiple_of, d->efficiency_128, d->efficiency_256, (long long)d->below_128,
                (long long)d->above_128, (long long)d->above_256, i + 1 < a->num_dims ? "," : "");
     }
-    printf("],\n\"wgrad\": {\"tokens\": %lld, \"k\": %.9g, \"tokens_for_k_128\": %lld, \"tokens_for_k_256\": %lld, "
+    printf("],\n\"wgrad\": {\"tokens\": %lld, \"k\": %.17g, \"tokens_for_k_128\": %lld, \"tokens_for_k_256\": %lld, "
            "\"tokens_for_k_512\": %lld},\n\"padding\": [\n",
            (long long)a->wgrad_tokens, a->wgrad_k, (long long)a->wgrad_tokens_for_k[0],
            (long long)a->wgrad_tokens_for_k[1], (long long)a->wgrad_tokens_for_k[2]);
     for (int64_t i = 0; i < a->num_padding; i++) {
         const moe_padding_point *p = &a->padding[i];
-        printf("  {\"tokens\": %lld, \"tokens_per_expert\": %.9g, \"experts_touched\": %.9g, \"expected_max_load\": "
-               "%.9g, \"waste_64\": %.9g, \"waste_128\": %.9g}%s\n",
+        printf("  {\"tokens\": %lld, \"tokens_per_expert\": %.17g, \"experts_touched\": %.17g, \"expected_max_load\": "
+               "%.17g, \"waste_64\": %.17g, \"waste_128\": %.17g}%s\n",
                (long long)p->tokens, p->tokens_per_expert, p->experts_touched, p->expected_max_load, p->waste_64,
                p->waste_128, i + 1 < a->num_padding ? "," : "");
     }
     printf("],\n\"decode\": [\n");
     for (int64_t i = 0; i < a->num_decode; i++) {
         const moe_decode_point *d = &a->decode[i];
-        printf("  {\"batch\": %lld, \"step_ms\": %.9g, \"tokens_per_s_user\": %.9g, \"tokens_per_s_gpu\": %.9g, "
-               "\"gemm_bytes\": %.9g, \"kv_bytes\": %.9g, \"flops\": %.9g, \"bound\": \"%s\"}%s\n",
+        printf("  {\"batch\": %lld, \"step_ms\": %.17g, \"tokens_per_s_user\": %.17g, \"tokens_per_s_gpu\": %.17g, "
+               "\"gemm_bytes\": %.17g, \"kv_bytes\": %.17g, \"flops\": %.17g, \"bound\": \"%s\"}%s\n",
                (long long)d->batch, d->step_s * 1e3, d->tokens_per_s_user, d->tokens_per_s_gpu, d->gemm_bytes,
                d->kv_bytes, d->flops, d->memory_bound ? "memory" : "compute", i + 1 < a->num_decode ? "," : "");
     }

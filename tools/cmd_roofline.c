@@ -132,10 +132,10 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
         const moe_roofline_row *x = &rf->rows[i];
         char layers[32];
         analysis_format_layers(r, layers, sizeof layers);
-        printf("  {\"layers\": \"%s\", \"name\": \"%s\", \"kind\": \"%s\", \"pass\": \"%s\", \"m\": %.9g, \"k\": %.9g, "
-               "\"n\": %.9g, \"count\": %lld, \"flops\": %.9g, \"bytes\": %.9g, \"intensity\": %.9g, \"bound\": "
-               "\"%s\", \"tile\": \"%dx%d\", \"split_k\": %d, \"tiles\": %.9g, \"waves\": %.9g, \"tile_efficiency\": %.6g, "
-               "\"wave_efficiency\": %.6g, \"ideal_ms\": %.9g, \"predicted_ms\": %.9g, \"tflops\": %.6g",
+        printf("  {\"layers\": \"%s\", \"name\": \"%s\", \"kind\": \"%s\", \"pass\": \"%s\", \"m\": %.17g, \"k\": %.17g, "
+               "\"n\": %.17g, \"count\": %lld, \"flops\": %.17g, \"bytes\": %.17g, \"intensity\": %.17g, \"bound\": "
+               "\"%s\", \"tile\": \"%dx%d\", \"split_k\": %d, \"tiles\": %.17g, \"waves\": %.17g, \"tile_efficiency\": %.6g, "
+               "\"wave_efficiency\": %.6g, \"ideal_ms\": %.17g, \"predicted_ms\": %.17g, \"tflops\": %.6g",
                layers, r->name, moe_gemm_kind_name(r->kind), moe_gemm_pass_name(r->pass), r->m, r->k, r->n,
                (long long)r->count, r->flops, r->bytes, r->intensity, x->compute_bound ? "compute" : "memory",
                x->tile.m, x->tile.n, x->split_k, x->tiles, x->waves, x->tile_efficiency, x->wave_efficiency, x->ideal_s * 1e3,
@@ -145,24 +145,24 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
                    x->expected_max_load, x->experts_touched);
         printf("}%s\n", i + 1 < l->num_rows ? "," : "");
     }
-    printf("],\n\"summary\": {\"predicted_ms\": %.9g, \"ideal_ms\": %.9g, \"compute_bound_ms\": %.9g, "
-           "\"memory_bound_ms\": %.9g, \"flops\": %.9g, \"bytes\": %.9g, \"tflops\": %.6g, \"by_pass_ms\": {",
+    printf("],\n\"summary\": {\"predicted_ms\": %.17g, \"ideal_ms\": %.17g, \"compute_bound_ms\": %.17g, "
+           "\"memory_bound_ms\": %.17g, \"flops\": %.17g, \"bytes\": %.17g, \"tflops\": %.6g, \"by_pass_ms\": {",
            rf->total_time_s * 1e3, rf->ideal_time_s * 1e3, rf->compute_bound_time_s * 1e3,
            rf->memory_bound_time_s * 1e3, l->total_flops, l->total_bytes,
            rf->total_time_s > 0 ? l->total_flops / rf->total_time_s / 1e12 : 0.0);
     int passes = o->mode == MOE_STEP_TRAIN ? 3 : 1;
     for (int p = 0; p < passes; p++)
-        printf("%s\"%s\": %.9g", p ? ", " : "", moe_gemm_pass_name((moe_gemm_pass)p), rf->pass_time_s[p] * 1e3);
+        printf("%s\"%s\": %.17g", p ? ", " : "", moe_gemm_pass_name((moe_gemm_pass)p), rf->pass_time_s[p] * 1e3);
     printf("}, \"by_kind_ms\": {");
     int first = 1;
     for (int k = 0; k < MOE_GEMM_KIND_COUNT_; k++)
         if (rf->kind_time_s[k] > 0) {
-            printf("%s\"%s\": %.9g", first ? "" : ", ", moe_gemm_kind_name((moe_gemm_kind)k), rf->kind_time_s[k] * 1e3);
+            printf("%s\"%s\": %.17g", first ? "" : ", ", moe_gemm_kind_name((moe_gemm_kind)k), rf->kind_time_s[k] * 1e3);
             first = 0;
         }
     printf("}");
     if (o->mode == MOE_STEP_DECODE)
-        printf(", \"kv_cache_bytes\": %.9g, \"kv_cache_ms\": %.9g", rf->kv_cache_bytes, rf->kv_cache_s * 1e3);
+        printf(", \"kv_cache_bytes\": %.17g, \"kv_cache_ms\": %.17g", rf->kv_cache_bytes, rf->kv_cache_s * 1e3);
     printf("}}\n");
 }
 

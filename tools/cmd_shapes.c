@@ -18,6 +18,7 @@ void analysis_format_si(double v, char *buf, size_t size);
 void analysis_format_layers(const moe_gemm_row *r, char *buf, size_t size);
 void analysis_print_header(FILE *f, const moe_shape_list *l);
 void analysis_json_notes(FILE *f, const moe_shape_list *l);
+void analysis_json_number(FILE *f, double v);
 int analysis_require_step(unsigned seen, const char *command);
 
 /* Bits of *seen, so a command can tell what was given. */
@@ -57,6 +58,12 @@ int analysis_common_option(int argc, char **argv, int *i, moe_context_t *ctx, mo
         return 1;
     }
     return 0;
+}
+
+/* A JSON number that reads back to the same double (null when not finite). */
+void analysis_json_number(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.17g", v);
+    else fputs("null", f);
 }
 
 /* --batch, --seq and --mode are required by shapes and roofline: 0, or the exit code after
@@ -179,12 +186,12 @@ static void print_csv(const moe_shape_list *l) {
         const moe_gemm_row *r = &l->rows[i];
         char layers[32];
         analysis_format_layers(r, layers, sizeof layers);
-        printf("%s,%lld,%lld,%lld,%lld,%s,%s,%s,%.9g,%.9g,%.9g,%lld,%.9g,%.9g,%.9g,%.9g\n", layers,
+        printf("%s,%lld,%lld,%lld,%lld,%s,%s,%s,%.17g,%.17g,%.17g,%lld,%.17g,%.17g,%.17g,%.17g\n", layers,
                (long long)r->layer_first, (long long)r->layer_last, (long long)r->layer_step,
                (long long)r->layer_count, r->name, moe_gemm_kind_name(r->kind), moe_gemm_pass_name(r->pass), r->m,
                r->k, r->n, (long long)r->count, r->touched, r->flops, r->bytes, r->intensity);
     }
-    printf("total,,,,,total,,,,,,,,%.9g,%.9g,%.9g\n", l->total_flops, l->total_bytes,
+    printf("total,,,,,total,,,,,,,,%.17g,%.17g,%.17g\n", l->total_flops, l->total_bytes,
            l->total_bytes > 0 ? l->total_flops / l->total_bytes : 0.0);
 }
 
@@ -197,9 +204,9 @@ static void print_json(const moe_shape_list *l) {
            moe_step_mode_name(o->mode), (long long)o->batch, (long long)o->seq, (long long)o->context,
            (long long)l->tokens, (long long)o->tp, (long long)o->ep, o->dtype == MOE_DTYPE_E4M3 ? "fp8" : "bf16");
     printf("\"tokens_per_expert\": ");
-    cli_json_number(stdout, l->tokens_per_expert);
+    analysis_json_number(stdout, l->tokens_per_expert);
     printf(", \"experts_touched\": ");
-    cli_json_number(stdout, l->experts_touched);
+    analysis_json_number(stdout, l->experts_touched);
     printf(", ");
     analysis_json_notes(stdout, l);
     printf(",\n\"gemms\": [\n");
@@ -211,34 +218,34 @@ static void print_json(const moe_shape_list *l) {
                "\"layer_count\": %lld, \"name\": \"%s\", \"kind\": \"%s\", \"pass\": \"%s\", \"m\": ",
                layers, (long long)r->layer_first, (long long)r->layer_last, (long long)r->layer_step,
                (long long)r->layer_count, r->name, moe_gemm_kind_name(r->kind), moe_gemm_pass_name(r->pass));
-        cli_json_number(stdout, r->m);
+        analysis_json_number(stdout, r->m);
         printf(", \"k\": ");
-        cli_json_number(stdout, r->k);
+        analysis_json_number(stdout, r->k);
         printf(", \"n\": ");
-        cli_json_number(stdout, r->n);
+        analysis_json_number(stdout, r->n);
         printf(", \"count\": %lld, \"touched\": ", (long long)r->count);
-        cli_json_number(stdout, r->touched);
+        analysis_json_number(stdout, r->touched);
         printf(", \"flops\": ");
-        cli_json_number(stdout, r->flops);
+        analysis_json_number(stdout, r->flops);
         printf(", \"bytes\": ");
-        cli_json_number(stdout, r->bytes);
+        analysis_json_number(stdout, r->bytes);
         printf(", \"intensity\": ");
-        cli_json_number(stdout, r->intensity);
+        analysis_json_number(stdout, r->intensity);
         printf("}%s\n", i + 1 < l->num_rows ? "," : "");
     }
     printf("],\n\"totals\": {\"flops\": ");
-    cli_json_number(stdout, l->total_flops);
+    analysis_json_number(stdout, l->total_flops);
     printf(", \"bytes\": ");
-    cli_json_number(stdout, l->total_bytes);
+    analysis_json_number(stdout, l->total_bytes);
     printf(", \"intensity\": ");
-    cli_json_number(stdout, l->total_bytes > 0 ? l->total_flops / l->total_bytes : 0.0);
+    analysis_json_number(stdout, l->total_bytes > 0 ? l->total_flops / l->total_bytes : 0.0);
     printf(", \"by_pass\": {");
     int passes = o->mode == MOE_STEP_TRAIN ? 3 : 1;
     for (int p = 0; p < passes; p++) {
         printf("%s\"%s\": {\"flops\": ", p ? ", " : "", moe_gemm_pass_name((moe_gemm_pass)p));
-        cli_json_number(stdout, l->pass_flops[p]);
+        analysis_json_number(stdout, l->pass_flops[p]);
         printf(", \"bytes\": ");
-        cli_json_number(stdout, l->pass_bytes[p]);
+        analysis_json_number(stdout, l->pass_bytes[p]);
         printf("}");
     }
     printf("}}}\n");
