@@ -108,6 +108,16 @@ if run_ok "roofline gpu file" roofline --model mixtral-8x7b --batch 1 --seq 4096
     json_check "roofline gpu file" "$TMP/roof_file.json" \
         "d['gpu']['name'] == 'half-h200' and d['gpu']['sms'] == 66 and d['summary']['predicted_ms'] > 0"
 fi
+# the example file holds the built-in h200 entry: same predictions
+SRC=${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+if [ -f "$SRC/src/analysis/gpus/h200.json" ]; then
+    "$BIN" roofline --model qwen3-30b-a3b $STEP --gpu h200 --json >"$TMP/a.json" 2>"$ERR"
+    "$BIN" roofline --model qwen3-30b-a3b $STEP --gpu "$SRC/src/analysis/gpus/h200.json" --json >"$TMP/b.json" 2>>"$ERR"
+    json_check "gpu file = built-in h200" "$TMP/b.json" \
+        "d['summary']['predicted_ms'] == json.load(open('$TMP/a.json'))['summary']['predicted_ms'] and d['gpu']['name'] == 'h200'"
+else
+    skip "gpu file = built-in h200" "source tree not found"
+fi
 if run_ok "roofline fp8 h100" roofline --model gpt-oss-120b --batch 4 --seq 1024 --mode train --gpu h100 --dtype fp8 \
     --svg "$TMP/roof_fp8.svg"; then
     if grep -q "datasheet" "$OUT" && grep -q "fp8 operands" "$OUT"; then pass "roofline fp8 h100"
