@@ -163,7 +163,7 @@ typedef struct tcase {
     float limit;
     int bias;
     int64_t shared_I;
-    int shared_gate;
+    int shared_gate, shared_gate_2d; /* shared_gate_weight [H], or [1, H] */
     moe_gate_up_layout layout;
     int strided_view; /* INTERLEAVED gate_up as a view of a GPT-OSS [E, H, 2I] buffer */
     moe_dtype x_dtype, y_dtype, w_dtype; /* w_dtype E4M3: DeepSeek FP8 checkpoint, SEPARATE */
@@ -290,7 +290,7 @@ static void draw_model(const tcase *c, model *m) {
     }
     if (c->shared_gate) {
         m->shared_gate_w = fbuf(H);
-        for (int64_t h = 0; h < H; h++) m->shared_gate_w[h] = frand(-sr, sr);
+        for (int64_t h = 0; h < H; h++) m->shared_gate_w[h] = round_to(MOE_DTYPE_BF16, frand(-sr, sr));
     }
 }
 
@@ -419,7 +419,9 @@ static moe_weights_desc make_desc(const tcase *c, model *m) {
     d.router = typed2(m->router, rd, c->E, c->H);
     if (c->router_bias) d.router_bias = typed1(m->router_bias, MOE_DTYPE_F32, c->E);
     if (c->corr_bias) d.correction_bias = typed1(m->corr_bias, MOE_DTYPE_F32, c->E);
-    if (c->shared_gate) d.shared_gate_weight = typed1(m->shared_gate_w, MOE_DTYPE_F32, c->H);
+    if (c->shared_gate)
+        d.shared_gate_weight = c->shared_gate_2d ? typed2(m->shared_gate_w, MOE_DTYPE_BF16, 1, c->H)
+                                                 : typed1(m->shared_gate_w, MOE_DTYPE_F32, c->H);
     return d;
 }
 
@@ -856,6 +858,9 @@ static void routed_cases(void) {
     c = base_case("shared expert with shared gate (qwen2-moe)");
     c.shared_I = 72, c.shared_gate = 1, c.k = 4, c.E = 16;
     run_case(&c);
+    c = base_case("shared gate as a [1, H] bf16 tensor, w8a8 fp8-row128 (tol 2e-3)");
+    c.shared_I = 72, c.shared_gate = 1, c.shared_gate_2d = 1, c.act_format = MOE_FORMAT_FP8_ROW128, c.tol = 2e-3;
+    run_case(&c);
     c = base_case("expert biases, shared with biases");
     c.bias = 1, c.shared_I = 24;
     run_case(&c);
@@ -988,14 +993,17 @@ typedef struct small_model {
     moe_weights_desc d;
 } small_model;
 
-static void small(small_model *sm, moe_activation act, moe_gate_up_layout layout, moe_dtype wd) {
+static void small_sized(small_model *sm, moe_activation act, moe_gate_up_layout layout, moe_dtype wd, int64_t I) {
     tcase c = base_case("small");
-    c.E = 4, c.H = 64, c.I = 32, c.k = 2, c.act = act, c.layout = layout, c.w_dtype = wd, c.shared_I = 16;
+    c.E = 4, c.H = 64, c.I = I, c.k = 2, c.act = act, c.layout = layout, c.w_dtype = wd, c.shared_I = 16;
     c.bias = 1;
     sm->s = spec_of(&c);
     draw_model(&c, &sm->m); /* rounded to wd's precision */
     c.w_dtype = MOE_DTYPE_F32; /* handed over as f32 tensors */
     sm->d = make_desc(&c, &sm->m);
+}
+static void small(small_model *sm, moe_activation act, moe_gate_up_layout layout, moe_dtype wd) {
+    small_sized(sm, act, layout, wd, 32);
 }
 
 static void unpack_cases(void) {
@@ -1101,6 +1109,11 @@ static void error_cases(void) {
     s2.hidden = 63; /* the descriptor's tensors no longer match the spec */
     CHECK(moe_weights_create(ctx, &s2, &sm.d, MOE_FORMAT_F32, &w) == MOE_STATUS_SHAPE_MISMATCH, "hidden mismatch");
     CHECK(moe_weights_create(ctx, &sm.s, &sm.d, (moe_format)99, &w) == MOE_STATUS_INVALID_ARGUMENT, "format 99");
+    small_model odd;
+    small_sized(&odd, MOE_ACT_SWIGLU, MOE_LAYOUT_SEPARATE, MOE_DTYPE_F32, 33); /* W2 [H, 33]: odd columns */
+    st = moe_weights_create(ctx, &odd.s, &odd.d, MOE_FORMAT_NVFP4, &w);
+    CHECK(st != MOE_STATUS_OK && !w, "nvfp4 with I = 33 (FP4 needs even columns)");
+    CHECK(message_has(ctx, "W2", "33"), "message");
     CHECK(moe_weights_create(ctx, &sm.s, NULL, MOE_FORMAT_F32, &w) == MOE_STATUS_NULL_POINTER, "desc NULL");
     CHECK(moe_weights_create(NULL, &sm.s, &sm.d, MOE_FORMAT_F32, &w) == MOE_STATUS_NULL_POINTER, "ctx NULL");
     moe_weights_free(NULL);
@@ -1130,6 +1143,9 @@ static void error_cases(void) {
     CHECK(message_has(ctx, "topk_weights", NULL), "message");
     a.topk_weights = moe_tensor_2d(wts, MOE_DTYPE_F32, T, k);
     CHECK(moe_forward(ctx, w, &a) == MOE_STATUS_OK, "good call: %s", moe_last_error(ctx));
+    uint8_t *unaligned = talloc(wsb + 1);
+    a.workspace = unaligned + 1; /* the library must cope with any pointer */
+    CHECK(moe_forward(ctx, w, &a) == MOE_STATUS_OK, "unaligned workspace: %s", moe_last_error(ctx));
     a.workspace_size = wsb - 1;
     CHECK(moe_forward(ctx, w, &a) == MOE_STATUS_WORKSPACE_TOO_SMALL, "workspace one byte short");
     char sizes[64];

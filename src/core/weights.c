@@ -253,8 +253,11 @@ static void read_row(const moe_tensor *t, const moe_tensor *scale, int64_t e, in
     case MOE_DTYPE_F16:
         for (int64_t c = 0; c < cols; c++) out[c] = moe_f16_to_float(((const uint16_t *)t->data)[base + c * sc]);
         break;
-    case MOE_DTYPE_BF16:
-        for (int64_t c = 0; c < cols; c++) out[c] = moe_bf16_to_float(((const uint16_t *)t->data)[base + c * sc]);
+    case MOE_DTYPE_BF16: /* bf16 is the top half of a float: moe_bf16_to_float, inlined */
+        for (int64_t c = 0; c < cols; c++) {
+            const uint32_t bits = (uint32_t)((const uint16_t *)t->data)[base + c * sc] << 16;
+            memcpy(&out[c], &bits, sizeof bits);
+        }
         break;
     case MOE_DTYPE_E4M3:
         for (int64_t c = 0; c < cols; c += 128) {
@@ -346,7 +349,9 @@ void moe_weights_free(moe_weights_t *w) {
 
 /* Wraps a failure of a helper that reported on this thread only (the qmatrix functions). */
 static moe_status packing_failed(moe_context_t *ctx, moe_status st, const char *what) {
-    return moe__error(ctx, st, "moe_weights_create: packing %s: %s", what, moe_last_error(NULL));
+    char inner[MOE__ERROR_MAX]; /* a copy: moe__error rewrites the buffer moe_last_error(NULL) points to */
+    snprintf(inner, sizeof inner, "%s", moe_last_error(NULL));
+    return moe__error(ctx, st, "moe_weights_create: packing %s: %s", what, inner);
 }
 
 /* Quantises every expert of one stack: W13 into w13 and W2 into w2 (slots 0..count-1), the

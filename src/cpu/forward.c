@@ -14,6 +14,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -85,8 +86,9 @@ static bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_for
              reserve(&c, max64(1, max64(s1, max64(s2, s3))), 4, &L->qscales);
     }
     ok = ok && moe__mul64(L->decode_len, 2 * CPU_THREAD_SLOTS, &n) && reserve(&c, n, 4, &L->decode);
-    L->total = c;
-    return ok && (uint64_t)c < (uint64_t)SIZE_MAX;
+    /* ALIGN - 1 spare bytes: the caller's pointer need not be aligned; we round it up. */
+    ok = ok && moe__add64(c, ALIGN - 1, &L->total);
+    return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
 }
 
 size_t moe__cpu_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
@@ -220,9 +222,12 @@ static moe_status fake_quantize(moe_context_t *ctx, moe_format f, float *x, int6
     if (rows == 0 || cols == 0) return MOE_STATUS_OK;
     moe_status st = moe_quantize(f, x, rows, cols, cols, codes, scales, NULL);
     if (st == MOE_STATUS_OK) st = moe_dequantize(f, codes, scales, 1.0f, rows, cols, x, cols);
-    if (st != MOE_STATUS_OK)
+    if (st != MOE_STATUS_OK) {
+        char inner[MOE__ERROR_MAX]; /* a copy: moe__error rewrites the buffer it points to */
+        snprintf(inner, sizeof inner, "%s", moe_last_error(NULL));
         return moe__error(ctx, MOE_STATUS_INTERNAL, "moe_forward: quantising %s to %s failed: %s", what,
-                          moe_format_name(f), moe_last_error(NULL));
+                          moe_format_name(f), inner);
+    }
     return MOE_STATUS_OK;
 }
 
@@ -261,7 +266,7 @@ moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const mo
     if (T == 0) return MOE_STATUS_OK; /* nothing to write */
     const bool shared = w->s13.count > 0;
 
-    uint8_t *base = args->workspace;
+    uint8_t *base = (uint8_t *)args->workspace + (ALIGN - (uintptr_t)args->workspace % ALIGN) % ALIGN;
     float *x_f = (float *)(base + L->x_f);
     int32_t *ids = (int32_t *)(base + L->ids);
     float *weights = (float *)(base + L->weights);
