@@ -233,6 +233,27 @@ static int placer_find(const placer *p, double x, double y, double w, double h, 
     return 0;
 }
 
+/* A deep copy of the obstacles (for trying a layout), and its release. */
+static int placer_clone(placer *dst, const placer *src) {
+    *dst = *src;
+    dst->boxes = malloc((size_t)(src->cap > 0 ? src->cap : 1) * sizeof *dst->boxes);
+    dst->is_marker = malloc((size_t)(src->cap > 0 ? src->cap : 1));
+    dst->segs = malloc((size_t)(src->segcap > 0 ? src->segcap : 1) * sizeof *dst->segs);
+    if (!dst->boxes || !dst->is_marker || !dst->segs) {
+        free(dst->boxes), free(dst->is_marker), free(dst->segs);
+        return 0;
+    }
+    if (src->n) memcpy(dst->boxes, src->boxes, (size_t)src->n * sizeof *src->boxes);
+    if (src->n) memcpy(dst->is_marker, src->is_marker, (size_t)src->n);
+    if (src->nseg) memcpy(dst->segs, src->segs, (size_t)src->nseg * sizeof *src->segs);
+    return 1;
+}
+static void placer_release(placer *p) {
+    free(p->boxes);
+    free(p->is_marker);
+    free(p->segs);
+}
+
 /* ---- the plot -------------------------------------------------------------------------- */
 
 /* Tick values of a log axis from lo to hi (log10): decades, and 2 and 5 times them when the
@@ -247,6 +268,32 @@ static int ticks(double lo, double hi, double *out, int max) {
         }
     }
     return n;
+}
+
+/* Places the point labels in the given order; a label with no room becomes "[k]" (footnote k,
+ * foot[i] = k) or, with no room even for that, foot[i] = -k. Returns the number of footnotes
+ * (-1 when out of memory) and adds up the leader lengths in *leaders when asked. */
+static int place_points(const moe__plot *p, const frame *f, placer *pl, const int *order, box *lab, segment *lead,
+                        int *foot, double *leaders) {
+    int nfoot = 0;
+    for (int oi = 0; oi < p->npoints; oi++) {
+        int i = order[oi];
+        double x = px(f, p->points[i].x), y = py(f, p->points[i].y);
+        foot[i] = 0;
+        int placed = placer_find(pl, x, y, text_width(p->points[i].label, FONT), TEXT_H, 1, &lab[i], &lead[i]);
+        if (!placed) {
+            foot[i] = ++nfoot;
+            char num[16];
+            snprintf(num, sizeof num, "[%d]", nfoot);
+            placed = placer_find(pl, x, y, text_width(num, FONT), TEXT_H, 1, &lab[i], &lead[i]) ||
+                     placer_find(pl, x, y, text_width(num, FONT), TEXT_H, 0, &lab[i], &lead[i]);
+            if (!placed) foot[i] = -nfoot; /* nowhere at all: the footnote still names it */
+        }
+        if (!placed) continue;
+        if (!placer_add(pl, lab[i]) || !placer_add_segment(pl, lead[i])) return -1;
+        if (leaders) leaders[0] += hypot(lead[i].x1 - lead[i].x0, lead[i].y1 - lead[i].y0);
+    }
+    return nfoot;
 }
 
 char *moe__plot_svg(const moe__plot *p) {
@@ -290,48 +337,51 @@ char *moe__plot_svg(const moe__plot *p) {
         placer_add_segment(&pl, seg);
     }
 
-    /* Point labels, the most crowded points first (they need the room most); a label that
-     * does not fit becomes "[k]" with its text in footnote k. */
-    int *order = calloc(alloc_n, sizeof *order), *crowd = calloc(alloc_n, sizeof *crowd);
-    if (!order || !crowd) {
+    /* Point labels: the greedy placement is tried in a few orders (most crowded first, left to
+     * right, right to left, top to bottom) and the layout with the fewest footnotes (then the
+     * shortest leaders) is kept. */
+    int *order = calloc(alloc_n * 4, sizeof *order);
+    double *key = calloc(alloc_n, sizeof *key);
+    if (!order || !key) {
         free(order);
-        free(crowd);
+        free(key);
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        order[i] = i;
-        for (int j = 0; j < n; j++)
-            crowd[i] += hypot(px(&f, p->points[i].x) - px(&f, p->points[j].x),
-                              py(&f, p->points[i].y) - py(&f, p->points[j].y)) < 60;
+    for (int o = 0; o < 4; o++) {
+        int *ord = order + (size_t)o * alloc_n;
+        for (int i = 0; i < n; i++) {
+            double x = px(&f, p->points[i].x), y = py(&f, p->points[i].y);
+            ord[i] = i;
+            if (o == 0) { /* crowding: neighbours within 60 px, most first */
+                key[i] = 0;
+                for (int j = 0; j < n; j++)
+                    key[i] -= hypot(x - px(&f, p->points[j].x), y - py(&f, p->points[j].y)) < 60;
+            } else {
+                key[i] = o == 1 ? x : o == 2 ? -x : y;
+            }
+        }
+        for (int i = 1; i < n; i++) /* stable insertion sort by key, ascending */
+            for (int j = i; j > 0 && key[ord[j]] < key[ord[j - 1]]; j--) {
+                int t = ord[j];
+                ord[j] = ord[j - 1];
+                ord[j - 1] = t;
+            }
     }
-    for (int i = 1; i < n; i++) /* stable insertion sort, by crowding, descending */
-        for (int j = i; j > 0 && crowd[order[j]] > crowd[order[j - 1]]; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    int nfoot = 0;
-    for (int oi = 0; oi < n; oi++) {
-        int i = order[oi];
-        double x = px(&f, p->points[i].x), y = py(&f, p->points[i].y);
-        if (placer_find(&pl, x, y, text_width(p->points[i].label, FONT), TEXT_H, 1, &lab[i], &lead[i])) {
-            placer_add(&pl, lab[i]);
-            placer_add_segment(&pl, lead[i]);
-            continue;
-        }
-        foot[i] = ++nfoot;
-        char num[16];
-        snprintf(num, sizeof num, "[%d]", nfoot);
-        if (placer_find(&pl, x, y, text_width(num, FONT), TEXT_H, 1, &lab[i], &lead[i]) ||
-            placer_find(&pl, x, y, text_width(num, FONT), TEXT_H, 0, &lab[i], &lead[i])) {
-            placer_add(&pl, lab[i]);
-            placer_add_segment(&pl, lead[i]);
-        } else {
-            foot[i] = -nfoot; /* nowhere at all: the footnote still names it */
-        }
+    free(key);
+    int best = 0, nfoot = 0;
+    double best_score = INFINITY;
+    for (int o = 0; o < 4; o++) {
+        placer trial;
+        if (!placer_clone(&trial, &pl)) break;
+        double leaders = 0;
+        int nf = place_points(p, &f, &trial, order + (size_t)o * alloc_n, lab, lead, foot, &leaders);
+        placer_release(&trial);
+        double score = nf * 1e6 + leaders;
+        if (nf >= 0 && score < best_score) best_score = score, best = o;
     }
+    nfoot = place_points(p, &f, &pl, order + (size_t)best * alloc_n, lab, lead, foot, NULL);
     free(order);
-    free(crowd);
+    if (nfoot < 0) goto done;
 
     /* Line labels last, slid along their line until they fit; one that does not fit goes to
      * the legend. */

@@ -62,7 +62,9 @@ double moe_binomial_expected_ceil(int64_t n, double p, int64_t block) {
 }
 
 /* E[max of E independent Binomial(n, p)] = Σ_{m>=0} P(max > m) = Σ_m 1 - (1 - S(m))^E with
- * S(m) = P(X > m) summed from the top so that small tails keep their precision. */
+ * S(m) = P(X > m) summed from the top so that small tails keep their precision. The real
+ * counts share a fixed total: negatively associated, P(all <= m) <= F(m)^E, so this is a
+ * lower bound of the true expected maximum (close when E is large). */
 static double expected_max(int64_t n, double p, int64_t experts) {
     if (n <= 0 || !(p > 0.0)) return 0.0;
     if (p >= 1.0) return (double)n;
