@@ -26,7 +26,8 @@ def make(rng, dtype, device="cpu", E=E, H=H, I=I, T=T, k=K):
     w1 = tensor(rng.standard_normal((E, 2 * I, H)) / np.sqrt(H))
     w2 = tensor(rng.standard_normal((E, H, I)) / np.sqrt(I))
     x = tensor(rng.standard_normal((T, H)))
-    ids = torch.from_numpy(np.stack([rng.permutation(E)[:k] for _ in range(T)]).astype(np.int64)).to(device)
+    ids = np.array([rng.permutation(E)[:k] for _ in range(T)], np.int64).reshape(T, k)
+    ids = torch.from_numpy(ids).to(device)
     weights = torch.from_numpy(rng.uniform(0.1, 1, (T, k)).astype(np.float32)).to(device)
     return x, w1, w2, weights, ids
 
@@ -96,10 +97,12 @@ def test_cpu_errors(rng):
 def test_cpu_cache_follows_in_place_updates(rng):
     x, w1, w2, weights, ids = make(rng, torch.float32)
     mt.clear_cache()
+    before = mt.cache_info()
     y1 = mt.fused_experts(x, w1, w2, weights, ids)
     mt.fused_experts(x, w1, w2, weights, ids)
-    assert mt.cache_info()["packs"] - mt.cache_info()["hits"] >= 0
-    packs = mt.cache_info()["packs"]
+    info = mt.cache_info()
+    assert (info["packs"], info["hits"]) == (before["packs"] + 1, before["hits"] + 1)
+    packs = info["packs"]
     with torch.no_grad():
         w1.mul_(2.0)  # bumps the tensor's version counter: the packed copy is stale
     y2 = mt.fused_experts(x, w1, w2, weights, ids)
@@ -214,3 +217,33 @@ def test_cuda_empty_batch(rng):
     x, w1, w2, weights, ids = make(rng, torch.bfloat16, "cuda", T=0)
     y = run_cuda(mt.fused_experts, x, w1, w2, weights, ids)
     assert y.shape == (0, H)
+
+
+@cuda
+def test_cuda_fused_moe_deepseek_routing(rng):
+    """Grouped sigmoid routing with a correction bias (packed with the weights) on the GPU."""
+    x, w1, w2, _, _ = make(rng, torch.bfloat16, "cuda", E=16, T=50, k=4)
+    logits = torch.randn(50, 16, device="cuda")
+    bias = 0.5 * torch.randn(16, device="cuda")
+    y = run_cuda(mt.fused_moe, x, w1, w2, logits, 4, True, use_grouped_topk=True, num_expert_group=4, topk_group=2,
+                 scoring_func="sigmoid", e_score_correction_bias=bias, routed_scaling_factor=2.5)
+    ids, weights = ref.route(f64(logits), 4, True, score="sigmoid", correction_bias=f64(bias), n_group=4,
+                             topk_group=2, routed_scale=2.5)
+    want = ref.experts(f64(x), f64(w1), f64(w2), weights, ids)
+    assert ref.rel_error(f64(y), want) < GPU_TOL[torch.bfloat16]
+
+
+@cuda
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+def test_cuda_fp8_w8a8_block(rng):
+    x, w1f, w2f, weights, ids = make(rng, torch.bfloat16, "cuda", E=3, H=256, I=128, T=33)
+    parts = []
+    for w in (w1f, w2f):
+        qs = [moefuse.quantize(w[e].float().cpu().numpy(), "fp8-block128") for e in range(3)]
+        codes = torch.from_numpy(np.stack([q.codes for q in qs])).view(torch.float8_e4m3fn).cuda()
+        parts.append((codes, torch.from_numpy(np.stack([q.scales for q in qs]).astype(np.float32)).cuda()))
+    (c1, s1), (c2, s2) = parts
+    fp8 = dict(use_fp8_w8a8=True, block_shape=[128, 128], w1_scale=s1, w2_scale=s2)
+    y = run_cuda(mt.fused_experts, x, c1, c2, weights, ids, **fp8)
+    want = mt.fused_experts(x.cpu(), c1.cpu(), c2.cpu(), weights.cpu(), ids.cpu(), **fp8)  # the CPU oracle
+    assert ref.rel_error(f64(y), f64(want)) < 2e-2  # bf16 output and intermediates on top of the same FP8 steps
