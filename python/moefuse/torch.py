@@ -203,6 +203,11 @@ class TorchOps:
             return desc, keep
 
         on_device = any(t.device.type == "cuda" for t in tensors.values())
+        if _torch.cuda.is_available() and _torch.cuda.is_current_stream_capturing():
+            # Packing allocates and copies (and synchronises): none of that may be captured.
+            raise _error(Status.INVALID_ARGUMENT,
+                         "weights seen for the first time inside a CUDA graph capture: call fused_experts / "
+                         "fused_moe once with these weights before capturing, so they are packed outside it")
         if on_device:
             # The library reads the weights on its own stream: let pending writes land first.
             _torch.cuda.synchronize()

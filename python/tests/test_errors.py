@@ -176,3 +176,12 @@ def test_library_not_found_is_lazy_and_explains(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "RAISED" in out.stdout
     assert str(missing) in out.stdout and "MOEFUSE_LIB" in out.stdout and "make build" in out.stdout
+
+
+def test_torch_module_without_torch():
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed: test_torch.py covers moefuse.torch")
+    with pytest.raises(ImportError, match="needs PyTorch"):
+        import moefuse.torch  # noqa: F401
