@@ -141,7 +141,8 @@ def _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mx
 
 
 def _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format):
-    """(weights format, activation format, quantised-input flag) for the call."""
+    """(weights format, activation format) for the call: from the weights' dtype and the FP8
+    options, unless format= / act_format= say otherwise."""
     if use_fp8_w8a8:
         if w1_scale is None or w2_scale is None:
             raise error(Status.NULL_POINTER, f"{fn}: use_fp8_w8a8 needs w1_scale and w2_scale")
