@@ -359,7 +359,8 @@ static void e4m3_tensor(float *m, int64_t E, int64_t rows, int64_t cols, moe_ten
     float *scales = fbuf(E * sr * sc);
     for (int64_t e = 0; e < E; e++) {
         float *me = m + e * rows * cols;
-        moe_quantize(MOE_FORMAT_FP8_BLOCK128, me, rows, cols, cols, codes + e * rows * cols, scales + e * sr * sc, NULL);
+        moe_quantize(MOE_FORMAT_FP8_BLOCK128, me, rows, cols, cols, codes + e * rows * cols, scales + e * sr * sc,
+                     NULL);
         moe_dequantize(MOE_FORMAT_FP8_BLOCK128, codes + e * rows * cols, scales + e * sr * sc, 1.0f, rows, cols, me,
                        cols);
     }
@@ -1076,7 +1077,8 @@ static void error_cases(void) {
     CHECK(message_has(ctx, "desc.down", "shape[1] = 100, expected 64"), "message");
     d = sm.d;
     d.gate_up = d.gate;
-    CHECK(moe_weights_create(ctx, &sm.s, &d, MOE_FORMAT_F32, &w) == MOE_STATUS_INVALID_ARGUMENT, "gate_up with SEPARATE");
+    CHECK(moe_weights_create(ctx, &sm.s, &d, MOE_FORMAT_F32, &w) == MOE_STATUS_INVALID_ARGUMENT,
+          "gate_up with SEPARATE");
     CHECK(message_has(ctx, "desc.gate_up", "SEPARATE"), "message");
     d = sm.d;
     d.up_bias = moe_tensor_none();

@@ -34,7 +34,8 @@ static moe_status check_act_format(moe_context_t *ctx, const char *fn, moe_forma
  * numbers rows token*k + slot in int32 (T*k itself marks padding), so T*k must fit int32. */
 static moe_status check_num_tokens(moe_context_t *ctx, const char *fn, const moe_layer_spec *s, int64_t T) {
     int64_t prod;
-    if (T < 0) return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: num_tokens = %lld, expected >= 0", fn, (long long)T);
+    if (T < 0)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: num_tokens = %lld, expected >= 0", fn, (long long)T);
     if (!moe__mul64(T, s->hidden, &prod))
         return moe__error(ctx, MOE_STATUS_OVERFLOW, "%s: num_tokens * hidden = %lld * %lld overflows int64", fn,
                           (long long)T, (long long)s->hidden);
@@ -76,9 +77,10 @@ static moe_memory backend_memory(const moe_context_t *ctx) {
 static moe_status check_memory(moe_context_t *ctx, const moe_tensor *t, const char *name) {
     moe_memory want = backend_memory(ctx);
     if (t->memory != want)
-        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "moe_forward: %s is in %s memory, expected %s memory for the %s backend",
-                          name, t->memory == MOE_MEMORY_HOST ? "host" : "device",
-                          want == MOE_MEMORY_HOST ? "host" : "device", moe_backend_name(ctx->backend));
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "moe_forward: %s is in %s memory, expected %s memory for the %s backend", name,
+                          t->memory == MOE_MEMORY_HOST ? "host" : "device", want == MOE_MEMORY_HOST ? "host" : "device",
+                          moe_backend_name(ctx->backend));
     return MOE_STATUS_OK;
 }
 
@@ -141,7 +143,8 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
                           fn, has_ids ? "topk_ids" : "topk_weights", has_ids ? "topk_weights" : "topk_ids");
     if (has_ids && has_logits)
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "%s: both args.topk_ids/topk_weights and args.router_logits given; pass one routing input", fn);
+                          "%s: both args.topk_ids/topk_weights and args.router_logits given; pass one routing input",
+                          fn);
     if (has_ids) {
         st = check_arg(ctx, &args->topk_ids, "args.topk_ids", T, k, MOE__DT(MOE_DTYPE_I32));
         if (st != MOE_STATUS_OK) return st;

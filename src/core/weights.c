@@ -154,10 +154,12 @@ static moe_status check_expert_tensors(moe_context_t *ctx, const moe_layer_spec 
             continue;
         }
         if (i == SRC_UP && layout == MOE_LAYOUT_SEPARATE)
-            snprintf(why, sizeof why, "activation %s is not gated (no up projection)", moe_activation_name(s->activation));
+            snprintf(why, sizeof why, "activation %s is not gated (no up projection)",
+                     moe_activation_name(s->activation));
         else snprintf(why, sizeof why, "layout is %s", layout_name(layout));
         st = check_absent_field(ctx, x, src_field[i], "", x->mat[i], why);
-        if (st == MOE_STATUS_OK && x->scale[i]) st = check_absent_field(ctx, x, src_field[i], "_scale", x->scale[i], why);
+        if (st == MOE_STATUS_OK && x->scale[i])
+            st = check_absent_field(ctx, x, src_field[i], "_scale", x->scale[i], why);
         if (st == MOE_STATUS_OK) st = check_absent_field(ctx, x, src_field[i], "_bias", x->bias[i], why);
         if (st != MOE_STATUS_OK) return st;
     }
@@ -371,6 +373,7 @@ static moe_status pack_experts(moe_context_t *ctx, const moe_layer_spec *s, moe_
     if (ctx->threads <= 0) threads = omp_get_max_threads();
 #endif
     if (threads > count) threads = count > 0 ? (int)count : 1;
+    (void)threads; /* used only by the OpenMP pragma */
     moe_status failed = MOE_STATUS_OK;
     char message[MOE__ERROR_MAX] = "";
 #pragma omp parallel num_threads(threads)

@@ -352,7 +352,8 @@ moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const mo
             gate_scale[t] = (float)(1.0 / (1.0 + exp(-dot(x_f + t * H, w->shared_gate, H))));
     }
 
-    /* (a, continued) w8a8: the expert GEMMs see x quantised to FP8 and back. */
+    /* (a, continued) w8a8: the expert GEMMs see x quantised to FP8 and back. With
+     * weight_on_input the routing weight multiplies this quantised x (in step d). */
     if (args->act_format != MOE_FORMAT_F32) {
         status = fake_quantize(ctx, args->act_format, x_f, T, H, qcodes, qscales, "x");
         if (status != MOE_STATUS_OK) return status;
