@@ -73,11 +73,11 @@ typedef struct rank_arg {
     int32_t rank;
 } rank_arg;
 
-/* Weights of the listed experts (local order), fp32. */
+/* Weights of the listed experts (local order), fp32, for a layer of top_k slots. */
 static moe_status local_weights(moe_context_t *ctx, const shared_state *S, const int32_t *experts, int64_t n,
-                                moe_format format, moe_weights_t **out) {
+                                int64_t top_k, moe_format format, moe_weights_t **out) {
     moe_layer_spec s;
-    moe_layer_spec_init(&s, n, H, I, 1);
+    moe_layer_spec_init(&s, n, H, I, top_k);
     float *g = xmalloc((size_t)(n * I * H) * 4), *u = xmalloc((size_t)(n * I * H) * 4), *d = xmalloc((size_t)(n * H * I) * 4);
     for (int64_t j = 0; j < n; j++) {
         memcpy(g + j * I * H, S->gate + (int64_t)experts[j] * I * H, (size_t)(I * H) * 4);
@@ -186,7 +186,7 @@ static void *rank_main(void *varg) {
     moe_weights_t *w = NULL;
     if (st == MOE_STATUS_OK) st = moe_ep_placement_local_experts(ctx, S->placement, r, &n_local, &experts);
     if (st == MOE_STATUS_OK && n_local > 0)
-        st = local_weights(ctx, S, experts, n_local, MOE_FORMAT_F32, &w);
+        st = local_weights(ctx, S, experts, n_local, 1, MOE_FORMAT_F32, &w);
     if (st == MOE_STATUS_OK && total > 0) st = cpu_forward(ctx, w, xr, er, wr, total, 1, S->act_format, yr);
     CHECK(st == MOE_STATUS_OK, "rank %d expert side: %s", r, moe_last_error(ctx));
     cudaMemcpyAsync(d_out, yr, (size_t)total * out_rb, cudaMemcpyHostToDevice, stream);
@@ -261,7 +261,7 @@ static void run(shared_state *S, moe_format payload, moe_format act) {
     moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
     const int32_t all[E] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     moe_weights_t *w = NULL;
-    moe_status st = local_weights(ctx, S, all, E, MOE_FORMAT_F32, &w);
+    moe_status st = local_weights(ctx, S, all, E, K, MOE_FORMAT_F32, &w);
     if (st == MOE_STATUS_OK) st = cpu_forward(ctx, w, S->x, S->ids, S->wts, T, K, act, S->y_ref);
     CHECK(st == MOE_STATUS_OK, "reference: %s", moe_last_error(ctx));
     moe_weights_free(w);
