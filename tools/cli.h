@@ -64,6 +64,21 @@ void cli_json_string(FILE *f, const char *s);
 /* Writes a double as JSON (%.9g; null when not finite, as JSON has no NaN). */
 void cli_json_number(FILE *f, double v);
 
+/* A float as JSON with 7 significant digits (null when not finite). */
+void cli_json_float(FILE *f, float v);
+
+/* Device memory for --backend cuda (the CUDA driver, loaded at run time). Each returns 0 on
+ * success (alloc: non-NULL); on failure cli_device_error() says why. open() makes device
+ * `device`'s primary context current, the one libmoefuse's CUDA runtime uses. */
+int cli_device_open(int device);
+const char *cli_device_error(void);
+uint64_t cli_device_free_memory(void); /* 0 if unknown */
+void *cli_device_alloc(size_t bytes);
+void cli_device_release(void *p); /* NULL is fine */
+int cli_copy_to_device(void *dst, const void *src, size_t bytes);
+int cli_copy_to_host(void *dst, const void *src, size_t bytes);
+int cli_device_sync(void);
+
 /* Prints a library failure as one line "moefuse: <what>: <status>: <detail>" and returns 1. */
 int cli_fail_status(const moe_context_t *ctx, moe_status status, const char *what);
 

@@ -1,6 +1,7 @@
 /* Helpers shared by the moefuse commands: option matching, strict number parsing, memory
  * queries, JSON output, model loading. */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -232,4 +233,118 @@ char *cli_layer_runs(const moe_model_config *cfg, char *buf, size_t size) {
         start = end + 1;
     }
     return buf;
+}
+
+void cli_json_float(FILE *f, float v) {
+    /* 7 significant digits: a float's own precision, so 1.702f prints as 1.702. */
+    if (isfinite(v)) fprintf(f, "%.7g", (double)v);
+    else fputs("null", f);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Device memory for --backend cuda, through the CUDA driver API loaded at run time, so the
+ * tool builds without the CUDA toolkit and runs without a GPU. It works in device 0's
+ * primary context: the one the CUDA runtime inside libmoefuse uses.
+ * ------------------------------------------------------------------------------------- */
+typedef int cu_result; /* CUresult; 0 is CUDA_SUCCESS */
+typedef unsigned long long cu_ptr; /* CUdeviceptr on 64-bit hosts */
+
+static struct {
+    void *lib;
+    cu_result (*init)(unsigned);
+    cu_result (*device_get)(int *, int);
+    cu_result (*primary_ctx_retain)(void **, int);
+    cu_result (*ctx_set_current)(void *);
+    cu_result (*mem_alloc)(cu_ptr *, size_t);
+    cu_result (*mem_free)(cu_ptr);
+    cu_result (*htod)(cu_ptr, const void *, size_t);
+    cu_result (*dtoh)(void *, cu_ptr, size_t);
+    cu_result (*sync)(void);
+    cu_result (*mem_info)(size_t *, size_t *);
+    cu_result (*error_string)(cu_result, const char **);
+    char error[256];
+} cu;
+
+static int cu_failed(const char *what, cu_result r) {
+    const char *text = NULL;
+    if (cu.error_string) cu.error_string(r, &text);
+    snprintf(cu.error, sizeof cu.error, "%s: CUDA error %d (%s)", what, r, text ? text : "unknown");
+    return 1;
+}
+
+const char *cli_device_error(void) { return cu.error; }
+
+int cli_device_open(int device) {
+    if (cu.lib) return 0;
+    cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cu.lib) {
+        snprintf(cu.error, sizeof cu.error, "cannot load the CUDA driver (libcuda.so.1)");
+        return 1;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } symbols[] = {
+        {"cuInit", (void **)&cu.init},
+        {"cuDeviceGet", (void **)&cu.device_get},
+        {"cuDevicePrimaryCtxRetain", (void **)&cu.primary_ctx_retain},
+        {"cuCtxSetCurrent", (void **)&cu.ctx_set_current},
+        {"cuMemAlloc_v2", (void **)&cu.mem_alloc},
+        {"cuMemFree_v2", (void **)&cu.mem_free},
+        {"cuMemcpyHtoD_v2", (void **)&cu.htod},
+        {"cuMemcpyDtoH_v2", (void **)&cu.dtoh},
+        {"cuCtxSynchronize", (void **)&cu.sync},
+        {"cuMemGetInfo_v2", (void **)&cu.mem_info},
+        {"cuGetErrorString", (void **)&cu.error_string},
+    };
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        *symbols[i].slot = dlsym(cu.lib, symbols[i].name);
+        if (!*symbols[i].slot) {
+            snprintf(cu.error, sizeof cu.error, "the CUDA driver lacks %s", symbols[i].name);
+            return 1;
+        }
+    }
+    cu_result r;
+    int dev = 0;
+    void *context = NULL;
+    if ((r = cu.init(0))) return cu_failed("cuInit", r);
+    if ((r = cu.device_get(&dev, device))) return cu_failed("cuDeviceGet", r);
+    if ((r = cu.primary_ctx_retain(&context, dev))) return cu_failed("cuDevicePrimaryCtxRetain", r);
+    if ((r = cu.ctx_set_current(context))) return cu_failed("cuCtxSetCurrent", r);
+    return 0;
+}
+
+uint64_t cli_device_free_memory(void) {
+    size_t free_bytes = 0, total = 0;
+    if (!cu.mem_info || cu.mem_info(&free_bytes, &total)) return 0;
+    return free_bytes;
+}
+
+void *cli_device_alloc(size_t bytes) {
+    cu_ptr p = 0;
+    cu_result r = cu.mem_alloc(&p, bytes ? bytes : 1);
+    if (r) {
+        cu_failed("cuMemAlloc", r);
+        return NULL;
+    }
+    return (void *)(uintptr_t)p;
+}
+
+void cli_device_release(void *p) {
+    if (p && cu.mem_free) cu.mem_free((cu_ptr)(uintptr_t)p);
+}
+
+int cli_copy_to_device(void *dst, const void *src, size_t bytes) {
+    cu_result r = bytes ? cu.htod((cu_ptr)(uintptr_t)dst, src, bytes) : 0;
+    return r ? cu_failed("cuMemcpyHtoD", r) : 0;
+}
+
+int cli_copy_to_host(void *dst, const void *src, size_t bytes) {
+    cu_result r = bytes ? cu.dtoh(dst, (cu_ptr)(uintptr_t)src, bytes) : 0;
+    return r ? cu_failed("cuMemcpyDtoH", r) : 0;
+}
+
+int cli_device_sync(void) {
+    cu_result r = cu.sync();
+    return r ? cu_failed("cuCtxSynchronize", r) : 0;
 }

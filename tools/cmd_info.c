@@ -74,14 +74,14 @@ static void print_json(const moe_model_config *cfg) {
            s->use_correction_bias ? "true" : "false");
     printf(", \"n_group\": %lld, \"topk_group\": %lld", (long long)s->n_group, (long long)s->topk_group);
     printf(", \"routed_scale\": ");
-    cli_json_number(stdout, s->routed_scale);
+    cli_json_float(stdout, s->routed_scale);
     printf(", \"norm_topk\": %s, \"router_bias\": %s", s->renormalize ? "true" : "false",
            s->router_has_bias ? "true" : "false");
     printf(", \"weight_on_input\": %s", s->weight_on_input ? "true" : "false");
     printf(", \"activation\": \"%s\", \"act_alpha\": ", moe_activation_name(s->activation));
-    cli_json_number(stdout, s->act_alpha);
+    cli_json_float(stdout, s->act_alpha);
     printf(", \"act_limit\": ");
-    cli_json_number(stdout, s->act_limit);
+    cli_json_float(stdout, s->act_limit);
     printf(", \"expert_bias\": %s", s->expert_has_bias ? "true" : "false");
     printf(", \"shared_experts\": %lld, \"shared_intermediate\": %lld, \"shared_gate\": %s",
            (long long)s->num_shared_experts, (long long)(s->num_shared_experts > 0 ? s->shared_intermediate : 0),

@@ -127,16 +127,22 @@ static uint16_t to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* Writes n values uniform in [-scale, scale) of dtype F32, F16 or BF16. */
+/* Writes n values uniform in [-scale, scale) of dtype F32, F16 or BF16: drawn 256 at a time
+ * into a small fp32 buffer, then converted (this runs over billions of elements). */
 static void fill_uniform(void *dst, moe_dtype dtype, int64_t n, float scale, rng *r) {
-    for (int64_t i = 0; i < n; i += 2) {
-        uint64_t bits = rng_next(r);
-        float v[2] = {uniform_pm1(bits >> 40) * scale, uniform_pm1((bits >> 16) & 0xFFFFFFu) * scale};
-        for (int j = 0; j < 2 && i + j < n; j++) {
-            if (dtype == MOE_DTYPE_F32) ((float *)dst)[i + j] = v[j];
-            else if (dtype == MOE_DTYPE_BF16) ((uint16_t *)dst)[i + j] = to_bf16(v[j]);
-            else ((uint16_t *)dst)[i + j] = moe_float_to_f16(v[j]);
+    float buf[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        int m = n - i < 256 ? (int)(n - i) : 256;
+        for (int j = 0; j < m; j += 2) {
+            uint64_t bits = rng_next(r);
+            buf[j] = uniform_pm1(bits >> 40) * scale;
+            buf[j + 1] = uniform_pm1((bits >> 16) & 0xFFFFFFu) * scale; /* j + 1 < 256 always */
         }
+        if (dtype == MOE_DTYPE_F32) memcpy((float *)dst + i, buf, (size_t)m * sizeof(float));
+        else if (dtype == MOE_DTYPE_BF16)
+            for (int j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = to_bf16(buf[j]);
+        else
+            for (int j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = moe_float_to_f16(buf[j]);
     }
 }
 
@@ -207,7 +213,8 @@ typedef struct memory_plan {
     double shared;    /* packed bytes of the shared expert */
     double io;        /* x, y, routing outputs */
     double workspace; /* an estimate until the weights exist to ask */
-    double total;     /* the peak: packed + max(source, io + workspace) */
+    double total;     /* host peak: packed + max(source + packing scratch, io + workspace) */
+    double device;    /* GPU memory (cuda backend): packed + io + workspace */
 } memory_plan;
 
 /* Bytes of one [rows, cols] matrix in `format`, codes and scales. */
@@ -224,7 +231,7 @@ static moe_status matrix_bytes(moe_format format, int64_t rows, int64_t cols, do
 static double dtype_size(moe_dtype dtype) { return moe_dtype_bits(dtype) / 8.0; }
 
 static moe_status plan_memory(const moe_layer_spec *s, const dtype_choice *d, int64_t T, const moe_model_config *cfg,
-                              int from_checkpoint, memory_plan *p) {
+                              int from_checkpoint, int threads, memory_plan *p) {
     double E = (double)s->num_experts, H = (double)s->hidden, I = (double)s->intermediate, k = (double)s->top_k;
     int gated = moe_activation_is_gated(s->activation);
     double R13 = gated ? 2 * I : I;
@@ -258,46 +265,58 @@ static moe_status plan_memory(const moe_layer_spec *s, const dtype_choice *d, in
         p->source = (routed + shared) * dtype_size(d->source) + E * H * dtype_size(d->io);
     }
     p->source += 4 * (E * (R13 + H) + Is * 2 + H + 2 * E); /* biases, fp32 */
+    /* moe_weights_create packs each expert through an fp32 matrix, one per thread. */
+    double scratch = 4 * threads * fmax(R13 * H, fmax(H * I, R13s * H));
 
     p->io = 2 * T * H * dtype_size(d->io) + 8 * T * k;
     /* The CPU forward keeps per-row intermediates; a generous bound of what it may ask. */
     double rows = T * k + E * 127;
     p->workspace = 4 * (T * E + 2 * T * k + rows * (R13 + I + H) + T * (R13s + Is + H)) + 16 * rows + 16.0 * 1048576;
-    p->total = p->packed + fmax(p->source, p->io + p->workspace);
+    p->total = p->packed + fmax(p->source + scratch, p->io + p->workspace);
+    p->device = p->packed + p->io + p->workspace;
     return MOE_STATUS_OK;
 }
 
-/* Refuses a run that does not fit in `available` bytes, naming a --dtype that does. */
+/* Refuses a run that does not fit in `available` bytes of host memory (gpu = 0) or GPU
+ * memory (gpu = 1), naming the --dtype that needs the least memory and fits. */
 static int check_memory(const run_options *o, const moe_model_config *cfg, const memory_plan *p, double available,
-                        int from_checkpoint) {
-    if (p->total <= available) return 0;
-    char need[32], avail[32], packed[32], source[32], alt[32];
+                        int from_checkpoint, int threads, int gpu) {
+    double need = gpu ? p->device : p->total;
+    if (need <= available) return 0;
+    char need_text[32], avail[32], packed[32], source[32], alt[32];
     const dtype_choice *best = NULL;
-    memory_plan best_plan;
+    double best_need = 0;
     for (int i = 0; i < NUM_DTYPES; i++) {
         memory_plan q;
-        if (plan_memory(&cfg->layer, &dtype_choices[i], o->tokens, cfg, from_checkpoint, &q) != MOE_STATUS_OK) continue;
-        if (!best || q.total < best_plan.total) {
+        if (plan_memory(&cfg->layer, &dtype_choices[i], o->tokens, cfg, from_checkpoint, threads, &q) != MOE_STATUS_OK)
+            continue;
+        double q_need = gpu ? q.device : q.total;
+        if (!best || q_need < best_need) {
             best = &dtype_choices[i];
-            best_plan = q;
+            best_need = q_need;
         }
     }
     char advice[160] = "";
-    if (best && best_plan.total <= available)
+    if (best && best_need <= available)
         snprintf(advice, sizeof advice, "; --dtype %s needs %s", best->name,
-                 cli_format_bytes(best_plan.total, alt, sizeof alt));
+                 cli_format_bytes(best_need, alt, sizeof alt));
     else if (best)
         snprintf(advice, sizeof advice, "; no --dtype fits (the smallest, %s, needs %s)%s", best->name,
-                 cli_format_bytes(best_plan.total, alt, sizeof alt),
+                 cli_format_bytes(best_need, alt, sizeof alt),
                  p->io + p->workspace > p->packed ? ": try fewer --tokens" : "");
     char limit[64];
     cli_format_bytes(available, avail, sizeof avail);
-    if (o->mem_limit) snprintf(limit, sizeof limit, "--mem-limit is %s", avail);
+    if (gpu) snprintf(limit, sizeof limit, "%s of GPU memory is free", avail);
+    else if (o->mem_limit) snprintf(limit, sizeof limit, "--mem-limit is %s", avail);
     else snprintf(limit, sizeof limit, "%s is available", avail);
+    cli_format_bytes(need, need_text, sizeof need_text);
+    cli_format_bytes(p->packed, packed, sizeof packed);
+    if (gpu)
+        return cli_fail(1, "%s in %s needs %s of GPU memory (weights %s) but %s%s", cfg->name, o->dtype->name,
+                        need_text, packed, limit, advice);
     return cli_fail(1, "%s in %s needs %s (weights %s packed + %s source while packing) but %s%s", cfg->name,
-                    o->dtype->name, cli_format_bytes(p->total, need, sizeof need),
-                    cli_format_bytes(p->packed, packed, sizeof packed), cli_format_bytes(p->source, source, sizeof source),
-                    limit, advice);
+                    o->dtype->name, need_text, packed, cli_format_bytes(p->source, source, sizeof source), limit,
+                    advice);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -611,100 +630,158 @@ static double checksum_of(const void *y, moe_dtype dtype, int64_t n) {
     return sum;
 }
 
+/* The forward's buffers: x, y, the routing outputs and the workspace, in host memory for
+ * the CPU backend and in GPU memory for CUDA (with host copies of x, y and the ids). */
+typedef struct forward_buffers {
+    int gpu;
+    void *x, *y, *ids, *weights, *workspace; /* where the backend reads and writes */
+    void *host_x, *host_y;
+    int32_t *host_ids;
+} forward_buffers;
+
+static void forward_buffers_free(forward_buffers *b) {
+    if (b->gpu) {
+        cli_device_release(b->x);
+        cli_device_release(b->y);
+        cli_device_release(b->ids);
+        cli_device_release(b->weights);
+        cli_device_release(b->workspace);
+    } else {
+        free(b->weights);
+        free(b->workspace);
+    }
+    free(b->host_x);
+    free(b->host_y);
+    free(b->host_ids);
+    memset(b, 0, sizeof *b);
+}
+
+static int forward_buffers_alloc(forward_buffers *b, int gpu, double x_bytes, double ids_bytes, size_t workspace) {
+    int failed = 0;
+    memset(b, 0, sizeof *b);
+    b->gpu = gpu;
+    b->host_x = alloc_bytes(x_bytes, &failed);
+    b->host_y = alloc_bytes(x_bytes, &failed);
+    b->host_ids = alloc_bytes(ids_bytes, &failed);
+    if (failed) return cli_fail(1, "out of host memory for x and y");
+    if (!gpu) {
+        b->x = b->host_x, b->y = b->host_y, b->ids = b->host_ids;
+        b->weights = alloc_bytes(ids_bytes, &failed);
+        b->workspace = alloc_bytes((double)workspace, &failed);
+        if (failed) return cli_fail(1, "out of host memory for the workspace");
+        return 0;
+    }
+    if (!(b->x = cli_device_alloc((size_t)x_bytes)) || !(b->y = cli_device_alloc((size_t)x_bytes)) ||
+        !(b->ids = cli_device_alloc((size_t)ids_bytes)) || !(b->weights = cli_device_alloc((size_t)ids_bytes)) ||
+        !(b->workspace = cli_device_alloc(workspace)))
+        return cli_fail(1, "GPU memory for x, y and the workspace: %s", cli_device_error());
+    return 0;
+}
+
+/* One forward; on the GPU it waits for the result, so that the clock measures the work. */
+static int forward_once(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args, int gpu,
+                        double *seconds) {
+    double t0 = now_seconds();
+    moe_status st = moe_forward(ctx, w, args);
+    if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, "moe_forward");
+    if (gpu && cli_device_sync()) return cli_fail(1, "moe_forward: %s", cli_device_error());
+    *seconds = now_seconds() - t0;
+    return 0;
+}
+
 /* Draws x, runs the forward (once to warm up, then timed) and fills `res`. */
 static int forward_and_time(moe_context_t *ctx, const moe_weights_t *w, const run_options *o, const memory_plan *plan,
                             double available, int threads, run_result *res) {
     const moe_layer_spec *s = moe_weights_spec(w);
+    const int gpu = moe_context_backend(ctx) == MOE_BACKEND_CUDA;
     int64_t T = o->tokens, H = s->hidden, k = s->top_k;
     moe_dtype io = o->dtype->io;
     size_t elem = (size_t)moe_dtype_bits(io) / 8;
+    double x_bytes = (double)T * H * elem, ids_bytes = 4.0 * T * k;
     size_t workspace_size = 0;
     moe_status st = moe_forward_workspace_size(ctx, w, T, o->dtype->acts, &workspace_size);
     if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, "moe_forward_workspace_size");
     /* The estimate let the run start; the real size must fit too. */
     double need = (double)moe_weights_bytes(w) + plan->io + (double)workspace_size;
-    if (need > available) {
-        char a[32], b[32], c[32];
-        return cli_fail(1, "%s: the forward's workspace needs %s, %s in all, but %s is available",
-                        o->model ? o->model : o->config, cli_format_bytes((double)workspace_size, a, sizeof a),
-                        cli_format_bytes(need, b, sizeof b), cli_format_bytes(available, c, sizeof c));
+    double have = available;
+    if (gpu) { /* the weights are on the GPU already */
+        uint64_t free_bytes = cli_device_free_memory();
+        have = free_bytes ? (double)free_bytes + (double)moe_weights_bytes(w) : INFINITY;
     }
-    int failed = 0;
-    void *x = alloc_bytes((double)T * H * elem, &failed), *y = alloc_bytes((double)T * H * elem, &failed);
-    int32_t *ids = alloc_bytes(4.0 * T * k, &failed);
-    float *weights = alloc_bytes(4.0 * T * k, &failed);
-    void *workspace = alloc_bytes((double)workspace_size, &failed);
-    int rc = 0;
-    if (failed) {
-        rc = cli_fail(1, "out of memory allocating x, y and the workspace");
+    if (need > have) {
+        char a[32], b[32], c[32];
+        return cli_fail(1, "%s: the forward's workspace needs %s, %s in all, but %s %s",
+                        o->model ? o->model : o->config, cli_format_bytes((double)workspace_size, a, sizeof a),
+                        cli_format_bytes(need, b, sizeof b), cli_format_bytes(have, c, sizeof c),
+                        gpu ? "of GPU memory is free" : "is available");
+    }
+    forward_buffers buf;
+    int rc = forward_buffers_alloc(&buf, gpu, x_bytes, ids_bytes, workspace_size);
+    if (rc) goto done;
+    input_job job = {buf.host_x, io, T, H, o->seed};
+    parallel_for((T + 255) / 256, threads, draw_input_block, &job);
+    if (gpu && cli_copy_to_device(buf.x, buf.host_x, (size_t)x_bytes)) {
+        rc = cli_fail(1, "copying x to the GPU: %s", cli_device_error());
         goto done;
     }
-    input_job job = {x, io, T, H, o->seed};
-    parallel_for((T + 255) / 256, threads, draw_input_block, &job);
 
     moe_forward_args args;
     moe_forward_args_init(&args);
-    args.x = moe_tensor_2d(x, io, T, H);
-    args.y = moe_tensor_2d(y, io, T, H);
-    args.out_topk_ids = moe_tensor_2d(ids, MOE_DTYPE_I32, T, k);
-    args.out_topk_weights = moe_tensor_2d(weights, MOE_DTYPE_F32, T, k);
+    args.x = moe_tensor_2d(buf.x, io, T, H);
+    args.y = moe_tensor_2d(buf.y, io, T, H);
+    args.out_topk_ids = moe_tensor_2d(buf.ids, MOE_DTYPE_I32, T, k);
+    args.out_topk_weights = moe_tensor_2d(buf.weights, MOE_DTYPE_F32, T, k);
+    moe_tensor *tensors[] = {&args.x, &args.y, &args.out_topk_ids, &args.out_topk_weights};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        tensors[i]->memory = gpu ? MOE_MEMORY_DEVICE : MOE_MEMORY_HOST;
     args.act_format = o->dtype->acts;
-    args.workspace = workspace;
+    args.workspace = buf.workspace;
     args.workspace_size = workspace_size;
 
-    double t0 = now_seconds();
-    st = moe_forward(ctx, w, &args);
-    double warm = now_seconds() - t0;
-    if (st != MOE_STATUS_OK) {
-        rc = cli_fail_status(ctx, st, "moe_forward");
-        goto done;
-    }
+    double warm = 0;
+    if ((rc = forward_once(ctx, w, &args, gpu, &warm))) goto done;
     /* Median of several runs when they are quick, one run when each takes a second or more. */
     enum { MAX_RUNS = 21 };
     double times[MAX_RUNS];
     int runs = warm >= 1.0 ? 1 : warm * 5 >= 1.0 ? 5 : warm > 0 ? (int)fmin(MAX_RUNS, fmax(5, 1.0 / warm)) : MAX_RUNS;
     if (runs % 2 == 0) runs--;
-    for (int r = 0; r < runs; r++) {
-        t0 = now_seconds();
-        st = moe_forward(ctx, w, &args);
-        times[r] = now_seconds() - t0;
-        if (st != MOE_STATUS_OK) {
-            rc = cli_fail_status(ctx, st, "moe_forward");
-            goto done;
-        }
-    }
+    for (int r = 0; r < runs; r++)
+        if ((rc = forward_once(ctx, w, &args, gpu, &times[r]))) goto done;
     qsort(times, (size_t)runs, sizeof times[0], compare_doubles);
     res->seconds = times[runs / 2];
     res->runs = runs;
+    if (gpu && (cli_copy_to_host(buf.host_y, buf.y, (size_t)x_bytes) ||
+                cli_copy_to_host(buf.host_ids, buf.ids, (size_t)ids_bytes))) {
+        rc = cli_fail(1, "copying y from the GPU: %s", cli_device_error());
+        goto done;
+    }
 
     /* Work done: FLOPs of the routed and shared experts; bytes of the experts touched. */
-    double E = (double)s->num_experts, I = (double)s->intermediate;
+    double I = (double)s->intermediate;
     double R13 = moe_activation_is_gated(s->activation) ? 2 * I : I;
     double Is = s->num_shared_experts > 0 ? (double)s->shared_intermediate : 0;
     double R13s = moe_activation_is_gated(s->activation) ? 2 * Is : Is;
     res->flops = 2.0 * T * k * H * R13 + 2.0 * T * k * I * H + 2.0 * T * H * R13s + 2.0 * T * Is * H;
-    char *seen = calloc((size_t)E, 1);
+    char *seen = calloc((size_t)s->num_experts, 1);
     if (!seen) {
-        rc = cli_fail(1, "out of memory");
+        rc = cli_fail(1, "out of host memory");
         goto done;
     }
     res->touched = 0;
-    for (int64_t i = 0; i < T * k; i++)
-        if (ids[i] >= 0 && ids[i] < s->num_experts && !seen[ids[i]]) {
-            seen[ids[i]] = 1;
+    for (int64_t i = 0; i < T * k; i++) {
+        int32_t id = buf.host_ids[i];
+        if (id >= 0 && id < s->num_experts && !seen[id]) {
+            seen[id] = 1;
             res->touched++;
         }
+    }
     free(seen);
-    res->bytes = (double)res->touched * plan->expert + (T > 0 ? plan->shared : 0) + 2.0 * T * H * elem;
-    res->checksum = checksum_of(y, io, T * H);
+    res->bytes = (double)res->touched * plan->expert + (T > 0 ? plan->shared : 0) + 2.0 * x_bytes;
+    res->checksum = checksum_of(buf.host_y, io, T * H);
     res->weights_bytes = moe_weights_bytes(w);
     res->workspace_bytes = workspace_size;
 done:
-    free(x);
-    free(y);
-    free(ids);
-    free(weights);
-    free(workspace);
+    forward_buffers_free(&buf);
     return rc;
 }
 
@@ -779,6 +856,11 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail_status(ctx, st, "--threads");
         goto done;
     }
+    const int gpu = moe_context_backend(ctx) == MOE_BACKEND_CUDA;
+    if (gpu && cli_device_open(0)) {
+        rc = cli_fail(1, "--backend cuda: %s", cli_device_error());
+        goto done;
+    }
     moe_model_config cfg;
     rc = cli_load_model(ctx, o.model, o.config, &cfg);
     if (rc) goto done;
@@ -789,8 +871,11 @@ int cmd_run(int argc, char **argv) {
     if (o.weights_path && (rc = choose_layer(&o, &cfg))) goto done;
 
     /* Memory first: refuse before allocating anything big. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o.threads > 0 ? (int)o.threads : cpus > 0 ? (int)cpus : 1;
     memory_plan plan;
-    if ((st = plan_memory(&cfg.layer, o.dtype, o.tokens, &cfg, o.weights_path != NULL, &plan)) != MOE_STATUS_OK) {
+    if ((st = plan_memory(&cfg.layer, o.dtype, o.tokens, &cfg, o.weights_path != NULL, threads, &plan)) !=
+        MOE_STATUS_OK) {
         char what[128];
         snprintf(what, sizeof what, "--dtype %s for %s", o.dtype->name, cfg.name);
         rc = cli_fail_status(NULL, st, what);
@@ -798,10 +883,10 @@ int cmd_run(int argc, char **argv) {
     }
     double available = o.mem_limit ? (double)o.mem_limit : (double)cli_memory_available();
     if (available <= 0) available = INFINITY; /* unknown: let malloc decide */
-    if ((rc = check_memory(&o, &cfg, &plan, available, o.weights_path != NULL))) goto done;
-
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = o.threads > 0 ? (int)o.threads : cpus > 0 ? (int)cpus : 1;
+    if ((rc = check_memory(&o, &cfg, &plan, available, o.weights_path != NULL, threads, 0))) goto done;
+    uint64_t gpu_free = gpu ? cli_device_free_memory() : 0;
+    if (gpu_free && (rc = check_memory(&o, &cfg, &plan, (double)gpu_free, o.weights_path != NULL, threads, 1)))
+        goto done;
 
     if (o.weights_path) {
         if ((st = moe_checkpoint_open(ctx, o.weights_path, &ckpt)) != MOE_STATUS_OK) {

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# Tests of the moefuse command-line tool: run (JSON keys, determinism, presets, dtypes,
+# --config, the memory check), info, models, and the error messages.
+# Usage: bash tests/test_cli.sh path/to/moefuse   (ctest sets MOEFUSE_SOURCE_DIR)
+set -u
+
+BIN=${1:?usage: bash tests/test_cli.sh path/to/moefuse}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT=$TMP/stdout
+ERR=$TMP/stderr
+PASSED=0
+FAILED=0
+HAVE_PYTHON=0
+command -v python3 >/dev/null 2>&1 && HAVE_PYTHON=1
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() {
+    echo "FAIL $1: $2"
+    sed 's/^/    stderr: /' "$ERR" | head -5
+    FAILED=$((FAILED + 1))
+}
+
+# run_ok NAME ARGS...: the command must exit 0 with nothing on stderr.
+run_ok() {
+    local name=$1
+    shift
+    "$BIN" "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [ $rc -ne 0 ]; then fail "$name" "exit $rc from: moefuse $*"; return 1; fi
+    if [ -s "$ERR" ]; then fail "$name" "unexpected stderr from: moefuse $*"; return 1; fi
+    return 0
+}
+
+# run_error NAME CODE CULPRIT ARGS...: exit CODE, nothing on stdout, exactly one stderr line
+# "moefuse: ..." that mentions CULPRIT.
+run_error() {
+    local name=$1 code=$2 culprit=$3
+    shift 3
+    "$BIN" "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$ERR")
+    if [ $rc -ne "$code" ]; then fail "$name" "exit $rc, expected $code from: moefuse $*"
+    elif [ -s "$OUT" ]; then fail "$name" "stdout not empty on error"
+    elif [ "$lines" -ne 1 ]; then fail "$name" "$lines stderr lines, expected 1"
+    elif ! grep -q '^moefuse: ' "$ERR"; then fail "$name" "stderr does not start with 'moefuse: '"
+    elif ! grep -qF -- "$culprit" "$ERR"; then fail "$name" "message does not mention '$culprit'"
+    else pass "$name"; fi
+}
+
+# json_get FILE KEY: a top-level value of the JSON object in FILE (strings unquoted).
+json_get() {
+    if [ $HAVE_PYTHON -eq 1 ]; then
+        python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v) if isinstance(v,(list,dict,bool)) or v is None else v)' "$1" "$2"
+    else
+        grep -o "\"$2\": *[^,}]*" "$1" | head -1 | sed 's/^[^:]*: *//; s/^"//; s/"$//'
+    fi
+}
+
+# json_has_keys FILE KEYS...: FILE is exactly one JSON object holding every key.
+json_has_keys() {
+    local file=$1
+    shift
+    if [ $HAVE_PYTHON -eq 1 ]; then
+        python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+missing = [k for k in sys.argv[2:] if k not in d]
+sys.exit("missing keys: " + " ".join(missing) if missing else 0)' "$file" "$@" 2>"$TMP/json_err"
+        return $?
+    fi
+    [ "$(grep -c '^{' "$file")" -eq 1 ] || return 1
+    for k in "$@"; do grep -q "\"$k\":" "$file" || return 1; done
+}
+
+# A tiny Qwen3-MoE-like config, a tiny DeepSeek-like one (groups, sigmoid, correction bias,
+# shared expert, a dense first layer) and a tiny GPT-OSS-like one (biases, clamped SwiGLU).
+cat >"$TMP/tiny_qwen.json" <<'EOF'
+{"model_type": "qwen3_moe", "hidden_size": 256, "num_hidden_layers": 4, "num_experts": 16,
+ "num_experts_per_tok": 4, "moe_intermediate_size": 128, "intermediate_size": 512,
+ "norm_topk_prob": true, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+ "vocab_size": 1000, "hidden_act": "silu"}
+EOF
+cat >"$TMP/tiny_deepseek.json" <<'EOF'
+{"model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 3, "n_routed_experts": 32,
+ "num_experts_per_tok": 4, "moe_intermediate_size": 128, "intermediate_size": 512,
+ "n_shared_experts": 1, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5,
+ "scoring_func": "sigmoid", "topk_method": "noaux_tc", "norm_topk_prob": true,
+ "first_k_dense_replace": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+ "vocab_size": 1000, "hidden_act": "silu"}
+EOF
+mkdir -p "$TMP/tiny_gptoss"
+cat >"$TMP/tiny_gptoss/config.json" <<'EOF'
+{"model_type": "gpt_oss", "hidden_size": 192, "num_hidden_layers": 2, "num_local_experts": 8,
+ "num_experts_per_tok": 2, "experts_per_token": 2, "intermediate_size": 192,
+ "swiglu_limit": 7.0, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 48,
+ "vocab_size": 1000}
+EOF
+# Odd hidden size: FP4 formats need an even number of columns.
+sed 's/"hidden_size": 256/"hidden_size": 255/' "$TMP/tiny_qwen.json" >"$TMP/tiny_odd.json"
+echo '{"model_type": "qwen3_moe", "hidden_size": ' >"$TMP/broken.json"
+
+RUN_KEYS="model tokens experts hidden intermediate top_k score activation backend dtype time_ms tflops gbps checksum seed threads"
+
+# ---- help ----
+for cmd in run info models; do
+    if run_ok "help $cmd" "$cmd" --help; then
+        if grep -q "usage: moefuse $cmd" "$OUT"; then pass "help $cmd"; else fail "help $cmd" "no usage line"; fi
+    fi
+done
+if run_ok "help -h" info -h; then
+    if grep -q "usage: moefuse info" "$OUT"; then pass "help -h"; else fail "help -h" "no usage line"; fi
+fi
+if run_ok "help top" --help; then
+    if grep -q "run" "$OUT" && grep -q "models" "$OUT"; then pass "help top"; else fail "help top" "commands not listed"; fi
+fi
+
+# ---- run: the README's command, as JSON ----
+if run_ok "run qwen3-30b-a3b json" run --model qwen3-30b-a3b --tokens 64 --backend cpu --json; then
+    cp "$OUT" "$TMP/qwen.json"
+    if ! json_has_keys "$TMP/qwen.json" $RUN_KEYS; then fail "run json keys" "$(cat "$TMP/json_err" 2>/dev/null)"
+    elif [ "$(json_get "$TMP/qwen.json" tokens)" != 64 ] || [ "$(json_get "$TMP/qwen.json" experts)" != 128 ] ||
+        [ "$(json_get "$TMP/qwen.json" top_k)" != 8 ] || [ "$(json_get "$TMP/qwen.json" backend)" != cpu ] ||
+        [ "$(json_get "$TMP/qwen.json" dtype)" != bf16 ]; then
+        fail "run json values" "$(cat "$TMP/qwen.json")"
+    elif [ "$(json_get "$TMP/qwen.json" checksum)" = null ]; then fail "run json checksum" "not finite"
+    else pass "run json keys and values"; fi
+fi
+
+# ---- run: determinism (a tiny DeepSeek-like model: groups, correction bias, shared expert) ----
+checksum_of() { # ARGS...: the checksum of a JSON run, or "error"
+    if "$BIN" run "$@" --json >"$OUT" 2>"$ERR"; then json_get "$OUT" checksum; else echo "error"; fi
+}
+for dt in bf16 fp8; do
+    a=$(checksum_of --config "$TMP/tiny_deepseek.json" --tokens 33 --dtype $dt --backend cpu --seed 7)
+    b=$(checksum_of --config "$TMP/tiny_deepseek.json" --tokens 33 --dtype $dt --backend cpu --seed 7)
+    c=$(checksum_of --config "$TMP/tiny_deepseek.json" --tokens 33 --dtype $dt --backend cpu --seed 8)
+    d=$(checksum_of --config "$TMP/tiny_deepseek.json" --tokens 33 --dtype $dt --backend cpu --seed 7 --threads 1)
+    if [ "$a" = error ] || [ "$c" = error ] || [ "$d" = error ]; then fail "determinism $dt" "a run failed"
+    elif [ "$a" != "$b" ]; then fail "determinism $dt same seed" "$a != $b"
+    elif [ "$a" = "$c" ]; then fail "determinism $dt other seed" "seeds 7 and 8 both give $a"
+    elif [ "$a" != "$d" ]; then fail "determinism $dt threads" "--threads 1 gives $d, default gives $a"
+    else pass "determinism $dt (seed 7: $a twice, and with 1 thread; seed 8: $c)"; fi
+done
+# The README's run again with a fixed seed: the same checksum as its default (seed 0).
+if [ -f "$TMP/qwen.json" ]; then
+    a=$(json_get "$TMP/qwen.json" checksum)
+    b=$(checksum_of --model qwen3-30b-a3b --tokens 64 --backend cpu --seed 0)
+    if [ "$a" = "$b" ]; then pass "determinism qwen3-30b-a3b ($a)"; else fail "determinism qwen3-30b-a3b" "$a != $b"; fi
+fi
+
+# ---- run: text output ----
+if run_ok "run text" run --config "$TMP/tiny_qwen.json" --tokens 5 --backend cpu; then
+    if grep -q "^checksum " "$OUT" && grep -q "TFLOP/s" "$OUT" && [ "$(wc -l <"$OUT")" -le 8 ]; then pass "run text"
+    else fail "run text" "unexpected output: $(head -3 "$OUT")"; fi
+fi
+
+# ---- run: presets, small batches ----
+# (each draws and packs a few GiB of weights: seconds apiece on a small machine)
+for spec in "gpt-oss-20b 4" "mixtral-8x7b 2" "qwen3-next-80b-a3b 3"; do
+    set -- $spec
+    if run_ok "run $1" run --model "$1" --tokens "$2" --backend cpu --json; then
+        if [ "$(json_get "$OUT" tokens)" = "$2" ] && [ "$(json_get "$OUT" checksum)" != null ]; then pass "run $1 T=$2"
+        else fail "run $1" "$(cat "$OUT")"; fi
+    fi
+done
+
+# ---- run: every --dtype on tiny models ----
+for cfg in tiny_qwen.json tiny_deepseek.json tiny_gptoss; do
+    for dt in bf16 f16 f32 fp8 fp8-tensor mxfp8 mxfp4 nvfp4; do
+        if run_ok "dtype $dt $cfg" run --config "$TMP/$cfg" --tokens 7 --dtype "$dt" --backend cpu --json; then
+            if [ "$(json_get "$OUT" dtype)" = "$dt" ] && [ "$(json_get "$OUT" checksum)" != null ]; then
+                pass "dtype $dt $cfg"
+            else fail "dtype $dt $cfg" "$(cat "$OUT")"; fi
+        fi
+    done
+done
+
+# ---- run: --config, and zero tokens ----
+if run_ok "config dir" run --config "$TMP/tiny_gptoss" --tokens 3 --backend cpu --json; then
+    if [ "$(json_get "$OUT" experts)" = 8 ] && [ "$(json_get "$OUT" activation)" = swiglu-oai ]; then pass "config dir"
+    else fail "config dir" "$(cat "$OUT")"; fi
+fi
+if run_ok "zero tokens" run --config "$TMP/tiny_qwen.json" --tokens 0 --backend cpu --json; then
+    if [ "$(json_get "$OUT" checksum)" = 0 ]; then pass "zero tokens"; else fail "zero tokens" "$(cat "$OUT")"; fi
+fi
+
+# ---- run: DeepSeek-V3 in fp8 (about 21 GiB of host memory, minutes of packing on a CPU):
+# only with MOEFUSE_TEST_BIG=1, and then only when this machine has the memory ----
+if [ "${MOEFUSE_TEST_BIG:-0}" = 1 ]; then
+    "$BIN" run --model deepseek-v3 --tokens 1 --dtype fp8 --backend cpu --json >"$OUT" 2>"$ERR"
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(json_get "$OUT" checksum)" != null ]; then pass "deepseek-v3 fp8 T=1"
+    elif [ $rc -eq 1 ] && grep -q "is available" "$ERR" && [ "$(wc -l <"$ERR")" -eq 1 ]; then
+        echo "SKIP deepseek-v3 fp8 T=1: $(cat "$ERR")"
+    else fail "deepseek-v3 fp8 T=1" "exit $rc"; fi
+else
+    echo "SKIP deepseek-v3 fp8 T=1 (set MOEFUSE_TEST_BIG=1: it needs about 21 GiB and minutes)"
+fi
+
+# ---- info ----
+if run_ok "info json" info --model deepseek-v3 --json; then
+    cp "$OUT" "$TMP/info.json"
+    if ! json_has_keys "$TMP/info.json" experts top_k hidden intermediate score activation n_group topk_group \
+        routed_scale norm_topk shared_experts shared_intermediate layers moe_layers moe_layer_ids num_heads \
+        num_kv_heads head_dim; then
+        fail "info json keys" "$(cat "$TMP/json_err" 2>/dev/null)"
+    elif [ "$(json_get "$TMP/info.json" score)" != sigmoid ] || [ "$(json_get "$TMP/info.json" n_group)" != 8 ] ||
+        [ "$(json_get "$TMP/info.json" moe_layers)" != 58 ] || [ "$(json_get "$TMP/info.json" shared_experts)" != 1 ] ||
+        [ "$(json_get "$TMP/info.json" experts)" != 256 ] || [ "$(json_get "$TMP/info.json" routed_scale)" != 2.5 ]; then
+        fail "info json values" "$(cut -c1-300 "$TMP/info.json")"
+    else pass "info json deepseek-v3"; fi
+    if [ $HAVE_PYTHON -eq 1 ]; then
+        if python3 -c 'import json,sys; ids=json.load(open(sys.argv[1]))["moe_layer_ids"]; sys.exit(ids != list(range(3, 61)))' "$TMP/info.json"
+        then pass "info moe_layer_ids"; else fail "info moe_layer_ids" "not 3..60"; fi
+    fi
+fi
+if run_ok "info text" info --model deepseek-v3; then
+    if grep -q "0-2 dense, 3-60 MoE" "$OUT" && grep -q "sigmoid" "$OUT"; then pass "info text"
+    else fail "info text" "no '0-2 dense, 3-60 MoE'"; fi
+fi
+if run_ok "info config" info --config "$TMP/tiny_deepseek.json" --json; then
+    if [ "$(json_get "$OUT" moe_layers)" = 2 ] && [ "$(json_get "$OUT" topk_group)" = 2 ]; then pass "info config"
+    else fail "info config" "$(cut -c1-300 "$OUT")"; fi
+fi
+
+# ---- models ----
+if run_ok "models" models; then
+    n=$(tail -n +2 "$OUT" | grep -c .)
+    if [ "$n" -ge 12 ] && grep -q "^deepseek-v3 " "$OUT" && grep -q "^qwen3-30b-a3b " "$OUT"; then pass "models ($n)"
+    else fail "models" "$n presets listed"; fi
+fi
+if run_ok "models json" models --json; then
+    if [ $HAVE_PYTHON -eq 0 ] || python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["models"]; sys.exit(len(m) < 12)' "$OUT"
+    then pass "models json"; else fail "models json" "not >= 12 models"; fi
+fi
+
+# ---- errors: exit code, one line, the culprit named ----
+run_error "unknown option" 2 "--bogus" run --model qwen3-30b-a3b --bogus
+run_error "missing value" 2 "--model" run --model
+run_error "missing value before option" 2 "--tokens" run --model qwen3-30b-a3b --tokens --json
+run_error "model and config" 2 "not both" run --model qwen3-30b-a3b --config "$TMP/tiny_qwen.json"
+run_error "neither model nor config" 2 "--model" run --tokens 4
+run_error "unknown model" 2 "no-such-model" run --model no-such-model
+run_error "unknown model lists names" 2 "deepseek-v3" run --model no-such-model
+run_error "tokens not a number" 2 "abc" run --model qwen3-30b-a3b --tokens abc
+run_error "tokens trailing junk" 2 "12x" run --model qwen3-30b-a3b --tokens 12x
+run_error "tokens negative" 2 "--tokens" run --model qwen3-30b-a3b --tokens -1
+run_error "tokens too large" 2 "too large" run --model qwen3-30b-a3b --tokens 3000000000
+run_error "tokens overflow" 2 "--tokens" run --model qwen3-30b-a3b --tokens 99999999999999999999999
+run_error "bad dtype" 2 "int3" run --model qwen3-30b-a3b --dtype int3
+run_error "bad dtype lists valid" 2 "nvfp4" run --model qwen3-30b-a3b --dtype int3
+run_error "bad backend" 2 "tpu" run --model qwen3-30b-a3b --backend tpu
+run_error "layer without weights" 2 "--weights" run --model qwen3-30b-a3b --layer 3
+run_error "dense layer" 2 "dense" run --model deepseek-v3 --weights "$TMP" --layer 1
+run_error "layer out of range" 2 "--layer" run --model deepseek-v3 --weights "$TMP" --layer 61
+run_error "bad seed" 2 "--seed" run --model qwen3-30b-a3b --seed -5
+run_error "bad threads" 2 "--threads" run --model qwen3-30b-a3b --threads many
+run_error "bad mem-limit" 2 "12Q" run --model qwen3-30b-a3b --mem-limit 12Q
+run_error "missing config file" 1 "$TMP/nope.json" run --config "$TMP/nope.json"
+run_error "broken config file" 1 "broken.json" run --config "$TMP/broken.json"
+run_error "missing checkpoint" 1 "$TMP/no-ckpt" run --model qwen3-30b-a3b --weights "$TMP/no-ckpt" --layer 0
+run_error "odd width in fp4" 1 "mxfp4" run --config "$TMP/tiny_odd.json" --dtype mxfp4 --tokens 2
+run_error "info unknown option" 2 "--tokens" info --model deepseek-v3 --tokens 3
+run_error "info unknown model" 2 "nope" info --model nope
+run_error "models unknown option" 2 "--bogus" models --bogus
+run_error "unknown command" 2 "frobnicate" frobnicate
+# Memory: f32 DeepSeek-V3 cannot fit in 24 GiB; the message names the size and a --dtype that does.
+run_error "memory refusal" 1 "needs" run --model deepseek-v3 --dtype f32 --mem-limit 24G
+if grep -q "deepseek-v3 in f32 needs" "$ERR" && grep -q -- "--mem-limit is 24.0 GiB" "$ERR"; then
+    alt=$(grep -o -- '--dtype [a-z0-9-]* needs [0-9.]* GiB' "$ERR")
+    size=$(echo "$alt" | awk '{print $4}')
+    if [ -n "$alt" ] && awk -v s="$size" 'BEGIN { exit !(s < 24) }'; then pass "memory refusal names '$alt'"
+    else fail "memory refusal advice" "no fitting --dtype named"; fi
+else fail "memory refusal text" "message does not give the sizes"; fi
+run_error "memory refusal small limit" 1 "512.0 MiB" run --model qwen3-30b-a3b --mem-limit 512M
+# No crash with no arguments at all: usage on stderr, exit 2.
+"$BIN" >"$OUT" 2>"$ERR"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "usage" "$ERR"; then pass "no arguments"; else fail "no arguments" "exit $rc"; fi
+
+echo "$PASSED passed, $FAILED failed"
+[ $FAILED -eq 0 ]
