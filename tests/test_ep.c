@@ -391,7 +391,7 @@ typedef struct group {
     pthread_barrier_t barrier;
     rank_state *ranks;
     int64_t *counts; /* [R][R]: counts[s*R + d] rows s sends to d (the counts all-to-all) */
-    volatile int abort_all; /* set by a failing rank; read only after a barrier */
+    _Atomic int abort_all; /* set by a failing rank; the others see it by the next barrier */
 } group;
 
 typedef struct rank_arg {
