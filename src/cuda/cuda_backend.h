@@ -31,6 +31,11 @@ typedef struct moe__cuda_weights {
     float *sb13, *sb2;      /* its biases or NULL */
 } moe__cuda_weights;
 
+/* Sets the kernels' launch attributes (shared-memory limits) on the context's device. The
+ * weight upload calls it; code that hangs device weights on a moe_weights by hand (the
+ * benchmark) must call it before the first moe_forward, outside any graph capture. */
+moe_status moe__cuda_init(moe_context_t *ctx);
+
 /* Builds the dispatch plan on the device, in one kernel on `stream`, from ids [T, k] (device,
  * contiguous): the same plan moe_dispatch_plan_build makes on the CPU. The plan's four arrays
  * are device pointers sized for `experts` = E + (shared_rows > 0) and for

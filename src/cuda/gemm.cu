@@ -53,21 +53,12 @@ __device__ __forceinline__ int64_t row_id(const gemm_args &p, int64_t r) {
     return r < p.rows ? padding + 1 + r : padding;
 }
 
+// One BM x BN output tile: row block m_block (owned by one expert), columns n0 .. n0+BN-1.
 template <typename T>
-__global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(const gemm_args p) {
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    T *smem = (T *)smem_raw;
+__device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m_block, int64_t n0) {
     T *smem_a = smem;                                    // [STAGES][BM][BK]
     T *smem_b = smem + GEMM_STAGES * GEMM_BM * GEMM_BK;  // [STAGES][BN][BK]
-
-    const int64_t tiles_n = (p.n + GEMM_BN - 1) / GEMM_BN;
-    const int64_t m_block = (int64_t)blockIdx.x / tiles_n;
-    const int64_t n0 = ((int64_t)blockIdx.x % tiles_n) * GEMM_BN;
     const int64_t m0 = m_block * GEMM_BM;
-    // Blocks past the live rows exit: the grid is sized from the host bound, the plan's
-    // real total is only known on the device.
-    const int64_t live = p.live_rows ? *p.live_rows : p.rows;
-    if (m0 >= live) return;
     const int64_t expert = p.block_expert ? p.block_expert[m_block] : 0;
     if (expert < 0) return;
 
@@ -213,20 +204,55 @@ __global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(const gemm_args p) {
         }
 }
 
+// Persistent grid: each block loops over tiles. The number of live tiles is read on the
+// device (the plan's total), so no block is spent on the host bound's dead rows, and the
+// launch size stays small for any T.
+template <typename T>
+__global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const gemm_args p) {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T *smem = (T *)smem_raw;
+    const int64_t live = p.live_rows ? *p.live_rows : p.rows;
+    const int64_t tiles_n = (p.n + GEMM_BN - 1) / GEMM_BN, m_blocks = (live + GEMM_BM - 1) / GEMM_BM;
+    const int64_t tiles = m_blocks * tiles_n;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        // Grouped raster: GEMM_GROUP_M row blocks at a time, row block fastest, so the tiles
+        // in flight together share a few W tiles and a few A blocks in L2 (row-block-major
+        // order would stream a whole expert's W from memory again for every row block).
+        const int64_t per_group = (int64_t)GEMM_GROUP_M * tiles_n, group = tile / per_group;
+        const int64_t first_m = group * GEMM_GROUP_M, in_group = tile % per_group;
+        const int64_t group_m = m_blocks - first_m < GEMM_GROUP_M ? m_blocks - first_m : GEMM_GROUP_M;
+        gemm_tile<T>(p, smem, first_m + in_group % group_m, (in_group / group_m) * GEMM_BN);
+        __syncthreads(); // the next tile's copies overwrite stages other warps may still read
+    }
+}
+
 } // namespace
 
+static int gemm_grid_cap = 0; // resident blocks on the whole GPU, set by gemm_init
+
 cudaError_t gemm_init(void) {
-    cudaError_t err = cudaFuncSetAttribute(gemm_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    int device = 0, sms = 0, per_sm = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(gemm_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return err;
-    return cudaFuncSetAttribute(gemm_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
+    err = cudaFuncSetAttribute(gemm_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel<__nv_bfloat16>, GEMM_THREADS,
+                                                        GEMM_SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    gemm_grid_cap = sms * (per_sm > 0 ? per_sm : 1);
+    return cudaSuccess;
 }
 
 cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream) {
     const int64_t tiles_n = (args->n + GEMM_BN - 1) / GEMM_BN;
-    const int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n;
+    int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n; // the host bound of tiles
     if (blocks == 0) return cudaSuccess;
-    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    if (gemm_grid_cap <= 0) return cudaErrorInitializationError; // moe__cuda_init not called
+    if (blocks > gemm_grid_cap) blocks = gemm_grid_cap;
     if (dtype == MOE_DTYPE_BF16)
         gemm_kernel<__nv_bfloat16><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream>>>(*args);
     else

@@ -10,6 +10,7 @@
 #define GEMM_BK 64
 #define GEMM_STAGES 4
 #define GEMM_THREADS 128
+#define GEMM_GROUP_M 16 // row blocks per raster group (see gemm_kernel)
 #define GEMM_SMEM_BYTES (GEMM_STAGES * (GEMM_BM + GEMM_BN) * GEMM_BK * 2)
 
 enum gemm_mode {

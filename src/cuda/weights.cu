@@ -44,6 +44,14 @@ void release(moe__cuda_weights *d) {
 
 } // namespace
 
+extern "C" moe_status moe__cuda_init(moe_context_t *ctx) {
+    moe_status st = cuda_status(ctx, cudaSetDevice(ctx ? ctx->device : 0), "cudaSetDevice");
+    if (st != MOE_STATUS_OK) return st;
+    if ((st = cuda_status(ctx, gemm_init(), "cudaFuncSetAttribute(gemm)")) != MOE_STATUS_OK) return st;
+    if ((st = cuda_status(ctx, route_init(), "cudaFuncSetAttribute(route)")) != MOE_STATUS_OK) return st;
+    return cuda_status(ctx, plan_init(), "cudaFuncSetAttribute(plan)");
+}
+
 extern "C" moe_status moe__cuda_weights_upload(moe_context_t *ctx, moe_weights_t *w) {
     if (!w) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe__cuda_weights_upload: w is NULL");
     const moe_layer_spec *s = &w->spec;
@@ -66,13 +74,10 @@ extern "C" moe_status moe__cuda_weights_upload(moe_context_t *ctx, moe_weights_t
                           "moe_weights_create: num_experts = %lld is more than the cuda routing kernel holds",
                           (long long)E);
 
-    moe_status st = cuda_status(ctx, cudaSetDevice(ctx->device), "cudaSetDevice");
-    if (st != MOE_STATUS_OK) return st;
     // Kernel attributes are set here, once per weights, never inside forward (which may be
     // under graph capture).
-    if ((st = cuda_status(ctx, gemm_init(), "cudaFuncSetAttribute(gemm)")) != MOE_STATUS_OK) return st;
-    if ((st = cuda_status(ctx, route_init(), "cudaFuncSetAttribute(route)")) != MOE_STATUS_OK) return st;
-    if ((st = cuda_status(ctx, plan_init(), "cudaFuncSetAttribute(plan)")) != MOE_STATUS_OK) return st;
+    moe_status st = moe__cuda_init(ctx);
+    if (st != MOE_STATUS_OK) return st;
 
     moe__cuda_weights *d = (moe__cuda_weights *)calloc(1, sizeof *d);
     if (!d) return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "moe_weights_create: out of host memory");

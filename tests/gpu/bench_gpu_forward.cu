@@ -86,7 +86,7 @@ static void fill(void *p, int64_t n, uint64_t seed, float amp) {
 }
 
 int main(int argc, char **argv) {
-    const char *tokens_arg = "1,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL;
+    const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--tokens")) tokens_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--shapes")) shapes_arg = argv[i + 1];
@@ -108,6 +108,10 @@ int main(int argc, char **argv) {
     moe_context_t *ctx;
     if (moe_context_create(MOE_BACKEND_CUDA, 0, &ctx) != MOE_STATUS_OK) {
         printf("FATAL: %s\n", moe_last_error(NULL));
+        return 1;
+    }
+    if (moe__cuda_init(ctx) != MOE_STATUS_OK) { // the upload would have done it
+        printf("FATAL: %s\n", moe_last_error(ctx));
         return 1;
     }
     cudaStream_t stream;

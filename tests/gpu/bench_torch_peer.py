@@ -103,7 +103,7 @@ def grouped_mm_forward(w13, w2, k, T):
 
 def main():
     rows_path, out_json, out_md = sys.argv[1:4]
-    tokens = [int(t) for t in (sys.argv[4] if len(sys.argv) > 4 else "1,64,512,4096,16384").split(",")]
+    tokens = [int(t) for t in (sys.argv[4] if len(sys.argv) > 4 else "1,8,64,512,4096,16384").split(",")]
     names = sys.argv[5].split(",") if len(sys.argv) > 5 else list(SHAPES)
     read_tbps, bf16_tflops = ceilings()
     print(f"ceilings: copy {read_tbps:.2f} TB/s, bf16 GEMM {bf16_tflops:.0f} TFLOP/s", flush=True)

@@ -51,8 +51,10 @@ fi
 
 T=$BUILD/test_gpu_forward
 has test && stage test_gpu_forward "${TEST_LIMIT:-240}" "$T" ${TEST_ARGS:---big}
-has memcheck && stage memcheck "${MEMCHECK_LIMIT:-120}" compute-sanitizer --tool memcheck --leak-check no \
-    --error-exitcode 3 "$T" --quick
+# memcheck: the quick list, then one PERF.md shape at every T (qwen3-30b-a3b, real H and I).
+has memcheck && stage memcheck "${MEMCHECK_LIMIT:-150}" bash -c "compute-sanitizer --tool memcheck --leak-check no \
+    --error-exitcode 3 $T --quick && compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 \
+    $T --filter qwen3-30b-a3b"
 has racecheck && stage racecheck "${RACECHECK_LIMIT:-60}" compute-sanitizer --tool racecheck --error-exitcode 3 \
     "$T" --quick --filter deepseek-v3-small
 if has bench; then
