@@ -199,6 +199,86 @@ else
     echo "SKIP deepseek-v3 fp8 T=1 (set MOEFUSE_TEST_BIG=1: it needs about 21 GiB and minutes)"
 fi
 
+# ---- run: weights from a safetensors checkpoint (written here with python3) ----
+write_checkpoint() { # DIR [SKIP]: a 2-layer Qwen3-MoE-like checkpoint, f16, without tensor SKIP
+    mkdir -p "$1"
+    cat >"$1/config.json" <<'EOF'
+{"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_experts": 4,
+ "num_experts_per_tok": 2, "moe_intermediate_size": 32, "intermediate_size": 128,
+ "norm_topk_prob": true, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+ "vocab_size": 100}
+EOF
+    python3 - "$1/model.safetensors" "${2:-}" <<'EOF'
+import json, random, struct, sys
+E, H, I = 4, 64, 32
+rng = random.Random(1)
+tensors = []
+def add(name, shape):
+    if name == sys.argv[2]:
+        return
+    n = 1
+    for d in shape:
+        n *= d
+    vals = [rng.uniform(-1, 1) / shape[-1] ** 0.5 for _ in range(n)]
+    tensors.append((name, shape, struct.pack("<%de" % n, *vals)))
+for layer in range(2):
+    p = "model.layers.%d.mlp." % layer
+    add(p + "gate.weight", [E, H])
+    for e in range(E):
+        add(p + "experts.%d.gate_proj.weight" % e, [I, H])
+        add(p + "experts.%d.up_proj.weight" % e, [I, H])
+        add(p + "experts.%d.down_proj.weight" % e, [H, I])
+header, offset = {}, 0
+for name, shape, blob in tensors:
+    header[name] = {"dtype": "F16", "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+    offset += len(blob)
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(blob for _, _, blob in tensors))
+EOF
+}
+if [ $HAVE_PYTHON -eq 1 ]; then
+    CK=$TMP/ckpt
+    write_checkpoint "$CK"
+    if run_ok "weights layer 1" run --config "$CK" --weights "$CK" --layer 1 --tokens 9 --backend cpu --json; then
+        a=$(json_get "$OUT" checksum)
+        if [ "$(json_get "$OUT" layer)" = 1 ] && [ "$(json_get "$OUT" weights)" = "$CK" ] && [ "$a" != null ]; then
+            pass "weights layer 1"
+        else fail "weights layer 1" "$(cat "$OUT")"; fi
+        b=$(checksum_of --config "$CK" --weights "$CK" --layer 1 --tokens 9 --backend cpu)
+        c=$(checksum_of --config "$CK" --weights "$CK" --tokens 9 --backend cpu)
+        l=$(json_get "$OUT" layer)
+        if [ "$a" = "$b" ] && [ "$a" != "$c" ] && [ "$l" = 0 ]; then pass "weights determinism, default layer 0"
+        else fail "weights determinism" "layer 1: $a then $b; default layer $l: $c"; fi
+    fi
+    if run_ok "weights fp8" run --config "$CK" --weights "$CK" --layer 1 --tokens 3 --dtype fp8 --backend cpu --json; then
+        pass "weights fp8"
+    fi
+    write_checkpoint "$TMP/ckpt_missing" model.layers.1.mlp.experts.3.down_proj.weight
+    run_error "weights missing tensor" 1 "experts.3.down_proj" run --config "$TMP/ckpt_missing" \
+        --weights "$TMP/ckpt_missing" --layer 1 --tokens 2 --backend cpu
+else
+    echo "SKIP checkpoint runs (no python3 to write one)"
+fi
+
+# ---- run and info on the configs checked in under tests/data ----
+SRC=${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+CONFIGS=$SRC/tests/data/configs
+if [ -d "$CONFIGS" ]; then
+    for c in synthetic_sqrtsoftplus synthetic_dense_gelu; do
+        if run_ok "config $c" run --config "$CONFIGS/$c.json" --tokens 2 --backend cpu --json; then
+            if [ "$(json_get "$OUT" checksum)" != null ]; then
+                pass "config $c ($(json_get "$OUT" score), $(json_get "$OUT" activation))"
+            else fail "config $c" "$(cat "$OUT")"; fi
+        fi
+    done
+    if run_ok "info maverick" info --config "$CONFIGS/llama4_maverick_moe_layers.json"; then
+        if grep -q "layers" "$OUT"; then pass "info maverick: $(grep ' layers ' "$OUT" | sed 's/^ *//')"
+        else fail "info maverick" "no layers line"; fi
+    fi
+fi
+
 # ---- info ----
 if run_ok "info json" info --model deepseek-v3 --json; then
     cp "$OUT" "$TMP/info.json"

@@ -506,6 +506,30 @@ static int draw_weights(const moe_layer_spec *s, const dtype_choice *d, uint64_t
     return 0;
 }
 
+/* Asks the backend whether it packs --dtype for a layer of this kind, on a tiny layer with
+ * the same routing, activation, biases and shared expert, before seconds or minutes go into
+ * drawing and packing the real one (the CUDA backend packs fewer formats than the CPU). */
+static int probe_format(moe_context_t *ctx, const moe_layer_spec *spec, const dtype_choice *d) {
+    moe_layer_spec tiny = *spec;
+    tiny.num_experts = 1, tiny.top_k = 1, tiny.hidden = 128, tiny.intermediate = 128;
+    tiny.n_group = 0, tiny.topk_group = 0;
+    if (tiny.num_shared_experts > 0) tiny.shared_intermediate = 128;
+    random_weights r;
+    moe_weights_desc desc;
+    int rc = draw_weights(&tiny, d, 0, 1, &r, &desc);
+    if (rc) return rc;
+    moe_weights_t *w = NULL;
+    moe_status st = moe_weights_create(ctx, &tiny, &desc, d->weights, &w);
+    random_weights_free(&r);
+    moe_weights_free(w);
+    if (st != MOE_STATUS_OK) {
+        char what[96];
+        snprintf(what, sizeof what, "--dtype %s on the %s backend", d->name, moe_backend_name(moe_context_backend(ctx)));
+        return cli_fail_status(ctx, st, what);
+    }
+    return 0;
+}
+
 /* x [T, H]: rows drawn in blocks of 256, each block its own stream. */
 typedef struct input_job {
     void *x;
@@ -832,8 +856,13 @@ static void print_result(const run_options *o, const moe_model_config *cfg, moe_
            (long long)s->intermediate, (long long)s->top_k, moe_score_name(s->score), moe_activation_name(s->activation));
     if (s->num_shared_experts > 0) printf(", shared %lld", (long long)s->shared_intermediate);
     printf("\n");
-    printf("ran      %lld tokens, %s (%s) on %s, ", (long long)o->tokens, o->dtype->name,
-           moe_format_name(o->dtype->weights), moe_backend_name(backend));
+    printf("ran      %lld tokens on %s, %s", (long long)o->tokens, moe_backend_name(backend), o->dtype->name);
+    if (strcmp(o->dtype->name, moe_format_name(o->dtype->weights)) != 0 || o->dtype->acts != MOE_FORMAT_F32) {
+        printf(" (weights %s", moe_format_name(o->dtype->weights));
+        if (o->dtype->acts != MOE_FORMAT_F32) printf(", activations %s", moe_format_name(o->dtype->acts));
+        printf(")");
+    }
+    printf(", ");
     if (o->weights_path) printf("layer %lld of %s\n", (long long)o->layer, o->weights_path);
     else printf("random weights (seed %llu)\n", (unsigned long long)o->seed);
     printf("time     %.3f ms (median of %d)   %.3f TFLOP/s   %.1f GB/s\n", ms, r->runs, tflops, gbps);
@@ -884,13 +913,16 @@ int cmd_run(int argc, char **argv) {
     double available = o.mem_limit ? (double)o.mem_limit : (double)cli_memory_available();
     if (available <= 0) available = INFINITY; /* unknown: let malloc decide */
     if ((rc = check_memory(&o, &cfg, &plan, available, o.weights_path != NULL, threads, 0))) goto done;
+    if ((rc = probe_format(ctx, &cfg.layer, o.dtype))) goto done;
     uint64_t gpu_free = gpu ? cli_device_free_memory() : 0;
     if (gpu_free && (rc = check_memory(&o, &cfg, &plan, (double)gpu_free, o.weights_path != NULL, threads, 1)))
         goto done;
 
     if (o.weights_path) {
         if ((st = moe_checkpoint_open(ctx, o.weights_path, &ckpt)) != MOE_STATUS_OK) {
-            rc = cli_fail_status(ctx, st, o.weights_path);
+            char what[1100];
+            snprintf(what, sizeof what, "--weights %s", o.weights_path);
+            rc = cli_fail_status(ctx, st, what);
             goto done;
         }
         if ((st = moe_weights_load(ctx, ckpt, &cfg.layer, o.layer, o.dtype->weights, &w)) != MOE_STATUS_OK) {
