@@ -1029,6 +1029,42 @@ static void case_nvfp4(void) {
     free(x2);
 }
 
+/* NVFP4 elements exactly on e2m1 midpoints (and one float either side), over many block
+ * scales: ties must go to the even code, as the reference's nearest-even search says. With
+ * tensor amax 5.25, S_enc = 2688 / 5.25 = 512 exactly; a block whose amax is v * 6 / 512
+ * gets block scale v (any UE4M3 value: the quotient is exactly v), and x = mid * v / 512 is
+ * exact in fp32, so x * S_enc / s_b lands exactly on the midpoint. */
+static void case_nvfp4_midpoints(void) {
+    static const double mids[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+    const int64_t rows = 64, cols = 160; /* 16-row groups: the 2-D blocks see the same scale */
+    float *x = malloc((size_t)(rows * cols) * sizeof(float));
+    int on_midpoint = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += 16)
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            /* a UE4M3 scale code per 16x16 block: 0x7E (448, the tensor amax) for the first */
+            unsigned code = (r0 == 0 && c0 == 0) ? 0x7E : (unsigned)rng_int(1, 0x7E);
+            double v = ref_ue4m3(code);
+            for (int64_t r = r0; r < r0 + 16; r++)
+                for (int64_t c = c0; c < c0 + 16; c++) {
+                    float mid = (float)(mids[rng_int(0, 6)] * v / 512.0);
+                    int64_t step = rng_int(-1, 1);
+                    float y = step == 0 ? mid : nextafterf(mid, step > 0 ? INFINITY : 0.0f);
+                    on_midpoint += step == 0;
+                    x[r * cols + c] = rng_next() & 1 ? -y : y;
+                }
+            x[r0 * cols + c0] = (float)(v * 6.0 / 512.0); /* the block amax: scale v exactly */
+        }
+    quant_out o1, o2;
+    check_quantized(MOE_FORMAT_NVFP4, x, rows, cols, cols, "midpoints", &o1);
+    check_quantized(MOE_FORMAT_NVFP4_2D, x, rows, cols, cols, "midpoints", &o2);
+    CHECK(o1.tensor_scale == 512.0f && o2.tensor_scale == 512.0f, "S_enc %g %g, expected 512", o1.tensor_scale,
+          o2.tensor_scale);
+    CHECK(on_midpoint > rows * cols / 4, "only %d elements on a midpoint", on_midpoint);
+    quant_out_free(&o1);
+    quant_out_free(&o2);
+    free(x);
+}
+
 /* E2M1 packing: element 2i in the low nibble. */
 static void case_e2m1_packing(void) {
     const float x[6] = {0.5f, 1.0f, -2.0f, 6.0f, 0.0f, -0.5f};
@@ -1200,6 +1236,7 @@ int main(int argc, char **argv) {
         {"quantize_nonfinite", case_quantize_nonfinite},
         {"mxfp8_ocp_vs_te", case_mxfp8_ocp_vs_te},
         {"nvfp4", case_nvfp4},
+        {"nvfp4_midpoints", case_nvfp4_midpoints},
         {"e2m1_packing", case_e2m1_packing},
         {"qmatrix_all_codes", case_qmatrix_all_codes},
         {"bad_arguments", case_bad_arguments},

@@ -1,9 +1,12 @@
 /* Number formats: scalar codecs, format names and layouts, and the block quantisers.
  *
  * Scale semantics everywhere: x ≈ decode(q) * s. This file is the reference: plain loops,
- * one element at a time. moe_dequantize decodes element by element through the scalar
- * codecs; the fast row decoder of the packed weights (moe__qmatrix_row, qmatrix.c) must give
- * the same floats bit for bit, and the tests hold it to that.
+ * one element at a time (NVFP4's elements, the bulk of packing a large model, are encoded by
+ * comparison with per-scale thresholds that are searched out with the very same rounding
+ * expression, so the codes do not change; see quantize_nvfp4). moe_dequantize decodes
+ * element by element through the scalar codecs; the fast row decoder of the packed weights
+ * (moe__qmatrix_row, qmatrix.c) must give the same floats bit for bit, and the tests hold it
+ * to that.
  *
  * Rounding: every scaled element (x / s, x / 2^e, x * S_enc / s_b) is formed in double,
  * where it is exact or off by far less than a rounding boundary can be close to it, and then
@@ -320,20 +323,37 @@ moe_status moe_format_layout_get(moe_format format, int64_t rows, int64_t cols, 
  * Quantisers. Codes are dense row-major [rows, cols] (no row stride); x has stride ld.
  * ------------------------------------------------------------------------------------- */
 
-/* Largest |x| over the finite values of rows [r0, r1) x cols [c0, c1); sets *has_nan. */
+static uint32_t float_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static float float_from_bits(uint32_t b) {
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+#define FLOAT_INF_BITS 0x7F800000u /* |x| bits above it are NaN, below it finite */
+
+/* Largest |x| over the finite values of rows [r0, r1) x cols [c0, c1); sets *has_nan.
+ * Works on the bits of |x|, which order as the values do, so that the loop has no branches
+ * and vectorises (every quantiser reads each element here once more). */
 static float finite_amax(const float *x, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          bool *has_nan) {
-    float amax = 0.0f;
-    bool nan = false;
+    int32_t amax = 0, nan = 0; /* signed: the bits of |x| are below 2^31, and SSE2 compares signed */
     for (int64_t r = r0; r < r1; r++) {
+        const float *row = x + r * ld;
         for (int64_t c = c0; c < c1; c++) {
-            float v = x[r * ld + c];
-            if (isnan(v)) nan = true;
-            else if (isfinite(v) && fabsf(v) > amax) amax = fabsf(v);
+            const int32_t a = (int32_t)(float_bits(row[c]) & 0x7FFFFFFFu);
+            nan |= a > (int32_t)FLOAT_INF_BITS;
+            const int32_t finite = a < (int32_t)FLOAT_INF_BITS ? a : 0;
+            amax = finite > amax ? finite : amax;
         }
     }
-    if (has_nan) *has_nan = nan;
-    return amax;
+    if (has_nan) *has_nan = nan != 0;
+    return float_from_bits((uint32_t)amax);
 }
 
 /* FP8 with fp32 scales over blocks of br x bc elements: s = amax / 448, or 1 when that is 0
@@ -405,6 +425,54 @@ static void quantize_mx(moe_format format, const float *x, int64_t rows, int64_t
     }
 }
 
+/* NVFP4's elements without a division per element. The magnitude code of x is
+ * encode_e2m1(|x| * S_enc / s_b), a non-decreasing function of |x|, and so of the bits of |x|
+ * (they order as the values do). So for each block scale s_b it is the number of thresholds
+ * t_1..t_7 that bits(|x|) reaches, t_m being the smallest bits whose code is >= m. The
+ * thresholds are found by searching with that very expression, so the codes are the
+ * reference's bit for bit; a matrix has one S_enc and at most 126 non-zero block scales, so
+ * each scale's thresholds are searched once per matrix, when first needed. */
+typedef struct nvfp4_thresholds {
+    float s_enc;
+    bool known[128];         /* by UE4M3 scale code */
+    uint32_t bits[128][7];   /* t_1..t_7 for that scale */
+} nvfp4_thresholds;
+
+static uint8_t nvfp4_magnitude(uint32_t abs_bits, float s_enc, float s_b) {
+    return encode_e2m1((double)float_from_bits(abs_bits) * s_enc / s_b) & 7u;
+}
+
+/* The smallest bits in [0, inf] whose magnitude code is >= m (inf's code is 7 >= m). */
+static uint32_t nvfp4_threshold(int m, float s_enc, float s_b) {
+    uint32_t lo = 0, hi = FLOAT_INF_BITS; /* code(hi) >= m; the answer is in [lo, hi] */
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (nvfp4_magnitude(mid, s_enc, s_b) >= m) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+static const uint32_t *nvfp4_thresholds_for(nvfp4_thresholds *t, uint8_t scale_code) {
+    if (!t->known[scale_code]) {
+        const float s_b = moe_ue4m3_to_float(scale_code);
+        for (int m = 1; m <= 7; m++) t->bits[scale_code][m - 1] = nvfp4_threshold(m, t->s_enc, s_b);
+        t->known[scale_code] = true;
+    }
+    return t->bits[scale_code];
+}
+
+/* The e2m1 code of x for the thresholds of its block: the magnitude counts the thresholds
+ * that bits(|x|) reaches; a NaN (above every threshold) gets 7 without a sign, as
+ * encode_e2m1 gives it, and every other value keeps its sign. */
+static inline uint8_t nvfp4_code(float x, const uint32_t *t) {
+    const uint32_t bits = float_bits(x), a = bits & 0x7FFFFFFFu;
+    const uint32_t mag = (a >= t[0]) + (a >= t[1]) + (a >= t[2]) + (a >= t[3]) + (a >= t[4]) + (a >= t[5]) +
+                         (a >= t[6]);
+    const uint32_t sign = a <= FLOAT_INF_BITS ? (bits >> 28) & 8u : 0;
+    return (uint8_t)(sign | mag);
+}
+
 /* NVFP4: a fp32 tensor scale S_enc = 448*6 / amax, UE4M3 block scales over br x 16 blocks
  * (br = 1 for NVFP4, 16 for NVFP4_2D). */
 static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t br, uint8_t *codes,
@@ -413,6 +481,9 @@ static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t l
     float s_enc = g > 0.0f ? (448.0f * 6.0f) / g : 1.0f;
     if (isinf(s_enc)) s_enc = FLT_MAX; /* amax below ~8e-36: keep the scale finite */
     *tensor_scale = s_enc;
+    nvfp4_thresholds thresholds; /* 4 KB */
+    thresholds.s_enc = s_enc;
+    memset(thresholds.known, 0, sizeof thresholds.known);
     const int64_t scale_cols = ceil_div(cols, 16);
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
         for (int64_t c0 = 0; c0 < cols; c0 += 16) {
@@ -420,16 +491,20 @@ static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t l
             bool has_nan;
             float block_amax = finite_amax(x, ld, r0, r1, c0, c1, &has_nan);
             uint8_t scale_code = encode_ue4m3((double)block_amax * s_enc / 6.0);
-            float s_b = moe_ue4m3_to_float(scale_code);
-            for (int64_t r = r0; r < r1; r++) {
-                for (int64_t c = c0; c < c1; c += 2) {
-                    /* a zero block scale (zero block, or tiny next to the tensor's amax) gives code 0 */
-                    uint8_t lo = s_b > 0.0f ? encode_e2m1((double)x[r * ld + c] * s_enc / s_b) : 0;
-                    uint8_t hi = s_b > 0.0f ? encode_e2m1((double)x[r * ld + c + 1] * s_enc / s_b) : 0;
-                    codes[(r * cols + c) / 2] = (uint8_t)(lo | (hi << 4));
-                }
-            }
             scales[(r0 / br) * scale_cols + c0 / 16] = has_nan ? 0x7F : scale_code;
+            for (int64_t r = r0; r < r1; r++) {
+                uint8_t *qr = codes + r * cols / 2; /* cols is even */
+                if (scale_code == 0) { /* a zero block scale (zero block, or tiny next to the tensor's amax) */
+                    memset(qr + c0 / 2, 0, (size_t)(c1 - c0) / 2);
+                    continue;
+                }
+                const uint32_t *t = nvfp4_thresholds_for(&thresholds, scale_code);
+                const float *xr = x + r * ld;
+                uint8_t nibbles[16];
+                for (int64_t c = c0; c < c1; c++) nibbles[c - c0] = nvfp4_code(xr[c], t);
+                for (int64_t c = c0; c < c1; c += 2)
+                    qr[c / 2] = (uint8_t)(nibbles[c - c0] | (nibbles[c - c0 + 1] << 4));
+            }
         }
     }
 }
