@@ -10,9 +10,14 @@
 extern "C" {
 #endif
 
-/* Rows per block of the grouped GEMMs: the `block` of the dispatch plan the forward builds. */
+/* Rows per block of the grouped GEMMs, the `block` of the dispatch plan the forward builds:
+ * 64 for decode-sized batches, 128 (the prefill tile) once the experts average at least 128
+ * rows each (T*k >= 128*E). moe__cuda_block_rows gives the small one; the forward's choice
+ * for T tokens is moe__cuda_forward_block_rows. */
 #define MOE__CUDA_BLOCK_M 64
+#define MOE__CUDA_BLOCK_M_LARGE 128
 int64_t moe__cuda_block_rows(void);
+int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens);
 
 /* The device copy of the packed weights, hung on moe_weights.device. When the shared expert
  * has the routed experts' width (Is == I) it is stored as one more expert, index E, of the

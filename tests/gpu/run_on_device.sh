@@ -55,8 +55,10 @@ has test && stage test_gpu_forward "${TEST_LIMIT:-240}" "$T" ${TEST_ARGS:---big}
 has memcheck && stage memcheck "${MEMCHECK_LIMIT:-150}" bash -c "compute-sanitizer --tool memcheck --leak-check no \
     --error-exitcode 3 $T --quick && compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 \
     $T --filter qwen3-30b-a3b"
-has racecheck && stage racecheck "${RACECHECK_LIMIT:-60}" compute-sanitizer --tool racecheck --error-exitcode 3 \
-    "$T" --quick --filter deepseek-v3-small
+# racecheck: a fused-shared preset (64-row tile) and relu2-bias (its T=600 runs the 128-row tile).
+has racecheck && stage racecheck "${RACECHECK_LIMIT:-90}" bash -c "compute-sanitizer --tool racecheck \
+    --error-exitcode 3 $T --quick --filter deepseek-v3-small && compute-sanitizer --tool racecheck \
+    --error-exitcode 3 $T --filter relu2-bias"
 if has bench; then
     # At most 8 files come back from a device call: the moefuse rows go to /tmp, merged into bench.json.
     rows=${TMPDIR:-/tmp}/moefuse_rows.jsonl

@@ -591,10 +591,12 @@ static void run_case(model *m, run_spec r) {
     float ms = 0.0f;
     CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
     double err = st == MOE_STATUS_OK ? check_outputs(m, &b, &in, r.oracle_limit, "eager") : NAN;
-    check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, moe__cuda_block_rows(), 0, "plan");
+    /* The plan with the block this forward used (64, or 128 for the prefill tile). */
+    const int64_t block = moe__cuda_forward_block_rows(m->w_gpu, r.T);
+    CHECK(block == 64 || block == 128, "moe__cuda_forward_block_rows = %lld", (long long)block);
+    check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, 0, "plan");
     if (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate)
-        check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, moe__cuda_block_rows(), r.T,
-                   "plan+shared");
+        check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, r.T, "plan+shared");
 
     double gerr = NAN;
     if (r.graph && st == MOE_STATUS_OK) {
@@ -612,8 +614,7 @@ static void run_case(model *m, run_spec r) {
         CUDA_OK(cudaGraphLaunch(exec, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
         gerr = check_outputs(m, &b, &in, r.oracle_limit, "graph replay");
-        check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, moe__cuda_block_rows(), 0,
-                   "replay plan");
+        check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, 0, "replay plan");
         CUDA_OK(cudaGraphExecDestroy(exec));
         CUDA_OK(cudaGraphDestroy(graph));
     }
@@ -623,8 +624,8 @@ static void run_case(model *m, run_spec r) {
     device_free(&b);
     if (case_failures == 0) cases_passed++;
     else cases_failed++;
-    printf("%s %s: err %.2e, graph err %.2e, first call %.3f ms\n", case_failures ? "FAIL" : "ok  ", name, err, gerr,
-           ms);
+    printf("%s %s: block %lld, err %.2e, graph err %.2e, first call %.3f ms\n", case_failures ? "FAIL" : "ok  ", name,
+           (long long)block, err, gerr, ms);
     fflush(stdout);
 }
 
@@ -766,15 +767,17 @@ int main(int argc, char **argv) {
 
         moe_layer_spec_init(&s, 1, 128, 64, 1); /* E == 1: a dense MLP */
         model_init(&m, "dense-E1", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_F32);
-        run_spec r2[] = {{1, R_IDS, R_IDS, 64, true}, {65, R_ROUTER, R_ROUTER, 128, true}};
-        run_model(&m, r2, 2);
+        run_spec r2[] = {{1, R_IDS, R_IDS, 64, true}, {65, R_ROUTER, R_ROUTER, 128, true},
+                         {300, R_IDS, R_IDS, 128, true}};
+        run_model(&m, r2, 3);
 
         moe_layer_spec_init(&s, 8, 128, 40, 2);
         s.activation = MOE_ACT_RELU2;
         s.expert_has_bias = 1;
         model_init(&m, "relu2-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
-        run_spec r3[] = {{33, R_IDS, R_IDS_ONE, 64, true}, {300, R_LOGITS, R_LOGITS, 128, true}};
-        run_model(&m, r3, 2);
+        run_spec r3[] = {{33, R_IDS, R_IDS_ONE, 64, true}, {300, R_LOGITS, R_LOGITS, 128, true},
+                         {600, R_IDS, R_IDS_FEW, 128, true}};
+        run_model(&m, r3, 3);
 
         const moe_activation acts[] = {MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU};
         const char *act_names[] = {"geglu", "geglu-tanh", "reglu"};
@@ -806,8 +809,9 @@ int main(int argc, char **argv) {
         s.expert_has_bias = 1;
         model_init(&m, "shared-separate-gate", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
-        run_spec r5[] = {{1, R_IDS, R_IDS_FEW, 64, true}, {130, R_ROUTER, R_ROUTER, 160, true}};
-        run_model(&m, r5, 2);
+        run_spec r5[] = {{1, R_IDS, R_IDS_FEW, 64, true}, {130, R_ROUTER, R_ROUTER, 160, true},
+                         {600, R_ROUTER, R_ROUTER, 128, true}};
+        run_model(&m, r5, 3);
 
         moe_layer_spec_init(&s, 16, 256, 64, 4); /* f16 weights, f32 x with padded rows, f16 y */
         s.renormalize = 1;
@@ -825,8 +829,8 @@ int main(int argc, char **argv) {
 
         moe_layer_spec_init(&s, 16, 256, 64, 4); /* f16 weights with f16 x: the direct path */
         model_init(&m, "f16", &s, MOE_FORMAT_F16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_F16, MOE_DTYPE_F16);
-        run_spec r8[] = {{200, R_LOGITS, R_LOGITS, 128, true}};
-        run_model(&m, r8, 1);
+        run_spec r8[] = {{200, R_LOGITS, R_LOGITS, 128, true}, {600, R_IDS, R_IDS_ONE, 128, true}};
+        run_model(&m, r8, 2);
     }
 
     /* Every preset's routing and MLP options at small T (small H and I). */
