@@ -10,12 +10,10 @@
 extern "C" {
 #endif
 
-/* Rows per block of the grouped GEMMs, the `block` of the dispatch plan the forward builds:
- * 64 for decode-sized batches, 128 (the prefill tile) once the experts average at least 128
- * rows each (T*k >= 128*E). moe__cuda_block_rows gives the small one; the forward's choice
- * for T tokens is moe__cuda_forward_block_rows. */
+/* Rows per block of the grouped GEMMs: the `block` of the dispatch plan the forward builds.
+ * moe__cuda_forward_block_rows gives the block the forward uses for T tokens (64 for every T
+ * in this version: a 128-row prefill tile was tried and was slower, see src/cuda/NOTES.md). */
 #define MOE__CUDA_BLOCK_M 64
-#define MOE__CUDA_BLOCK_M_LARGE 128
 int64_t moe__cuda_block_rows(void);
 int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens);
 

@@ -25,9 +25,7 @@ namespace {
 
 // Byte offsets of the workspace arrays (from a 256-aligned base), and the sizes behind them.
 struct ws_layout {
-    int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows;
-    int64_t block, max_rows, max_blocks; // the plan this forward builds (block 64 or 128)
-    int64_t alloc_rows, alloc_blocks;    // the arrays' sizes: the larger bound of either block
+    int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows, max_rows, max_blocks;
     bool shared, fused;
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s, out;
     int64_t total;
@@ -54,23 +52,17 @@ bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
     L->R13s = L->shared ? moe__w13_rows(s, L->Is) : 0;
     L->experts = L->E + (L->fused ? 1 : 0);
     L->shared_rows = L->fused ? T : 0;
-    int64_t pad_small, pad_large, live, n, out_rows, c = 0, small_rows;
+    const int64_t bm = MOE__CUDA_BLOCK_M;
+    int64_t pad, live, n, out_rows, c = 0;
     bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
-              moe__mul64(L->experts, MOE__CUDA_BLOCK_M - 1, &pad_small) &&
-              moe__mul64(L->experts, MOE__CUDA_BLOCK_M_LARGE - 1, &pad_large) &&
-              moe__add64(live, pad_small, &small_rows) && moe__add64(live, pad_large, &L->alloc_rows);
+              moe__mul64(L->experts, bm - 1, &pad) && moe__add64(live, pad, &L->max_rows);
     if (!ok) return false;
-    // Most rows in the small block, or most of the padding in the large one: the prefill
-    // tile once the experts average 128 routed rows (host-known: T, k, E only).
-    L->block = L->rows >= MOE__CUDA_BLOCK_M_LARGE * L->E ? MOE__CUDA_BLOCK_M_LARGE : MOE__CUDA_BLOCK_M;
-    L->max_rows = L->block == MOE__CUDA_BLOCK_M ? small_rows : L->alloc_rows;
-    L->max_blocks = (L->max_rows + L->block - 1) / L->block;
-    L->alloc_blocks = (small_rows + MOE__CUDA_BLOCK_M - 1) / MOE__CUDA_BLOCK_M; // more blocks than the large bound
+    L->max_blocks = (L->max_rows + bm - 1) / bm;
     ok = moe__mul64(T, L->H, &n) && reserve(&c, n, 2, &L->xc) && moe__mul64(T, L->E, &n) &&
          reserve(&c, n, 4, &L->logits) && reserve(&c, L->rows, 4, &L->ids) && reserve(&c, L->rows, 4, &L->weights) &&
          reserve(&c, T, 4, &L->gate) && reserve(&c, L->experts, 8, &L->counts) &&
-         reserve(&c, L->experts + 1, 8, &L->offsets) && reserve(&c, L->alloc_rows, 4, &L->sorted_ids) &&
-         reserve(&c, L->alloc_blocks, 4, &L->block_expert) && moe__mul64(L->alloc_rows, L->I, &n) &&
+         reserve(&c, L->experts + 1, 8, &L->offsets) && reserve(&c, L->max_rows, 4, &L->sorted_ids) &&
+         reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows, L->I, &n) &&
          reserve(&c, n, 2, &L->a2) && moe__mul64(T, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__add64(c, WS_ALIGN, &L->total); // room to align the base
@@ -84,8 +76,9 @@ bool is_row_major(const moe_tensor *t, int64_t cols) {
 } // namespace
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    ws_layout L;
-    return layout_compute(w, num_tokens, &L) ? L.block : 0;
+    (void)w;
+    (void)num_tokens;
+    return MOE__CUDA_BLOCK_M;
 }
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
@@ -207,7 +200,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.expert_offsets = WS(int64_t, offsets);
     plan.sorted_ids = WS(int32_t, sorted_ids);
     plan.block_expert = WS(int32_t, block_expert);
-    st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, stream);
+    st = moe__cuda_plan_build(ctx, ids, T, k, E, MOE__CUDA_BLOCK_M, L.shared_rows, &plan, stream);
     if (st != MOE_STATUS_OK) return st;
 
     // The two grouped GEMMs over the plan.
@@ -224,7 +217,6 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.block_expert = plan.block_expert;
     g.live_rows = plan.expert_offsets + L.experts;
     g.rows = L.max_rows;
-    g.block_m = L.block;
     g.tokens = T;
     g.top_k = k;
     g.topk_weights = weights;
@@ -259,7 +251,6 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         sg.block_expert = NULL;
         sg.live_rows = NULL;
         sg.rows = T;
-        sg.block_m = MOE__CUDA_BLOCK_M; // its identity plan has no padding to amortise
         sg.out = WS(void, a2s);
         sg.ldo = L.Is;
         LAUNCH(gemm_launch(d->dtype, &sg, stream), "shared GEMM1");
@@ -273,7 +264,6 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         sg2.block_expert = NULL;
         sg2.live_rows = NULL;
         sg2.rows = T;
-        sg2.block_m = MOE__CUDA_BLOCK_M;
         LAUNCH(gemm_launch(d->dtype, &sg2, stream), "shared GEMM2");
     }
 

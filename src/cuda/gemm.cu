@@ -3,9 +3,8 @@
 //
 // One thread block computes a BM x BN tile of one expert: BM plan rows (all owned by one
 // expert, since the plan pads each expert to a multiple of BM) times BN output columns.
-// BM is 64 (decode; 4 stages) or 128 (prefill; 3 stages, same 96 KB): four warps in a 2 x 2
-// arrangement, each a (BM/2) x 64 sub-tile = BM/32 x 8 mma tiles.
-// Operands stream through a STAGES-deep ring of cp.async stages; A rows are gathered
+// Four warps in a 2 x 2 arrangement, each a 32 x 64 sub-tile = 2 x 8 mma tiles.
+// Operands stream through a GEMM_STAGES-deep ring of cp.async stages; A rows are gathered
 // straight from x through the plan's row ids (GEMM_UP), so no permuted copy of x is made.
 // Shared memory rows are BK = 64 elements = 128 bytes = 8 chunks of 16 bytes, chunk c of row
 // r stored at chunk c ^ (r & 7) so that ldmatrix's eight row addresses hit distinct banks.
@@ -55,13 +54,11 @@ __device__ __forceinline__ int64_t row_id(const gemm_args &p, int64_t r) {
 }
 
 // One BM x BN output tile: row block m_block (owned by one expert), columns n0 .. n0+BN-1.
-// Four warps in 2 x 2, each (BM/2) x 64: MI = BM/32 m16 tiles by 8 n8 tiles.
-template <typename T, int BM, int STAGES>
+template <typename T>
 __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m_block, int64_t n0) {
-    constexpr int MI = BM / 32, A_CHUNKS = BM / 16; // A: BM rows x 8 chunks over 128 threads
-    T *smem_a = smem;                               // [STAGES][BM][BK]
-    T *smem_b = smem + STAGES * BM * GEMM_BK;       // [STAGES][BN][BK]
-    const int64_t m0 = m_block * BM;
+    T *smem_a = smem;                                    // [STAGES][BM][BK]
+    T *smem_b = smem + GEMM_STAGES * GEMM_BM * GEMM_BK;  // [STAGES][BN][BK]
+    const int64_t m0 = m_block * GEMM_BM;
     const int64_t expert = p.block_expert ? p.block_expert[m_block] : 0;
     if (expert < 0) return;
 
@@ -69,13 +66,12 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
     const int64_t padding_id = p.tokens * p.top_k;
     const T *b_base = (const T *)p.b + expert * p.n * p.k;
 
-    // Each thread copies A_CHUNKS A chunks (rows tid/8 + 16i) and 8 B chunks (rows tid/8 +
-    // 16i), all at chunk column tid % 8. Row sources are fixed for the tile: computed once.
+    // Each thread copies 4 A chunks (rows tid/8 + 16i) and 8 B chunks (rows tid/8 + 16i),
+    // all at chunk column tid % 8. Row sources are fixed for the block: compute them once.
     const int chunk = tid & 7, row0 = tid >> 3;
-    const T *a_src[A_CHUNKS];
-    bool a_ok[A_CHUNKS];
-#pragma unroll
-    for (int i = 0; i < A_CHUNKS; i++) {
+    const T *a_src[4];
+    bool a_ok[4];
+    for (int i = 0; i < 4; i++) {
         int64_t r = m0 + row0 + 16 * i;
         int64_t id = row_id(p, r);
         a_ok[i] = id != padding_id;
@@ -96,10 +92,9 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
     auto load_stage = [&](int stage, int64_t kt) {
         const int64_t k0 = kt * GEMM_BK;
         const bool k_ok = k0 + chunk * 8 < p.k; // K is a multiple of 8: whole chunks
-        uint32_t sa = smem_address(smem_a + stage * BM * GEMM_BK);
+        uint32_t sa = smem_address(smem_a + stage * GEMM_BM * GEMM_BK);
         uint32_t sb = smem_address(smem_b + stage * GEMM_BN * GEMM_BK);
-#pragma unroll
-        for (int i = 0; i < A_CHUNKS; i++) {
+        for (int i = 0; i < 4; i++) {
             bool ok = a_ok[i] && k_ok;
             cp_async_16(sa + 2 * tile_offset(row0 + 16 * i, chunk), ok ? (const void *)(a_src[i] + k0) : p.a, ok);
         }
@@ -109,34 +104,33 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
         }
     };
 
-    float acc[MI][8][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
+    float acc[2][8][4];
+    for (int mi = 0; mi < 2; mi++)
         for (int nj = 0; nj < 8; nj++)
             for (int c = 0; c < 4; c++) acc[mi][nj][c] = 0.0f;
 
     // Prologue: fill STAGES-1 stages (empty commit groups past the end keep the count right).
-    for (int s = 0; s < STAGES - 1; s++) {
+    for (int s = 0; s < GEMM_STAGES - 1; s++) {
         if (s < k_tiles) load_stage(s, s);
         cp_async_commit();
     }
 
-    const int warp_m = (warp >> 1) * (BM / 2), warp_n = (warp & 1) * 64;
+    const int warp_m = (warp >> 1) * 32, warp_n = (warp & 1) * 64;
     for (int64_t kt = 0; kt < k_tiles; kt++) {
-        cp_async_wait<STAGES - 2>();
+        cp_async_wait<GEMM_STAGES - 2>();
         __syncthreads(); // stage kt landed for all threads; stage kt-1 is free to refill
-        const int64_t next = kt + STAGES - 1;
-        if (next < k_tiles) load_stage((int)(next % STAGES), next);
+        const int64_t next = kt + GEMM_STAGES - 1;
+        if (next < k_tiles) load_stage((int)(next % GEMM_STAGES), next);
         cp_async_commit();
 
-        const int stage = (int)(kt % STAGES);
-        const T *sa = smem_a + stage * BM * GEMM_BK;
+        const int stage = (int)(kt % GEMM_STAGES);
+        const T *sa = smem_a + stage * GEMM_BM * GEMM_BK;
         const T *sb = smem_b + stage * GEMM_BN * GEMM_BK;
 #pragma unroll
         for (int kk = 0; kk < GEMM_BK / 16; kk++) {
-            uint32_t af[MI][4], bf[8][2];
+            uint32_t af[2][4], bf[8][2];
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
+            for (int mi = 0; mi < 2; mi++) {
                 int r = warp_m + mi * 16 + (lane & 15);
                 ldmatrix_x4(smem_address(sa + tile_offset(r, kk * 2 + (lane >> 4))), af[mi][0], af[mi][1], af[mi][2],
                             af[mi][3]);
@@ -148,7 +142,7 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
                             bf[2 * nj][1], bf[2 * nj + 1][0], bf[2 * nj + 1][1]);
             }
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++)
+            for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                 for (int nj = 0; nj < 8; nj++) mma_16816<T>(acc[mi][nj], af[mi], bf[nj]);
         }
@@ -160,7 +154,7 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
     const int g = lane >> 2, q = lane & 3;
     const float *bias = p.bias ? p.bias + expert * p.n : nullptr;
 #pragma unroll
-    for (int mi = 0; mi < MI; mi++)
+    for (int mi = 0; mi < 2; mi++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int64_t r = m0 + warp_m + mi * 16 + g + half * 8;
@@ -213,12 +207,12 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
 // Persistent grid: each block loops over tiles. The number of live tiles is read on the
 // device (the plan's total), so no block is spent on the host bound's dead rows, and the
 // launch size stays small for any T.
-template <typename T, int BM, int STAGES>
+template <typename T>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const gemm_args p) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T *smem = (T *)smem_raw;
     const int64_t live = p.live_rows ? *p.live_rows : p.rows;
-    const int64_t tiles_n = (p.n + GEMM_BN - 1) / GEMM_BN, m_blocks = (live + BM - 1) / BM;
+    const int64_t tiles_n = (p.n + GEMM_BN - 1) / GEMM_BN, m_blocks = (live + GEMM_BM - 1) / GEMM_BM;
     const int64_t tiles = m_blocks * tiles_n;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         // Grouped raster: GEMM_GROUP_M row blocks at a time, row block fastest, so the tiles
@@ -227,62 +221,41 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const gemm_args p
         const int64_t per_group = (int64_t)GEMM_GROUP_M * tiles_n, group = tile / per_group;
         const int64_t first_m = group * GEMM_GROUP_M, in_group = tile % per_group;
         const int64_t group_m = m_blocks - first_m < GEMM_GROUP_M ? m_blocks - first_m : GEMM_GROUP_M;
-        gemm_tile<T, BM, STAGES>(p, smem, first_m + in_group % group_m, (in_group / group_m) * GEMM_BN);
+        gemm_tile<T>(p, smem, first_m + in_group % group_m, (in_group / group_m) * GEMM_BN);
         __syncthreads(); // the next tile's copies overwrite stages other warps may still read
     }
 }
 
 } // namespace
 
-// The two tile configurations, one instantiation per dtype each: decode (64-row blocks, 4
-// stages) and prefill (128-row blocks, 64 x 64 per warp, 3 stages); both 96 KB of stages.
-#define GEMM_SMALL 64, 4
-#define GEMM_LARGE 128, 3
-static_assert(GEMM_SMEM_BYTES(64, 4) == GEMM_SMEM_BYTES(128, 3), "one shared-memory size for both tiles");
-
-static int gemm_grid_cap[2] = {0, 0}; // resident blocks on the whole GPU per config, set by gemm_init
-
-template <int BM, int STAGES> static cudaError_t init_config(int sms, int *cap) {
-    cudaError_t err = cudaFuncSetAttribute(gemm_kernel<__nv_bfloat16, BM, STAGES>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES(BM, STAGES));
-    if (err == cudaSuccess)
-        err = cudaFuncSetAttribute(gemm_kernel<__half, BM, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   GEMM_SMEM_BYTES(BM, STAGES));
-    int per_sm = 0;
-    if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel<__nv_bfloat16, BM, STAGES>,
-                                                            GEMM_THREADS, GEMM_SMEM_BYTES(BM, STAGES));
-    *cap = sms * (per_sm > 0 ? per_sm : 1);
-    return err;
-}
+static int gemm_grid_cap = 0; // resident blocks on the whole GPU, set by gemm_init
 
 cudaError_t gemm_init(void) {
-    int device = 0, sms = 0;
+    int device = 0, sms = 0, per_sm = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess) err = init_config<GEMM_SMALL>(sms, &gemm_grid_cap[0]);
-    if (err == cudaSuccess) err = init_config<GEMM_LARGE>(sms, &gemm_grid_cap[1]);
-    return err;
-}
-
-template <typename T, int BM, int STAGES> static void launch(const gemm_args *args, int64_t blocks, cudaStream_t stream) {
-    gemm_kernel<T, BM, STAGES><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES(BM, STAGES), stream>>>(*args);
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(gemm_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           GEMM_SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(gemm_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel<__nv_bfloat16>, GEMM_THREADS,
+                                                        GEMM_SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    gemm_grid_cap = sms * (per_sm > 0 ? per_sm : 1);
+    return cudaSuccess;
 }
 
 cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream) {
-    if (args->block_m != 64 && args->block_m != 128) return cudaErrorInvalidValue;
-    const int large = args->block_m == 128;
     const int64_t tiles_n = (args->n + GEMM_BN - 1) / GEMM_BN;
-    int64_t blocks = (args->rows + args->block_m - 1) / args->block_m * tiles_n; // the host bound of tiles
+    int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n; // the host bound of tiles
     if (blocks == 0) return cudaSuccess;
-    if (gemm_grid_cap[large] <= 0) return cudaErrorInitializationError; // moe__cuda_init not called
-    if (blocks > gemm_grid_cap[large]) blocks = gemm_grid_cap[large];
-    if (dtype == MOE_DTYPE_BF16) {
-        if (large) launch<__nv_bfloat16, GEMM_LARGE>(args, blocks, stream);
-        else launch<__nv_bfloat16, GEMM_SMALL>(args, blocks, stream);
-    } else {
-        if (large) launch<__half, GEMM_LARGE>(args, blocks, stream);
-        else launch<__half, GEMM_SMALL>(args, blocks, stream);
-    }
+    if (gemm_grid_cap <= 0) return cudaErrorInitializationError; // moe__cuda_init not called
+    if (blocks > gemm_grid_cap) blocks = gemm_grid_cap;
+    if (dtype == MOE_DTYPE_BF16)
+        gemm_kernel<__nv_bfloat16><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream>>>(*args);
+    else
+        gemm_kernel<__half><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream>>>(*args);
     return cudaGetLastError();
 }

@@ -4,13 +4,14 @@
 
 #include "common.cuh"
 
-// Tile of one thread block: BM plan rows (64 or 128, the plan's block) x BN output columns,
-// BK of the reduction per stage.
+// Tile of one thread block: BM plan rows x BN output columns, BK of the reduction per stage.
+#define GEMM_BM MOE__CUDA_BLOCK_M
 #define GEMM_BN 128
 #define GEMM_BK 64
+#define GEMM_STAGES 4
 #define GEMM_THREADS 128
 #define GEMM_GROUP_M 16 // row blocks per raster group (see gemm_kernel)
-#define GEMM_SMEM_BYTES(bm, stages) ((stages) * ((bm) + GEMM_BN) * GEMM_BK * 2)
+#define GEMM_SMEM_BYTES (GEMM_STAGES * (GEMM_BM + GEMM_BN) * GEMM_BK * 2)
 
 enum gemm_mode {
     GEMM_UP = 0,   // GEMM1: gathered x rows . W13^T, epilogue bias + activation -> A2 rows (T dtype)
@@ -31,7 +32,6 @@ struct gemm_args {
     const int32_t *block_expert; // expert of each BM block; NULL: expert 0
     const int64_t *live_rows;    // device: rows in use (the plan's total); NULL: all `rows`
     int64_t rows;                // host bound of plan rows (the grid covers it)
-    int64_t block_m;             // rows per tile = the plan's block: 64 or 128
     int64_t tokens, top_k;
     const float *topk_weights;   // [T*k]
     const float *shared_scale;   // [T] (sigmoid shared gate) or NULL for weight 1
