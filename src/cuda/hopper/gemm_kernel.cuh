@@ -224,7 +224,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
     }
     // No CTA may leave while its peer can still multicast into it or arrive on its barriers.
-    if (CLUSTER_M > 1) cluster_sync();
+    // (The producer warp diverged around its one issuing thread: reconverge before the
+    // warp-aligned cluster barrier.)
+    if (CLUSTER_M > 1) {
+        __syncwarp();
+        cluster_sync();
+    }
 #endif
 }
 

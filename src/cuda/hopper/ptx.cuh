@@ -39,13 +39,15 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
 }
 
 // Arrival on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster
-// (which may be this CTA). Release at cluster scope: our reads of the stage happen before.
+// (which may be this CTA). Default semantics (release, CTA scope): the engine uses it only to
+// say "my wgmma reads of this stage are complete" (wgmma.wait_group already guarantees that),
+// and the .release.cluster form costs a GPU-wide MEMBAR per arrival in SASS.
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta_rank) {
     asm volatile(
         "{\n"
         ".reg .b32 remote;\n"
         "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
         "}\n" ::"r"(smem_u32(bar)),
         "r"(cta_rank)
         : "memory");
