@@ -169,7 +169,11 @@ uint8_t moe_float_to_ue4m3(float f); /* |f|, saturating to 448 */
  *   NVFP4         e2m1 codes, ue4m3 [rows, ceil(cols/16)], plus one fp32 tensor scale
  *                 S_enc = 448*6/amax (1 if amax = 0); x = e2m1(q) * s_b / S_enc
  *   NVFP4_2D      as NVFP4 with 16x16 blocks: ue4m3 [ceil(rows/16), ceil(cols/16)]
- * E2M1 formats need an even number of columns. */
+ * E2M1 formats need an even number of columns. These are the layouts of one matrix as
+ * moe_quantize writes it; packed weights (moe_weights_create) use them too, except that a
+ * gated W13, stored with gate and up rows interleaved, has its FP8_BLOCK128 / NVFP4_2D
+ * blocks over gate and up each on its own grid (as a checkpoint quantises them), never over
+ * a mix of the two. */
 typedef enum moe_format {
     MOE_FORMAT_F32 = 0,
     MOE_FORMAT_F16 = 1,
@@ -315,7 +319,11 @@ typedef struct moe_weights moe_weights_t;
 
 /* Copies, re-lays out (gate and up interleaved) and quantises the expert weights into
  * `format` for the context's backend; allocates host (CPU) or device (CUDA) memory that
- * moe_weights_free releases. Router, biases and shared-gate weights stay fp32. */
+ * moe_weights_free releases. Router, biases and shared-gate weights stay fp32. Gate and up
+ * are quantised each on its own block grid. E4M3 weights with their 128x128 scales packed
+ * as FP8_BLOCK128 keep their codes and scales bit for bit (gate, up, down, RELU2's W1, and
+ * CONCAT's gate_up when I is a multiple of 128); where the blocks cannot match (INTERLEAVED,
+ * or CONCAT with other I), and for every other format, they are decoded and quantised anew. */
 moe_status moe_weights_create(moe_context_t *ctx, const moe_layer_spec *spec, const moe_weights_desc *desc,
                               moe_format format, moe_weights_t **out);
 void moe_weights_free(moe_weights_t *w);

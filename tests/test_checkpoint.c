@@ -628,20 +628,33 @@ static float *add_random(tfile *f, const char *name, const char *dtype, int64_t 
     return decoded;
 }
 
+/* When set, add_fp8 writes power-of-two scales, the smallest 2^k >= amax/448 (DeepSeek-V3.1's
+ * UE8M0 scales), instead of amax/448: codes then stop short of 448, so re-quantising the
+ * decoded values would change scales and codes; only a true copy keeps them. */
+static int fp8_pow2_scales;
+
 /* Random e4m3 weights [rows, cols] with DeepSeek's 128x128 weight_scale_inv (amax/448 per
- * block); returns the dequantised values q * s. */
+ * block, or see fp8_pow2_scales); returns the dequantised values q * s. */
 static float *add_fp8(tfile *f, const char *name, int64_t rows, int64_t cols) {
     if (strlen(name) > 200) exit(2);
     int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
     float *x = malloc((size_t)(rows * cols) * sizeof *x), *scale = malloc((size_t)(sr * sc) * sizeof *scale);
     uint8_t *q = malloc((size_t)(rows * cols));
-    for (int64_t i = 0; i < rows * cols; i++) x[i] = rng_float() * (1 + (int)(i % 7)); /* uneven blocks */
+    /* uneven blocks; with power-of-two scales, magnitudes whose amax / 448 (about 1.3 / 64) is
+     * far from a power of two, so that the codes stay well short of 448 */
+    const float mag = fp8_pow2_scales ? 1.3f : 1.0f;
+    for (int64_t i = 0; i < rows * cols; i++) x[i] = rng_float() * (1 + (int)(i % 7)) * mag;
     for (int64_t br = 0; br < sr; br++)
         for (int64_t bc = 0; bc < sc; bc++) {
             float amax = 0;
             for (int64_t r = br * 128; r < rows && r < br * 128 + 128; r++)
                 for (int64_t c = bc * 128; c < cols && c < bc * 128 + 128; c++) amax = fmaxf(amax, fabsf(x[r * cols + c]));
             float s = amax > 0 ? amax / 448.0f : 1.0f;
+            if (fp8_pow2_scales) {
+                int k;
+                frexpf(s, &k); /* s = m * 2^k, m in [0.5, 1): 2^k >= s */
+                s = s == ldexpf(0.5f, k) ? s : ldexpf(1.0f, k);
+            }
             scale[br * sc + bc] = s;
             for (int64_t r = br * 128; r < rows && r < br * 128 + 128; r++)
                 for (int64_t c = bc * 128; c < cols && c < bc * 128 + 128; c++) {
@@ -927,13 +940,16 @@ static void test_load_gpt_oss_mxfp4(moe_context_t *ctx) {
     free(f);
 }
 
-/* DeepSeek-V3 style: e4m3 experts with 128x128 weight_scale_inv (sizes not multiples of 128),
- * bf16 router, fp32 e_score_correction_bias, an FP8 shared expert. */
+/* DeepSeek-V3 style: e4m3 experts with 128x128 weight_scale_inv (sizes not multiples of 128;
+ * power-of-two scales for the routed experts, amax / 448 for the shared one), bf16 router,
+ * fp32 e_score_correction_bias, an FP8 shared expert. */
 static void test_load_deepseek_fp8(moe_context_t *ctx) {
     const int64_t E = 2, H = 300, I = 136, Is = 136; /* scales [2, 3] and [3, 2]: not square */
     expected x = {.E = E, .H = H, .I = I};
     tfile *f = calloc(1, sizeof *f);
+    fp8_pow2_scales = 1; /* routed experts: UE8M0-style scales, shared: amax / 448 */
     add_experts(f, "model.layers.1.mlp.", HF_PROJ, "F8_E4M3", &x);
+    fp8_pow2_scales = 0;
     free(add_random(f, "model.layers.1.mlp.gate.weight", "BF16", E, H));
     float *bias = add_random(f, "model.layers.1.mlp.gate.e_score_correction_bias", "F32", E, 0);
     x.shared_gate = add_fp8(f, "model.layers.1.mlp.shared_experts.gate_proj.weight", Is, H);
@@ -956,9 +972,15 @@ static void test_load_deepseek_fp8(moe_context_t *ctx) {
     }
     moe_weights_free(w);
 
-    /* Packed as FP8 with 128x128 blocks again (over the interleaved W13 rows, so the blocks
-     * differ): each element within e4m3's rounding: half an ulp (2^-4 relative) for normals,
-     * half the subnormal step (2^-10 of the block scale, bounded by the matrix's) below. */
+    /* Packed as FP8 with 128x128 blocks again: bit-exact, every expert. The routed experts'
+     * e4m3 codes and scales go over as they are (the packed blocks are the checkpoint's: gate
+     * and up each on its own grid), so unpack gives exactly q * s; their power-of-two scales
+     * would not survive a re-quantisation. The shared expert reaches the packing decoded to
+     * fp32 (the descriptor has no shared-expert scales) and is re-quantised on the same grid,
+     * which reproduces amax / 448 scales exactly: with s = fl(a / 448), the block's largest
+     * value is p = fl(448 s), the float nearest 448 s, so |p - 448 s| <= |a - 448 s| and
+     * p / 448 rounds to s again (a power-of-two s makes 448 s exact; a tie needs s even);
+     * then every x / s = q (1 + <2^-23) rounds back to its code q. */
     w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_FP8_BLOCK128, NULL);
     if (w) {
         float *got[3];
@@ -968,23 +990,11 @@ static void test_load_deepseek_fp8(moe_context_t *ctx) {
                                     e < 0 ? x.shared_down : x.down[e]};
             CHECK(moe_weights_unpack(ctx, w, e, got[0], got[1], got[2]) == MOE_STATUS_OK, "unpack: %s",
                   moe_last_error(ctx));
-            float amax13 = 0, amax2 = 0;
-            for (int64_t i = 0; i < I * H; i++) {
-                amax13 = fmaxf(amax13, fmaxf(fabsf(want[0][i]), fabsf(want[1][i])));
-                amax2 = fmaxf(amax2, fabsf(want[2][i]));
+            for (int p = 0; p < 3; p++) {
+                const bool exact = memcmp(got[p], want[p], (size_t)(I * H) * 4) == 0;
+                if (!exact) close_enough(got[p], want[p], I * H, 0.0f, "fp8"); /* prints the first difference */
+                CHECK(exact, "fp8 as FP8_BLOCK128: expert %lld proj %d not bit-exact", (long long)e, p);
             }
-            int bad = 0;
-            for (int p = 0; p < 3 && !bad; p++)
-                for (int64_t i = 0; i < I * H && !bad; i++) {
-                    float floor_err = (p < 2 ? amax13 : amax2) / 448.0f * 0x1p-10f;
-                    float bound = fabsf(want[p][i]) * 0x1p-4f * (1 + 1e-6f) + floor_err;
-                    if (!(fabsf(got[p][i] - want[p][i]) <= bound)) {
-                        bad = 1;
-                        printf("    fp8 expert %lld proj %d [%lld]: got %.9g, expected %.9g (bound %.3g)\n",
-                               (long long)e, p, (long long)i, got[p][i], want[p][i], bound);
-                    }
-                }
-            CHECK(!bad, "fp8 as FP8_BLOCK128: expert %lld", (long long)e);
         }
         for (int p = 0; p < 3; p++) free(got[p]);
     }

@@ -518,7 +518,10 @@ typedef struct quant_ref {
     float *block_scale;  /* per block: the fp32 scale elements are multiplied by */
 } quant_ref;
 
-static void quant_ref_build(quant_ref *q, moe_format f, const float *x, int64_t rows, int64_t cols, int64_t ld) {
+/* s_enc_given > 0: NVFP4's tensor scale as given (a half of a paired W13 shares the whole
+ * matrix's), else derived from x. */
+static void quant_ref_build_with(quant_ref *q, moe_format f, const float *x, int64_t rows, int64_t cols, int64_t ld,
+                                 float s_enc_given) {
     memset(q, 0, sizeof *q);
     q->f = f, q->x = x, q->rows = rows, q->cols = cols, q->ld = ld;
     block_dims(f, rows, cols, &q->br, &q->bc);
@@ -532,6 +535,7 @@ static void quant_ref_build(quant_ref *q, moe_format f, const float *x, int64_t 
         double g = region_amax(x, ld, 0, rows, 0, cols, &nan);
         q->s_enc = g > 0 ? 2688.0f / (float)g : 1.0f; /* S_enc = 448 * 6 / amax */
         if (isinf(q->s_enc)) q->s_enc = FLT_MAX;       /* documented: amax < ~8e-36 */
+        if (s_enc_given > 0) q->s_enc = s_enc_given;
     }
     if (is_plain(f)) return;
     if (f == MOE_FORMAT_FP8_TENSOR) q->block_scale[0] = 1.0f; /* the one scale of an empty matrix */
@@ -555,6 +559,10 @@ static void quant_ref_build(quant_ref *q, moe_format f, const float *x, int64_t 
                 q->scale_codes[b] = nan ? 0x7F : code;
             }
         }
+}
+
+static void quant_ref_build(quant_ref *q, moe_format f, const float *x, int64_t rows, int64_t cols, int64_t ld) {
+    quant_ref_build_with(q, f, x, rows, cols, ld, 0.0f);
 }
 
 static void quant_ref_free(quant_ref *q) {
@@ -1148,6 +1156,120 @@ static void case_qmatrix_all_codes(void) {
     }
 }
 
+/* Paired stacks (a gated W13: row 2i gate i, row 2i+1 up i). The 2-D block formats quantise
+ * each half on its own grid, against the reference built on that half alone (NVFP4_2D with
+ * the S_enc of the whole matrix), scale row 2b + s holding half s's block row b; every other
+ * format stores exactly what moe_quantize writes for the whole interleaved matrix. And
+ * moe__qmatrix_row decodes each row as decode(code) * its block's scale. */
+static void case_qmatrix_paired(void) {
+    static const int64_t halves[] = {136, 40, 1, 17, 256};
+    for (int f = 0; f < MOE_FORMAT_COUNT_; f++) {
+        for (size_t k = 0; k < sizeof halves / sizeof halves[0]; k++) {
+            const moe_format fm = (moe_format)f;
+            const int64_t I = halves[k], rows = 2 * I, cols = k % 2 ? 34 : 160;
+            const bool two_d = fm == MOE_FORMAT_FP8_BLOCK128 || fm == MOE_FORMAT_NVFP4_2D;
+            const int64_t br = fm == MOE_FORMAT_FP8_BLOCK128 ? 128 : 16;
+            float *x = random_matrix(rows, cols, cols);
+            moe__qmatrix m;
+            moe_status st = moe__qmatrix_alloc_paired(&m, fm, 2, rows, cols);
+            CHECK(st == MOE_STATUS_OK, "%s I %lld: alloc_paired: %s", NAMES[f], (long long)I, moe_last_error(NULL));
+            if (st != MOE_STATUS_OK) {
+                free(x);
+                continue;
+            }
+            st = moe__qmatrix_set(&m, 1, x);
+            CHECK(st == MOE_STATUS_OK, "%s I %lld: set: %s", NAMES[f], (long long)I, moe_last_error(NULL));
+            moe_format_layout whole;
+            moe_format_layout_get(fm, rows, cols, &whole);
+            const int64_t want_sr = two_d ? 2 * ((I + br - 1) / br) : whole.scale_rows;
+            CHECK(m.paired_rows == 1 && m.layout.scale_rows == want_sr && m.layout.scale_cols == whole.scale_cols &&
+                      m.layout.code_bytes == whole.code_bytes,
+                  "%s I %lld: paired layout %lld x %lld scales, expected %lld x %lld", NAMES[f], (long long)I,
+                  (long long)m.layout.scale_rows, (long long)m.layout.scale_cols, (long long)want_sr,
+                  (long long)whole.scale_cols);
+            const uint8_t *codes = m.codes + m.layout.code_bytes;
+            const uint8_t *scales = (const uint8_t *)m.scales + moe__qmatrix_scale_bytes(&m);
+            const size_t sbytes = (size_t)(whole.scale_rows * whole.scale_cols) * scale_elem_bytes(&whole);
+            float *row = malloc((size_t)cols * sizeof(float));
+            if (!two_d) { /* byte for byte what moe_quantize writes for the whole matrix */
+                uint8_t *wc = malloc(whole.code_bytes + 1), *ws = malloc(sbytes + 4);
+                float ts = 0;
+                moe_quantize(fm, x, rows, cols, cols, wc, ws, &ts);
+                CHECK(memcmp(codes, wc, whole.code_bytes) == 0 && memcmp(scales, ws, sbytes) == 0 &&
+                          (!whole.has_tensor_scale || m.tensor_scales[1] == ts),
+                      "%s I %lld: paired differs from moe_quantize of the whole", NAMES[f], (long long)I);
+                float *out = malloc((size_t)(rows * cols + 1) * sizeof(float));
+                moe_dequantize(fm, wc, ws, ts, rows, cols, out, cols);
+                for (int64_t r = 0; r < rows; r++) {
+                    moe__qmatrix_row(&m, 1, r, row);
+                    for (int64_t c = 0; c < cols; c++)
+                        CHECK(same_float(row[c], out[r * cols + c]), "%s I %lld: row %lld col %lld", NAMES[f],
+                              (long long)I, (long long)r, (long long)c);
+                }
+                free(out), free(wc), free(ws), free(row), free(x);
+                moe__qmatrix_free(&m);
+                continue;
+            }
+            /* 2-D: each half against its own reference */
+            float s_enc = 0;
+            if (fm == MOE_FORMAT_NVFP4_2D) {
+                bool nan;
+                double g = region_amax(x, cols, 0, rows, 0, cols, &nan);
+                s_enc = g > 0 ? 2688.0f / (float)g : 1.0f;
+                CHECK(bits_of(m.tensor_scales[1]) == bits_of(s_enc), "%s I %lld: S_enc %.9g, expected %.9g (whole W13)",
+                      NAMES[f], (long long)I, m.tensor_scales[1], s_enc);
+            }
+            const format_table *et = element_table(fm);
+            for (int64_t half = 0; half < 2; half++) {
+                quant_ref q;
+                quant_ref_build_with(&q, fm, x + half * cols, I, cols, 2 * cols, s_enc);
+                const int64_t nbr = (I + br - 1) / br;
+                for (int64_t b = 0; b < nbr; b++)
+                    for (int64_t j = 0; j < q.scale_cols; j++) {
+                        const int64_t at = (2 * b + half) * q.scale_cols + j, ref_at = b * q.scale_cols + j;
+                        if (fm == MOE_FORMAT_FP8_BLOCK128) {
+                            float got;
+                            memcpy(&got, scales + 4 * at, 4);
+                            CHECK(bits_of(got) == bits_of(q.block_scale[ref_at]),
+                                  "%s I %lld half %lld: scale (%lld,%lld)", NAMES[f], (long long)I, (long long)half,
+                                  (long long)b, (long long)j);
+                        } else {
+                            CHECK(scales[at] == q.scale_codes[ref_at], "%s I %lld half %lld: scale code (%lld,%lld)",
+                                  NAMES[f], (long long)I, (long long)half, (long long)b, (long long)j);
+                        }
+                    }
+                for (int64_t i = 0; i < I; i++) {
+                    const int64_t r = 2 * i + half;
+                    CHECK(moe__qmatrix_scale_row(&m, r) == 2 * (i / br) + half, "%s: scale row of row %lld", NAMES[f],
+                          (long long)r);
+                    moe__qmatrix_row(&m, 1, r, row);
+                    for (int64_t c = 0; c < cols; c++) {
+                        expected e = quant_ref_element(&q, i, c);
+                        const uint32_t got = stored_code(fm, codes, r * cols + c);
+                        if (e.check_code)
+                            CHECK(code_matches(et, got, e.code), "%s I %lld: (%lld,%lld) code 0x%x, expected 0x%x",
+                                  NAMES[f], (long long)I, (long long)r, (long long)c, got, e.code);
+                        const float want = (float)et->decode(got) * e.scale;
+                        CHECK(same_float(row[c], want), "%s I %lld: row (%lld,%lld) = %.9g, expected %.9g", NAMES[f],
+                              (long long)I, (long long)r, (long long)c, row[c], want);
+                    }
+                }
+                quant_ref_free(&q);
+            }
+            free(row), free(x);
+            moe__qmatrix_free(&m);
+        }
+    }
+    moe__qmatrix m;
+    CHECK(moe__qmatrix_alloc_paired(&m, MOE_FORMAT_FP8_BLOCK128, 1, 7, 4) == MOE_STATUS_INVALID_ARGUMENT &&
+              strstr(moe_last_error(NULL), "rows = 7"),
+          "odd rows refused: %s", moe_last_error(NULL));
+    CHECK(moe__qmatrix_alloc(&m, MOE_FORMAT_FP8_BLOCK128, 1, 300, 4) == MOE_STATUS_OK && m.paired_rows == 0 &&
+              moe__qmatrix_scale_row(&m, 299) == 2,
+          "unpaired: scale row r / 128");
+    moe__qmatrix_free(&m);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Bad arguments: the right status, and a message naming the argument.
  * ------------------------------------------------------------------------------------- */
@@ -1239,6 +1361,7 @@ int main(int argc, char **argv) {
         {"nvfp4_midpoints", case_nvfp4_midpoints},
         {"e2m1_packing", case_e2m1_packing},
         {"qmatrix_all_codes", case_qmatrix_all_codes},
+        {"qmatrix_paired", case_qmatrix_paired},
         {"bad_arguments", case_bad_arguments},
     };
     const char *filter = argc > 1 ? argv[1] : NULL;

@@ -8,7 +8,8 @@
  *  - f32 x, y and weights: 1e-5 (the library accumulates in double and rounds each stored
  *    intermediate to fp32, ~1e-7 relative per step).
  *  - quantised weights: the reference runs on the dequantised weights (built here with the
- *    public quantiser on the same interleaved matrices), so the same 1e-5 holds.
+ *    public quantiser from the format's definition: see effective_weights), so the same
+ *    1e-5 holds.
  *  - bf16 / f16 y: the output is rounded once to 8 / 11 significant bits, a relative error
  *    of at most u = 2^-9 / 2^-11 per element, so at most u (+1e-5) in Frobenius norm; the
  *    test allows 2u (3.9e-3 / 9.8e-4), compared against the fp64 reference of the same
@@ -27,6 +28,7 @@
  * y is poisoned with NaN before every run (an unwritten element fails). Fresh random data
  * each run; the seed is printed (MOEFUSE_SEED=<n> repeats a run). */
 #include "moefuse.h"
+#include "internal.h" /* only for the packed codes of the FP8 checkpoint cases */
 
 #include <math.h>
 #include <stdbool.h>
@@ -247,26 +249,64 @@ static void draw_experts(const tcase *c, expert_set *x, int64_t E, int64_t I) {
     round_all(wd, x->D, n * H * I);
 }
 
-/* Effective weights for the packed format: quantise each expert's interleaved [R13, H] (the
- * layout the library packs, which matters for 2-D block formats) and its [H, I]. */
+/* half = dequantize(quantize(half)) for one half [I, H] of a W13 in a 2-D block format, on
+ * the half's own block grid (what a checkpoint does, and the library packs). NVFP4_2D's
+ * tensor scale must be W13's (amax `w13_amax` over both halves): the half is quantised with
+ * zero rows up to a whole 16-row block and one more block holding w13_amax, which sets S_enc
+ * and leaves the half's blocks as they were. */
+static void quant_roundtrip_half(moe_format f, float *half, int64_t I, int64_t H, float w13_amax) {
+    if (f != MOE_FORMAT_NVFP4_2D) {
+        quant_roundtrip(f, half, I, H);
+        return;
+    }
+    const int64_t padded = (I + 15) / 16 * 16 + 16;
+    float *m = fbuf(padded * H);
+    memcpy(m, half, (size_t)(I * H) * 4);
+    m[(padded - 16) * H] = w13_amax;
+    quant_roundtrip(f, m, padded, H);
+    memcpy(half, m, (size_t)(I * H) * 4);
+}
+
+/* Effective weights for the packed format, derived here from the format's definition:
+ *  - gated W13 in a 2-D block format (FP8_BLOCK128, NVFP4_2D): gate [I, H] and up [I, H]
+ *    each quantised on its own block grid, as a checkpoint quantises them (the library's
+ *    blocks never mix gate and up rows); NVFP4_2D's S_enc is over the whole W13;
+ *  - every other format: the interleaved [R13, H] quantised as one matrix (row-wise blocks
+ *    see no difference; FP8_TENSOR's one scale and NVFP4's S_enc cover the whole W13);
+ *  - down [H, I] as one matrix;
+ *  - a DeepSeek-style e4m3 checkpoint (routed experts; G/U/D already hold its dequantised
+ *    values) packed as FP8_BLOCK128: unchanged, the packing is lossless (SEPARATE layout). */
 static void effective_weights(const tcase *c, expert_set *x) {
     const int64_t n = x->E > 0 ? x->E : 1, H = c->H, I = x->I;
     const bool gated = moe_activation_is_gated(c->act);
     const int64_t R13 = gated ? 2 * I : I;
+    const bool two_d = c->wformat == MOE_FORMAT_FP8_BLOCK128 || c->wformat == MOE_FORMAT_NVFP4_2D;
+    const bool lossless = c->w_dtype == MOE_DTYPE_E4M3 && x->E > 0 && c->wformat == MOE_FORMAT_FP8_BLOCK128;
     x->Ge = fbuf(n * I * H), x->De = fbuf(n * H * I);
     x->Ue = gated ? fbuf(n * I * H) : NULL;
+    memcpy(x->Ge, x->G, (size_t)(n * I * H) * 4);
+    if (gated) memcpy(x->Ue, x->U, (size_t)(n * I * H) * 4);
+    memcpy(x->De, x->D, (size_t)(n * H * I) * 4);
+    if (lossless) return;
     float *m = fbuf(R13 * H);
     for (int64_t e = 0; e < n; e++) {
-        for (int64_t i = 0; i < I; i++) {
-            memcpy(m + (gated ? 2 * i : i) * H, x->G + (e * I + i) * H, (size_t)H * 4);
-            if (gated) memcpy(m + (2 * i + 1) * H, x->U + (e * I + i) * H, (size_t)H * 4);
+        float *G = x->Ge + e * I * H, *U = gated ? x->Ue + e * I * H : NULL;
+        if (gated && two_d) {
+            float amax = 0;
+            for (int64_t i = 0; i < I * H; i++) amax = fmaxf(amax, fmaxf(fabsf(G[i]), fabsf(U[i])));
+            quant_roundtrip_half(c->wformat, G, I, H, amax);
+            quant_roundtrip_half(c->wformat, U, I, H, amax);
+        } else {
+            for (int64_t i = 0; i < I; i++) {
+                memcpy(m + (gated ? 2 * i : i) * H, G + i * H, (size_t)H * 4);
+                if (gated) memcpy(m + (2 * i + 1) * H, U + i * H, (size_t)H * 4);
+            }
+            quant_roundtrip(c->wformat, m, R13, H);
+            for (int64_t i = 0; i < I; i++) {
+                memcpy(G + i * H, m + (gated ? 2 * i : i) * H, (size_t)H * 4);
+                if (gated) memcpy(U + i * H, m + (2 * i + 1) * H, (size_t)H * 4);
+            }
         }
-        quant_roundtrip(c->wformat, m, R13, H);
-        for (int64_t i = 0; i < I; i++) {
-            memcpy(x->Ge + (e * I + i) * H, m + (gated ? 2 * i : i) * H, (size_t)H * 4);
-            if (gated) memcpy(x->Ue + (e * I + i) * H, m + (2 * i + 1) * H, (size_t)H * 4);
-        }
-        memcpy(x->De + e * H * I, x->D + e * H * I, (size_t)(H * I) * 4);
         quant_roundtrip(c->wformat, x->De + e * H * I, H, I);
     }
 }
@@ -965,6 +1005,203 @@ static void routing_shape_cases(void) {
     run_case(&c);
 }
 
+/* ---- FP8 checkpoints packed as FP8_BLOCK128 ------------------------------------------------
+ * A DeepSeek-style checkpoint quantises gate [I, H], up [I, H] and down [H, I] each on its
+ * own 128x128 grid. Packing it as FP8_BLOCK128 must keep its codes and scales bit for bit
+ * wherever its blocks are the packed blocks (SEPARATE, RELU2's W1, CONCAT with I % 128 == 0,
+ * strided views of those), so unpack gives exactly the checkpoint's dequantised values and
+ * the packed codes are the checkpoint's (read from the internal struct, internal.h). Where a
+ * source block straddles gate and up (CONCAT with I % 128 != 0, INTERLEAVED), or a half is
+ * not e4m3, that half is re-quantised on its own grid: unpack must then give exactly the
+ * public quantiser's round trip of the dequantised half. */
+typedef struct fp8_case {
+    const char *name;
+    moe_gate_up_layout layout;
+    moe_activation act;
+    int64_t I;
+    int up_bf16;      /* up handed over as bf16 (SEPARATE): a half that must be quantised */
+    int gate_strided; /* gate as a strided view of an [E, H, I] buffer (SEPARATE) */
+    int lossless13;   /* expected: every W13 half copied */
+} fp8_case;
+
+/* Matrix e of an e4m3 tensor t: row r's code at column c (any strides). */
+static uint8_t code_at(const moe_tensor *t, int64_t e, int64_t r, int64_t c) {
+    const int64_t s0 = t->strides[0] ? t->strides[0] : t->shape[1] * t->shape[2];
+    const int64_t s1 = t->strides[1] ? t->strides[1] : t->shape[2], s2 = t->strides[2] ? t->strides[2] : 1;
+    return ((const uint8_t *)t->data)[e * s0 + r * s1 + c * s2];
+}
+
+/* Checkpoint scales need not be amax / 448 (a power-of-two or otherwise rounded scale is
+ * common): scale every block of e4m3 tensor t by its own factor in [1, 2) and recompute the
+ * dequantised values `vals` [E, rows, cols]. Codes then stop short of 448, and re-quantising
+ * (amax / 448) would give other scales and codes: only a true copy reproduces them. */
+static void loosen_scales(const moe_tensor *t, const moe_tensor *scale, float *vals) {
+    const int64_t E = t->shape[0], rows = t->shape[1], cols = t->shape[2];
+    const int64_t sr = scale->shape[1], sc = scale->shape[2];
+    float *s = scale->data;
+    for (int64_t i = 0; i < E * sr * sc; i++) s[i] *= (float)(1.0 + urand());
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                vals[(e * rows + r) * cols + c] =
+                    moe_e4m3_to_float(((const uint8_t *)t->data)[(e * rows + r) * cols + c]) *
+                    s[(e * sr + r / 128) * sc + c / 128];
+}
+
+static void run_fp8_case(const fp8_case *fc) {
+    case_begin();
+    const int64_t E = 3, H = 160, I = fc->I, sc = (H + 127) / 128;
+    const bool gated = moe_activation_is_gated(fc->act);
+    const int64_t R13 = gated ? 2 * I : I;
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 2);
+    spec.activation = fc->act;
+    /* Draw, then lay out as the case's checkpoint: G/U hold the values handed over. */
+    float *G = fbuf(E * I * H), *U = fbuf(E * I * H), *D = fbuf(E * H * I);
+    for (int64_t i = 0; i < E * I * H; i++) G[i] = frand(-1, 1) * (1 + (float)(i % 5)), U[i] = frand(-0.3, 0.3);
+    for (int64_t i = 0; i < E * H * I; i++) D[i] = frand(-2, 2);
+    moe_weights_desc d;
+    memset(&d, 0, sizeof d);
+    d.layout = fc->layout;
+    moe_tensor g_src = moe_tensor_none(), u_src = moe_tensor_none(), gu_src = moe_tensor_none();
+    moe_tensor g_scale = moe_tensor_none(), u_scale = moe_tensor_none(), gu_scale = moe_tensor_none();
+    e4m3_tensor(D, E, H, I, &d.down, &d.down_scale); /* D now holds the dequantised values */
+    loosen_scales(&d.down, &d.down_scale, D);
+    if (fc->layout == MOE_LAYOUT_SEPARATE) {
+        e4m3_tensor(G, E, I, H, &g_src, &g_scale);
+        loosen_scales(&g_src, &g_scale, G);
+        if (fc->gate_strided) { /* the same codes in an [E, H, I] buffer, viewed as [E, I, H] */
+            uint8_t *t = talloc((size_t)(E * H * I));
+            for (int64_t e = 0; e < E; e++)
+                for (int64_t i = 0; i < I; i++)
+                    for (int64_t h = 0; h < H; h++) t[(e * H + h) * I + i] = code_at(&g_src, e, i, h);
+            g_src.data = t;
+            g_src.strides[0] = H * I, g_src.strides[1] = 1, g_src.strides[2] = I;
+        }
+        d.gate = g_src, d.gate_scale = g_scale;
+        if (gated && fc->up_bf16) {
+            round_all(MOE_DTYPE_BF16, U, E * I * H);
+            d.up = typed3(U, MOE_DTYPE_BF16, E, I, H);
+        } else if (gated) {
+            e4m3_tensor(U, E, I, H, &u_src, &u_scale);
+            loosen_scales(&u_src, &u_scale, U);
+            d.up = u_src, d.up_scale = u_scale;
+        }
+    } else { /* gate_up [E, R13, H] in CONCAT or INTERLEAVED order, quantised as one matrix */
+        tcase c = base_case("fp8");
+        c.layout = fc->layout, c.act = fc->act, c.H = H;
+        expert_set x = {.E = E, .I = I};
+        float *gu = gate_up_rows(&c, &x, G, gated ? U : NULL);
+        e4m3_tensor(gu, E, R13, H, &gu_src, &gu_scale);
+        loosen_scales(&gu_src, &gu_scale, gu);
+        for (int64_t e = 0; e < E; e++) /* G and U: the dequantised rows back in place */
+            for (int64_t i = 0; i < I; i++) {
+                const bool concat = fc->layout == MOE_LAYOUT_CONCAT;
+                const int64_t rg = !gated ? i : concat ? i : 2 * i, ru = concat ? I + i : 2 * i + 1;
+                memcpy(G + (e * I + i) * H, gu + (e * R13 + rg) * H, (size_t)H * 4);
+                if (gated) memcpy(U + (e * I + i) * H, gu + (e * R13 + ru) * H, (size_t)H * 4);
+            }
+        d.gate_up = gu_src, d.gate_up_scale = gu_scale;
+    }
+
+    moe_context_t *ctx = NULL;
+    moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
+    moe_weights_t *w = NULL;
+    moe_status st = moe_weights_create(ctx, &spec, &d, MOE_FORMAT_FP8_BLOCK128, &w);
+    CHECK(st == MOE_STATUS_OK, "create: %s", moe_last_error(ctx));
+    if (!w) {
+        moe_context_free(ctx);
+        arena_free();
+        case_end(fc->name, NULL);
+        return;
+    }
+    CHECK(w->w13.paired_rows == (gated ? 1 : 0) && w->w2.paired_rows == 0, "paired_rows %d / %d",
+          w->w13.paired_rows, w->w2.paired_rows);
+    const int64_t want_sr = gated ? 2 * ((I + 127) / 128) : (I + 127) / 128;
+    CHECK(w->w13.layout.scale_rows == want_sr && w->w13.layout.scale_cols == sc, "W13 scale grid %lldx%lld",
+          (long long)w->w13.layout.scale_rows, (long long)w->w13.layout.scale_cols);
+
+    /* What unpack must give: the checkpoint's values where copied, else the round trip of the
+     * dequantised half on its own grid. */
+    float *Ge = fbuf(E * I * H), *Ue = fbuf(E * I * H);
+    memcpy(Ge, G, (size_t)(E * I * H) * 4);
+    memcpy(Ue, U, (size_t)(E * I * H) * 4);
+    const bool gate_copied = fc->lossless13 || fc->up_bf16;
+    for (int64_t e = 0; e < E; e++) {
+        if (!gate_copied) quant_roundtrip(MOE_FORMAT_FP8_BLOCK128, Ge + e * I * H, I, H);
+        if (gated && !fc->lossless13) quant_roundtrip(MOE_FORMAT_FP8_BLOCK128, Ue + e * I * H, I, H);
+    }
+    float *g = fbuf(I * H), *u = fbuf(I * H), *dn = fbuf(H * I);
+    for (int64_t e = 0; e < E; e++) {
+        st = moe_weights_unpack(ctx, w, e, g, gated ? u : NULL, dn);
+        CHECK(st == MOE_STATUS_OK, "unpack: %s", moe_last_error(ctx));
+        CHECK(memcmp(g, Ge + e * I * H, (size_t)(I * H) * 4) == 0, "expert %lld: gate differs from %s", (long long)e,
+              gate_copied ? "the checkpoint's values" : "its re-quantisation");
+        if (gated)
+            CHECK(memcmp(u, Ue + e * I * H, (size_t)(I * H) * 4) == 0, "expert %lld: up differs from %s", (long long)e,
+                  fc->lossless13 ? "the checkpoint's values" : "its re-quantisation");
+        CHECK(memcmp(dn, D + e * H * I, (size_t)(H * I) * 4) == 0, "expert %lld: down differs from the checkpoint's",
+              (long long)e);
+    }
+
+    /* The packed codes and scales are the checkpoint's: W2 always, W13 where copied. */
+    const int64_t sc2 = (I + 127) / 128, sr2 = (H + 127) / 128;
+    for (int64_t e = 0; e < E; e++) {
+        const uint8_t *c2 = w->w2.codes + e * w->w2.layout.code_bytes;
+        const float *s2 = (const float *)w->w2.scales + e * sr2 * sc2;
+        int bad = 0;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < I; i++) bad += c2[h * I + i] != code_at(&d.down, e, h, i);
+        bad += memcmp(s2, (const float *)d.down_scale.data + e * sr2 * sc2, (size_t)(sr2 * sc2) * 4) != 0;
+        CHECK(bad == 0, "expert %lld: W2 codes or scales differ from the checkpoint's", (long long)e);
+        if (!gate_copied) continue;
+        /* W13: packed row 2i + s (gated) or i holds source row i of the half's tensor; scale row
+         * 2j + s (gated) or j its block row j. */
+        const uint8_t *c13 = w->w13.codes + e * w->w13.layout.code_bytes;
+        const float *s13 = (const float *)w->w13.scales + e * want_sr * sc;
+        for (int half = 0; half < (gated ? 2 : 1); half++) {
+            if (half == 1 && !fc->lossless13) continue;
+            const moe_tensor *src = fc->layout == MOE_LAYOUT_SEPARATE ? (half ? &d.up : &d.gate) : &d.gate_up;
+            const moe_tensor *ssrc = fc->layout == MOE_LAYOUT_SEPARATE ? (half ? &d.up_scale : &d.gate_scale)
+                                                                      : &d.gate_up_scale;
+            const int64_t row0 = fc->layout == MOE_LAYOUT_CONCAT && half ? I : 0;
+            const int64_t src_sr = src->shape[1] / 128 + (src->shape[1] % 128 != 0);
+            int bad13 = 0;
+            for (int64_t i = 0; i < I; i++)
+                for (int64_t h = 0; h < H; h++)
+                    bad13 += c13[(gated ? 2 * i + half : i) * H + h] != code_at(src, e, row0 + i, h);
+            for (int64_t j = 0; j < (I + 127) / 128; j++)
+                bad13 += memcmp(s13 + (gated ? 2 * j + half : j) * sc,
+                                (const float *)ssrc->data + (e * src_sr + row0 / 128 + j) * sc, (size_t)sc * 4) != 0;
+            CHECK(bad13 == 0, "expert %lld: W13 %s codes or scales differ from the checkpoint's (%d)", (long long)e,
+                  half ? "up" : "gate", bad13);
+        }
+    }
+    moe_weights_free(w);
+    moe_context_free(ctx);
+    arena_free();
+    case_end(fc->name, NULL);
+}
+
+static void fp8_checkpoint_cases(void) {
+    static const fp8_case cases[] = {
+        {"fp8 ckpt -> fp8-block128: separate, I 136 (partial block): lossless", MOE_LAYOUT_SEPARATE, MOE_ACT_SWIGLU,
+         136, 0, 0, 1},
+        {"fp8 ckpt -> fp8-block128: separate, I 256: lossless", MOE_LAYOUT_SEPARATE, MOE_ACT_SWIGLU, 256, 0, 0, 1},
+        {"fp8 ckpt -> fp8-block128: gate a strided view: lossless", MOE_LAYOUT_SEPARATE, MOE_ACT_GEGLU, 72, 0, 1, 1},
+        {"fp8 ckpt -> fp8-block128: concat, I 128: lossless", MOE_LAYOUT_CONCAT, MOE_ACT_SWIGLU, 128, 0, 0, 1},
+        {"fp8 ckpt -> fp8-block128: relu2, I 136: lossless", MOE_LAYOUT_SEPARATE, MOE_ACT_RELU2, 136, 0, 0, 1},
+        {"fp8 ckpt -> fp8-block128: relu2 gate_up: lossless", MOE_LAYOUT_CONCAT, MOE_ACT_RELU2, 100, 0, 0, 1},
+        {"fp8 ckpt -> fp8-block128: e4m3 gate + bf16 up: gate copied, up on its grid", MOE_LAYOUT_SEPARATE,
+         MOE_ACT_SWIGLU, 136, 1, 0, 0},
+        {"fp8 ckpt -> fp8-block128: concat, I 136 (blocks straddle): halves re-quantised", MOE_LAYOUT_CONCAT,
+         MOE_ACT_SWIGLU, 136, 0, 0, 0},
+        {"fp8 ckpt -> fp8-block128: interleaved: halves re-quantised", MOE_LAYOUT_INTERLEAVED, MOE_ACT_SWIGLU, 72, 0,
+         0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_fp8_case(&cases[i]);
+}
+
 /* ---- determinism, workspace, unpack, errors --------------------------------------------- */
 static void determinism_case(void) {
     case_begin();
@@ -1208,6 +1445,7 @@ int main(void) {
     routed_cases();
     dtype_cases();
     format_cases();
+    fp8_checkpoint_cases();
     routing_shape_cases();
     determinism_case();
     unpack_cases();

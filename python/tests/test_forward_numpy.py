@@ -228,9 +228,18 @@ def test_fp8_w8a8(rng, block):
                              w2_scale=S2, format=fmt)
     w1u, w2u = _unpacked(packed)
     if block:
-        # Known loss: the library re-quantises W13 after interleaving gate and up rows, so a
-        # packed 128x128 block mixes two checkpoint blocks with different scales (~2% here).
-        assert ref.rel_error(w1u, d1) < 5e-2
+        # The library's W13 blocks lie over gate [I, H] and up [I, H] each on its own grid. With
+        # I = 160 (not a multiple of 128) this w1's blocks over the concatenated [2I, H] straddle
+        # gate and up (rows 128..255), so W13 is re-quantised on the per-half grid:
+        #  - gate rows 0..127 are one whole checkpoint block row, and re-quantising amax/448
+        #    blocks on their own grid is exact (s = fl(a/448): the block max decodes to
+        #    p = fl(448 s), and p / 448 rounds to s again; every code then comes back);
+        #  - the other 60% of the elements round again, each within half an e4m3 ulp, a
+        #    relative error uniform-ish in +-2^-4 at most: RMS <= 2^-4 / sqrt(3) = 3.6%, so
+        #    over w1 <= sqrt(0.6) * 3.6% = 2.8% (measured 1.0-1.7% over 200 seeds; blocks that
+        #    mixed gate and up rows, as before, gave 1.8-2.5%).
+        np.testing.assert_array_equal(w1u[:, :128], d1[:, :128])
+        assert ref.rel_error(w1u, d1) < 2.8e-2
         np.testing.assert_allclose(w2u, d2, rtol=0, atol=0)  # W2 is not re-laid out: exact
     else:
         np.testing.assert_array_equal(w1u, d1)  # one scale per matrix: repacking is exact

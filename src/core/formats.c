@@ -357,18 +357,18 @@ static float finite_amax(const float *x, int64_t ld, int64_t r0, int64_t r1, int
 }
 
 /* FP8 with fp32 scales over blocks of br x bc elements: s = amax / 448, or 1 when that is 0
- * (an all-zero block, or an amax so small the quotient underflows). */
+ * (an all-zero block, or an amax so small the quotient underflows). Code row r starts at
+ * codes + r * code_ld, scale row b at scales + b * scale_ld (dense: cols, ceil(cols / bc)). */
 static void quantize_fp8_blocks(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t br, int64_t bc,
-                                uint8_t *codes, float *scales) {
-    int64_t scale_cols = ceil_div(cols, bc);
+                                uint8_t *codes, int64_t code_ld, float *scales, int64_t scale_ld) {
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
         for (int64_t c0 = 0; c0 < cols; c0 += bc) {
             int64_t r1 = min64(r0 + br, rows), c1 = min64(c0 + bc, cols);
             float s = finite_amax(x, ld, r0, r1, c0, c1, NULL) / 448.0f;
             if (!(s > 0.0f)) s = 1.0f;
-            scales[(r0 / br) * scale_cols + c0 / bc] = s;
+            scales[(r0 / br) * scale_ld + c0 / bc] = s;
             for (int64_t r = r0; r < r1; r++)
-                for (int64_t c = c0; c < c1; c++) codes[r * cols + c] = encode_e4m3((double)x[r * ld + c] / s);
+                for (int64_t c = c0; c < c1; c++) codes[r * code_ld + c] = encode_e4m3((double)x[r * ld + c] / s);
         }
     }
 }
@@ -473,27 +473,30 @@ static inline uint8_t nvfp4_code(float x, const uint32_t *t) {
     return (uint8_t)(sign | mag);
 }
 
-/* NVFP4: a fp32 tensor scale S_enc = 448*6 / amax, UE4M3 block scales over br x 16 blocks
- * (br = 1 for NVFP4, 16 for NVFP4_2D). */
-static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t br, uint8_t *codes,
-                           uint8_t *scales, float *tensor_scale) {
+/* NVFP4's tensor scale S_enc = 448*6 / amax of a matrix (1 if amax = 0). */
+static float nvfp4_tensor_scale(const float *x, int64_t rows, int64_t cols, int64_t ld) {
     float g = finite_amax(x, ld, 0, rows, 0, cols, NULL);
     float s_enc = g > 0.0f ? (448.0f * 6.0f) / g : 1.0f;
-    if (isinf(s_enc)) s_enc = FLT_MAX; /* amax below ~8e-36: keep the scale finite */
-    *tensor_scale = s_enc;
+    return isinf(s_enc) ? FLT_MAX : s_enc; /* amax below ~8e-36: keep the scale finite */
+}
+
+/* NVFP4 with tensor scale s_enc: UE4M3 block scales over br x 16 blocks (br = 1 for NVFP4,
+ * 16 for NVFP4_2D). Code row r starts at byte r * code_ld / 2 (code_ld even), scale row b
+ * at scales + b * scale_ld (dense: cols, ceil(cols / 16)). */
+static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t br, float s_enc,
+                           uint8_t *codes, int64_t code_ld, uint8_t *scales, int64_t scale_ld) {
     nvfp4_thresholds thresholds; /* 4 KB */
     thresholds.s_enc = s_enc;
     memset(thresholds.known, 0, sizeof thresholds.known);
-    const int64_t scale_cols = ceil_div(cols, 16);
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
         for (int64_t c0 = 0; c0 < cols; c0 += 16) {
             int64_t r1 = min64(r0 + br, rows), c1 = min64(c0 + 16, cols);
             bool has_nan;
             float block_amax = finite_amax(x, ld, r0, r1, c0, c1, &has_nan);
             uint8_t scale_code = encode_ue4m3((double)block_amax * s_enc / 6.0);
-            scales[(r0 / br) * scale_cols + c0 / 16] = has_nan ? 0x7F : scale_code;
+            scales[(r0 / br) * scale_ld + c0 / 16] = has_nan ? 0x7F : scale_code;
             for (int64_t r = r0; r < r1; r++) {
-                uint8_t *qr = codes + r * cols / 2; /* cols is even */
+                uint8_t *qr = codes + r * code_ld / 2;
                 if (scale_code == 0) { /* a zero block scale (zero block, or tiny next to the tensor's amax) */
                     memset(qr + c0 / 2, 0, (size_t)(c1 - c0) / 2);
                     continue;
@@ -506,6 +509,25 @@ static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t l
                     qr[c / 2] = (uint8_t)(nibbles[c - c0] | (nibbles[c - c0 + 1] << 4));
             }
         }
+    }
+}
+
+float moe__nvfp4_tensor_scale(const float *x, int64_t rows, int64_t cols, int64_t ld) {
+    return nvfp4_tensor_scale(x, rows, cols, ld);
+}
+
+void moe__quantize_blocks(moe_format format, const float *x, int64_t rows, int64_t cols, int64_t ld,
+                          float tensor_scale, void *codes, int64_t code_ld, void *scales, int64_t scale_ld) {
+    switch (format) {
+    case MOE_FORMAT_FP8_ROW128: quantize_fp8_blocks(x, rows, cols, ld, 1, 128, codes, code_ld, scales, scale_ld); break;
+    case MOE_FORMAT_FP8_BLOCK128:
+        quantize_fp8_blocks(x, rows, cols, ld, 128, 128, codes, code_ld, scales, scale_ld);
+        break;
+    case MOE_FORMAT_NVFP4: quantize_nvfp4(x, rows, cols, ld, 1, tensor_scale, codes, code_ld, scales, scale_ld); break;
+    case MOE_FORMAT_NVFP4_2D:
+        quantize_nvfp4(x, rows, cols, ld, 16, tensor_scale, codes, code_ld, scales, scale_ld);
+        break;
+    default: break; /* not a format with blocks of this kind: the caller checked */
     }
 }
 
@@ -559,15 +581,19 @@ moe_status moe_quantize(moe_format format, const float *x, int64_t rows, int64_t
         break;
     case MOE_FORMAT_FP8_TENSOR:
         ((float *)scales)[0] = 1.0f; /* stays 1 for an empty matrix */
-        quantize_fp8_blocks(x, rows, cols, ld, rows > 0 ? rows : 1, cols > 0 ? cols : 1, q8, scales);
+        quantize_fp8_blocks(x, rows, cols, ld, rows > 0 ? rows : 1, cols > 0 ? cols : 1, q8, cols, scales, 1);
         break;
-    case MOE_FORMAT_FP8_ROW128: quantize_fp8_blocks(x, rows, cols, ld, 1, 128, q8, scales); break;
-    case MOE_FORMAT_FP8_BLOCK128: quantize_fp8_blocks(x, rows, cols, ld, 128, 128, q8, scales); break;
+    case MOE_FORMAT_FP8_ROW128:
+    case MOE_FORMAT_FP8_BLOCK128:
+    case MOE_FORMAT_NVFP4:
+    case MOE_FORMAT_NVFP4_2D:
+        if (tensor_scale && layout.has_tensor_scale) *tensor_scale = nvfp4_tensor_scale(x, rows, cols, ld);
+        moe__quantize_blocks(format, x, rows, cols, ld, tensor_scale ? *tensor_scale : 1.0f, codes, cols, scales,
+                             layout.scale_cols);
+        break;
     case MOE_FORMAT_MXFP8_OCP:
     case MOE_FORMAT_MXFP8_TE:
     case MOE_FORMAT_MXFP4: quantize_mx(format, x, rows, cols, ld, q8, scales); break;
-    case MOE_FORMAT_NVFP4: quantize_nvfp4(x, rows, cols, ld, 1, q8, scales, tensor_scale); break;
-    case MOE_FORMAT_NVFP4_2D: quantize_nvfp4(x, rows, cols, ld, 16, q8, scales, tensor_scale); break;
     default: return moe__error(NULL, MOE_STATUS_INTERNAL, "%s: format %d not handled", fn, (int)format);
     }
     return MOE_STATUS_OK;

@@ -49,11 +49,32 @@ float moe__tensor_get(const moe_tensor *t, const int64_t *index);
 void moe__tensor_set(const moe_tensor *t, const int64_t *index, float v);
 
 /* A stack of `count` matrices [rows, cols] in one format (codes, block scales, tensor
- * scales), as packed for the kernels. See moe_format in moefuse.h for the layouts. */
+ * scales), as packed for the kernels. See moe_format in moefuse.h for the layouts.
+ *
+ * paired_rows = 1 (the W13 of a gated activation): the rows are gate/up pairs, row 2i = gate
+ * row i and row 2i+1 = up row i, and the 2-D block formats lay their blocks over each half
+ * on its own, the way a checkpoint quantises gate [I, H] and up [I, H]: a block never mixes
+ * gate and up rows. Codes stay interleaved by rows as always; the scale array gets one scale
+ * row per (block row, half), in the order gate block-row 0, up block-row 0, gate block-row
+ * 1, up block-row 1, ...:
+ *   FP8_BLOCK128  scales fp32 [2 * ceil(I/128), ceil(cols/128)]; row r = 2i + s (s = 0 gate,
+ *                 1 up) uses scale row 2 * (i / 128) + s, i.e. 2 * (r / 256) + (r % 2)
+ *   NVFP4_2D      scales ue4m3 [2 * ceil(I/16), ceil(cols/16)]; row r uses scale row
+ *                 2 * (i / 16) + s, i.e. 2 * (r / 32) + (r % 2); the one fp32 tensor scale
+ *                 S_enc is shared by both halves (448*6 / amax over the whole W13)
+ * (layout.scale_rows says the count.) So scale row b covers interleaved rows r with
+ * r % 2 == b % 2 in [256 * (b / 2), 256 * (b / 2) + 256) (FP8_BLOCK128; 32 for NVFP4_2D).
+ * For a kernel: a tile of interleaved rows [r0, r0 + n), n <= 256 dividing r0 (FP8_BLOCK128),
+ * needs per column block just two scales, scale rows 2 * (r0 / 256) (its even, gate rows)
+ * and 2 * (r0 / 256) + 1 (its odd, up rows); likewise with 32 for NVFP4_2D. Every other
+ * format is unchanged by the pairing: its scales are per row or per matrix (FP8_TENSOR's one
+ * scale and NVFP4's S_enc cover the whole W13). moe__qmatrix_scale_row gives the scale row
+ * of any row, in any format. The shared expert's s13 is paired the same way. */
 typedef struct moe__qmatrix {
     moe_format format;
     int64_t count, rows, cols;
-    moe_format_layout layout; /* of one matrix */
+    int32_t paired_rows;      /* 1: gate/up pairs, blocks over each half (see above); else 0 */
+    moe_format_layout layout; /* of one matrix (with paired_rows, the paired scale grid) */
     uint8_t *codes;           /* count * layout.code_bytes */
     void *scales;             /* count * scale_rows * scale_cols elements of layout.scale_dtype */
     float *tensor_scales;     /* count, or NULL */
@@ -61,18 +82,35 @@ typedef struct moe__qmatrix {
 
 /* Bytes of one matrix's block scales. */
 size_t moe__qmatrix_scale_bytes(const moe__qmatrix *m);
+/* The row of the scale array that row `row` of a matrix uses (0 for FP8_TENSOR and the
+ * plain formats). */
+int64_t moe__qmatrix_scale_row(const moe__qmatrix *m, int64_t row);
 /* Dequantises row `row` of matrix `index` into out[cols] (fp32). */
 void moe__qmatrix_row(const moe__qmatrix *m, int64_t index, int64_t row, float *out);
 /* Allocation and filling (qmatrix.c). alloc zero-fills codes and scales (tensor scales 1)
  * for `count` matrices of [rows, cols]; on failure m is left zeroed. set quantises a
  * row-major fp32 [rows, cols] matrix x into slot `index`. free(NULL) and double free are safe. */
 moe_status moe__qmatrix_alloc(moe__qmatrix *m, moe_format f, int64_t count, int64_t rows, int64_t cols);
+/* As moe__qmatrix_alloc, with paired_rows = 1 (rows = 2I, even); set then takes x in the
+ * interleaved row order and quantises each half on its own grid. */
+moe_status moe__qmatrix_alloc_paired(moe__qmatrix *m, moe_format f, int64_t count, int64_t rows, int64_t cols);
 void moe__qmatrix_free(moe__qmatrix *m);
 moe_status moe__qmatrix_set(moe__qmatrix *m, int64_t index, const float *x);
 
+/* The block quantisers behind moe_quantize (formats.c), for packing halves of a matrix:
+ * FP8_ROW128, FP8_BLOCK128, NVFP4 and NVFP4_2D only (others: nothing is written), NVFP4
+ * with the tensor scale given. Code row r starts code_ld elements after row 0 (an even
+ * count for E2M1), scale row b scale_ld scale elements after scale row 0. No argument
+ * checks: the caller passes what moe_quantize would have accepted. */
+void moe__quantize_blocks(moe_format format, const float *x, int64_t rows, int64_t cols, int64_t ld,
+                          float tensor_scale, void *codes, int64_t code_ld, void *scales, int64_t scale_ld);
+/* NVFP4's S_enc = 448*6 / amax of a matrix (1 for amax 0), as moe_quantize computes it. */
+float moe__nvfp4_tensor_scale(const float *x, int64_t rows, int64_t cols, int64_t ld);
+
 /* Packed weights. W13 holds gate and up interleaved by rows (row 2i gate i, row 2i+1 up i)
- * for the gated activations, or the I rows of W1 for RELU2. Host memory for the CPU
- * backend; the CUDA backend keeps a device copy beside it. */
+ * for the gated activations, with paired_rows = 1 (2-D blocks over each half, scale rows
+ * interleaved: see moe__qmatrix), or the I rows of W1 for RELU2 (paired_rows = 0; W2 too).
+ * Host memory for the CPU backend; the CUDA backend keeps a device copy beside it. */
 struct moe_weights {
     moe_layer_spec spec;
     moe_format format;

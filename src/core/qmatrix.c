@@ -1,5 +1,7 @@
 /* Packed matrix stacks (moe__qmatrix): allocation, quantising a slot, and the fast row
- * decoder that the CPU forward calls for every weight row it touches.
+ * decoder that the CPU forward calls for every weight row it touches. A paired stack (W13
+ * of a gated activation: gate/up row pairs) has the 2-D blocks of FP8_BLOCK128 / NVFP4_2D
+ * over each half; internal.h describes its scale layout, moe__qmatrix_scale_row encodes it.
  *
  * The row decoder must give exactly the floats moe_dequantize gives (formats.c decodes one
  * element at a time through the scalar codecs); it is faster by decoding with lookup tables
@@ -69,6 +71,25 @@ size_t moe__qmatrix_scale_bytes(const moe__qmatrix *m) {
     return (size_t)(m->layout.scale_rows * m->layout.scale_cols * scale_dtype_bytes(m->layout.scale_dtype));
 }
 
+/* Rows per block of the 2-D block formats; 0 for the others. */
+static int64_t block_rows_2d(moe_format f) {
+    return f == MOE_FORMAT_FP8_BLOCK128 ? 128 : f == MOE_FORMAT_NVFP4_2D ? 16 : 0;
+}
+
+int64_t moe__qmatrix_scale_row(const moe__qmatrix *m, int64_t row) {
+    const int64_t br = block_rows_2d(m->format);
+    if (br > 0) /* paired: half s = row % 2, its row row / 2, one scale row per (block row, half) */
+        return m->paired_rows ? 2 * ((row / 2) / br) + row % 2 : row / br;
+    switch (m->format) {
+    case MOE_FORMAT_FP8_ROW128:
+    case MOE_FORMAT_MXFP8_OCP:
+    case MOE_FORMAT_MXFP8_TE:
+    case MOE_FORMAT_MXFP4:
+    case MOE_FORMAT_NVFP4: return row;
+    default: return 0; /* FP8_TENSOR's one scale; plain formats have none */
+    }
+}
+
 /* E4M3 codes times one scale per run of `block` columns (the last run may be short). */
 static void decode_e4m3_row(const uint8_t *q, int64_t cols, int64_t block, const float *block_scales, float *out) {
     for (int64_t c0 = 0, b = 0; c0 < cols; c0 += block, b++) {
@@ -121,10 +142,9 @@ void moe__qmatrix_row(const moe__qmatrix *m, int64_t index, int64_t row, float *
         decode_e4m3_row(codes + row * cols, cols, cols > 0 ? cols : 1, (const float *)scales, out);
         return;
     case MOE_FORMAT_FP8_ROW128:
-        decode_e4m3_row(codes + row * cols, cols, 128, (const float *)scales + row * scale_cols, out);
-        return;
     case MOE_FORMAT_FP8_BLOCK128:
-        decode_e4m3_row(codes + row * cols, cols, 128, (const float *)scales + (row / 128) * scale_cols, out);
+        decode_e4m3_row(codes + row * cols, cols, 128,
+                        (const float *)scales + moe__qmatrix_scale_row(m, row) * scale_cols, out);
         return;
     default: break;
     }
@@ -144,7 +164,7 @@ void moe__qmatrix_row(const moe__qmatrix *m, int64_t index, int64_t row, float *
     case MOE_FORMAT_MXFP8_OCP:
     case MOE_FORMAT_MXFP8_TE:
     case MOE_FORMAT_MXFP4: {
-        const uint8_t *srow = scales + row * scale_cols;
+        const uint8_t *srow = scales + moe__qmatrix_scale_row(m, row) * scale_cols;
         for (int64_t b = 0; b < scale_cols; b++) s[b] = e8m0_value(srow[b]);
         if (m->format == MOE_FORMAT_MXFP4) decode_e2m1_row(codes + row * cols / 2, cols, 32, s, out);
         else decode_e4m3_row(codes + row * cols, cols, 32, s, out);
@@ -152,8 +172,7 @@ void moe__qmatrix_row(const moe__qmatrix *m, int64_t index, int64_t row, float *
     }
     case MOE_FORMAT_NVFP4:
     case MOE_FORMAT_NVFP4_2D: {
-        const int64_t scale_row = m->format == MOE_FORMAT_NVFP4 ? row : row / 16;
-        const uint8_t *srow = scales + scale_row * scale_cols;
+        const uint8_t *srow = scales + moe__qmatrix_scale_row(m, row) * scale_cols;
         const float s_enc = m->tensor_scales[index];
         for (int64_t b = 0; b < scale_cols; b++) s[b] = ue4m3_values[srow[b]] / s_enc;
         decode_e2m1_row(codes + row * cols / 2, cols, 16, s, out);
@@ -188,16 +207,26 @@ static bool alloc_array(int64_t count, int64_t each, void **out) {
     return *out != NULL;
 }
 
-moe_status moe__qmatrix_alloc(moe__qmatrix *m, moe_format f, int64_t count, int64_t rows, int64_t cols) {
-    static const char fn[] = "moe__qmatrix_alloc";
+/* The allocation behind both public forms; fn names the caller in messages. */
+static moe_status qmatrix_alloc(const char *fn, moe__qmatrix *m, moe_format f, int64_t count, int64_t rows,
+                                int64_t cols, bool paired) {
     if (!m) return moe__error(NULL, MOE_STATUS_NULL_POINTER, "%s: m is NULL", fn);
     memset(m, 0, sizeof *m);
     if (count < 0)
         return moe__error(NULL, MOE_STATUS_INVALID_ARGUMENT, "%s: count = %lld, expected >= 0", fn,
                           (long long)count);
+    if (paired && (rows < 0 || rows % 2 != 0))
+        return moe__error(NULL, MOE_STATUS_INVALID_ARGUMENT,
+                          "%s: rows = %lld, expected an even count >= 0 (gate/up pairs)", fn, (long long)rows);
     moe_format_layout layout;
     moe_status st = moe_format_layout_get(f, rows, cols, &layout);
     if (st != MOE_STATUS_OK) return st; /* its message names rows, cols or the format */
+    if (paired && block_rows_2d(f) > 0) { /* each half has its own block rows */
+        moe_format_layout half;
+        st = moe_format_layout_get(f, rows / 2, cols, &half);
+        if (st != MOE_STATUS_OK) return st;
+        layout.scale_rows = 2 * half.scale_rows;
+    }
 
     int64_t code_bytes = (int64_t)layout.code_bytes, scale_elems, total;
     if (!moe__mul64(layout.scale_rows, layout.scale_cols, &scale_elems) ||
@@ -208,6 +237,7 @@ moe_status moe__qmatrix_alloc(moe__qmatrix *m, moe_format f, int64_t count, int6
                           (long long)count, (long long)rows, (long long)cols, moe_format_name(f));
 
     m->format = f, m->count = count, m->rows = rows, m->cols = cols, m->layout = layout;
+    m->paired_rows = paired;
     void *codes = NULL, *scales = NULL, *tensor_scales = NULL;
     bool ok = alloc_array(count, code_bytes, &codes) && alloc_array(count, scale_elems, &scales) &&
               (!layout.has_tensor_scale || alloc_array(count, (int64_t)sizeof(float), &tensor_scales));
@@ -224,6 +254,14 @@ moe_status moe__qmatrix_alloc(moe__qmatrix *m, moe_format f, int64_t count, int6
     return MOE_STATUS_OK;
 }
 
+moe_status moe__qmatrix_alloc(moe__qmatrix *m, moe_format f, int64_t count, int64_t rows, int64_t cols) {
+    return qmatrix_alloc("moe__qmatrix_alloc", m, f, count, rows, cols, false);
+}
+
+moe_status moe__qmatrix_alloc_paired(moe__qmatrix *m, moe_format f, int64_t count, int64_t rows, int64_t cols) {
+    return qmatrix_alloc("moe__qmatrix_alloc_paired", m, f, count, rows, cols, true);
+}
+
 moe_status moe__qmatrix_set(moe__qmatrix *m, int64_t index, const float *x) {
     static const char fn[] = "moe__qmatrix_set";
     if (!m) return moe__error(NULL, MOE_STATUS_NULL_POINTER, "%s: m is NULL", fn);
@@ -236,5 +274,20 @@ moe_status moe__qmatrix_set(moe__qmatrix *m, int64_t index, const float *x) {
     uint8_t *codes = m->codes + (size_t)index * m->layout.code_bytes;
     uint8_t *scales = (uint8_t *)m->scales + (size_t)index * moe__qmatrix_scale_bytes(m);
     float *tensor_scale = m->tensor_scales ? &m->tensor_scales[index] : NULL;
-    return moe_quantize(m->format, x, m->rows, m->cols, m->cols, codes, scales, tensor_scale);
+    if (!m->paired_rows || block_rows_2d(m->format) == 0)
+        return moe_quantize(m->format, x, m->rows, m->cols, m->cols, codes, scales, tensor_scale);
+
+    /* Paired 2-D blocks: half s is the rows s, s+2, s+4, ... of x (row stride 2 * cols), and
+     * goes to the code rows of the same parity and the scale rows of parity s. NVFP4_2D's
+     * S_enc comes from the whole matrix, so that both halves share it. moe_quantize checked
+     * the same sizes when the layout was made (alloc), so the sizes are known good here. */
+    const int64_t half_rows = m->rows / 2, cols = m->cols, scale_cols = m->layout.scale_cols;
+    const size_t code_row_bytes = m->format == MOE_FORMAT_NVFP4_2D ? (size_t)cols / 2 : (size_t)cols;
+    const size_t scale_row_bytes = (size_t)scale_cols * (size_t)scale_dtype_bytes(m->layout.scale_dtype);
+    float s_enc = 1.0f;
+    if (tensor_scale) *tensor_scale = s_enc = moe__nvfp4_tensor_scale(x, m->rows, cols, cols);
+    for (int64_t s = 0; s < 2; s++)
+        moe__quantize_blocks(m->format, x + s * cols, half_rows, cols, 2 * cols, s_enc, codes + s * code_row_bytes,
+                             2 * cols, scales + s * scale_row_bytes, 2 * scale_cols);
+    return MOE_STATUS_OK;
 }

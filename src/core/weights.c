@@ -4,14 +4,19 @@
  *
  * Packing, per expert: an fp32 [R13, H] matrix is built with gate row i at row 2i and up row
  * i at row 2i+1 (RELU2: the I rows as they are), then quantised into slot e of w->w13 in the
- * requested format; down [H, I] goes to w->w2 the same way. Note that a format with 2-D
- * blocks (FP8_BLOCK128, NVFP4_2D) then has its blocks over the *interleaved* rows: a
- * 128-row block of W13 holds 64 gate rows and 64 up rows, not 128 rows of one of them.
- * Biases, the router, the correction bias and the shared-expert gate stay fp32.
+ * requested format; down [H, I] goes to w->w2 the same way. The gated W13 is a paired stack
+ * (internal.h, moe__qmatrix): the 2-D block formats (FP8_BLOCK128, NVFP4_2D) put their
+ * blocks over gate [I, H] and up [I, H] each on its own, as a checkpoint does, never over a
+ * mix of gate and up rows. Biases, the router, the correction bias and the shared-expert gate
+ * stay fp32.
  *
  * An e4m3 input tensor X [E, rows, cols] comes with X_scale [E, ceil(rows/128),
  * ceil(cols/128)] fp32 (DeepSeek's weight_scale_inv): x = q * s over each 128x128 block of
- * X's own logical [rows, cols] (for a strided view, the view's rows and columns). */
+ * X's own logical [rows, cols] (for a strided view, the view's rows and columns). Packed as
+ * FP8_BLOCK128, such a tensor is copied as it is, codes and scales bit for bit, wherever its
+ * blocks are the packed blocks: gate, up and down of SEPARATE, W1 of RELU2, and CONCAT's
+ * gate_up when I is a multiple of 128 (else a block straddles gate and up). Anything else
+ * (INTERLEAVED e4m3, other formats) is decoded to fp32 and quantised. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -281,7 +286,8 @@ static float read_bias(const moe_tensor *t, int64_t e, int64_t i) {
     return moe__tensor_get(t, t->ndim == 2 ? idx2 : idx1);
 }
 
-/* Expert e's fp32 W13 [R13, H] in packed row order, and its bias [R13] (b13 may be NULL). */
+/* Expert e's fp32 W13 [R13, H] in packed row order, and its bias [R13] (dst or b13 may be
+ * NULL: only the other is built). */
 static void build_w13(const moe_layer_spec *s, moe_gate_up_layout layout, const expert_tensors *x, int64_t e,
                       float *dst, float *b13) {
     const bool gated = moe_activation_is_gated(s->activation);
@@ -290,16 +296,80 @@ static void build_w13(const moe_layer_spec *s, moe_gate_up_layout layout, const 
         int which;
         int64_t src_row;
         w13_origin(layout, gated, x->I, r, &which, &src_row);
-        read_row(x->mat[which], x->scale[which], e, src_row, dst + r * H);
+        if (dst) read_row(x->mat[which], x->scale[which], e, src_row, dst + r * H);
         if (b13) b13[r] = read_bias(x->bias[which], e, src_row);
     }
 }
 
-/* Expert e's fp32 down [H, I] and its bias [H] (b2 may be NULL). */
+/* Expert e's fp32 down [H, I] and its bias [H] (dst or b2 may be NULL). */
 static void build_w2(const moe_layer_spec *s, const expert_tensors *x, int64_t e, float *dst, float *b2) {
     for (int64_t h = 0; h < s->hidden; h++) {
-        read_row(x->down, x->down_scale, e, h, dst + h * x->I);
+        if (dst) read_row(x->down, x->down_scale, e, h, dst + h * x->I);
         if (b2) b2[h] = read_bias(x->down_bias, e, h);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * E4M3 checkpoints into FP8_BLOCK128 without re-quantising.
+ * ------------------------------------------------------------------------------------- */
+
+/* A run of n consecutive rows of a source tensor (rows src_row0 .. src_row0 + n - 1), bound
+ * for packed rows first, first + step, first + 2 * step, ... (step 2: one half of a paired
+ * W13; 1: a whole matrix). */
+typedef struct source_run {
+    int which; /* SRC_* (W13), unused for W2 */
+    int64_t src_row0, n, first, step;
+} source_run;
+
+/* The runs that make up W13: gate then up for a gated activation (none for an INTERLEAVED
+ * source, whose rows alternate), W1 for RELU2. Returns their count. */
+static int w13_runs(moe_gate_up_layout layout, bool gated, int64_t I, source_run runs[2]) {
+    if (!gated) {
+        runs[0] = (source_run){layout == MOE_LAYOUT_SEPARATE ? SRC_GATE : SRC_GATE_UP, 0, I, 0, 1};
+        return 1;
+    }
+    if (layout == MOE_LAYOUT_SEPARATE) {
+        runs[0] = (source_run){SRC_GATE, 0, I, 0, 2};
+        runs[1] = (source_run){SRC_UP, 0, I, 1, 2};
+        return 2;
+    }
+    if (layout == MOE_LAYOUT_CONCAT) {
+        runs[0] = (source_run){SRC_GATE_UP, 0, I, 0, 2};
+        runs[1] = (source_run){SRC_GATE_UP, I, I, 1, 2};
+        return 2;
+    }
+    return 0;
+}
+
+/* Whether a run of e4m3 tensor t can be copied into FP8_BLOCK128 as it is: its 128x128
+ * blocks must be the packed ones, so it starts on a block boundary and ends on one or at
+ * the tensor's end (else its last block holds rows of something else: CONCAT's up rows). */
+static bool run_copyable(moe_format format, const moe_tensor *t, const source_run *run) {
+    if (format != MOE_FORMAT_FP8_BLOCK128 || t->dtype != MOE_DTYPE_E4M3) return false;
+    const int64_t rows = t->shape[t->ndim - 2];
+    return run->src_row0 % 128 == 0 && (run->n % 128 == 0 || run->src_row0 + run->n == rows);
+}
+
+/* Copies a run of matrix e of e4m3 tensor t into slot `index` of m (FP8_BLOCK128): each code
+ * byte as it is, and each block row's scales from `scale` [E, ceil(rows/128), ceil(cols/128)]
+ * to the scale row that moe__qmatrix_scale_row names for the run's packed rows. */
+static void copy_run(moe__qmatrix *m, int64_t index, const source_run *run, const moe_tensor *t,
+                     const moe_tensor *scale, int64_t e) {
+    const int64_t cols = m->cols, scale_cols = m->layout.scale_cols;
+    uint8_t *codes = m->codes + (size_t)index * m->layout.code_bytes;
+    float *scales = (float *)m->scales + (size_t)index * (size_t)(m->layout.scale_rows * scale_cols);
+    const uint8_t *src = t->data;
+    const float *src_scales = scale->data;
+    const int64_t t_e = moe__stride(t, 0), t_r = moe__stride(t, 1), t_c = moe__stride(t, 2);
+    const int64_t s_e = moe__stride(scale, 0), s_r = moe__stride(scale, 1), s_c = moe__stride(scale, 2);
+    for (int64_t i = 0; i < run->n; i++) {
+        const int64_t r = run->first + run->step * i, src_row = run->src_row0 + i;
+        const uint8_t *in = src + e * t_e + src_row * t_r;
+        for (int64_t c = 0; c < cols; c++) codes[r * cols + c] = in[c * t_c];
+        if (i % 128 == 0) { /* the first row of a block row: its scales */
+            float *out = scales + moe__qmatrix_scale_row(m, r) * scale_cols;
+            for (int64_t b = 0; b < scale_cols; b++) out[b] = src_scales[e * s_e + (src_row / 128) * s_r + b * s_c];
+        }
     }
 }
 
@@ -368,6 +438,19 @@ static moe_status pack_experts(moe_context_t *ctx, const moe_layer_spec *s, moe_
         !moe__mul64(w13_elems > w2_elems ? w13_elems : w2_elems, (int64_t)sizeof(float), &scratch_bytes) ||
         (uint64_t)scratch_bytes > (uint64_t)SIZE_MAX)
         return moe__error(ctx, MOE_STATUS_OVERFLOW, "moe_weights_create: one expert's fp32 matrix overflows size_t");
+    /* Which parts go over as they are (e4m3 into FP8_BLOCK128); W13 is quantised from fp32
+     * unless all its runs are copied, and copied runs then overwrite what was quantised. */
+    const bool gated = moe_activation_is_gated(s->activation);
+    source_run runs[2];
+    const int nruns = w13_runs(layout, gated, x->I, runs);
+    bool copy13[2] = {false, false}, copy13_all = nruns > 0;
+    for (int i = 0; i < nruns; i++) {
+        copy13[i] = run_copyable(w13->format, x->mat[runs[i].which], &runs[i]);
+        copy13_all &= copy13[i];
+    }
+    const source_run down_run = {0, 0, H, 0, 1};
+    const bool copy2 = run_copyable(w2->format, x->down, &down_run);
+
     int threads = ctx->threads > 0 ? ctx->threads : 1;
 #ifdef _OPENMP
     if (ctx->threads <= 0) threads = omp_get_max_threads();
@@ -384,11 +467,14 @@ static moe_status pack_experts(moe_context_t *ctx, const moe_layer_spec *s, moe_
             moe_status st = MOE_STATUS_OUT_OF_MEMORY;
             const char *msg = "out of host memory for the packing scratch matrix";
             if (scratch) {
-                build_w13(s, layout, x, e, scratch, b13 ? b13 + e * R13 : NULL);
-                st = moe__qmatrix_set(w13, e, scratch);
+                build_w13(s, layout, x, e, copy13_all ? NULL : scratch, b13 ? b13 + e * R13 : NULL);
+                st = copy13_all ? MOE_STATUS_OK : moe__qmatrix_set(w13, e, scratch);
+                for (int i = 0; i < nruns && st == MOE_STATUS_OK; i++)
+                    if (copy13[i]) copy_run(w13, e, &runs[i], x->mat[runs[i].which], x->scale[runs[i].which], e);
                 if (st == MOE_STATUS_OK) {
-                    build_w2(s, x, e, scratch, b2 ? b2 + e * H : NULL);
-                    st = moe__qmatrix_set(w2, e, scratch);
+                    build_w2(s, x, e, copy2 ? NULL : scratch, b2 ? b2 + e * H : NULL);
+                    if (copy2) copy_run(w2, e, &down_run, x->down, x->down_scale, e);
+                    else st = moe__qmatrix_set(w2, e, scratch);
                 }
                 msg = moe_last_error(NULL);
             }
@@ -436,7 +522,10 @@ moe_status moe_weights_create(moe_context_t *ctx, const moe_layer_spec *spec, co
     /* Allocate everything first, so that a failure frees and returns before any work. */
     size_t bytes = 0;
     int64_t n;
-    if ((st = moe__qmatrix_alloc(&w->w13, format, E, R13, H)) != MOE_STATUS_OK) {
+    /* W13 of a gated activation holds gate/up pairs: 2-D blocks over each half. */
+    const bool gated = moe_activation_is_gated(spec->activation);
+    if ((st = gated ? moe__qmatrix_alloc_paired(&w->w13, format, E, R13, H)
+                    : moe__qmatrix_alloc(&w->w13, format, E, R13, H)) != MOE_STATUS_OK) {
         st = packing_failed(ctx, st, "W13 [E, R13, H]");
         goto fail;
     }
@@ -444,7 +533,8 @@ moe_status moe_weights_create(moe_context_t *ctx, const moe_layer_spec *spec, co
         st = packing_failed(ctx, st, "W2 [E, H, I]");
         goto fail;
     }
-    if (shared && (st = moe__qmatrix_alloc(&w->s13, format, 1, R13s, H)) != MOE_STATUS_OK) {
+    if (shared && (st = gated ? moe__qmatrix_alloc_paired(&w->s13, format, 1, R13s, H)
+                              : moe__qmatrix_alloc(&w->s13, format, 1, R13s, H)) != MOE_STATUS_OK) {
         st = packing_failed(ctx, st, "the shared W13 [R13s, H]");
         goto fail;
     }
