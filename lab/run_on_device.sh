@@ -29,8 +29,24 @@ t_start=$SECONDS
     nvcc --version | tail -n 2
 } >"$OUT/build.log" 2>&1
 
+# cuBLAS (the peer): beside nvcc normally; else the copy a pip wheel brought (PyTorch's).
+CUBLAS_INC=()
+CUBLAS_LINK=(-lcublas)
+toolkit=$(dirname "$(dirname "$(command -v nvcc)")")
+if ! ls "$toolkit"/include/cublas_v2.h "$toolkit"/targets/*/include/cublas_v2.h >/dev/null 2>&1; then
+    sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+    hdr=$(find $sites -name cublas_v2.h -path '*nvidia*' 2>/dev/null | head -n 1)
+    lib=$(find $sites -name 'libcublas.so*' -path '*nvidia*' 2>/dev/null | head -n 1)
+    if [ -n "$hdr" ] && [ -n "$lib" ]; then
+        CUBLAS_INC=(-I"$(dirname "$hdr")")
+        CUBLAS_LINK=("$lib" "$(dirname "$lib")"/libcublasLt.so* -Xlinker -rpath="$(dirname "$lib")")
+    fi
+    echo "cuBLAS not beside nvcc; using: ${CUBLAS_INC[*]} ${CUBLAS_LINK[*]}" >>"$OUT/build.log"
+fi
+
 # Build: one nvcc per translation unit, in parallel.
-FLAGS=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v -Iinclude -Isrc/cuda/hopper -Ilab)
+FLAGS=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v -Iinclude -Isrc/cuda/hopper -Ilab
+    "${CUBLAS_INC[@]}")
 SOURCES=(lab/gemm_lab.cu lab/gemm_v1_ws_persistent.cu lab/gemm_v1b_bn128.cu lab/gemm_v2_cluster2_multicast.cu
     src/cuda/hopper/gemm_dense.cu)
 pids=()
@@ -46,7 +62,7 @@ for src in "${SOURCES[@]}"; do
     cat "$BUILD/$(basename "$src" .cu).o.log" >>"$OUT/build.log"
 done
 if [ $build_rc -eq 0 ]; then
-    nvcc -gencode=arch=compute_90a,code=sm_90a -o "$BUILD/gemm_lab" "$BUILD"/*.o -lcublas >>"$OUT/build.log" 2>&1 ||
+    nvcc -gencode=arch=compute_90a,code=sm_90a -o "$BUILD/gemm_lab" "$BUILD"/*.o "${CUBLAS_LINK[@]}" >>"$OUT/build.log" 2>&1 ||
         build_rc=1
 fi
 echo "build: rc=$build_rc in $((SECONDS - t_start)) s" | tee -a "$OUT/build.log"
@@ -68,7 +84,7 @@ rm -f "$ROWS"
 summary=()
 for v in $VARIANTS; do
     t0=$SECONDS
-    timeout "${LAB_LIMIT:-150}" "$BUILD/gemm_lab" --variants "$v" --json "$ROWS" "${EXTRA[@]}" >"$OUT/lab_$v.log" 2>&1
+    timeout "${LAB_LIMIT:-60}" "$BUILD/gemm_lab" --variants "$v" --json "$ROWS" "${EXTRA[@]}" >"$OUT/lab_$v.log" 2>&1
     rc=$?
     summary+=("$v: rc=$rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/lab_$v.log")")
 done
