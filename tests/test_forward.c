@@ -957,6 +957,21 @@ static void format_cases(void) {
         c.layout = f % 3 == 0 ? MOE_LAYOUT_CONCAT : f % 3 == 1 ? MOE_LAYOUT_SEPARATE : MOE_LAYOUT_INTERLEAVED;
         run_case(&c);
     }
+    /* 2-D blocks per W13 half with a partial last block row (I 40: 16 + 16 + 8 rows; I 136:
+     * 128 + 8), in the other two layouts than above. */
+    const struct {
+        moe_format f;
+        int64_t I;
+        moe_gate_up_layout layout;
+    } partial[] = {{MOE_FORMAT_NVFP4_2D, 40, MOE_LAYOUT_CONCAT}, {MOE_FORMAT_FP8_BLOCK128, 136, MOE_LAYOUT_INTERLEAVED}};
+    for (int i = 0; i < 2; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "weights %s, I %lld: partial block rows in each half", moe_format_name(partial[i].f),
+                 (long long)partial[i].I);
+        tcase c = base_case(name);
+        c.wformat = partial[i].f, c.H = 160, c.I = partial[i].I, c.layout = partial[i].layout, c.shared_I = 24;
+        run_case(&c);
+    }
     const moe_format acts[] = {MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_ROW128};
     for (int i = 0; i < 2; i++) {
         char name[96];
