@@ -53,7 +53,7 @@ static int fixture_init(void) {
     float *all[] = {fx.gate, fx.up, fx.down, fx.router, fx.x};
     size_t n[] = {E * I * H, E * I * H, E * H * I, E * H, T * H};
     for (int a = 0; a < 5; a++)
-        for (size_t i = 0; i < n[a]; i++) all[a][i] = (float)rand() / RAND_MAX - 0.5f;
+        for (size_t i = 0; i < n[a]; i++) all[a][i] = (float)((double)rand() / RAND_MAX - 0.5);
     for (int t = 0; t < T; t++)
         for (int s = 0; s < K; s++) {
             fx.ids[t * K + s] = (t + s) % E;
