@@ -42,6 +42,38 @@ __device__ __forceinline__ void store_from_float(void *p, int64_t i, int dtype, 
     }
 }
 
+// --- activations ------------------------------------------------------------------------
+// NaN-preserving clamps, as the CPU oracle writes them.
+__device__ __forceinline__ float clamp_above(float v, float hi) { return v > hi ? hi : v; }
+__device__ __forceinline__ float clamp_both(float v, float lim) { return v > lim ? lim : v < -lim ? -lim : v; }
+__device__ __forceinline__ float relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+// moe__activate (src/cpu/activation.c) in fp32: the one device copy, used by the epilogues of
+// both GEMM1 paths (gemm.cu, gemm_hopper.cu).
+__device__ __forceinline__ float glu_activate(int act, float alpha, float limit, float g, float u) {
+    switch (act) {
+    case MOE_ACT_SWIGLU:
+        if (limit > 0.0f) {
+            g = clamp_above(g, limit);
+            u = clamp_both(u, limit);
+        }
+        return g / (1.0f + expf(-g)) * u;
+    case MOE_ACT_GEGLU: return 0.5f * g * (1.0f + erff(g * 0.70710678118654752f)) * u;
+    case MOE_ACT_GEGLU_TANH:
+        return 0.5f * g * (1.0f + tanhf(0.79788456080286536f * (g + 0.044715f * g * g * g))) * u;
+    case MOE_ACT_REGLU: return relu(g) * u;
+    case MOE_ACT_RELU2: {
+        float r = relu(g);
+        return r * r;
+    }
+    case MOE_ACT_SWIGLU_OAI:
+        g = clamp_above(g, limit);
+        u = clamp_both(u, limit);
+        return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+    return __int_as_float(0x7fc00000);
+}
+
 // --- PTX wrappers -----------------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_address(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);

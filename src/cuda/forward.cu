@@ -5,15 +5,19 @@
 //                x . Wr^T in double) then the top-k kernel
 //   [shared gate] sigmoid(x . w_sg) per token
 //   plan         one kernel: counts, offsets, sorted ids, block owners (shared expert fused
-//                in as expert E when its width is I)
+//                in as expert E when its width is I); block 64 (v1) or 128 (Hopper)
+//   [permute x]  Hopper path only: x rows copied in plan order (TMA cannot gather)
 //   GEMM1        gathered x rows . W13^T, bias + activation -> A2
 //   GEMM2        A2 . W2^T, bias x routing weight -> fp32 rows out[token*k + slot]
+// GEMM1/GEMM2 run on the v1 kernel (gemm.cu) or the Hopper engine (gemm_hopper.cu), chosen by
+// moe__cuda_gemm_select (cuda_backend.h).
 //   [shared]     GEMM1 + GEMM2 over all tokens when the shared width differs from I
 //   combine      y[t] = sum of its rows in slot order (+ the shared row)
 //
 // Nothing is read back to the host and nothing is allocated: grids come from host-known
 // bounds (T*k + E*(BM-1) plan rows), blocks past the device-side total exit at once, and the
 // whole sequence can be captured into a CUDA graph and replayed with new inputs.
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -27,6 +31,9 @@ namespace {
 struct ws_layout {
     int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows, max_rows, max_blocks;
     bool shared, fused;
+    int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
+    int64_t block;  // plan rows per block: 64 (v1) or 128 (Hopper)
+    int64_t xperm;  // Hopper: x rows in plan order [max_rows, H] (0 bytes on v1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s, out;
     int64_t total;
 };
@@ -41,6 +48,18 @@ bool reserve(int64_t *cursor, int64_t count, int64_t elem, int64_t *offset) {
     return true;
 }
 
+moe_dtype weights_dtype(const moe_weights_t *w) {
+    const moe__cuda_weights *d = (const moe__cuda_weights *)w->device;
+    if (d) return d->dtype;
+    return w->format == MOE_FORMAT_F16 ? MOE_DTYPE_F16 : MOE_DTYPE_BF16;
+}
+
+int gemm_path(const moe_weights_t *w, int64_t T) {
+    int64_t rows;
+    if (!moe__mul64(T, w->spec.top_k, &rows)) return MOE__CUDA_GEMM_V1;
+    return moe__cuda_gemm_select(rows, w->spec.num_experts, w->spec.hidden, w->spec.intermediate, weights_dtype(w));
+}
+
 bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
     const moe_layer_spec *s = &w->spec;
     memset(L, 0, sizeof *L);
@@ -52,7 +71,9 @@ bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
     L->R13s = L->shared ? moe__w13_rows(s, L->Is) : 0;
     L->experts = L->E + (L->fused ? 1 : 0);
     L->shared_rows = L->fused ? T : 0;
-    const int64_t bm = MOE__CUDA_BLOCK_M;
+    L->gemm = gemm_path(w, T);
+    L->block = L->gemm == MOE__CUDA_GEMM_HOPPER ? HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
+    const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
     bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
               moe__mul64(L->experts, bm - 1, &pad) && moe__add64(live, pad, &L->max_rows);
@@ -65,7 +86,8 @@ bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
          reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows, L->I, &n) &&
          reserve(&c, n, 2, &L->a2) && moe__mul64(T, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
-         reserve(&c, n, 4, &L->out) && moe__add64(c, WS_ALIGN, &L->total); // room to align the base
+         reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows : 0, L->H, &n) &&
+         reserve(&c, n, 2, &L->xperm) && moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
 }
 
@@ -75,10 +97,28 @@ bool is_row_major(const moe_tensor *t, int64_t cols) {
 
 } // namespace
 
+extern "C" int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype) {
+    // +1: a fused shared expert is one more matrix of the stacks; 2I: W13's rows when gated.
+    const int64_t lim = (int64_t)1 << 31;
+    const bool can = dtype == MOE_DTYPE_BF16 && E >= 1 && H >= 64 && I >= 64 && H % 64 == 0 && I % 64 == 0 &&
+                     E * H >= 256 && E * I >= 256 && H < lim / (E + 1) && 2 * I < lim / (E + 1);
+    if (!can) return MOE__CUDA_GEMM_V1;
+    const char *env = getenv("MOEFUSE_GEMM");
+    if (env && !strcmp(env, "v1")) return MOE__CUDA_GEMM_V1;
+    if (env && !strcmp(env, "hopper")) return MOE__CUDA_GEMM_HOPPER;
+    return routed_rows >= (int64_t)HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
+}
+
+extern "C" const char *moe__cuda_gemm_name(int path) {
+    return path == MOE__CUDA_GEMM_HOPPER ? "hopper" : "v1";
+}
+
+extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens) {
+    return gemm_path(w, num_tokens);
+}
+
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    (void)w;
-    (void)num_tokens;
-    return MOE__CUDA_BLOCK_M;
+    return gemm_path(w, num_tokens) == MOE__CUDA_GEMM_HOPPER ? HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
 }
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
@@ -200,7 +240,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.expert_offsets = WS(int64_t, offsets);
     plan.sorted_ids = WS(int32_t, sorted_ids);
     plan.block_expert = WS(int32_t, block_expert);
-    st = moe__cuda_plan_build(ctx, ids, T, k, E, MOE__CUDA_BLOCK_M, L.shared_rows, &plan, stream);
+    st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, stream);
     if (st != MOE_STATUS_OK) return st;
 
     // The two grouped GEMMs over the plan.
@@ -210,6 +250,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.a = xg;
     g.lda = ldx;
     g.b = d->w13;
+    g.experts = L.experts;
     g.bias = d->b13;
     g.n = L.R13;
     g.k = H;
@@ -227,7 +268,18 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.activation = s->activation;
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
-    LAUNCH(gemm_launch(d->dtype, &g, stream), "GEMM1 (W13)");
+    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    if (hopper) {
+        // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and
+        // H % 64 == 0, and x is 16-byte-aligned rows here).
+        LAUNCH(hopper_permute_launch(&g, WS(void, xperm), stream), "permute x rows");
+        gemm_args gp = g;
+        gp.a = WS(void, xperm);
+        gp.lda = H;
+        if ((st = hopper_gemm_launch(ctx, &gp, stream)) != MOE_STATUS_OK) return st;
+    } else {
+        LAUNCH(gemm_launch(d->dtype, &g, stream), "GEMM1 (W13)");
+    }
 
     gemm_args g2 = g;
     g2.mode = GEMM_DOWN;
@@ -239,7 +291,11 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g2.k = L.I;
     g2.out = WS(float, out);
     g2.ldo = H;
-    LAUNCH(gemm_launch(d->dtype, &g2, stream), "GEMM2 (W2)");
+    if (hopper) {
+        if ((st = hopper_gemm_launch(ctx, &g2, stream)) != MOE_STATUS_OK) return st;
+    } else {
+        LAUNCH(gemm_launch(d->dtype, &g2, stream), "GEMM2 (W2)");
+    }
 
     if (L.shared && !L.fused) {
         // The shared expert on its own: an identity plan over the T tokens.

@@ -16,36 +16,6 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
     return (uint32_t)(row * GEMM_BK + ((chunk ^ (row & 7)) << 3)); // in elements
 }
 
-// NaN-preserving clamps, as the CPU oracle writes them.
-__device__ __forceinline__ float clamp_above(float v, float hi) { return v > hi ? hi : v; }
-__device__ __forceinline__ float clamp_both(float v, float lim) { return v > lim ? lim : v < -lim ? -lim : v; }
-__device__ __forceinline__ float relu(float v) { return v < 0.0f ? 0.0f : v; }
-
-// moe__activate (src/cpu/activation.c) in fp32.
-__device__ __forceinline__ float activate(int act, float alpha, float limit, float g, float u) {
-    switch (act) {
-    case MOE_ACT_SWIGLU:
-        if (limit > 0.0f) {
-            g = clamp_above(g, limit);
-            u = clamp_both(u, limit);
-        }
-        return g / (1.0f + expf(-g)) * u;
-    case MOE_ACT_GEGLU: return 0.5f * g * (1.0f + erff(g * 0.70710678118654752f)) * u;
-    case MOE_ACT_GEGLU_TANH:
-        return 0.5f * g * (1.0f + tanhf(0.79788456080286536f * (g + 0.044715f * g * g * g))) * u;
-    case MOE_ACT_REGLU: return relu(g) * u;
-    case MOE_ACT_RELU2: {
-        float r = relu(g);
-        return r * r;
-    }
-    case MOE_ACT_SWIGLU_OAI:
-        g = clamp_above(g, limit);
-        u = clamp_both(u, limit);
-        return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
-    }
-    return __int_as_float(0x7fc00000);
-}
-
 // The plan row's id (see gemm_args).
 __device__ __forceinline__ int64_t row_id(const gemm_args &p, int64_t r) {
     if (p.sorted_ids) return p.sorted_ids[r];
@@ -176,10 +146,10 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
                         if (col + 1 < p.n) v1 += bias[col + 1];
                     }
                     if (p.activation == MOE_ACT_RELU2) {
-                        out_row[col] = from_float<T>(activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f));
-                        if (col + 1 < p.n) out_row[col + 1] = from_float<T>(activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f));
+                        out_row[col] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f));
+                        if (col + 1 < p.n) out_row[col + 1] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f));
                     } else {
-                        out_row[col >> 1] = from_float<T>(activate(p.activation, p.act_alpha, p.act_limit, v0, v1));
+                        out_row[col >> 1] = from_float<T>(glu_activate(p.activation, p.act_alpha, p.act_limit, v0, v1));
                     }
                 }
             } else {
@@ -244,7 +214,7 @@ cudaError_t gemm_init(void) {
                                                         GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return err;
     gemm_grid_cap = sms * (per_sm > 0 ? per_sm : 1);
-    return cudaSuccess;
+    return hopper_gemm_init();
 }
 
 cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream) {

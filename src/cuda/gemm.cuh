@@ -26,6 +26,7 @@ struct gemm_args {
     const void *a;    // GEMM_UP: x [T, lda] (rows gathered by id); GEMM_DOWN: A2 [rows, lda]
     int64_t lda;
     const void *b;    // [experts, n, k] stack
+    int64_t experts;  // matrices in b (the Hopper path views b as one 2-D [experts * n, k] matrix)
     const float *bias; // [experts, n] or NULL
     int64_t n, k;
     const int32_t *sorted_ids;   // plan rows; NULL: identity over `rows` shared rows
@@ -46,5 +47,20 @@ struct gemm_args {
 cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream);
 // Raises the kernels' dynamic shared-memory limit (once, at weight upload).
 cudaError_t gemm_init(void);
+
+// ---- the Hopper path (gemm_hopper.cu): TMA + wgmma, warp-specialised, persistent ----------
+// Needs the plan built with block HOPPER_BLOCK_M (a 128-row tile never straddles experts),
+// bf16 operands, and rows that TMA can load (see moe__cuda_gemm_select).
+#define HOPPER_BLOCK_M 128
+// x rows gathered in plan order into a [rows, H] bf16 buffer (padding rows zero), so that
+// GEMM1 can load A tiles with TMA (TMA cannot gather rows). Rows past the live total
+// (*args->live_rows, read on the device) are not written. Uses a: x [T, lda], sorted_ids,
+// live_rows, rows, tokens, top_k; k = H.
+cudaError_t hopper_permute_launch(const gemm_args *args, void *a_perm, cudaStream_t stream);
+// GEMM_UP with a = the permuted rows [rows, k] (lda = k), or GEMM_DOWN as in gemm_launch.
+// Same outputs as gemm_launch for the same arguments.
+moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
+// Shared-memory limits of the Hopper kernels and the tensor-map encoder (once, at upload).
+cudaError_t hopper_gemm_init(void);
 
 #endif

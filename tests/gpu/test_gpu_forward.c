@@ -17,11 +17,20 @@
  * takes the first, the last and evenly spaced ones), and use fewer experts than the real
  * model (the CPU packs and holds every expert); the GPU always runs all T tokens.
  *
- * Usage: test_gpu_forward [--quick] [--big] [--filter SUBSTRING]
+ * Every model case runs once per grouped-GEMM path (MOEFUSE_GEMM=v1, then =hopper; the
+ * weights are packed once): the Hopper engine only where moe__cuda_gemm_select allows it
+ * (bf16, H and I multiples of 64, ...), elsewhere the forced run is v1 again. Each case line
+ * names the path that ran; the last lines count the cases per path.
+ *
+ * Usage: test_gpu_forward [--quick] [--big] [--gemm v1|hopper|both] [--filter SUBSTRING]
  *   --quick  a reduced case list (for compute-sanitizer)
  *   --big    adds T = 262144 on deepseek-v3's H and I (64-bit offsets; needs ~80 GB)
+ *   --gemm   the paths to run (default both)
  * Exits 77 (ctest SKIP) without a CUDA device. Fresh random inputs each run; MOEFUSE_SEED
  * repeats one. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#endif
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdbool.h>
@@ -35,6 +44,10 @@
 
 /* ---- scaffolding -------------------------------------------------------------------- */
 static int case_failures, cases_passed, cases_failed;
+/* Per grouped-GEMM path that actually ran (MOE__CUDA_GEMM_V1 / _HOPPER). */
+static int path_passed[2], path_failed[2];
+static const char *gemm_paths[2] = {"v1", "hopper"};
+static int first_path = 0, last_path = 1;
 
 #define CHECK(cond, ...)                                                                    \
     do {                                                                                    \
@@ -568,9 +581,12 @@ typedef struct run_spec {
 } run_spec;
 
 static void run_case(model *m, run_spec r) {
-    char name[160];
-    snprintf(name, sizeof name, "%s T=%lld %s/%s", m->name, (long long)r.T, routing_name(r.routing),
-             r.graph ? routing_name(r.replay_routing) : "-");
+    char name[200];
+    const char *forced = getenv("MOEFUSE_GEMM");
+    const int path = moe__cuda_forward_gemm(m->w_gpu, r.T);
+    snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s]", m->name, (long long)r.T,
+             routing_name(r.routing), r.graph ? routing_name(r.replay_routing) : "-", forced ? forced : "auto",
+             moe__cuda_gemm_name(path));
     case_failures = 0;
     const moe_layer_spec *s = &m->spec;
     device_buffers b;
@@ -593,7 +609,8 @@ static void run_case(model *m, run_spec r) {
     double err = st == MOE_STATUS_OK ? check_outputs(m, &b, &in, r.oracle_limit, "eager") : NAN;
     /* The plan with the block this forward used (64, or 128 for the prefill tile). */
     const int64_t block = moe__cuda_forward_block_rows(m->w_gpu, r.T);
-    CHECK(block == 64 || block == 128, "moe__cuda_forward_block_rows = %lld", (long long)block);
+    CHECK(block == (path == MOE__CUDA_GEMM_HOPPER ? 128 : 64), "moe__cuda_forward_block_rows = %lld on path %s",
+          (long long)block, moe__cuda_gemm_name(path));
     check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, 0, "plan");
     if (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate)
         check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, r.T, "plan+shared");
@@ -622,8 +639,8 @@ static void run_case(model *m, run_spec r) {
     CUDA_OK(cudaEventDestroy(t1));
     inputs_free(&in);
     device_free(&b);
-    if (case_failures == 0) cases_passed++;
-    else cases_failed++;
+    if (case_failures == 0) cases_passed++, path_passed[path]++;
+    else cases_failed++, path_failed[path]++;
     printf("%s %s: block %lld, err %.2e, graph err %.2e, first call %.3f ms\n", case_failures ? "FAIL" : "ok  ", name,
            (long long)block, err, gerr, ms);
     fflush(stdout);
@@ -684,7 +701,11 @@ static void run_model(model *m, const run_spec *runs, int nruns) {
            (long long)m->spec.top_k, (long long)m->spec.shared_intermediate, moe_format_name(m->format),
            moe_dtype_name(m->x_dtype), moe_activation_name(m->spec.activation), moe_score_name(m->spec.score),
            (long long)m->spec.n_group, (long long)m->spec.topk_group, (double)(clock() - c0) / CLOCKS_PER_SEC);
-    for (int i = 0; i < nruns; i++) run_case(m, runs[i]);
+    for (int g = first_path; g <= last_path; g++) {
+        setenv("MOEFUSE_GEMM", gemm_paths[g], 1);
+        for (int i = 0; i < nruns; i++) run_case(m, runs[i]);
+    }
+    unsetenv("MOEFUSE_GEMM");
     model_free(m);
 }
 
@@ -729,8 +750,11 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--big")) big = true;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "--gemm") && i + 1 < argc && !strcmp(argv[i + 1], "v1")) first_path = last_path = 0, i++;
+        else if (!strcmp(argv[i], "--gemm") && i + 1 < argc && !strcmp(argv[i + 1], "hopper")) first_path = last_path = 1, i++;
+        else if (!strcmp(argv[i], "--gemm") && i + 1 < argc && !strcmp(argv[i + 1], "both")) first_path = 0, last_path = 1, i++;
         else {
-            printf("usage: %s [--quick] [--big] [--filter SUBSTRING]\n", argv[0]);
+            printf("usage: %s [--quick] [--big] [--gemm v1|hopper|both] [--filter SUBSTRING]\n", argv[0]);
             return 2;
         }
     }
@@ -833,6 +857,39 @@ int main(int argc, char **argv) {
         run_model(&m, r8, 2);
     }
 
+    /* Shapes the Hopper path takes (H, I multiples of 64): every activation through its GLU
+     * epilogue, biases, an expert with several 128-row blocks (ids-one-expert), empty experts
+     * (ids-few-experts), and weight_on_input (top_k 1) with a fused gated shared expert. */
+    {
+        const moe_activation acts[] = {MOE_ACT_SWIGLU, MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU,
+                                       MOE_ACT_RELU2, MOE_ACT_SWIGLU_OAI};
+        const char *act_names[] = {"tma-swiglu-bias", "tma-geglu", "tma-geglu-tanh", "tma-reglu", "tma-relu2-bias",
+                                   "tma-swiglu-oai-bias"};
+        for (int a = 0; a < 6; a++) {
+            moe_layer_spec_init(&s, 8, 128, 64, 2);
+            s.activation = acts[a];
+            s.expert_has_bias = a == 0 || a == 4 || a == 5;
+            if (acts[a] == MOE_ACT_SWIGLU_OAI) {
+                s.act_alpha = 1.702f;
+                s.act_limit = 7.0f;
+            }
+            model_init(&m, act_names[a], &s, MOE_FORMAT_BF16, a % 2 ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_CONCAT,
+                       MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+            run_spec ra[] = {{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_LOGITS, R_IDS_FEW, 96, true}};
+            run_model(&m, ra, quick ? 1 : 2);
+        }
+        moe_layer_spec_init(&s, 8, 128, 64, 1);
+        s.weight_on_input = 1;
+        s.num_shared_experts = 1;
+        s.shared_intermediate = 64; /* == I: fused into the stacks as expert E */
+        s.shared_gate = 1;
+        s.expert_has_bias = 1;
+        model_init(&m, "tma-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_spec rw[] = {{500, R_ROUTER, R_ROUTER, 96, true}, {1, R_IDS, R_IDS, 1, true}};
+        run_model(&m, rw, 2);
+    }
+
     /* Every preset's routing and MLP options at small T (small H and I). */
     for (int p = 0; p < moe_preset_count(); p++) {
         const char *name = moe_preset_name(p);
@@ -881,6 +938,8 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaStreamDestroy(stream));
     moe_context_free(cpu_ctx);
     moe_context_free(gpu_ctx);
+    printf("model cases that ran v1: %d passed, %d failed; ran hopper: %d passed, %d failed\n", path_passed[0],
+           path_failed[0], path_passed[1], path_failed[1]);
     printf("%d passed, %d failed\n", cases_passed, cases_failed);
     return cases_failed ? 1 : 0;
 }
