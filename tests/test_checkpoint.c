@@ -15,31 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-static int failures;
+#include "harness.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            printf("  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
-            printf(__VA_ARGS__);                                               \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
-
-/* ---- random numbers ---------------------------------------------------------------------- */
-static uint64_t rng_state;
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static int64_t rng_int(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1)); }
-static float rng_float(void) { return (float)((rng_next() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+/* ---- random bytes ----------------------------------------------------------------------- */
 static void rng_bytes(void *p, size_t n) {
     for (size_t i = 0; i < n; i++) ((uint8_t *)p)[i] = (uint8_t)rng_next();
 }
@@ -304,7 +284,7 @@ static void test_sharded(moe_context_t *ctx) {
         for (int j = 0; j < PER; j++) {
             int i = s * PER + j;
             snprintf(names[i], sizeof names[i], "layer.%d.weight", i);
-            for (int e = 0; e < 6; e++) data[i][e] = rng_float();
+            for (int e = 0; e < 6; e++) data[i][e] = rng_float(-1, 1);
             t[i] = (wtensor){names[i], "F32", 2, {2, 3}, data[i], sizeof data[i]};
             sb_printf(&idx, "%s\"%s\":\"%s\"", i ? "," : "", names[i], file);
         }
@@ -343,7 +323,7 @@ static void test_sharded(moe_context_t *ctx) {
 }
 
 static void test_directories(moe_context_t *ctx) {
-    float v[4] = {rng_float(), rng_float(), rng_float(), rng_float()};
+    float v[4] = {rng_float(-1, 1), rng_float(-1, 1), rng_float(-1, 1), rng_float(-1, 1)};
     wtensor t = {"w", "F32", 1, {4}, v, sizeof v};
     /* model.safetensors wins over other files; a lone *.safetensors is taken; two are refused. */
     const char *dirs[3] = {"dir_model", "dir_single", "dir_two"};
@@ -520,7 +500,7 @@ static void test_hostile_headers(moe_context_t *ctx) {
 
     /* A file that shrinks after open: the read fails with IO_ERROR, it does not return junk. */
     float w[16];
-    for (int i = 0; i < 16; i++) w[i] = rng_float();
+    for (int i = 0; i < 16; i++) w[i] = rng_float(-1, 1);
     wtensor big = {"w", "F32", 1, {16}, w, sizeof w};
     const char *path = tmp_path("shrinks.safetensors");
     write_safetensors(path, &big, 1);
@@ -599,7 +579,7 @@ static size_t dtype_size(const char *dtype) {
 static void *random_encoded(const char *dtype, int64_t n, float *decoded) {
     void *bytes = malloc((size_t)n * dtype_size(dtype));
     for (int64_t i = 0; i < n; i++) {
-        float x = rng_float();
+        float x = rng_float(-1, 1);
         if (strcmp(dtype, "F32") == 0) {
             ((float *)bytes)[i] = decoded[i] = x;
         } else if (strcmp(dtype, "F64") == 0) {
@@ -643,7 +623,7 @@ static float *add_fp8(tfile *f, const char *name, int64_t rows, int64_t cols) {
     /* uneven blocks; with power-of-two scales, magnitudes whose amax / 448 (about 1.3 / 64) is
      * far from a power of two, so that the codes stay well short of 448 */
     const float mag = fp8_pow2_scales ? 1.3f : 1.0f;
-    for (int64_t i = 0; i < rows * cols; i++) x[i] = rng_float() * (1 + (int)(i % 7)) * mag;
+    for (int64_t i = 0; i < rows * cols; i++) x[i] = rng_float(-1, 1) * (1 + (int)(i % 7)) * mag;
     for (int64_t br = 0; br < sr; br++)
         for (int64_t bc = 0; bc < sc; bc++) {
             float amax = 0;
@@ -899,7 +879,7 @@ static void test_load_gpt_oss_mxfp4(moe_context_t *ctx) {
     float *src = malloc((size_t)(R * H) * 4), *deq = malloc((size_t)(R * H) * 4);
     for (int64_t e = 0; e < E; e++) {
         /* A magnitude per row and expert, so the e8m0 scales differ between experts. */
-        for (int64_t i = 0; i < R * H; i++) src[i] = rng_float() * ldexpf(1.0f, (int)((i / H + e * 5) % 9) - 4);
+        for (int64_t i = 0; i < R * H; i++) src[i] = rng_float(-1, 1) * ldexpf(1.0f, (int)((i / H + e * 5) % 9) - 4);
         moe_status st = moe_quantize(MOE_FORMAT_MXFP4, src, R, H, H, gu_codes + e * R * H / 2,
                                      gu_scales + e * R * H / 32, NULL);
         st |= moe_dequantize(MOE_FORMAT_MXFP4, gu_codes + e * R * H / 2, gu_scales + e * R * H / 32, 1.0f, R, H, deq, H);
@@ -909,7 +889,7 @@ static void test_load_gpt_oss_mxfp4(moe_context_t *ctx) {
             memcpy(x.gate[e] + i * H, deq + (2 * i) * H, (size_t)H * 4);
             memcpy(x.up[e] + i * H, deq + (2 * i + 1) * H, (size_t)H * 4);
         }
-        for (int64_t i = 0; i < H * I; i++) src[i] = rng_float() * ldexpf(1.0f, (int)((i / I + e * 3) % 7) - 3);
+        for (int64_t i = 0; i < H * I; i++) src[i] = rng_float(-1, 1) * ldexpf(1.0f, (int)((i / I + e * 3) % 7) - 3);
         x.down[e] = malloc((size_t)(H * I) * 4);
         st = moe_quantize(MOE_FORMAT_MXFP4, src, H, I, I, dn_codes + e * H * I / 2, dn_scales + e * H * I / 32, NULL);
         st |= moe_dequantize(MOE_FORMAT_MXFP4, dn_codes + e * H * I / 2, dn_scales + e * H * I / 32, 1.0f, H, I,
@@ -1223,11 +1203,7 @@ static const test_case cases[] = {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) return write_corpus(argv[2]);
-    const char *seed_env = getenv("MOEFUSE_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed;
-    printf("test_checkpoint: seed %llu (MOEFUSE_SEED=%llu repeats it)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
+    harness_seed("test_checkpoint");
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/moefuse_ckpt_XXXXXX");
     if (!mkdtemp(tmp_dir)) {
         printf("mkdtemp failed\n");
@@ -1238,20 +1214,13 @@ int main(int argc, char **argv) {
         printf("context: %s\n", moe_last_error(NULL));
         return 2;
     }
-    int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && !strstr(cases[i].name, argv[1])) continue;
-        int before = failures;
+        harness_case_begin();
         cases[i].fn(ctx);
-        int ok = failures == before;
-        printf("%s %s\n", ok ? "PASS" : "FAIL", cases[i].name);
-        if (ok)
-            passed++;
-        else
-            failed++;
+        harness_case_end(cases[i].name, NULL);
     }
     moe_context_free(ctx);
     remove_tmp_dir(tmp_dir);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return harness_finish(cases_passed, cases_failed);
 }

@@ -8,21 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                              \
-    do {                                                              \
-        if (cond) {                                                   \
-            passed++;                                                 \
-        } else {                                                      \
-            failed++;                                                 \
-            printf("  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                      \
-            printf("\n");                                             \
-        }                                                             \
-    } while (0)
+#include "harness.h"
 
 /* ---- fixtures ---------------------------------------------------------------------- */
 
@@ -241,7 +228,7 @@ static void check_expect(const expect *e, const moe_model_config *c) {
 static void test_expected_configs(void) {
     for (size_t i = 0; i < sizeof expects / sizeof expects[0]; i++) {
         const expect *e = &expects[i];
-        int before = failed;
+        int before = checks_failed;
         moe_model_config cfg;
         memset(&cfg, 0xA5, sizeof cfg); /* poison: every field must be written */
         moe_status st;
@@ -249,12 +236,12 @@ static void test_expected_configs(void) {
         else st = moe_config_preset(NULL, e->source, &cfg);
         CHECK(st == MOE_STATUS_OK, "%s: %s: %s", e->source, moe_status_string(st), moe_last_error(NULL));
         if (st == MOE_STATUS_OK) check_expect(e, &cfg);
-        printf("%s %s\n", failed == before ? "PASS" : "FAIL", e->source);
+        printf("%s %s\n", checks_failed == before ? "PASS" : "FAIL", e->source);
     }
 }
 
 static void test_preset_table(void) {
-    int before = failed;
+    int before = checks_failed;
     int n = moe_preset_count();
     CHECK(n >= 12, "moe_preset_count() = %d, expected >= 12", n);
     CHECK(moe_preset_name(-1) == NULL, "moe_preset_name(-1) not NULL");
@@ -286,7 +273,7 @@ static void test_preset_table(void) {
     CHECK(moe_config_preset(ctx, "mixtral-8x7b", &cfg) == MOE_STATUS_OK && moe_last_error(ctx)[0] == '\0',
           "success clears the message");
     moe_context_free(ctx);
-    printf("%s preset table\n", failed == before ? "PASS" : "FAIL");
+    printf("%s preset table\n", checks_failed == before ? "PASS" : "FAIL");
 }
 
 /* ---- bad inputs ---------------------------------------------------------------------- */
@@ -400,7 +387,7 @@ static void test_bad_inputs(void) {
     CHECK(moe_context_create(MOE_BACKEND_CPU, 0, &ctx) == MOE_STATUS_OK, "context");
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
         const bad_case *b = &bad_cases[i];
-        int before = failed;
+        int before = checks_failed;
         moe_model_config cfg;
         moe_status st;
         /* Alternate between a context and none: both must carry the message. */
@@ -419,7 +406,7 @@ static void test_bad_inputs(void) {
         CHECK(st == b->status, "%s: status %s, expected %s (%s)", b->what, moe_status_string(st),
               moe_status_string(b->status), msg);
         CHECK(strstr(msg, b->needle) != NULL, "%s: message \"%s\" lacks \"%s\"", b->what, msg, b->needle);
-        printf("%s bad input: %s -> %s: %s\n", failed == before ? "PASS" : "FAIL", b->what, moe_status_string(st), msg);
+        printf("%s bad input: %s -> %s: %s\n", checks_failed == before ? "PASS" : "FAIL", b->what, moe_status_string(st), msg);
     }
     /* The offset points at the bad byte (19, the second comma; cJSON may say one past it). */
     const char *garbled = "{\"hidden_size\": 64,, \"num_hidden_layers\": 2}";
@@ -450,30 +437,21 @@ static void test_bad_inputs(void) {
 
 /* ---- random round trips and mutations ------------------------------------------------ */
 
-static uint64_t rng_state;
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-
 /* Random DeepSeek-style configs written as text, read back, fields compared with what was
  * written. Random whitespace and unknown fields between the real ones. */
 static void test_random_round_trip(void) {
-    int before = failed;
+    int before = checks_failed;
     for (int iter = 0; iter < 300; iter++) {
         int64_t groups_options[] = {1, 2, 4, 8};
-        int64_t n_group = groups_options[rnd() % 4];
-        int64_t E = n_group * rnd_range(1, 32);
-        int64_t topk_group = rnd_range(1, n_group);
-        int64_t k = rnd_range(1, topk_group * (E / n_group) < 64 ? topk_group * (E / n_group) : 64);
-        int64_t H = rnd_range(1, 1 << 16), I = rnd_range(1, 1 << 15), dense_I = rnd_range(1, 1 << 16);
-        int64_t L = rnd_range(1, MOE_MAX_LAYERS), first_dense = rnd_range(0, 4), freq = rnd_range(1, 3);
-        int64_t shared = rnd_range(0, 3), heads = rnd_range(1, 128), vocab = rnd_range(1, 300000);
-        int norm = (int)(rnd() % 2), sigmoid = (int)(rnd() % 2);
-        double scale = (double)rnd_range(1, 4000) / 1000.0;
+        int64_t n_group = groups_options[rng_next() % 4];
+        int64_t E = n_group * rng_int(1, 32);
+        int64_t topk_group = rng_int(1, n_group);
+        int64_t k = rng_int(1, topk_group * (E / n_group) < 64 ? topk_group * (E / n_group) : 64);
+        int64_t H = rng_int(1, 1 << 16), I = rng_int(1, 1 << 15), dense_I = rng_int(1, 1 << 16);
+        int64_t L = rng_int(1, MOE_MAX_LAYERS), first_dense = rng_int(0, 4), freq = rng_int(1, 3);
+        int64_t shared = rng_int(0, 3), heads = rng_int(1, 128), vocab = rng_int(1, 300000);
+        int norm = (int)(rng_next() % 2), sigmoid = (int)(rng_next() % 2);
+        double scale = (double)rng_int(1, 4000) / 1000.0;
         const char *ws[] = {"", " ", "\n  ", "\t"};
         char json[4096];
         int n = snprintf(json, sizeof json,
@@ -484,12 +462,12 @@ static void test_random_round_trip(void) {
                          "\"topk_group\": %lld, \"topk_method\": \"%s\", \"scoring_func\": \"%s\", "
                          "\"norm_topk_prob\": %s, \"routed_scaling_factor\": %.3f, \"n_shared_experts\": %lld, "
                          "\"num_attention_heads\": %lld, \"vocab_size\": %lld, \"q_lora_rank\": null%s}",
-                         ws[rnd() % 4], ws[rnd() % 4], ws[rnd() % 4], (long long)H, ws[rnd() % 4], (long long)dense_I,
-                         (long long)I, (long long)L, (long long)first_dense, (long long)freq, ws[rnd() % 4],
+                         ws[rng_next() % 4], ws[rng_next() % 4], ws[rng_next() % 4], (long long)H, ws[rng_next() % 4], (long long)dense_I,
+                         (long long)I, (long long)L, (long long)first_dense, (long long)freq, ws[rng_next() % 4],
                          (long long)E, (long long)k, (long long)n_group, (long long)topk_group,
                          sigmoid ? "noaux_tc" : "group_limited_greedy", sigmoid ? "sigmoid" : "softmax",
                          norm ? "true" : "false", scale, (long long)shared, (long long)heads, (long long)vocab,
-                         ws[rnd() % 4]);
+                         ws[rng_next() % 4]);
         moe_model_config cfg;
         moe_status st = moe_config_parse(NULL, json, (size_t)n, &cfg);
         CHECK(st == MOE_STATUS_OK, "round trip %d: %s: %s\n%s", iter, moe_status_string(st), moe_last_error(NULL),
@@ -513,13 +491,13 @@ static void test_random_round_trip(void) {
                  cfg.vocab_size == vocab && cfg.q_lora_rank == 0;
         CHECK(ok, "round trip %d: fields differ from the text:\n%s", iter, json);
     }
-    printf("%s random round trips\n", failed == before ? "PASS" : "FAIL");
+    printf("%s random round trips\n", checks_failed == before ? "PASS" : "FAIL");
 }
 
 /* Random byte edits and truncations of the fixtures: never a crash, a known status, a
  * message on failure, and a valid spec on success. */
 static void test_random_mutations(void) {
-    int before = failed;
+    int before = checks_failed;
     const char *files[] = {"deepseek_v3.json", "llama4_scout.json", "qwen3_moe_sparse_step.json", "gpt_oss_120b.json",
                            "deepseek_v2_lite.json"};
     const char alphabet[] = "{}[]\",:-.0123456789eEtruefalsnl \n\\";
@@ -533,12 +511,12 @@ static void test_random_mutations(void) {
             char *buf = malloc(len ? len : 1);
             memcpy(buf, text, len);
             size_t use = len;
-            int edits = (int)rnd_range(1, 4);
+            int edits = (int)rng_int(1, 4);
             for (int e = 0; e < edits; e++) {
-                size_t at = (size_t)(rnd() % len);
-                switch (rnd() % 3) {
-                case 0: buf[at] = alphabet[rnd() % (sizeof alphabet - 1)]; break;
-                case 1: buf[at] = (char)(rnd() & 0xff); break;
+                size_t at = (size_t)(rng_next() % len);
+                switch (rng_next() % 3) {
+                case 0: buf[at] = alphabet[rng_next() % (sizeof alphabet - 1)]; break;
+                case 1: buf[at] = (char)(rng_next() & 0xff); break;
                 default: use = at; break; /* truncate */
                 }
             }
@@ -563,15 +541,11 @@ static void test_random_mutations(void) {
         }
         free(text);
     }
-    printf("%s random mutations (%d of %d still parsed)\n", failed == before ? "PASS" : "FAIL", ok_count, total);
+    printf("%s random mutations (%d of %d still parsed)\n", checks_failed == before ? "PASS" : "FAIL", ok_count, total);
 }
 
 int main(void) {
-    const char *seed_env = getenv("MOEFUSE_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
-    printf("seed %llu (set MOEFUSE_SEED to repeat)\n", (unsigned long long)seed);
-    rng_state = seed * 2654435761u + 0x9E3779B97F4A7C15ull;
-    if (!rng_state) rng_state = 1;
+    harness_seed("test_config");
     find_fixtures();
     printf("fixtures in %s\n", fixture_dir);
 
@@ -581,6 +555,5 @@ int main(void) {
     test_random_round_trip();
     test_random_mutations();
 
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return harness_finish(checks_passed, checks_failed); /* this test counts checks */
 }

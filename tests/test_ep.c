@@ -16,49 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (cond) {                                                                        \
-            passed++;                                                                      \
-        } else {                                                                           \
-            failed++;                                                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                    \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
-
-/* ---- random numbers (splitmix64) ------------------------------------------------------- */
-static uint64_t rng_state;
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_unit(void) { return (double)(rng_next() >> 11) / 9007199254740992.0; }
-static float rng_float(float lo, float hi) { return lo + (hi - lo) * (float)rng_unit(); }
-static int64_t rng_int(int64_t n) { return (int64_t)(rng_next() % (uint64_t)n); }
-
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
+#include "harness.h"
 
 /* ---- one problem: the layer, its weights, the tokens of every rank --------------------- */
 typedef enum routing_kind {
@@ -115,7 +74,7 @@ static void random_distinct(int32_t *ids, int64_t E, int64_t k) {
         int32_t e;
         int again;
         do {
-            e = (int32_t)rng_int(E);
+            e = (int32_t)rng_below(E);
             again = 0;
             for (int64_t i = 0; i < j; i++) again |= ids[i] == e;
         } while (again);
@@ -135,7 +94,7 @@ static void problem_init(problem *P, const ep_case *c) {
     P->tok_offsets = xmalloc((size_t)(R + 1) * sizeof *P->tok_offsets);
     P->tok_offsets[0] = 0;
     for (int64_t r = 0; r < R; r++) {
-        int64_t n = rng_int(c->max_tokens_per_rank + 1);
+        int64_t n = rng_below(c->max_tokens_per_rank + 1);
         if (c->empty_rank && r == 1) n = 0;
         P->tok_offsets[r + 1] = P->tok_offsets[r] + n;
     }
@@ -160,7 +119,7 @@ static void problem_init(problem *P, const ep_case *c) {
     for (int64_t t = 0; t < T; t++) {
         if (c->routing == ROUTE_HOT) {
             for (int64_t j = 0; j < k; j++)
-                P->ids[t * k + j] = rng_unit() < 0.8 ? (int32_t)rng_int(2) : (int32_t)rng_int(E);
+                P->ids[t * k + j] = rng_uniform() < 0.8 ? (int32_t)rng_below(2) : (int32_t)rng_below(E);
         } else if (c->routing == ROUTE_ONE_EXPERT) {
             for (int64_t j = 0; j < k; j++) P->ids[t * k + j] = (int32_t)c->hot_expert;
         } else {
@@ -674,7 +633,7 @@ static void test_placement(void) {
         st = moe_ep_placement_replicas(NULL, p, e, &n, &ranks, &ids);
         int ok = st == MOE_STATUS_OK && n == 1;
         for (int32_t src = 0; src < 4 && ok; src++)
-            ok = moe_ep_placement_choose(NULL, p, e, src, rng_int(1000), &dst, &local) == MOE_STATUS_OK &&
+            ok = moe_ep_placement_choose(NULL, p, e, src, rng_below(1000), &dst, &local) == MOE_STATUS_OK &&
                  dst == ranks[0] && local == ids[0] && want_lo[dst] + local == e;
         CHECK(ok, "contiguous 10/4 expert %lld: one replica, always chosen", (long long)e);
     }
@@ -891,10 +850,7 @@ static void test_errors(void) {
 
 /* ---- the cases ---------------------------------------------------------------------------- */
 int main(void) {
-    const char *env = getenv("MOEFUSE_SEED");
-    const uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed;
-    printf("test_ep: seed %llu (set MOEFUSE_SEED to repeat)\n", (unsigned long long)seed);
+    harness_seed("test_ep");
 
     test_placement();
     test_records();
@@ -987,6 +943,5 @@ int main(void) {
     for (int i = 0; i < n; i++)
         for (int j = 0; j < 4; j++) run_case(&cases[i], rank_counts[j]);
 
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return harness_finish(checks_passed, checks_failed); /* this test counts checks */
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "moefuse.h"
+#include "harness.h" /* seed, PRNG, final line */
 
 /* A small valid layer every weights/forward case starts from, and mutates one thing of. */
 enum { E = 4, H = 16, I = 8, K = 2, T = 5 };
@@ -53,7 +54,7 @@ static int fixture_init(void) {
     float *all[] = {fx.gate, fx.up, fx.down, fx.router, fx.x};
     size_t n[] = {E * I * H, E * I * H, E * H * I, E * H, T * H};
     for (int a = 0; a < 5; a++)
-        for (size_t i = 0; i < n[a]; i++) all[a][i] = (float)((double)rand() / RAND_MAX - 0.5);
+        for (size_t i = 0; i < n[a]; i++) all[a][i] = (float)(rng_uniform() - 0.5);
     for (int t = 0; t < T; t++)
         for (int s = 0; s < K; s++) {
             fx.ids[t * K + s] = (t + s) % E;
@@ -342,9 +343,7 @@ static const error_case cases[] = {
 };
 
 int main(void) {
-    unsigned seed = getenv("MOEFUSE_SEED") ? (unsigned)strtoul(getenv("MOEFUSE_SEED"), NULL, 10) : (unsigned)getpid();
-    printf("seed %u\n", seed);
-    srand(seed);
+    harness_seed("test_errors");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/moefuse-errors-XXXXXX");
     if (!mkdtemp(tmpdir) || !fixture_init()) {
         printf("fixture setup failed: %s\n0 passed, 1 failed\n", moe_last_error(fx.ctx));
@@ -386,6 +385,5 @@ int main(void) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return harness_finish(passed, failed);
 }

@@ -21,34 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-/* ---------------------------------------------------------------------------------------
- * Harness.
- * ------------------------------------------------------------------------------------- */
-static int case_failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            if (case_failures++ < 10) {                                    \
-                printf("    check failed at %s:%d: ", __FILE__, __LINE__); \
-                printf(__VA_ARGS__);                                       \
-                printf("\n");                                              \
-            }                                                              \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state;
-static uint64_t rng_next(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * UINT64_C(2685821657736338717);
-}
-static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1p-53; } /* [0, 1) */
-static int64_t rng_int(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1)); }
-static double rng_normal(void) {
-    double u = rng_uniform(), v = rng_uniform();
-    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
-}
+#include "harness.h" /* CHECK, seed, PRNG, case lines */
 
 static float float_from_bits(uint32_t b) {
     float f;
@@ -1337,11 +1310,8 @@ typedef struct test_case {
 } test_case;
 
 int main(int argc, char **argv) {
-    const char *env = getenv("MOEFUSE_SEED");
-    uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-    printf("test_formats: seed %llu (MOEFUSE_SEED=%llu to repeat)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng_state = seed * UINT64_C(0x9E3779B97F4A7C15) + 1;
+    harness_seed("test_formats");
+    harness_print_limit = 10;
     build_tables();
     static const test_case cases[] = {
         {"fp8_codes", case_fp8_codes},
@@ -1365,22 +1335,15 @@ int main(int argc, char **argv) {
         {"bad_arguments", case_bad_arguments},
     };
     const char *filter = argc > 1 ? argv[1] : NULL;
-    int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (filter && !strstr(cases[i].name, filter)) continue;
-        case_failures = 0;
+        harness_case_begin();
         clock_t t0 = clock();
         cases[i].fn();
-        double ms = 1000.0 * (double)(clock() - t0) / CLOCKS_PER_SEC;
-        if (case_failures == 0) {
-            passed++;
-            printf("PASS %s (%.0f ms)\n", cases[i].name, ms);
-        } else {
-            failed++;
-            printf("FAIL %s: %d failed checks\n", cases[i].name, case_failures);
-        }
+        char took[32];
+        snprintf(took, sizeof took, " (%.0f ms)", 1000.0 * (double)(clock() - t0) / CLOCKS_PER_SEC);
+        harness_case_end(cases[i].name, took);
     }
     for (size_t t = 0; t < sizeof ALL_TABLES / sizeof ALL_TABLES[0]; t++) free(ALL_TABLES[t]->mag);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return harness_finish(cases_passed, cases_failed);
 }

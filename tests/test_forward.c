@@ -35,40 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* ---- scaffolding ----------------------------------------------------------------------- */
-static int case_failures, cases_passed, cases_failed;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            if (case_failures < 8) {                                                         \
-                printf("  check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-                printf(__VA_ARGS__);                                                         \
-                printf("\n");                                                                \
-            }                                                                                \
-            case_failures++;                                                                 \
-        }                                                                                    \
-    } while (0)
-
-static void case_begin(void) { case_failures = 0; }
-static void case_end(const char *name, const char *detail) {
-    if (case_failures == 0) cases_passed++, printf("ok   %s%s\n", name, detail ? detail : "");
-    else cases_failed++, printf("FAIL %s%s (%d failed checks)\n", name, detail ? detail : "", case_failures);
-    fflush(stdout);
-}
-
-static uint64_t rng_state;
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double urand(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
-static float frand(double lo, double hi) { return (float)(lo + (hi - lo) * urand()); }
-static int64_t irand(int64_t n) { return (int64_t)(rng_next() % (uint64_t)n); }
+#include "harness.h"
 
 /* Every allocation of a case, freed at its end. */
 #define ARENA_MAX 512
@@ -231,17 +199,17 @@ static void draw_experts(const tcase *c, expert_set *x, int64_t E, int64_t I) {
     x->E = E, x->I = I;
     x->G = fbuf(n * I * H), x->D = fbuf(n * H * I);
     x->U = gated ? fbuf(n * I * H) : NULL;
-    for (int64_t i = 0; i < n * I * H; i++) x->G[i] = frand(-s13, s13);
+    for (int64_t i = 0; i < n * I * H; i++) x->G[i] = rng_float(-s13, s13);
     if (gated)
-        for (int64_t i = 0; i < n * I * H; i++) x->U[i] = frand(-s13, s13);
-    for (int64_t i = 0; i < n * H * I; i++) x->D[i] = frand(-s2, s2);
+        for (int64_t i = 0; i < n * I * H; i++) x->U[i] = rng_float(-s13, s13);
+    for (int64_t i = 0; i < n * H * I; i++) x->D[i] = rng_float(-s2, s2);
     if (c->bias) {
         x->bg = fbuf(n * I), x->bd = fbuf(n * H);
         x->bu = gated ? fbuf(n * I) : NULL;
-        for (int64_t i = 0; i < n * I; i++) x->bg[i] = frand(-0.5, 0.5);
+        for (int64_t i = 0; i < n * I; i++) x->bg[i] = rng_float(-0.5, 0.5);
         if (gated)
-            for (int64_t i = 0; i < n * I; i++) x->bu[i] = frand(-0.5, 0.5);
-        for (int64_t i = 0; i < n * H; i++) x->bd[i] = frand(-0.5, 0.5);
+            for (int64_t i = 0; i < n * I; i++) x->bu[i] = rng_float(-0.5, 0.5);
+        for (int64_t i = 0; i < n * H; i++) x->bd[i] = rng_float(-0.5, 0.5);
     }
     moe_dtype wd = c->w_dtype == MOE_DTYPE_E4M3 ? MOE_DTYPE_F32 : c->w_dtype;
     round_all(wd, x->G, n * I * H);
@@ -318,19 +286,19 @@ static void draw_model(const tcase *c, model *m) {
     const int64_t E = c->E, H = c->H;
     const double sr = 3.0 / sqrt((double)H);
     m->router = fbuf(E * H);
-    for (int64_t i = 0; i < E * H; i++) m->router[i] = frand(-sr, sr);
+    for (int64_t i = 0; i < E * H; i++) m->router[i] = rng_float(-sr, sr);
     round_all(c->w_dtype == MOE_DTYPE_E4M3 ? MOE_DTYPE_F32 : c->w_dtype, m->router, E * H);
     if (c->router_bias) {
         m->router_bias = fbuf(E);
-        for (int64_t e = 0; e < E; e++) m->router_bias[e] = frand(-1, 1);
+        for (int64_t e = 0; e < E; e++) m->router_bias[e] = rng_float(-1, 1);
     }
     if (c->corr_bias) {
         m->corr_bias = fbuf(E);
-        for (int64_t e = 0; e < E; e++) m->corr_bias[e] = frand(-0.1, 0.1);
+        for (int64_t e = 0; e < E; e++) m->corr_bias[e] = rng_float(-0.1, 0.1);
     }
     if (c->shared_gate) {
         m->shared_gate_w = fbuf(H);
-        for (int64_t h = 0; h < H; h++) m->shared_gate_w[h] = round_to(MOE_DTYPE_BF16, frand(-sr, sr));
+        for (int64_t h = 0; h < H; h++) m->shared_gate_w[h] = round_to(MOE_DTYPE_BF16, rng_float(-sr, sr));
     }
 }
 
@@ -661,15 +629,15 @@ static void draw_ids(const tcase *c, int32_t *ids, float *wts) {
             do {
                 switch (c->ids) {
                 case IDS_ONE_EXPERT: id = (int32_t)(E / 2 + j) % (int32_t)E; break; /* same k for all tokens */
-                case IDS_FEW_EXPERTS: id = (int32_t)(irand(k + 1) * 3 % E); break;  /* most experts empty */
+                case IDS_FEW_EXPERTS: id = (int32_t)(rng_below(k + 1) * 3 % E); break;  /* most experts empty */
                 case IDS_ALL_EXPERTS: id = (int32_t)((t + j) % E); break;             /* k == E: a rotation */
-                default: id = (int32_t)irand(E); break;
+                default: id = (int32_t)rng_below(E); break;
                 }
                 dup = false;
                 for (int64_t q = 0; q < j; q++) dup |= ids[t * k + q] == id;
             } while (dup);
             ids[t * k + j] = id;
-            wts[t * k + j] = c->E == 1 ? 1.0f : frand(0.05, 1.0);
+            wts[t * k + j] = c->E == 1 ? 1.0f : rng_float(0.05, 1.0);
         }
     }
 }
@@ -699,8 +667,8 @@ static void run_case_once(const tcase *c, int threads, void **y_bytes_out, size_
     /* x: random, rounded to its dtype, rows padded by x_row_pad; NaN on one token if asked. */
     const int64_t ld = H + c->x_row_pad;
     float *x = fbuf(T * H), *xpad = fbuf(T * ld + 1);
-    for (int64_t i = 0; i < T * H; i++) x[i] = round_to(c->x_dtype, frand(-1, 1));
-    if (c->nan_token >= 0) x[c->nan_token * H + irand(H)] = NAN;
+    for (int64_t i = 0; i < T * H; i++) x[i] = round_to(c->x_dtype, rng_float(-1, 1));
+    if (c->nan_token >= 0) x[c->nan_token * H + rng_below(H)] = NAN;
     for (int64_t t = 0; t < T; t++) memcpy(xpad + t * ld, x + t * H, (size_t)H * 4);
     moe_tensor xt = typed(xpad, T * ld, c->x_dtype, 2, (int64_t[]){T, H});
     if (c->x_row_pad) xt.strides[0] = ld, xt.strides[1] = 1;
@@ -723,7 +691,7 @@ static void run_case_once(const tcase *c, int threads, void **y_bytes_out, size_
         a.topk_ids = moe_tensor_2d(ids_in, MOE_DTYPE_I32, T, k);
         a.topk_weights = moe_tensor_2d(wts_in, MOE_DTYPE_F32, T, k);
     } else if (c->route == ROUTE_LOGITS) {
-        for (int64_t i = 0; i < T * E; i++) logits[i] = frand(-3, 3);
+        for (int64_t i = 0; i < T * E; i++) logits[i] = rng_float(-3, 3);
         a.router_logits = moe_tensor_2d(logits, MOE_DTYPE_F32, T, E);
     }
     a.out_topk_ids = moe_tensor_2d(ids_out, MOE_DTYPE_I32, T, k);
@@ -804,7 +772,7 @@ static void run_case_once(const tcase *c, int threads, void **y_bytes_out, size_
     if (st == MOE_STATUS_OK) ref_forward(c, &m, x, ids, wts, yref);
 
     /* Compare; the NaN token must be NaN throughout, every other element finite. */
-    double num = 0, den = 0;
+    frobenius_error fe = {0, 0};
     for (int64_t t = 0; t < T && st == MOE_STATUS_OK; t++) {
         for (int64_t h = 0; h < H; h++) {
             const double v = tensor_at(&a.y, t * H + h);
@@ -815,11 +783,10 @@ static void run_case_once(const tcase *c, int threads, void **y_bytes_out, size_
             }
             CHECK(isfinite(v), "y[%lld][%lld] = %g, expected finite (reference %g)", (long long)t, (long long)h, v,
                   yref[t * H + h]);
-            num += (v - yref[t * H + h]) * (v - yref[t * H + h]);
-            den += yref[t * H + h] * yref[t * H + h];
+            frobenius_add(&fe, v, yref[t * H + h]);
         }
     }
-    ro->err = den > 0 ? sqrt(num / den) : sqrt(num);
+    ro->err = frobenius_rel(&fe);
     CHECK(ro->err <= c->tol, "relative Frobenius error %.3g > tolerance %.3g", ro->err, c->tol);
     if (T > 4) CHECK(ro->near_ties <= T / 4, "%d near-ties in %lld tokens: too many to be ties", ro->near_ties,
                      (long long)T);
@@ -834,14 +801,14 @@ static void run_case_once(const tcase *c, int threads, void **y_bytes_out, size_
 }
 
 static void run_case(const tcase *c) {
-    case_begin();
+    harness_case_begin();
     run_out ro = {0, 0};
     run_case_once(c, 0, NULL, NULL, &ro);
     char detail[96];
     if (ro.near_ties) snprintf(detail, sizeof detail, " (err %.2e, %d near-tie tokens)", ro.err, ro.near_ties);
     else snprintf(detail, sizeof detail, " (err %.2e)", ro.err);
     arena_free();
-    case_end(c->name, detail);
+    harness_case_end(c->name, detail);
 }
 
 /* ---- the case table ---------------------------------------------------------------------- */
@@ -1054,7 +1021,7 @@ static void loosen_scales(const moe_tensor *t, const moe_tensor *scale, float *v
     const int64_t E = t->shape[0], rows = t->shape[1], cols = t->shape[2];
     const int64_t sr = scale->shape[1], sc = scale->shape[2];
     float *s = scale->data;
-    for (int64_t i = 0; i < E * sr * sc; i++) s[i] *= (float)(1.0 + urand());
+    for (int64_t i = 0; i < E * sr * sc; i++) s[i] *= (float)(1.0 + rng_uniform());
     for (int64_t e = 0; e < E; e++)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
@@ -1064,7 +1031,7 @@ static void loosen_scales(const moe_tensor *t, const moe_tensor *scale, float *v
 }
 
 static void run_fp8_case(const fp8_case *fc) {
-    case_begin();
+    harness_case_begin();
     const int64_t E = 3, H = 160, I = fc->I, sc = (H + 127) / 128;
     const bool gated = moe_activation_is_gated(fc->act);
     const int64_t R13 = gated ? 2 * I : I;
@@ -1073,8 +1040,8 @@ static void run_fp8_case(const fp8_case *fc) {
     spec.activation = fc->act;
     /* Draw, then lay out as the case's checkpoint: G/U hold the values handed over. */
     float *G = fbuf(E * I * H), *U = fbuf(E * I * H), *D = fbuf(E * H * I);
-    for (int64_t i = 0; i < E * I * H; i++) G[i] = frand(-1, 1) * (1 + (float)(i % 5)), U[i] = frand(-0.3, 0.3);
-    for (int64_t i = 0; i < E * H * I; i++) D[i] = frand(-2, 2);
+    for (int64_t i = 0; i < E * I * H; i++) G[i] = rng_float(-1, 1) * (1 + (float)(i % 5)), U[i] = rng_float(-0.3, 0.3);
+    for (int64_t i = 0; i < E * H * I; i++) D[i] = rng_float(-2, 2);
     moe_weights_desc d;
     memset(&d, 0, sizeof d);
     d.layout = fc->layout;
@@ -1127,7 +1094,7 @@ static void run_fp8_case(const fp8_case *fc) {
     if (!w) {
         moe_context_free(ctx);
         arena_free();
-        case_end(fc->name, NULL);
+        harness_case_end(fc->name, NULL);
         return;
     }
     CHECK(w->w13.paired_rows == (gated ? 1 : 0) && w->w2.paired_rows == 0, "paired_rows %d / %d",
@@ -1195,7 +1162,7 @@ static void run_fp8_case(const fp8_case *fc) {
     moe_weights_free(w);
     moe_context_free(ctx);
     arena_free();
-    case_end(fc->name, NULL);
+    harness_case_end(fc->name, NULL);
 }
 
 static void fp8_checkpoint_cases(void) {
@@ -1219,7 +1186,7 @@ static void fp8_checkpoint_cases(void) {
 
 /* ---- determinism, workspace, unpack, errors --------------------------------------------- */
 static void determinism_case(void) {
-    case_begin();
+    harness_case_begin();
     tcase c = base_case("determinism");
     c.E = 16, c.k = 4, c.T = 61, c.H = 160, c.I = 72, c.shared_I = 40, c.bias = 1;
     const uint64_t seed = rng_state;
@@ -1236,7 +1203,7 @@ static void determinism_case(void) {
         CHECK(y[0] && y[i] && n[0] == n[i] && memcmp(y[0], y[i], n[0]) == 0,
               "y with %d threads differs bitwise from y with 1 thread", threads[i]);
     for (int i = 0; i < 3; i++) free(y[i]);
-    case_end("determinism: y bitwise equal with 1, 2 and 3 threads", NULL);
+    harness_case_end("determinism: y bitwise equal with 1, 2 and 3 threads", NULL);
 }
 
 /* A small SEPARATE f32 model for the error and unpack checks. */
@@ -1263,7 +1230,7 @@ static void unpack_cases(void) {
     const moe_gate_up_layout layouts[] = {MOE_LAYOUT_SEPARATE, MOE_LAYOUT_CONCAT, MOE_LAYOUT_INTERLEAVED};
     const moe_activation acts[] = {MOE_ACT_SWIGLU, MOE_ACT_RELU2};
     const moe_format formats[] = {MOE_FORMAT_F32, MOE_FORMAT_BF16};
-    case_begin();
+    harness_case_begin();
     moe_context_t *ctx = NULL;
     moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
     for (int l = 0; l < 3; l++)
@@ -1303,7 +1270,7 @@ static void unpack_cases(void) {
             }
     moe_context_free(ctx);
     arena_free();
-    case_end("unpack(pack(W)) == W bitwise: 3 layouts x {swiglu, relu2} x {f32, bf16-exact}, shared too", NULL);
+    harness_case_end("unpack(pack(W)) == W bitwise: 3 layouts x {swiglu, relu2} x {f32, bf16-exact}, shared too", NULL);
 }
 
 static bool message_has(moe_context_t *ctx, const char *a, const char *b) {
@@ -1314,7 +1281,7 @@ static bool message_has(moe_context_t *ctx, const char *a, const char *b) {
 }
 
 static void error_cases(void) {
-    case_begin();
+    harness_case_begin();
     moe_context_t *ctx = NULL;
     moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
     small_model sm;
@@ -1381,7 +1348,7 @@ static void error_cases(void) {
     const int64_t T = 5, H = 64, k = 2;
     float *x = fbuf(T * H), *y = fbuf(T * H), *wts = fbuf(T * k);
     int32_t *ids = talloc((size_t)(T * k) * 4);
-    for (int64_t i = 0; i < T * H; i++) x[i] = frand(-1, 1);
+    for (int64_t i = 0; i < T * H; i++) x[i] = rng_float(-1, 1);
     for (int64_t i = 0; i < T * k; i++) ids[i] = (int32_t)(i % 4), wts[i] = 0.5f;
     size_t wsb = 0;
     CHECK(moe_forward_workspace_size(ctx, w, T, MOE_FORMAT_F32, &wsb) == MOE_STATUS_OK && wsb > 0, "ws size");
@@ -1448,15 +1415,12 @@ static void error_cases(void) {
 done:
     moe_context_free(ctx);
     arena_free();
-    case_end("errors: weights_create, forward and backward refuse bad input with a named message", NULL);
+    harness_case_end("errors: weights_create, forward and backward refuse bad input with a named message", NULL);
 }
 
 int main(void) {
-    const char *env = getenv("MOEFUSE_SEED");
-    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    printf("test_forward: seed %llu (MOEFUSE_SEED=%llu repeats this run)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng_state = seed;
+    harness_seed("test_forward");
+    harness_print_limit = 8;
     routed_cases();
     dtype_cases();
     format_cases();
@@ -1465,6 +1429,5 @@ int main(void) {
     determinism_case();
     unpack_cases();
     error_cases();
-    printf("%d passed, %d failed\n", cases_passed, cases_failed);
-    return cases_failed ? 1 : 0;
+    return harness_finish(cases_passed, cases_failed);
 }

@@ -14,59 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* ---- test scaffolding ------------------------------------------------------------------ */
-static int case_failures; /* failures in the running case */
-static int cases_passed, cases_failed;
-
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            if (case_failures < 10) {                                                       \
-                printf("  check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-                printf(__VA_ARGS__);                                                        \
-                printf("\n");                                                               \
-            }                                                                               \
-            case_failures++;                                                                \
-        }                                                                                   \
-    } while (0)
-
-static void run_case(const char *name, void (*fn)(void)) {
-    case_failures = 0;
-    fn();
-    if (case_failures == 0) {
-        cases_passed++;
-        printf("ok   %s\n", name);
-    } else {
-        cases_failed++;
-        printf("FAIL %s (%d failed checks)\n", name, case_failures);
-    }
-    fflush(stdout);
-}
-
-static uint64_t rng_state;
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; } /* [0, 1) */
-static int64_t rng_int(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1)); }
-static double rng_normal(void) {
-    double u = rng_uniform(), v = rng_uniform();
-    return sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v);
-}
-
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("out of memory\n");
-        exit(2);
-    }
-    return p;
-}
+#include "harness.h"
 
 static moe_context_t *ctx;
 
@@ -847,30 +796,26 @@ static void test_plan_bad_inputs(void) {
 }
 
 int main(void) {
-    const char *env = getenv("MOEFUSE_SEED");
-    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-    rng_state = seed;
-    printf("test_route: seed %llu (MOEFUSE_SEED=%llu repeats this run)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
+    harness_seed("test_route");
+    harness_print_limit = 10;
     if (moe_context_create(MOE_BACKEND_CPU, 0, &ctx) != MOE_STATUS_OK) {
         printf("cannot create a CPU context: %s\n0 passed, 1 failed\n", moe_last_error(NULL));
         return 1;
     }
-    run_case("route: random logits vs fp64 reference (scores x renorm x bias x groups x scale)",
+    harness_run_case("route: random logits vs fp64 reference (scores x renorm x bias x groups x scale)",
              test_route_random_matrix);
-    run_case("route: ties go to the lower index (experts and groups)", test_route_ties);
-    run_case("route: top_k == E", test_route_top_k_equals_e);
-    run_case("route: E == 1", test_route_one_expert);
-    run_case("route: T == 0 and T == 1", test_route_token_counts);
-    run_case("route: thread count and moe__cpu_route_rows sub-ranges", test_route_threads_and_rows);
-    run_case("route: NaN and inf logits", test_route_nan);
-    run_case("route: scores underflowing fp32, zero sums", test_route_tiny_scores);
-    run_case("route: bad inputs", test_route_bad_inputs);
-    run_case("plan: adversarial patterns", test_plan_patterns);
-    run_case("plan: random routings", test_plan_random_routing);
-    run_case("plan: bounds", test_plan_bounds);
-    run_case("plan: bad inputs", test_plan_bad_inputs);
+    harness_run_case("route: ties go to the lower index (experts and groups)", test_route_ties);
+    harness_run_case("route: top_k == E", test_route_top_k_equals_e);
+    harness_run_case("route: E == 1", test_route_one_expert);
+    harness_run_case("route: T == 0 and T == 1", test_route_token_counts);
+    harness_run_case("route: thread count and moe__cpu_route_rows sub-ranges", test_route_threads_and_rows);
+    harness_run_case("route: NaN and inf logits", test_route_nan);
+    harness_run_case("route: scores underflowing fp32, zero sums", test_route_tiny_scores);
+    harness_run_case("route: bad inputs", test_route_bad_inputs);
+    harness_run_case("plan: adversarial patterns", test_plan_patterns);
+    harness_run_case("plan: random routings", test_plan_random_routing);
+    harness_run_case("plan: bounds", test_plan_bounds);
+    harness_run_case("plan: bad inputs", test_plan_bad_inputs);
     moe_context_free(ctx);
-    printf("%d passed, %d failed\n", cases_passed, cases_failed);
-    return cases_failed ? 1 : 0;
+    return harness_finish(cases_passed, cases_failed);
 }

@@ -25,43 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* ---- scaffolding ----------------------------------------------------------------------- */
-static int case_failures, cases_passed, cases_failed;
-
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            if (case_failures < 12) {                                                       \
-                printf("  check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-                printf(__VA_ARGS__);                                                        \
-                printf("\n");                                                               \
-            }                                                                               \
-            case_failures++;                                                                \
-        }                                                                                   \
-    } while (0)
-
-static void run_case(const char *name, void (*fn)(void)) {
-    case_failures = 0;
-    fn();
-    if (case_failures == 0) {
-        cases_passed++;
-        printf("ok   %s\n", name);
-    } else {
-        cases_failed++;
-        printf("FAIL %s (%d failed checks)\n", name, case_failures);
-    }
-    fflush(stdout);
-}
-
-static uint64_t rng_state;
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "harness.h"
 
 static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(1.0, fmax(fabs(a), fabs(b))); }
 
@@ -1086,27 +1051,24 @@ static void test_advice(void) {
 }
 
 int main(void) {
-    const char *seed_env = getenv("MOEFUSE_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed;
-    printf("seed %llu (MOEFUSE_SEED=%llu repeats this run)\n", (unsigned long long)seed, (unsigned long long)seed);
-    run_case("shapes deepseek-v3 train B=2 S=2048", test_deepseek_v3);
-    run_case("shapes qwen3-30b-a3b train B=2 S=2048", test_qwen3_30b);
-    run_case("shapes gpt-oss-120b train B=2 S=2048", test_gpt_oss_120b);
-    run_case("shapes mixtral-8x7b train B=2 S=2048", test_mixtral);
-    run_case("shapes llama-4-scout train B=2 S=2048", test_llama4_scout);
-    run_case("shapes qwen3-next-80b-a3b train B=2 S=2048", test_qwen3_next);
-    run_case("shapes decode with tp and ep, prefill LM head", test_decode_tp_ep);
-    run_case("shapes interleaved dense/MoE layers", test_interleave);
-    run_case("shapes bad options and configs", test_errors);
-    run_case("routing stats vs direct pmf sums", test_routing_small);
-    run_case("routing stats vs DeepSeek-V3 published padding", test_routing_deepseek);
-    run_case("routing stats vs Monte Carlo", test_routing_monte_carlo);
-    run_case("gpu specs: built in, JSON", test_gpu_specs);
-    run_case("roofline: tiles, waves, split-K, memory-bound (hand-derived)", test_roofline_dense);
-    run_case("roofline: routed experts (qwen3-30b-a3b T=4096 vs PERF.md floor), chart", test_roofline_experts);
-    run_case("roofline vs PERF.md dense-equiv cuBLAS times on the H200 (+-25%)", test_roofline_vs_perf);
-    run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
-    printf("%d passed, %d failed\n", cases_passed, cases_failed);
-    return cases_failed ? 1 : 0;
+    harness_seed("test_shapes");
+    harness_print_limit = 12;
+    harness_run_case("shapes deepseek-v3 train B=2 S=2048", test_deepseek_v3);
+    harness_run_case("shapes qwen3-30b-a3b train B=2 S=2048", test_qwen3_30b);
+    harness_run_case("shapes gpt-oss-120b train B=2 S=2048", test_gpt_oss_120b);
+    harness_run_case("shapes mixtral-8x7b train B=2 S=2048", test_mixtral);
+    harness_run_case("shapes llama-4-scout train B=2 S=2048", test_llama4_scout);
+    harness_run_case("shapes qwen3-next-80b-a3b train B=2 S=2048", test_qwen3_next);
+    harness_run_case("shapes decode with tp and ep, prefill LM head", test_decode_tp_ep);
+    harness_run_case("shapes interleaved dense/MoE layers", test_interleave);
+    harness_run_case("shapes bad options and configs", test_errors);
+    harness_run_case("routing stats vs direct pmf sums", test_routing_small);
+    harness_run_case("routing stats vs DeepSeek-V3 published padding", test_routing_deepseek);
+    harness_run_case("routing stats vs Monte Carlo", test_routing_monte_carlo);
+    harness_run_case("gpu specs: built in, JSON", test_gpu_specs);
+    harness_run_case("roofline: tiles, waves, split-K, memory-bound (hand-derived)", test_roofline_dense);
+    harness_run_case("roofline: routed experts (qwen3-30b-a3b T=4096 vs PERF.md floor), chart", test_roofline_experts);
+    harness_run_case("roofline vs PERF.md dense-equiv cuBLAS times on the H200 (+-25%)", test_roofline_vs_perf);
+    harness_run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
+    return harness_finish(cases_passed, cases_failed);
 }
