@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "moefuse.h"
+#include "moefuse_analysis.h"
 
 /* A command: argv[0] is the command's name. Returns the process exit code. */
 typedef int (*cli_command_fn)(int argc, char **argv);
@@ -89,5 +90,39 @@ int cli_load_model(moe_context_t *ctx, const char *model, const char *config, mo
 
 /* Layers as compressed runs: "0-2 dense, 3-60 MoE" (or "all 48 MoE"). Returns buf. */
 char *cli_layer_runs(const moe_model_config *cfg, char *buf, size_t size);
+
+/* ---- Shared by the analysis commands: shapes, roofline, advise (tools/cli_analysis.c). ---- */
+
+/* A CPU context for an analysis command. 0, or prints one line and returns 1. */
+int analysis_context_create(moe_context_t **ctx);
+
+/* Bits of *seen (analysis_common_option), so a command can tell what was given. */
+enum { SEEN_BATCH = 1, SEEN_SEQ = 2, SEEN_MODE = 4, SEEN_CONTEXT = 8 };
+
+/* The options of the step and the model: --model, --config, --batch, --seq, --mode, --context,
+ * --tp, --ep, --dtype. Returns 1 when argv[*i] was one of them (with *rc != 0 if it was bad),
+ * 0 when it is not one of them. */
+int analysis_common_option(int argc, char **argv, int *i, moe_context_t *ctx, moe_shape_options *opt,
+                           const char **model, const char **config, unsigned *seen, int *rc);
+/* --gpu NAME and --svg FILE (roofline, advise): returns 1 when argv[*i] was one of them (with
+ * *rc = 2 when its value is missing), 0 otherwise. */
+int analysis_gpu_svg_option(int argc, char **argv, int *i, const char **gpu_name, const char **svg_path, int *rc);
+/* --batch, --seq and --mode are required by shapes and roofline: 0, or the exit code after
+ * one line naming the first missing. */
+int analysis_require_step(unsigned seen, const char *command);
+/* --gpu: a built-in name, or a JSON file. Prints one line and returns the exit code on failure. */
+int analysis_load_gpu(moe_context_t *ctx, const char *name, moe_gpu_spec *gpu);
+/* Writes text to path (the SVGs). 0, or prints one line and returns 1. */
+int analysis_write_file(const char *path, const char *text);
+
+/* Output: a dimension ("4096", "0.03125"), an SI number ("1.23T"), a row's layers ("0-60",
+ * "1-47/2", "-"), the text header of a shape list, its JSON convention/scope/notes fields,
+ * and a JSON number that reads back to the same double (%.17g; null when not finite). */
+void analysis_format_dim(double v, char *buf, size_t size);
+void analysis_format_si(double v, char *buf, size_t size);
+void analysis_format_layers(const moe_gemm_row *r, char *buf, size_t size);
+void analysis_print_header(FILE *f, const moe_shape_list *l);
+void analysis_json_notes(FILE *f, const moe_shape_list *l);
+void analysis_json_number(FILE *f, double v);
 
 #endif

@@ -5,13 +5,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "moefuse_analysis.h"
-
-/* From cmd_shapes.c and cmd_roofline.c. */
-int analysis_common_option(int argc, char **argv, int *i, moe_context_t *ctx, moe_shape_options *opt,
-                           const char **model, const char **config, unsigned *seen, int *rc);
-int analysis_load_gpu(moe_context_t *ctx, const char *name, moe_gpu_spec *gpu);
-int analysis_write_file(const char *path, const char *text);
 
 static void usage(FILE *f) {
     fputs("usage: moefuse advise (--model NAME | --config PATH) [--gpu h200|h100|b200|FILE.json] [--tp N] [--ep N]\n"
@@ -118,12 +111,11 @@ static void print_json(const moe_advice *a) {
 
 int cmd_advise(int argc, char **argv) {
     moe_context_t *ctx = NULL;
-    if (moe_context_create(MOE_BACKEND_CPU, 0, &ctx) != MOE_STATUS_OK)
-        return cli_fail(1, "cannot create a context: %s", moe_last_error(NULL));
+    if (analysis_context_create(&ctx)) return 1;
     moe_shape_options opt;
     moe_shape_options_init(&opt);
     opt.seq = 4096; /* the training step of the Wgrad advice, and the default context */
-    const char *model = NULL, *config = NULL, *gpu_name = "h200", *svg_path = NULL, *value = NULL;
+    const char *model = NULL, *config = NULL, *gpu_name = "h200", *svg_path = NULL;
     unsigned seen = 0;
     int json = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -137,13 +129,8 @@ int cmd_advise(int argc, char **argv) {
             break;
         }
         if (analysis_common_option(argc, argv, &i, ctx, &opt, &model, &config, &seen, &rc)) continue;
-        if (cli_option(argc, argv, &i, "--gpu", &value)) {
-            if (!value) rc = 2;
-            gpu_name = value;
-        } else if (cli_option(argc, argv, &i, "--svg", &value)) {
-            if (!value) rc = 2;
-            svg_path = value;
-        } else if (!strcmp(argv[i], "--json")) {
+        if (analysis_gpu_svg_option(argc, argv, &i, &gpu_name, &svg_path, &rc)) continue;
+        if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else {
             rc = cli_fail(2, "advise: unknown option '%s' (moefuse advise --help)", argv[i]);

@@ -3,44 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
-#include "moefuse_analysis.h"
-
-/* From cmd_shapes.c. */
-int analysis_common_option(int argc, char **argv, int *i, moe_context_t *ctx, moe_shape_options *opt,
-                           const char **model, const char **config, unsigned *seen, int *rc);
-void analysis_format_dim(double v, char *buf, size_t size);
-void analysis_format_si(double v, char *buf, size_t size);
-void analysis_format_layers(const moe_gemm_row *r, char *buf, size_t size);
-void analysis_print_header(FILE *f, const moe_shape_list *l);
-void analysis_json_notes(FILE *f, const moe_shape_list *l);
-int analysis_require_step(unsigned seen, const char *command);
-/* Defined here, used by cmd_advise.c too. */
-int analysis_load_gpu(moe_context_t *ctx, const char *name, moe_gpu_spec *gpu);
-int analysis_write_file(const char *path, const char *text);
-
-/* A built-in name, or a JSON file. Prints one line and returns the exit code on failure. */
-int analysis_load_gpu(moe_context_t *ctx, const char *name, moe_gpu_spec *gpu) {
-    if (moe_gpu_builtin(ctx, name, gpu) == MOE_STATUS_OK) return 0;
-    struct stat sb;
-    if (stat(name, &sb) != 0)
-        return cli_fail(2, "unknown --gpu '%s' (built in: h200, h100, b200; or a JSON file)", name);
-    moe_status st = moe_gpu_load(ctx, name, gpu);
-    if (st != MOE_STATUS_OK) return cli_fail(2, "--gpu %s: %s", name, moe_last_error(ctx));
-    return 0;
-}
-
-int analysis_write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return cli_fail(1, "cannot write %s", path);
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad) return cli_fail(1, "writing %s failed", path);
-    return 0;
-}
 
 static void usage(FILE *f) {
     fputs("usage: moefuse roofline (--model NAME | --config PATH) --batch B --seq S --mode train|prefill|decode\n"
@@ -178,11 +142,10 @@ static int refuse_measure(void) {
 
 int cmd_roofline(int argc, char **argv) {
     moe_context_t *ctx = NULL;
-    if (moe_context_create(MOE_BACKEND_CPU, 0, &ctx) != MOE_STATUS_OK)
-        return cli_fail(1, "cannot create a context: %s", moe_last_error(NULL));
+    if (analysis_context_create(&ctx)) return 1;
     moe_shape_options opt;
     moe_shape_options_init(&opt);
-    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL, *value = NULL;
+    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL;
     unsigned seen = 0;
     int json = 0, measure = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -192,13 +155,8 @@ int cmd_roofline(int argc, char **argv) {
             return 0;
         }
         if (analysis_common_option(argc, argv, &i, ctx, &opt, &model, &config, &seen, &rc)) continue;
-        if (cli_option(argc, argv, &i, "--gpu", &value)) {
-            if (!value) rc = 2;
-            gpu_name = value;
-        } else if (cli_option(argc, argv, &i, "--svg", &value)) {
-            if (!value) rc = 2;
-            svg_path = value;
-        } else if (!strcmp(argv[i], "--json")) {
+        if (analysis_gpu_svg_option(argc, argv, &i, &gpu_name, &svg_path, &rc)) continue;
+        if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--measure")) {
             measure = 1;
