@@ -11,9 +11,15 @@
 // median of 30 event-timed replays. Inputs are not rotated: the expert weights that each
 // replay reads (>= 75 MB here) exceed the 60 MB L2, and x is small next to them.
 //
-// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--json FILE]
+// Each (shape, T) is timed once per grouped-GEMM path (MOEFUSE_GEMM=v1, then =hopper; the
+// row says which path ran: the Hopper engine only where moe__cuda_gemm_select allows it), and
+// the Hopper run's y is compared with the v1 run's y on the same inputs (relative Frobenius
+// error, printed and put in the JSON row as "err": a cross-check on full-E real shapes).
+//
+// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] [--json FILE]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +92,17 @@ static void fill(void *p, int64_t n, uint64_t seed, float amp) {
 }
 
 int main(int argc, char **argv) {
-    const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL;
+    const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL, *gemm_arg = "v1,hopper";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--tokens")) tokens_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--shapes")) shapes_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--json")) json_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--gemm")) gemm_arg = argv[i + 1];
     }
+    const char *paths[2];
+    int npaths = 0;
+    if (strstr(gemm_arg, "v1")) paths[npaths++] = "v1";
+    if (strstr(gemm_arg, "hopper")) paths[npaths++] = "hopper";
     int64_t tokens[16];
     int ntok = 0;
     for (const char *p = tokens_arg; *p && ntok < 16;) {
@@ -117,7 +128,8 @@ int main(int argc, char **argv) {
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreate(&stream));
     FILE *json = json_path ? fopen(json_path, "w") : NULL;
-    printf("device: %s\n%-14s %6s %10s %10s %9s\n", prop.name, "shape", "T", "ms", "TFLOP/s", "GB/s(w)");
+    printf("device: %s\n%-14s %6s %-7s %10s %10s %9s %12s\n", prop.name, "shape", "T", "gemm", "ms", "TFLOP/s",
+           "GB/s(w)", "y vs v1 y");
 
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape &sh = shapes[si];
@@ -146,7 +158,11 @@ int main(int argc, char **argv) {
         w.device = &dev;
 
         for (int ti = 0; ti < ntok; ti++) {
-            const int64_t T = tokens[ti];
+          const int64_t T = tokens[ti];
+          uint16_t *y_v1 = NULL; // the v1 run's y, for the cross-check
+          for (int pi = 0; pi < npaths; pi++) {
+            setenv("MOEFUSE_GEMM", paths[pi], 1);
+            const int path = moe__cuda_forward_gemm(&w, T);
             size_t ws_bytes = 0;
             if (moe_forward_workspace_size(ctx, &w, T, MOE_FORMAT_F32, &ws_bytes) != MOE_STATUS_OK) {
                 printf("FATAL: %s\n", moe_last_error(ctx));
@@ -187,21 +203,27 @@ int main(int argc, char **argv) {
             for (int i = 0; i < 5; i++) CUDA_OK(cudaGraphLaunch(exec, stream));
             CUDA_OK(cudaStreamSynchronize(stream));
 
-            // Sanity before timing: every y finite, not all zero.
+            // Sanity before timing: every y finite, not all zero; then y against the v1 run's.
             uint16_t *yh = (uint16_t *)malloc((size_t)(T * sh.H) * 2);
             CUDA_OK(cudaMemcpy(yh, y, (size_t)(T * sh.H) * 2, cudaMemcpyDeviceToHost));
-            double norm = 0.0;
+            double norm = 0.0, diff = 0.0, ref_norm = 0.0;
             int64_t bad = 0;
             for (int64_t i = 0; i < T * sh.H; i++) {
                 float v = moe_bf16_to_float(yh[i]);
                 if (!isfinite(v)) bad++;
                 else norm += (double)v * v;
+                if (y_v1) {
+                    const double r = moe_bf16_to_float(y_v1[i]);
+                    diff += (v - r) * (v - r);
+                    ref_norm += r * r;
+                }
             }
-            free(yh);
-            if (bad || norm == 0.0) {
-                printf("FATAL: %s T=%lld: %lld non-finite y, norm %g\n", sh.name, (long long)T, (long long)bad, norm);
-                return 1;
-            }
+            const double vs_v1 = y_v1 && ref_norm > 0.0 ? sqrt(diff / ref_norm) : NAN;
+            if (bad || norm == 0.0) // reported, and timed anyway: the other rows still count
+                printf("BAD: %s T=%lld gemm %s: %lld non-finite y, norm %g\n", sh.name, (long long)T,
+                       moe__cuda_gemm_name(path), (long long)bad, norm);
+            if (pi == 0 && path == MOE__CUDA_GEMM_V1) y_v1 = yh;
+            else free(yh);
 
             const int reps = 30;
             float times[reps];
@@ -225,22 +247,28 @@ int main(int argc, char **argv) {
             const double flops = 6.0 * T * sh.k * sh.H * sh.I;
             const double e_act = sh.E * (1.0 - pow(1.0 - (double)sh.k / sh.E, (double)T));
             const double bytes = e_act * 3.0 * sh.H * sh.I * 2 + 2.0 * T * sh.H * 2;
-            printf("%-14s %6lld %10.4f %10.1f %9.0f\n", sh.name, (long long)T, ms, flops / ms * 1e-9,
-                   bytes / ms * 1e-6);
+            printf("%-14s %6lld %-7s %10.4f %10.1f %9.0f %12.2e%s\n", sh.name, (long long)T, moe__cuda_gemm_name(path),
+                   ms, flops / ms * 1e-9, bytes / ms * 1e-6, vs_v1,
+                   isfinite(vs_v1) && vs_v1 > 1e-2 ? "  MISMATCH (> 1e-2)" : "");
             fflush(stdout);
+            char err_text[32] = "null"; // hopper's y vs v1's y (null for the v1 row itself)
+            if (isfinite(vs_v1)) snprintf(err_text, sizeof err_text, "%.3e", vs_v1);
             if (json)
                 fprintf(json,
                         "{\"shape\": \"%s\", \"E\": %lld, \"H\": %lld, \"I\": %lld, \"k\": %lld, \"T\": %lld, "
-                        "\"dtype\": \"bf16\", \"pass\": \"forward\", \"impl\": \"moefuse-v1\", \"ms\": %.5f, "
-                        "\"tflops\": %.2f, \"gbps\": %.1f, \"err\": null}\n",
-                        sh.name, (long long)sh.E, (long long)sh.H, (long long)sh.I, (long long)sh.k, (long long)T, ms,
-                        flops / ms * 1e-9, bytes / ms * 1e-6);
+                        "\"dtype\": \"bf16\", \"pass\": \"forward\", \"impl\": \"moefuse-%s\", \"ms\": %.5f, "
+                        "\"tflops\": %.2f, \"gbps\": %.1f, \"err\": %s}\n",
+                        sh.name, (long long)sh.E, (long long)sh.H, (long long)sh.I, (long long)sh.k, (long long)T,
+                        moe__cuda_gemm_name(path), ms, flops / ms * 1e-9, bytes / ms * 1e-6, err_text);
             CUDA_OK(cudaEventDestroy(e0));
             CUDA_OK(cudaEventDestroy(e1));
             CUDA_OK(cudaGraphExecDestroy(exec));
             CUDA_OK(cudaGraphDestroy(graph));
             void *all[] = {x, y, ids, wts, ws};
             for (int i = 0; i < 5; i++) CUDA_OK(cudaFree(all[i]));
+          }
+          free(y_v1);
+          unsetenv("MOEFUSE_GEMM");
         }
         CUDA_OK(cudaFree(dev.w13));
         CUDA_OK(cudaFree(dev.w2));

@@ -3,9 +3,15 @@
 # build, the GPU test, the test under compute-sanitizer (memcheck, racecheck) on reduced case
 # lists, and the benchmark (moefuse vs torch._grouped_mm). Logs go to $OUT (default
 # ./gpu-out). Each stage has a time limit so the whole run fits one device call.
+# The test runs every model case on both grouped-GEMM paths (v1 and hopper, see
+# moe__cuda_gemm_select); the bench times both on PERF.md's four shapes and cross-checks the
+# hopper y against the v1 y. Order: build, test --quick, bench, the full test, sanitizers, the
+# torch peer (the moefuse numbers and the quick verdict come first if time runs out).
+# At most 8 files come back from a device call: build.log, test_quick.log, bench_moefuse.log,
+# test_gpu_forward.log (--perf), bench_torch.log, bench.json, bench.md (+ sanitizer logs if asked).
 #
 #   bash tests/gpu/run_on_device.sh            # everything
-#   STAGES="build test" bash tests/gpu/run_on_device.sh
+#   STAGES="build test bench" bash tests/gpu/run_on_device.sh   # < 6 minutes on the H200
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -50,20 +56,28 @@ if has build; then
 fi
 
 T=$BUILD/test_gpu_forward
-has test && stage test_gpu_forward "${TEST_LIMIT:-240}" "$T" ${TEST_ARGS:---big}
+t_start=$SECONDS
+has test && stage test_quick "${QUICK_LIMIT:-60}" "$T" --quick
+if has bench; then
+    # The moefuse rows go to /tmp, merged into bench.json by the torch peer below.
+    rows=${TMPDIR:-/tmp}/moefuse_rows.jsonl
+    stage bench_moefuse "${BENCH_LIMIT:-120}" "$BUILD/bench_gpu_forward" --tokens "${BENCH_TOKENS:-512,4096,16384}" \
+        --gemm v1,hopper --json "$rows"
+fi
+# PERF.md's shapes (real H and I, fewer experts) at T = 8, 4096, 512, 129 on both paths; the
+# full list (TEST_ARGS=" ") runs every case twice and may not fit beside the bench.
+has test && stage test_gpu_forward "${TEST_LIMIT:-150}" "$T" ${TEST_ARGS:---perf 8,4096,512,129}
 # memcheck: the quick list, then one PERF.md shape at every T (qwen3-30b-a3b, real H and I).
 has memcheck && stage memcheck "${MEMCHECK_LIMIT:-150}" bash -c "compute-sanitizer --tool memcheck --leak-check no \
     --error-exitcode 3 $T --quick && compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 \
     $T --filter qwen3-30b-a3b"
-# racecheck: a fused-shared preset (64-row tile) and relu2-bias (its T=600 runs the 128-row tile).
+# racecheck: a fused-shared preset and relu2-bias (v1 only: I = 40), each on both paths' selection.
 has racecheck && stage racecheck "${RACECHECK_LIMIT:-90}" bash -c "compute-sanitizer --tool racecheck \
     --error-exitcode 3 $T --quick --filter deepseek-v3-small && compute-sanitizer --tool racecheck \
     --error-exitcode 3 $T --filter relu2-bias"
 if has bench; then
-    # At most 8 files come back from a device call: the moefuse rows go to /tmp, merged into bench.json.
-    rows=${TMPDIR:-/tmp}/moefuse_rows.jsonl
-    stage bench_moefuse "${BENCH_LIMIT:-100}" "$BUILD/bench_gpu_forward" --json "$rows"
-    PYTHONUNBUFFERED=1 stage bench_torch "${BENCH_LIMIT:-100}" python3 tests/gpu/bench_torch_peer.py \
-        "$rows" "$OUT/bench.json" "$OUT/bench.md"
+    PYTHONUNBUFFERED=1 stage bench_torch "${TORCH_LIMIT:-90}" python3 tests/gpu/bench_torch_peer.py \
+        "$rows" "$OUT/bench.json" "$OUT/bench.md" "${BENCH_TOKENS:-512,4096,16384}"
 fi
-printf '%s\n' "${summary[@]}"
+summary+=("after the build: $((SECONDS - t_start)) s")
+printf '%s\n' "${summary[@]}" | tee -a "$OUT/build.log"

@@ -26,6 +26,7 @@
  *   --quick  a reduced case list (for compute-sanitizer)
  *   --big    adds T = 262144 on deepseek-v3's H and I (64-bit offsets; needs ~80 GB)
  *   --gemm   the paths to run (default both)
+ *   --perf [T,T,...]  only PERF.md's shapes, at the listed T (default all seven)
  * Exits 77 (ctest SKIP) without a CUDA device. Fresh random inputs each run; MOEFUSE_SEED
  * repeats one. */
 #ifndef _POSIX_C_SOURCE
@@ -48,6 +49,9 @@ static int case_failures, cases_passed, cases_failed;
 static int path_passed[2], path_failed[2];
 static const char *gemm_paths[2] = {"v1", "hopper"};
 static int first_path = 0, last_path = 1;
+static bool perf_only;
+static int64_t perf_T_arg[8];
+static int n_perf_T_arg;
 
 #define CHECK(cond, ...)                                                                    \
     do {                                                                                    \
@@ -750,11 +754,22 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--big")) big = true;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "--perf")) {
+            perf_only = true;
+            if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+                for (const char *c = argv[++i]; *c && n_perf_T_arg < 8;) {
+                    perf_T_arg[n_perf_T_arg++] = strtoll(c, (char **)&c, 10);
+                    if (*c == ',') c++;
+                    else if (*c) break;
+                }
+            }
+        }
         else if (!strcmp(argv[i], "--gemm") && i + 1 < argc && !strcmp(argv[i + 1], "v1")) first_path = last_path = 0, i++;
         else if (!strcmp(argv[i], "--gemm") && i + 1 < argc && !strcmp(argv[i + 1], "hopper")) first_path = last_path = 1, i++;
         else if (!strcmp(argv[i], "--gemm") && i + 1 < argc && !strcmp(argv[i + 1], "both")) first_path = 0, last_path = 1, i++;
         else {
-            printf("usage: %s [--quick] [--big] [--gemm v1|hopper|both] [--filter SUBSTRING]\n", argv[0]);
+            printf("usage: %s [--quick] [--big] [--gemm v1|hopper|both] [--perf [T,...]] [--filter SUBSTRING]\n",
+                   argv[0]);
             return 2;
         }
     }
@@ -775,13 +790,13 @@ int main(int argc, char **argv) {
     MOE_OK(NULL, moe_context_create(MOE_BACKEND_CUDA, 0, &gpu_ctx));
     CUDA_OK(cudaStreamCreate(&stream));
 
-    plan_cases(quick);
+    if (!perf_only) plan_cases(quick);
 
     model m;
     moe_layer_spec s;
 
     /* Synthetic edge cases. */
-    {
+    if (!perf_only) {
         moe_layer_spec_init(&s, 4, 64, 32, 4); /* top_k == E */
         s.renormalize = 1;
         model_init(&m, "topk-eq-E", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
@@ -860,7 +875,7 @@ int main(int argc, char **argv) {
     /* Shapes the Hopper path takes (H, I multiples of 64): every activation through its GLU
      * epilogue, biases, an expert with several 128-row blocks (ids-one-expert), empty experts
      * (ids-few-experts), and weight_on_input (top_k 1) with a fused gated shared expert. */
-    {
+    if (!perf_only) {
         const moe_activation acts[] = {MOE_ACT_SWIGLU, MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU,
                                        MOE_ACT_RELU2, MOE_ACT_SWIGLU_OAI};
         const char *act_names[] = {"tma-swiglu-bias", "tma-geglu", "tma-geglu-tanh", "tma-reglu", "tma-relu2-bias",
@@ -893,7 +908,7 @@ int main(int argc, char **argv) {
     /* Every preset's routing and MLP options at small T (small H and I). */
     for (int p = 0; p < moe_preset_count(); p++) {
         const char *name = moe_preset_name(p);
-        if (quick && p % 3 != 0) continue;
+        if (perf_only || (quick && p % 3 != 0)) continue;
         if (!preset_small(name, &s)) continue;
         char mname[64];
         snprintf(mname, sizeof mname, "%s-small", name);
@@ -919,10 +934,13 @@ int main(int argc, char **argv) {
         model_init(&m, shapes[i].preset, &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         run_spec r[8];
         int n = 0;
-        for (int j = 0; j < 7; j++) {
-            int routing = perf_T[j] == 64 || perf_T[j] == 512 ? R_ROUTER : R_IDS;
+        const int64_t *Ts = n_perf_T_arg ? perf_T_arg : perf_T;
+        const int nT = n_perf_T_arg ? n_perf_T_arg : 7;
+        for (int j = 0; j < nT; j++) {
+            const int64_t T = Ts[j];
+            int routing = T == 64 || T == 512 ? R_ROUTER : R_IDS;
             int replay = routing == R_ROUTER ? R_ROUTER : j % 2 ? R_IDS_ONE : R_IDS_FEW;
-            r[n++] = (run_spec){perf_T[j], routing, replay, 48, true};
+            r[n++] = (run_spec){T, routing, replay, 48, true};
         }
         run_model(&m, r, n);
     }
