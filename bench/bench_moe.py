@@ -367,7 +367,7 @@ class Gpu:
         g, _ = self.capture(lambda: src.sum(dtype=torch.float32))
         ms, _ = self.time_graphs([g])
         out["read_TBps"] = n * 2 / ms * 1e-9
-        del g, src, dst
+        g = src = dst = None  # (not del: the lambdas above name them)
         m = 8192
         a = torch.randn(m, m, device=self.dev, dtype=torch.bfloat16)
         b = torch.randn(m, m, device=self.dev, dtype=torch.bfloat16)
@@ -382,10 +382,10 @@ class Gpu:
             g, _ = self.capture(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
             ms, _ = self.time_graphs([g])
             out["fp8_TFLOPs"] = 2 * m**3 / ms * 1e-9
-            del g, a8, b8
+            g = a8 = b8 = None
         except Exception as e:  # the bf16 ceilings still stand
             log(f"ceilings: fp8 GEMM not measured: {type(e).__name__}: {e}")
-        del a, b
+        a = b = None
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         return {k: (round(v, 4) if v is not None else None) for k, v in out.items()}
@@ -445,7 +445,9 @@ class Gpu:
             raise BenchError(f"{what}: the reference is all zero (inputs drawn wrong)")
         err = float((y[idx].double() - ref).norm()) / ref_norm
         if not err <= ERR_TOL:
-            raise BenchError(f"{what}: rel Frobenius error {err:.3g} > {ERR_TOL} on {len(idx)} sampled tokens", )
+            e = BenchError(f"{what}: rel Frobenius error {err:.3g} > {ERR_TOL} on {len(idx)} sampled tokens")
+            e.err = err  # recorded in the failed row
+            raise e
         return err
 
     # -- the implementations ---------------------------------------------------------------
@@ -509,7 +511,8 @@ def run(args):
              f"replays per row: >= {args.min_reps}, until {args.target_s} s (<= {args.max_reps}); "
              f"{ROTATE_SETS} rotated input sets when one set (x + routing) is <= {L2_BYTES // 10**6} MB",
              "gbps = PERF.md's memory-floor bytes / ms (dense_equiv: one expert's weights + T*k rows in and out)",
-             "torch_loop is eager (host sync per expert); the other impls are CUDA graph replays"]
+             f"torch_loop is eager (host sync per expert) and skipped above T={LOOP_MAX_T}; the other impls are "
+             f"CUDA graph replays"]
     if impl_moe != "moefuse":
         notes.append(f"MOEFUSE_GEMM={os.environ.get('MOEFUSE_GEMM')} (impl {impl_moe})")
     failures = []
@@ -518,10 +521,14 @@ def run(args):
     mf = None
     if "moefuse" in args.impls:
         try:
+            repo_python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+            if repo_python not in sys.path:
+                sys.path.insert(0, repo_python)
             import moefuse
             import moefuse.torch as mft
+            notes.append(f"moefuse {moefuse.version()} ({os.path.dirname(moefuse.__file__)}), "
+                         f"MOEFUSE_LIB={os.environ.get('MOEFUSE_LIB', '(unset)')}")
             mf = (moefuse, mft)
-            notes.append(f"moefuse {moefuse.version()} from MOEFUSE_LIB={os.environ.get('MOEFUSE_LIB', '(unset)')}")
         except Exception as e:
             msg = f"moefuse could not be loaded: {type(e).__name__}: {e}"
             log("!" * 80 + f"\nbench_moe: ERROR: {msg}\n" + "!" * 80)
@@ -538,26 +545,9 @@ def run(args):
     def over_budget():
         return args.budget_s > 0 and time.time() - t_start > args.budget_s
 
-    for name in args.shapes:
-        dims = SHAPES[name]
+    def shape_rows(name, dims, t0):
+        """Every row of one shape; its weights are freed when this returns."""
         E, H, I, k = dims
-        if over_budget():
-            msg = f"{name}: skipped, over the {args.budget_s:.0f} s budget"
-            log(msg)
-            notes.append(msg)
-            doc["skipped"] += [(name, T, i) for T in args.tokens for i in [impl_moe] + IMPLS[1:]]
-            continue
-        if mf is not None:
-            try:
-                layer = mf[0].preset(name).layer
-                got = (layer.num_experts, layer.hidden, layer.intermediate, layer.top_k)
-                if got != dims:
-                    raise BenchError(f"moefuse.preset({name!r}) has (E, H, I, k) = {got}, PERF.md says {dims}")
-            except Exception as e:
-                log(f"bench_moe: ERROR: {e}")
-                failures.append(str(e))
-                notes.append(str(e))
-        t0 = time.time()
         w13, w2 = gpu.weights(E, H, I, args.seed + E * H + I)
         w13t, w2t = w13.transpose(1, 2), w2.transpose(1, 2)  # [E, H, 2I], [E, I, H] for _grouped_mm
         torch.cuda.synchronize()
@@ -593,7 +583,10 @@ def run(args):
                     failures.append(msg)
                     notes.append(msg)
                     log(f"{label} FAILED: {type(e).__name__}: {e}")
-                    torch.cuda.synchronize()
+                    try:
+                        torch.cuda.synchronize()
+                    except Exception as e2:  # sticky: the rows after this fail too, each saying why
+                        log(f"bench_moe: ERROR: CUDA is broken after {impl}: {e2}")
 
             def graph_impl(make_fn, what):
                 def go():
@@ -665,15 +658,46 @@ def run(args):
                     del graphs, outs, xrs
                     return ms, max(errs), reps
                 record("dense_equiv_cublas", dense)
-            del sets, refs, idx
+            sets = refs = idx = None  # free this T's inputs (not del: the closures name them)
             gc.collect()
+            write_outputs(doc, args.out, args.shapes, args.tokens)  # a run cut short keeps its rows
+
+    for name in args.shapes:
+        dims = SHAPES[name]
+        E, H, I, k = dims
+        if over_budget():
+            msg = f"{name}: skipped, over the {args.budget_s:.0f} s budget"
+            log(msg)
+            notes.append(msg)
+            doc["skipped"] += [(name, T, i) for T in args.tokens for i in [impl_moe] + IMPLS[1:]]
+            continue
+        if mf is not None:
+            try:
+                layer = mf[0].preset(name).layer
+                got = (layer.num_experts, layer.hidden, layer.intermediate, layer.top_k)
+                if got != dims:
+                    raise BenchError(f"moefuse.preset({name!r}) has (E, H, I, k) = {got}, PERF.md says {dims}")
+            except Exception as e:
+                log(f"bench_moe: ERROR: {e}")
+                failures.append(str(e))
+                notes.append(str(e))
+        t0 = time.time()
+        try:
+            shape_rows(name, dims, t0)
+        except Exception as e:  # outside any row (drawing weights, inputs, the reference): note, go on
+            msg = f"{name}: FAILED outside a row: {type(e).__name__}: {e}"
+            log("bench_moe: ERROR: " + msg)
+            failures.append(msg)
+            notes.append(msg)
         # Free the shape before the next: graphs are gone, so the packed weights may go too.
         if mf is not None:
             mf[1].clear_cache()
-        del w13, w2, w13t, w2t
         gc.collect()
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        except Exception as e:  # a sticky CUDA error: every later row fails and says so
+            log(f"bench_moe: ERROR: CUDA after {name}: {type(e).__name__}: {e}")
         write_outputs(doc, args.out, args.shapes, args.tokens)
         log(f"== {name} done in {time.time() - t0:.0f} s (total {time.time() - t_start:.0f} s); wrote {args.out}")
 
