@@ -61,12 +61,12 @@ has test && stage test_quick "${QUICK_LIMIT:-60}" "$T" --quick
 if has bench; then
     # The moefuse rows go to /tmp, merged into bench.json by the torch peer below.
     rows=${TMPDIR:-/tmp}/moefuse_rows.jsonl
-    stage bench_moefuse "${BENCH_LIMIT:-120}" "$BUILD/bench_gpu_forward" --tokens "${BENCH_TOKENS:-512,4096,16384}" \
+    stage bench_moefuse "${BENCH_LIMIT:-100}" "$BUILD/bench_gpu_forward" --tokens "${BENCH_TOKENS:-512,4096,16384}" \
         --gemm v1,hopper --json "$rows"
 fi
 # PERF.md's shapes (real H and I, fewer experts) at T = 8, 4096, 512, 129 on both paths; the
 # full list (TEST_ARGS=" ") runs every case twice and may not fit beside the bench.
-has test && stage test_gpu_forward "${TEST_LIMIT:-150}" "$T" ${TEST_ARGS:---perf 8,4096,512,129}
+has test && stage test_gpu_forward "${TEST_LIMIT:-130}" "$T" ${TEST_ARGS:---perf 8,4096,512,129}
 # memcheck: the quick list, then one PERF.md shape at every T (qwen3-30b-a3b, real H and I).
 has memcheck && stage memcheck "${MEMCHECK_LIMIT:-150}" bash -c "compute-sanitizer --tool memcheck --leak-check no \
     --error-exitcode 3 $T --quick && compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 \
@@ -76,7 +76,7 @@ has racecheck && stage racecheck "${RACECHECK_LIMIT:-90}" bash -c "compute-sanit
     --error-exitcode 3 $T --quick --filter deepseek-v3-small && compute-sanitizer --tool racecheck \
     --error-exitcode 3 $T --filter relu2-bias"
 if has bench; then
-    PYTHONUNBUFFERED=1 stage bench_torch "${TORCH_LIMIT:-90}" python3 tests/gpu/bench_torch_peer.py \
+    PYTHONUNBUFFERED=1 stage bench_torch "${TORCH_LIMIT:-75}" python3 tests/gpu/bench_torch_peer.py \
         "$rows" "$OUT/bench.json" "$OUT/bench.md" "${BENCH_TOKENS:-512,4096,16384}"
 fi
 summary+=("after the build: $((SECONDS - t_start)) s")
