@@ -17,6 +17,7 @@ What vLLM's names mean here:
 """
 
 import ctypes
+import inspect
 import threading
 import weakref
 
@@ -338,3 +339,25 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
                                        correction_bias=e_score_correction_bias)
     logits = ops.to_float32(gating_output)
     return _run(fn, ops, ctx, place, weights, hidden_states, afmt, inplace, {"router_logits": logits})
+
+
+# ---------------------------------------------------------------------------------------
+# The public functions of one array library (moefuse._numpy_ops, moefuse.torch).
+# ---------------------------------------------------------------------------------------
+
+
+def public_entry(entry, ops, module, doc):
+    """entry (fused_experts or fused_moe above) as a public function of one array library:
+    vLLM's signature without `ops` (inspect.signature and help() show it, and positional
+    calls bind as in vLLM), `doc` as its docstring, `module` as its module. Every call runs
+    inside ops.call_guard() (numpy: checks that numpy is installed; torch: no_grad)."""
+    def call(*args, **kwargs):
+        with ops.call_guard():
+            return entry(ops, *args, **kwargs)
+
+    signature = inspect.signature(entry)
+    call.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    call.__name__ = call.__qualname__ = entry.__name__
+    call.__module__ = module
+    call.__doc__ = doc
+    return call

@@ -4,11 +4,8 @@ import contextlib
 
 from . import _api, _frontend, _lib
 from ._api import np
-from ._lib import DType, MoeError, Status
-
-
-def _error(status, message):
-    return MoeError(status, _lib.status_name(status), message)
+from ._frontend import error as _error
+from ._lib import DType, Status
 
 
 class NumpyOps:
@@ -117,44 +114,28 @@ class NumpyOps:
     def route_host(self, fn, spec, logits, correction_bias):
         return _api.route(spec, logits, correction_bias)
 
+    def call_guard(self):
+        """Entered around every public call: numpy must be installed."""
+        _api._need_numpy()
+        return contextlib.nullcontext()
+
 
 OPS = NumpyOps()
 
 
-# The public functions spell out vLLM's signature (so positional calls and introspection match)
-# and hand every argument to _frontend unchanged: locals() at the top is exactly the arguments.
+# vLLM's signatures, taken from _frontend's functions (so positional calls and introspection
+# match vLLM), each call handed to _frontend unchanged.
 
-
-def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, inplace=False, activation="silu",
-                  apply_router_weight_on_input=False, use_fp8_w8a8=False, use_int8_w8a8=False,
-                  use_int8_w8a16=False, use_int4_w4a16=False, use_mxfp4_w4a4=False, per_channel_quant=False,
-                  global_num_experts=-1, expert_map=None, w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None,
-                  a1_scale=None, a2_scale=None, block_shape=None, w1_bias=None, w2_bias=None, *, format=None,
-                  act_format=None, w1_layout=None, act_alpha=None, act_limit=None, context=None,
-                  allow_deep_gemm=False, allow_cutlass_block_scaled_grouped_gemm=False):
-    """vLLM's fused_experts on numpy arrays (CPU backend).
+fused_experts = _frontend.public_entry(_frontend.fused_experts, OPS, __name__, """vLLM's fused_experts on numpy arrays (CPU backend).
 
     hidden_states [*, H] float32/float16 (bfloat16 with ml_dtypes); w1 [E, 2I, H] gate rows
     then up rows; w2 [E, H, I]; topk_weights / topk_ids [T, k]. Returns an array like
     hidden_states (hidden_states itself, overwritten, when inplace). Weights are packed once
     per weight array (see moefuse.cache_info). moefuse extras: format= (weight storage, e.g.
     "nvfp4"), act_format=, w1_layout= ("concat", "interleaved"), act_alpha=/act_limit=,
-    context=. Unsupported vLLM options raise MoeError(MOE_STATUS_UNSUPPORTED)."""
-    _api._need_numpy()
-    return _frontend.fused_experts(OPS, **locals())
+    context=. Unsupported vLLM options raise MoeError(MOE_STATUS_UNSUPPORTED).""")
 
-
-def fused_moe(hidden_states, w1, w2, gating_output, topk, renormalize, inplace=False, activation="silu",
-              use_grouped_topk=False, num_expert_group=None, topk_group=None, custom_routing_function=None,
-              use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
-              use_mxfp4_w4a4=False, per_channel_quant=False, global_num_experts=-1, expert_map=None,
-              w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None, a1_scale=None, a2_scale=None, block_shape=None,
-              w1_bias=None, w2_bias=None, *, scoring_func="softmax", e_score_correction_bias=None,
-              routed_scaling_factor=1.0, apply_router_weight_on_input=False, format=None, act_format=None,
-              w1_layout=None, act_alpha=None, act_limit=None, context=None):
-    """vLLM's fused_moe on numpy arrays: routes gating_output [T, E] (softmax top-k,
+fused_moe = _frontend.public_entry(_frontend.fused_moe, OPS, __name__, """vLLM's fused_moe on numpy arrays: routes gating_output [T, E] (softmax top-k,
     renormalised when asked; grouped top-k with use_grouped_topk; scoring_func "sigmoid" /
     "sqrtsoftplus", e_score_correction_bias and routed_scaling_factor as DeepSeek uses them),
-    then runs the experts as fused_experts does."""
-    _api._need_numpy()
-    return _frontend.fused_moe(OPS, **locals())
+    then runs the experts as fused_experts does.""")

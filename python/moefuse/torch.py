@@ -21,16 +21,13 @@ except ImportError as e:  # pragma: no cover - depends on the machine
                       "moefuse.fused_experts / fused_moe work on numpy arrays without it") from e
 
 from . import _api, _frontend, _lib
+from ._frontend import error as _error
 from ._lib import DType, Memory, MoeError, MoeTensor, Status
 
 __all__ = ["fused_experts", "fused_moe", "clear_cache", "cache_info"]
 
 clear_cache = _frontend.clear_cache
 cache_info = _frontend.cache_info
-
-
-def _error(status, message):
-    return MoeError(status, _lib.status_name(status), message)
 
 
 def _dtype_table():
@@ -237,47 +234,26 @@ class TorchOps:
                                        ctypes.cast(ids.data_ptr(), ip), ctypes.cast(weights.data_ptr(), fp)))
         return ids, weights
 
+    def call_guard(self):
+        """Entered around every public call: the library's outputs carry no autograd history."""
+        return _torch.no_grad()
+
 
 OPS = TorchOps()
 
 
-# The public functions spell out vLLM's signature and hand every argument to _frontend
-# unchanged: locals() at the top is exactly the arguments.
+# vLLM's signatures, taken from _frontend's functions (so positional calls and introspection
+# match vLLM), each call handed to _frontend unchanged.
 
-
-def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, inplace=False, activation="silu",
-                  apply_router_weight_on_input=False, use_fp8_w8a8=False, use_int8_w8a8=False,
-                  use_int8_w8a16=False, use_int4_w4a16=False, use_mxfp4_w4a4=False, per_channel_quant=False,
-                  global_num_experts=-1, expert_map=None, w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None,
-                  a1_scale=None, a2_scale=None, block_shape=None, w1_bias=None, w2_bias=None, *, format=None,
-                  act_format=None, w1_layout=None, act_alpha=None, act_limit=None, context=None,
-                  allow_deep_gemm=False, allow_cutlass_block_scaled_grouped_gemm=False):
-    """vLLM's fused_experts on torch tensors (CPU or CUDA).
+fused_experts = _frontend.public_entry(_frontend.fused_experts, OPS, __name__, """vLLM's fused_experts on torch tensors (CPU or CUDA).
 
     hidden_states [*, H] float32/float16/bfloat16; w1 [E, 2I, H] gate rows then up rows
     ("swigluoai": interleaved); w2 [E, H, I]; topk_weights / topk_ids [T, k]. FP8 w8a8:
     float8_e4m3fn weights with w1_scale/w2_scale per expert ([E]) or per 128x128 block
     (block_shape=[128, 128]). Returns a tensor like hidden_states (hidden_states itself when
     inplace). On CUDA it never synchronises the host and can be captured in a CUDA graph once
-    the weights are packed (call it once before capturing)."""
-    with torch_no_grad():
-        return _frontend.fused_experts(OPS, **locals())
+    the weights are packed (call it once before capturing).""")
 
-
-def fused_moe(hidden_states, w1, w2, gating_output, topk, renormalize, inplace=False, activation="silu",
-              use_grouped_topk=False, num_expert_group=None, topk_group=None, custom_routing_function=None,
-              use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
-              use_mxfp4_w4a4=False, per_channel_quant=False, global_num_experts=-1, expert_map=None,
-              w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None, a1_scale=None, a2_scale=None, block_shape=None,
-              w1_bias=None, w2_bias=None, *, scoring_func="softmax", e_score_correction_bias=None,
-              routed_scaling_factor=1.0, apply_router_weight_on_input=False, format=None, act_format=None,
-              w1_layout=None, act_alpha=None, act_limit=None, context=None):
-    """vLLM's fused_moe on torch tensors: the routing from gating_output [T, E] runs inside the
+fused_moe = _frontend.public_entry(_frontend.fused_moe, OPS, __name__, """vLLM's fused_moe on torch tensors: the routing from gating_output [T, E] runs inside the
     library (softmax top-k, renormalised when asked; grouped top-k; scoring_func "sigmoid" /
-    "sqrtsoftplus" with e_score_correction_bias and routed_scaling_factor), then the experts."""
-    with torch_no_grad():
-        return _frontend.fused_moe(OPS, **locals())
-
-
-def torch_no_grad():
-    return _torch.no_grad()
+    "sqrtsoftplus" with e_score_correction_bias and routed_scaling_factor), then the experts.""")
