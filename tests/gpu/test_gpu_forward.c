@@ -748,6 +748,29 @@ static void plan_cases(bool quick) {
     }
 }
 
+/* moe__cuda_gemm_select: the documented rule (cuda_backend.h), automatic and forced. */
+static void selection_cases(void) {
+    case_failures = 0;
+    const int V1 = MOE__CUDA_GEMM_V1, HOP = MOE__CUDA_GEMM_HOPPER;
+    unsetenv("MOEFUSE_GEMM");
+    CHECK(moe__cuda_gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_BF16) == HOP, "qwen3 T=16384 auto");
+    CHECK(moe__cuda_gemm_select(512 * 8, 128, 2048, 768, MOE_DTYPE_BF16) == V1, "qwen3 T=512 auto (32 rows/expert)");
+    CHECK(moe__cuda_gemm_select(128 * 8, 8, 4096, 14336, MOE_DTYPE_BF16) == HOP, "128 rows/expert auto");
+    CHECK(moe__cuda_gemm_select(16384 * 4, 128, 2880, 2880, MOE_DTYPE_BF16) == HOP, "gpt-oss (2880 = 45 x 64)");
+    CHECK(moe__cuda_gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_F16) == V1, "f16 stays on v1");
+    CHECK(moe__cuda_gemm_select(16384 * 8, 16, 256, 96, MOE_DTYPE_BF16) == V1, "I = 96 is not a multiple of 64");
+    CHECK(moe__cuda_gemm_select(16384, 1, 128, 64, MOE_DTYPE_BF16) == V1, "E*I = 64 < 256");
+    setenv("MOEFUSE_GEMM", "hopper", 1);
+    CHECK(moe__cuda_gemm_select(1, 128, 2048, 768, MOE_DTYPE_BF16) == HOP, "forced hopper at T*k = 1");
+    CHECK(moe__cuda_gemm_select(16384 * 8, 16, 256, 96, MOE_DTYPE_BF16) == V1, "forced hopper where it cannot run");
+    setenv("MOEFUSE_GEMM", "v1", 1);
+    CHECK(moe__cuda_gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_BF16) == V1, "forced v1");
+    unsetenv("MOEFUSE_GEMM");
+    if (case_failures == 0) cases_passed++;
+    else cases_failed++;
+    printf("%s gemm selection rule\n", case_failures ? "FAIL" : "ok  ");
+}
+
 int main(int argc, char **argv) {
     bool quick = false, big = false;
     for (int i = 1; i < argc; i++) {
@@ -790,6 +813,7 @@ int main(int argc, char **argv) {
     MOE_OK(NULL, moe_context_create(MOE_BACKEND_CUDA, 0, &gpu_ctx));
     CUDA_OK(cudaStreamCreate(&stream));
 
+    selection_cases();
     if (!perf_only) plan_cases(quick);
 
     model m;
