@@ -57,6 +57,8 @@ L2_BYTES = 60 * 10**6
 ROTATE_SETS = 3
 ERR_TOL = 1e-2  # relative Frobenius error vs fp64: bf16 output rounding alone is ~1e-3
 SAMPLE_TOKENS = 32
+CEILING_COPY_ELEMS = 1 << 30  # 2 GiB of bf16 for the copy and read ceilings
+CEILING_GEMM_N = 8192
 ROW_KEYS = ["shape", "E", "H", "I", "k", "T", "dtype", "pass", "impl", "ms", "tflops", "gbps", "err"]
 
 
@@ -358,7 +360,7 @@ class Gpu:
     def ceilings(self):
         torch = self.torch
         out = {"read_TBps": None, "bf16_TFLOPs": None, "fp8_TFLOPs": None, "copy_TBps": None}
-        n = 1 << 30  # 2 GiB of bf16
+        n = CEILING_COPY_ELEMS
         src = torch.randn(n, device=self.dev, dtype=torch.bfloat16)
         dst = torch.empty_like(src)
         g, _ = self.capture(lambda: dst.copy_(src))
@@ -368,7 +370,7 @@ class Gpu:
         ms, _ = self.time_graphs([g])
         out["read_TBps"] = n * 2 / ms * 1e-9
         g = src = dst = None  # (not del: the lambdas above name them)
-        m = 8192
+        m = CEILING_GEMM_N
         a = torch.randn(m, m, device=self.dev, dtype=torch.bfloat16)
         b = torch.randn(m, m, device=self.dev, dtype=torch.bfloat16)
         g, _ = self.capture(lambda: a @ b)
@@ -516,15 +518,17 @@ def run(args):
     if impl_moe != "moefuse":
         notes.append(f"MOEFUSE_GEMM={os.environ.get('MOEFUSE_GEMM')} (impl {impl_moe})")
     failures = []
+    run_impls = [impl_moe if i == "moefuse" else i for i in args.impls]  # row names of this run
     doc = result_doc(torch.cuda.get_device_name(), git_commit(), {}, [], notes, {"skipped": []})
 
     mf = None
     if "moefuse" in args.impls:
         try:
-            repo_python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
-            if repo_python not in sys.path:
-                sys.path.insert(0, repo_python)
-            import moefuse
+            try:
+                import moefuse
+            except ImportError:  # not on PYTHONPATH: this repository's python/
+                sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+                import moefuse
             import moefuse.torch as mft
             notes.append(f"moefuse {moefuse.version()} ({os.path.dirname(moefuse.__file__)}), "
                          f"MOEFUSE_LIB={os.environ.get('MOEFUSE_LIB', '(unset)')}")
@@ -555,10 +559,10 @@ def run(args):
         packed = False
         for T in args.tokens:
             if over_budget():
-                msg = f"{name} T={T}: skipped, over the {args.budget_s:.0f} s budget"
+                msg = f"{name} T={T}: skipped, over the {args.budget_s:g} s budget"
                 log(msg)
                 notes.append(msg)
-                doc["skipped"] += [(name, T, i) for i in [impl_moe] + IMPLS[1:]]
+                doc["skipped"] += [(name, T, i) for i in run_impls]
                 continue
             set_bytes = T * H * 2 + T * k * 8
             nsets = rotation_sets(set_bytes)
@@ -666,10 +670,10 @@ def run(args):
         dims = SHAPES[name]
         E, H, I, k = dims
         if over_budget():
-            msg = f"{name}: skipped, over the {args.budget_s:.0f} s budget"
+            msg = f"{name}: skipped, over the {args.budget_s:g} s budget"
             log(msg)
             notes.append(msg)
-            doc["skipped"] += [(name, T, i) for T in args.tokens for i in [impl_moe] + IMPLS[1:]]
+            doc["skipped"] += [(name, T, i) for T in args.tokens for i in run_impls]
             continue
         if mf is not None:
             try:
