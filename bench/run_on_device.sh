@@ -8,9 +8,10 @@
 #
 # Needs python3 with torch (CUDA) on the machine, and cJSON: the system's, else the copy in
 # .deps/cjson (ignored by git: carry it to the device machine).
-# Limits: BENCH_BUDGET_S (default 190): bench_moe starts no new row after that many seconds;
-# BENCH_LIMIT (default 225): the bench process is killed after that many seconds (the JSON
-# and markdown written after each T are kept).
+# Time: TOTAL_S (default 235) is the whole command's; after the build, bench_moe gets
+# BENCH_BUDGET_S (default: what is left less 40 s) to start new rows in, and is killed at
+# BENCH_LIMIT (default: what is left less 5 s). The JSON and markdown written after each T
+# are kept either way.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/bench-out}
@@ -54,10 +55,18 @@ if [ -z "${BENCH_COMMIT:-}" ]; then
     export BENCH_COMMIT
 fi
 
-PYTHONUNBUFFERED=1 timeout "${BENCH_LIMIT:-225}" python3 bench/bench_moe.py \
-    --out "$OUT/$(date -u +%F)-h200-bench.json" --budget-s "${BENCH_BUDGET_S:-190}" "$@" 2>&1 | tee -a "$LOG"
+left=$((${TOTAL_S:-235} - (SECONDS - t0)))
+BENCH_BUDGET_S=${BENCH_BUDGET_S:-$((left - 40))}
+BENCH_LIMIT=${BENCH_LIMIT:-$((left - 5))}
+if [ "$BENCH_BUDGET_S" -lt 30 ]; then
+    echo "run_on_device: FATAL: only $left s left of TOTAL_S=${TOTAL_S:-235} after the build" | tee -a "$LOG"
+    exit 1
+fi
+echo "bench: budget $BENCH_BUDGET_S s for new rows, killed at $BENCH_LIMIT s" | tee -a "$LOG"
+PYTHONUNBUFFERED=1 timeout "$BENCH_LIMIT" python3 bench/bench_moe.py \
+    --out "$OUT/$(date -u +%F)-h200-bench.json" --budget-s "$BENCH_BUDGET_S" "$@" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
 note=""
-[ "$rc" -eq 124 ] && note=" (killed at BENCH_LIMIT=${BENCH_LIMIT:-225} s; rows written before are kept)"
+[ "$rc" -eq 124 ] && note=" (killed at BENCH_LIMIT=$BENCH_LIMIT s; rows written before are kept)"
 echo "run_on_device: bench_moe rc=$rc$note; total $((SECONDS - t0)) s; outputs in $OUT" | tee -a "$LOG"
 exit "$rc"
