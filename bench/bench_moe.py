@@ -310,8 +310,11 @@ class Gpu:
     """Graph capture, event timing, the ceilings, the peers and the fp64 reference."""
 
     def __init__(self, args):
-        import torch
-        import torch.nn.functional as F
+        try:
+            import torch
+            import torch.nn.functional as F
+        except ImportError as e:
+            raise SystemExit(f"bench_moe: FATAL: PyTorch is not importable here ({e}); this bench needs torch with CUDA")
         self.torch, self.F, self.args = torch, F, args
         if not torch.cuda.is_available():
             raise SystemExit("bench_moe: FATAL: torch sees no CUDA device")
