@@ -97,6 +97,20 @@ def impl_list(text):
     return names
 
 
+def gemm_list(text):
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values or any(not re.fullmatch(r"[A-Za-z0-9_.]+", v) for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"expected distinct names like v1,hopper, got {text!r}")
+    return values
+
+
+def moefuse_variants(gemm_values, env=None):
+    """[(impl name, MOEFUSE_GEMM value or None for the environment as it is)] to time."""
+    if not gemm_values:
+        return [(moefuse_impl_name(env), None)]
+    return [(moefuse_impl_name({"MOEFUSE_GEMM": v}), v) for v in gemm_values]
+
+
 def utc_date():
     return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
 
@@ -109,6 +123,9 @@ def parse_args(argv):
                         f"--quick: {','.join(map(str, QUICK_TOKENS))})")
     p.add_argument("--impls", type=impl_list, default=list(IMPLS), help="comma list (default: all)")
     p.add_argument("--quick", action="store_true", help="short run: fewer T, 0.1 s of replays per row")
+    p.add_argument("--moefuse-gemm", type=gemm_list, default=None,
+                   help="time moefuse once per MOEFUSE_GEMM value in this comma list (e.g. v1,hopper), rows "
+                        "moefuse-<value>; default: one moefuse row with the environment as it is")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/<date>-h200-bench.json)")
     p.add_argument("--min-reps", type=int, default=20, help="replays per row at least (>= 20 per PERF.md)")
     p.add_argument("--target-s", type=float, default=None, help="seconds of replays per row (0.5; --quick 0.1)")
@@ -221,8 +238,9 @@ def markdown(doc, shapes, tokens):
     c = doc["ceilings"]
     rows = doc["rows"]
     by = {(r["shape"], r["T"], r["impl"]): r for r in rows}
-    moe = sorted({r["impl"] for r in rows if r["impl"].startswith("moefuse")}) or ["moefuse"]
     skipped = {tuple(s) for s in doc.get("skipped", [])}
+    named = [r["impl"] for r in rows] + [s[2] for s in doc.get("skipped", [])]
+    moe = list(dict.fromkeys(n for n in named if n.startswith("moefuse"))) or ["moefuse"]  # in run order
     lines = [f"# bench_moe: {doc['gpu']}, {doc['date']}, commit {doc['commit'] or '?'}", "",
              f"Ceilings measured in this run: read {_fmt(c.get('read_TBps'))} TB/s, copy (read+written) "
              f"{_fmt(c.get('copy_TBps'))} TB/s, bf16 GEMM 8192^3 {_fmt(c.get('bf16_TFLOPs'))} TFLOP/s, "
@@ -509,7 +527,7 @@ def run(args):
     t_start = time.time()
     gpu = Gpu(args)
     torch = gpu.torch
-    impl_moe = moefuse_impl_name()
+    variants = moefuse_variants(args.moefuse_gemm)
     notes = [f"torch {torch.__version__}; all shapes use the SiLU GLU without biases; routing softmax + top-k "
              f"(not renormalised), identical for every impl; err = rel Frobenius vs fp64 on <= {SAMPLE_TOKENS} "
              f"sampled tokens per input set, pass <= {ERR_TOL}",
@@ -518,10 +536,12 @@ def run(args):
              "gbps = PERF.md's memory-floor bytes / ms (dense_equiv: one expert's weights + T*k rows in and out)",
              f"torch_loop is eager (host sync per expert) and skipped above T={LOOP_MAX_T}; the other impls are "
              f"CUDA graph replays"]
-    if impl_moe != "moefuse":
-        notes.append(f"MOEFUSE_GEMM={os.environ.get('MOEFUSE_GEMM')} (impl {impl_moe})")
+    if args.moefuse_gemm:
+        notes.append(f"moefuse timed once per MOEFUSE_GEMM in {','.join(args.moefuse_gemm)} (set before each capture)")
+    elif os.environ.get("MOEFUSE_GEMM"):
+        notes.append(f"MOEFUSE_GEMM={os.environ['MOEFUSE_GEMM']} (impl {variants[0][0]})")
     failures = []
-    run_impls = [impl_moe if i == "moefuse" else i for i in args.impls]  # row names of this run
+    run_impls = [n for i in args.impls for n in ([v[0] for v in variants] if i == "moefuse" else [i])]
     doc = result_doc(torch.cuda.get_device_name(), git_commit(), {}, [], notes, {"skipped": []})
 
     mf = None
@@ -621,7 +641,7 @@ def run(args):
 
             if "moefuse" in args.impls:
                 if mf is None:
-                    doc["rows"].append(make_row(name, dims, T, impl_moe, None, None))
+                    doc["rows"] += [make_row(name, dims, T, impl, None, None) for impl, _ in variants]
                 else:
                     mft = mf[1]
                     if not packed:
@@ -634,8 +654,18 @@ def run(args):
                         except Exception:
                             pass  # the row below fails with the same error and records it
                         packed = True
-                    record(impl_moe, graph_impl(
-                        lambda s: (lambda: mft.fused_experts(s["x"], w13, w2, s["wts"], s["ids"])), impl_moe))
+                    for impl, gemm in variants:
+                        saved = os.environ.get("MOEFUSE_GEMM")
+                        if gemm is not None:  # the library reads it when the forward is captured
+                            os.environ["MOEFUSE_GEMM"] = gemm
+                        try:
+                            record(impl, graph_impl(
+                                lambda s: (lambda: mft.fused_experts(s["x"], w13, w2, s["wts"], s["ids"])), impl))
+                        finally:
+                            if saved is None:
+                                os.environ.pop("MOEFUSE_GEMM", None)
+                            else:
+                                os.environ["MOEFUSE_GEMM"] = saved
             if "torch_loop" in args.impls:
                 if T > LOOP_MAX_T:
                     doc["skipped"].append((name, T, "torch_loop"))
@@ -750,7 +780,7 @@ def selftest():
     check(a.tokens == [3, 5] and a.shapes == ["deepseek-v3", "qwen3-30b-a3b"] and a.target_s == 0.1, "overrides")
     check(parse_args(["--quick"]).tokens == QUICK_TOKENS, "quick tokens")
     for bad in (["--shapes", "llama"], ["--tokens", "1,x"], ["--tokens", "0"], ["--min-reps", "5"],
-                ["--impls", "triton"]):
+                ["--impls", "triton"], ["--moefuse-gemm", "v1,v1"], ["--moefuse-gemm", "a b"]):
         try:
             import contextlib
             import io
@@ -763,6 +793,10 @@ def selftest():
     check(moefuse_impl_name({}) == "moefuse", "impl name")
     check(moefuse_impl_name({"MOEFUSE_GEMM": "hopper"}) == "moefuse-hopper", "impl suffix")
     check(moefuse_impl_name({"MOEFUSE_GEMM": "a b/c"}) == "moefuse-a_b_c", "impl suffix sanitised")
+    check(moefuse_variants(None, {}) == [("moefuse", None)], "variants default")
+    check(moefuse_variants(None, {"MOEFUSE_GEMM": "v1"}) == [("moefuse-v1", None)], "variants from env")
+    check(moefuse_variants(parse_args(["--moefuse-gemm", "v1,hopper"]).moefuse_gemm) ==
+          [("moefuse-v1", "v1"), ("moefuse-hopper", "hopper")], "variants from --moefuse-gemm")
 
     # PERF.md's floor column at its ceilings (4.19 TB/s, 751 TFLOP/s). Its memory floors are
     # not all exactly the formula at 4.19 TB/s (mixtral T=1: 0.158 vs 0.168, deepseek T=8:
