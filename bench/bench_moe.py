@@ -4,7 +4,8 @@ Per PERF.md shape and token count T, on the same random bf16 tensors and the sam
 (softmax + top-k over random logits, drawn once with torch; routing itself is not timed):
 
   moefuse             moefuse.torch.fused_experts, CUDA graph replay (packed at warm-up);
-                      "moefuse-<v>" when $MOEFUSE_GEMM=<v> is set (the library reads it)
+                      "moefuse-<v>" when $MOEFUSE_GEMM=<v> is set (the library reads it);
+                      --moefuse-gemm v1,hopper times each value in turn
   torch_loop          Hugging Face style loop over the hit experts (index / index_add_);
                       eager (it syncs on the host per expert), skipped above T=4096
   torch_grouped_mm    sort by expert, gather, torch._grouped_mm, SiLU(gate)*up,
@@ -18,12 +19,13 @@ Frobenius error above ERR_TOL, a non-finite value or a raised error makes the ro
 (ms null) and the process exits 1 after writing everything. All shapes use the SiLU GLU
 without biases, as PERF.md's peers do (gpt-oss-120b's shapes, not its clamped activation).
 
-Timing: warm-up, then per row at least MIN_REPS CUDA-event-timed replays, more until
-TARGET_S seconds of replays (capped at MAX_REPS); the median is reported. When one input set
+Timing: warm-up, then per row at least --min-reps (20) CUDA-event-timed replays, more until
+--target-s (0.5 s) of replays, at most --max-reps (200); the median is reported. When one input set
 (x and routing) fits in L2 (60 MB) the replays rotate among 3 sets, each its own graph.
 
 Output: the JSON of PERF.md's results format to --out, a markdown table beside it (same
-stem, .md). Both are rewritten after every shape, so a run cut short still leaves its rows.
+stem, .md). Both are rewritten after every T, so a run cut short still leaves its rows;
+--budget-s stops starting new rows (noted as skipped) once that many seconds have passed.
 
     python3 bench/bench_moe.py [--shapes a,b] [--tokens 1,8,64] [--quick] [--out F.json]
     python3 bench/bench_moe.py --selftest        # no torch, no GPU: parsing, formulas, writers
