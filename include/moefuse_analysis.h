@@ -290,6 +290,22 @@ moe_status moe_roofline_svg(moe_context_t *ctx, const moe_shape_list *list, cons
 /* The decode curve: tokens/s per user against tokens/s per GPU, one point per batch size. */
 moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *advice, char **svg);
 
+/* ---------------------------------------------------------------------------------------
+ * Measurement on the GPU (roofline --measure). The only call of this header that touches a
+ * device.
+ * ------------------------------------------------------------------------------------- */
+/* Times one plain GEMM y[m,n] = x[m,k] · W[n,k]^T (a linear layer in the TE convention) on
+ * ctx's GPU with cuBLAS: dtype BF16 (cublasGemmEx, fp32 compute, bf16 output) or E4M3
+ * (cublasLtMatmul, per-tensor scales, fast accumulation, bf16 output). Fresh random inputs;
+ * operand sets rotated when one set fits in twice the L2; warm-up; *ms = the median of
+ * `reps` (1..10000) launches, each timed with its own events. Allocates and frees device
+ * memory within the call. ctx must be a CUDA context (MOE_STATUS_UNSUPPORTED otherwise, and
+ * always in a build without CUDA); m, k, n in 1..INT32_MAX; MOE_STATUS_UNSUPPORTED too when
+ * cuBLASLt has no FP8 algorithm for the shape (it needs aligned leading dimensions, e.g. k a
+ * multiple of 16). */
+moe_status moe_analysis_measure_gemm(moe_context_t *ctx, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
+                                     int32_t reps, double *ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,12 @@
 /* moefuse roofline: per GEMM of a step, memory- or compute-bound, predicted time with tile and
  * wave quantisation on a GPU, MoE padding and load; a whole-step summary; an SVG. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "moefuse_analysis.h"
 
 static void usage(FILE *f) {
     fputs("usage: moefuse roofline (--model NAME | --config PATH) --batch B --seq S --mode train|prefill|decode\n"
@@ -14,7 +16,11 @@ static void usage(FILE *f) {
           "quantisation over the tile menu (128x128, 128x256, 256x128, 64x128; the best tile wins), MoE padding\n"
           "waste with 128-row blocks, expected max load and experts touched (Binomial routing); a step summary.\n"
           "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us, name.\n"
-          "--measure times every shape on the GPU (needs the CUDA backend and moefuse's GPU kernels).\n",
+          "--measure times each distinct GEMM shape (fractional expert token counts rounded up) on the GPU with\n"
+          "cuBLAS (bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales), median of 20 after\n"
+          "warm-up, and prints predicted vs measured per shape; --dtype both (with --measure only) times bf16 and\n"
+          "fp8 and gives the FP8-over-BF16 speedup, theoretical (the model) and achieved. moefuse's own grouped\n"
+          "path is not timed yet (column 'moefuse_ms': not measured). Needs the CUDA backend and a GPU.\n",
           f);
 }
 
@@ -127,17 +133,273 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
     printf("}");
     if (o->mode == MOE_STEP_DECODE)
         printf(", \"kv_cache_bytes\": %.17g, \"kv_cache_ms\": %.17g", rf->kv_cache_bytes, rf->kv_cache_s * 1e3);
-    printf("}}\n");
+    printf("}"); /* the caller closes the object (after the measurements, if any) */
 }
 
-/* --measure needs GPU kernels that are not written yet: refuse with the reason. */
-static int refuse_measure(void) {
-    moe_context_t *gpu = NULL;
-    moe_status st = moe_context_create(MOE_BACKEND_CUDA, 0, &gpu);
-    moe_context_free(gpu);
-    if (st != MOE_STATUS_OK)
-        return cli_fail(1, "roofline: --measure needs the CUDA backend; not available in this build/on this machine");
-    return cli_fail(1, "roofline: --measure needs moefuse's GPU GEMM kernels, which this version does not have yet");
+/* --- --measure: time each distinct shape with cuBLAS and set it beside the model ----------- */
+
+#define MEASURE_REPS 20
+#define MEASURE_ERROR_LEN 200
+enum { MEASURE_BF16 = 0, MEASURE_FP8 = 1, MEASURE_DTYPES = 2 };
+static const moe_dtype measure_dtype[MEASURE_DTYPES] = {MOE_DTYPE_BF16, MOE_DTYPE_E4M3};
+static const char *const measure_dtype_name[MEASURE_DTYPES] = {"bf16", "fp8"};
+
+/* One distinct GEMM shape (m, k, n rounded up to whole numbers) and the rows that have it. */
+typedef struct measured_shape {
+    int64_t m, k, n;
+    int64_t first_row, num_rows;
+    int routed; /* some row is a routed expert (moefuse's grouped path would apply) */
+    int wanted[MEASURE_DTYPES];
+    double predicted_ms[MEASURE_DTYPES]; /* the model for one plain GEMM of exactly this shape */
+    double measured_ms[MEASURE_DTYPES];  /* 0 when not measured */
+    char error[MEASURE_DTYPES][MEASURE_ERROR_LEN];
+} measured_shape;
+
+typedef struct measurement {
+    int64_t num_shapes;
+    measured_shape *shapes;
+    int64_t *shape_of_row; /* list row -> shape index */
+    int both;              /* bf16 and fp8 timed */
+    int wanted[MEASURE_DTYPES];
+} measurement;
+
+static void measurement_free(measurement *me) {
+    free(me->shapes);
+    free(me->shape_of_row);
+    memset(me, 0, sizeof *me);
+}
+
+static int is_routed(const moe_gemm_row *r) {
+    return r->kind == MOE_GEMM_EXPERT_GATE_UP || r->kind == MOE_GEMM_EXPERT_DOWN;
+}
+
+/* The roofline's time for one plain GEMM m x k x n in `dtype`: a one-row list of the same
+ * model and step, so that the same ceilings, tile menu and split-K rule apply. */
+static int predict_plain(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu, int64_t m,
+                         int64_t k, int64_t n, moe_dtype dtype, double *ms) {
+    moe_gemm_row row;
+    memset(&row, 0, sizeof row);
+    row.layer_first = 0;
+    row.layer_last = 0;
+    row.layer_step = 1;
+    row.layer_count = 1;
+    snprintf(row.name, sizeof row.name, "measured");
+    row.kind = MOE_GEMM_ATTN_O; /* any kind that is not a routed expert: a plain GEMM */
+    row.pass = MOE_PASS_FPROP;
+    row.m = (double)m;
+    row.k = (double)k;
+    row.n = (double)n;
+    row.count = 1;
+    row.touched = 1;
+    row.flops = 2.0 * row.m * row.k * row.n;
+    double operand = dtype == MOE_DTYPE_E4M3 ? 1.0 : 2.0, output = 2.0; /* as the shape list counts them */
+    row.bytes = (row.m * row.k + row.k * row.n) * operand + row.m * row.n * output;
+    row.intensity = row.flops / row.bytes;
+    moe_shape_list one = *list;
+    one.options.dtype = dtype;
+    one.options.mode = MOE_STEP_PREFILL; /* no KV-cache term: not a GEMM */
+    one.num_rows = 1;
+    one.rows = &row;
+    moe_roofline *rf = NULL;
+    if (moe_roofline_create(ctx, &one, gpu, &rf) != MOE_STATUS_OK)
+        return cli_fail(1, "roofline: predicting %lld x %lld x %lld: %s", (long long)m, (long long)k, (long long)n,
+                        moe_last_error(ctx));
+    *ms = rf->rows[0].time_s * 1e3;
+    moe_roofline_free(rf);
+    return 0;
+}
+
+/* Distinct shapes of the list, in order of first appearance. */
+static int collect_shapes(const moe_shape_list *list, measurement *me) {
+    size_t n = (size_t)(list->num_rows > 0 ? list->num_rows : 1);
+    me->shapes = calloc(n, sizeof *me->shapes);
+    me->shape_of_row = calloc(n, sizeof *me->shape_of_row);
+    if (!me->shapes || !me->shape_of_row) return cli_fail(1, "roofline: out of memory");
+    for (int64_t i = 0; i < list->num_rows; i++) {
+        const moe_gemm_row *r = &list->rows[i];
+        int64_t m = (int64_t)ceil(r->m), k = (int64_t)ceil(r->k), nn = (int64_t)ceil(r->n);
+        int64_t s = 0;
+        while (s < me->num_shapes && !(me->shapes[s].m == m && me->shapes[s].k == k && me->shapes[s].n == nn)) s++;
+        if (s == me->num_shapes) {
+            measured_shape *x = &me->shapes[me->num_shapes++];
+            x->m = m;
+            x->k = k;
+            x->n = nn;
+            x->first_row = i;
+        }
+        me->shapes[s].num_rows++;
+        me->shapes[s].routed |= is_routed(r);
+        me->shape_of_row[i] = s;
+    }
+    return 0;
+}
+
+/* Predicts and times every distinct shape. A shape that cannot be timed (no FP8 algorithm,
+ * too large for the GPU) keeps its reason and the others go on; a missing GPU stops all. */
+static int run_measurement(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu, int both,
+                           measurement *me) {
+    memset(me, 0, sizeof *me);
+    me->both = both;
+    me->wanted[MEASURE_BF16] = both || list->options.dtype == MOE_DTYPE_BF16;
+    me->wanted[MEASURE_FP8] = both || list->options.dtype == MOE_DTYPE_E4M3;
+    moe_context_t *dev = NULL;
+    moe_status st = moe_context_create(MOE_BACKEND_CUDA, 0, &dev);
+    if (st != MOE_STATUS_OK) {
+        moe_context_free(dev);
+        return cli_fail(1, "roofline: --measure needs a GPU and the CUDA backend: %s", moe_last_error(NULL));
+    }
+    int rc = collect_shapes(list, me);
+    for (int64_t s = 0; s < me->num_shapes && !rc; s++) {
+        measured_shape *x = &me->shapes[s];
+        x->wanted[MEASURE_BF16] = me->wanted[MEASURE_BF16];
+        x->wanted[MEASURE_FP8] = me->wanted[MEASURE_FP8];
+        for (int d = 0; d < MEASURE_DTYPES && !rc; d++) {
+            if (!x->wanted[d]) continue;
+            rc = predict_plain(ctx, list, gpu, x->m, x->k, x->n, measure_dtype[d], &x->predicted_ms[d]);
+            if (rc) break;
+            double ms = 0.0;
+            st = moe_analysis_measure_gemm(dev, x->m, x->k, x->n, measure_dtype[d], MEASURE_REPS, &ms);
+            if (st == MOE_STATUS_OK) x->measured_ms[d] = ms;
+            else snprintf(x->error[d], sizeof x->error[d], "%s", moe_last_error(dev));
+            if (st == MOE_STATUS_NO_DEVICE || st == MOE_STATUS_DEVICE_ERROR)
+                rc = cli_fail(1, "roofline: --measure: %lld x %lld x %lld %s: %s", (long long)x->m, (long long)x->k,
+                              (long long)x->n, measure_dtype_name[d], moe_last_error(dev));
+        }
+    }
+    moe_context_free(dev);
+    return rc;
+}
+
+static double ratio_or_nan(double a, double b) { return a > 0 && b > 0 ? a / b : NAN; }
+
+/* Shapes measured in `d` whose measured/predicted ratio is within 1 +- 0.25. */
+static void count_within(const measurement *me, int d, int *within, int *measured) {
+    *within = *measured = 0;
+    for (int64_t s = 0; s < me->num_shapes; s++) {
+        double r = ratio_or_nan(me->shapes[s].measured_ms[d], me->shapes[s].predicted_ms[d]);
+        if (isnan(r)) continue;
+        ++*measured;
+        if (fabs(r - 1.0) <= 0.25) ++*within;
+    }
+}
+
+static void format_ms(double ms, char *buf, size_t size) {
+    if (ms > 0) snprintf(buf, size, "%.4f", ms);
+    else snprintf(buf, size, "-");
+}
+
+static void format_ratio(double r, char *buf, size_t size) {
+    if (isnan(r)) snprintf(buf, size, "-");
+    else snprintf(buf, size, "%.2f", r);
+}
+
+static void print_measurement_table(const moe_shape_list *l, const measurement *me) {
+    printf("\nmeasured on the GPU: %lld distinct shapes (m, k, n rounded up), one plain GEMM y = x W^T each, cuBLAS "
+           "(bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales, fast accumulation; bf16 "
+           "output), median of %d after warm-up, fresh random inputs, rotated when they fit in L2.\n"
+           "pred = the model for that one GEMM (best tile, waves, split-K). ratio = measured / predicted. fp8x = "
+           "bf16 time / fp8 time: theory (model), achieved (cuBLAS).\n"
+           "moefuse_ms: moefuse's grouped path for routed experts is not measured in this version.\n\n",
+           (long long)me->num_shapes, MEASURE_REPS);
+    printf("%4s %7s %7s %7s %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", "#", "M", "K", "N", "rows (first, count)",
+           "pred_bf16", "meas_bf16", "ratio", "pred_fp8", "meas_fp8", "ratio", "fp8x_th", "fp8x_ach", "moefuse_ms");
+    for (int64_t s = 0; s < me->num_shapes; s++) {
+        const measured_shape *x = &me->shapes[s];
+        const moe_gemm_row *r = &l->rows[x->first_row];
+        char rows[64], col[6][24];
+        snprintf(rows, sizeof rows, "%.18s.%s x%lld", r->name, moe_gemm_pass_name(r->pass), (long long)x->num_rows);
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
+            format_ms(x->wanted[d] ? x->predicted_ms[d] : 0.0, col[3 * d], sizeof col[0]);
+            if (x->wanted[d] && x->error[d][0]) snprintf(col[3 * d + 1], sizeof col[0], "failed");
+            else format_ms(x->measured_ms[d], col[3 * d + 1], sizeof col[0]);
+            format_ratio(ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]), col[3 * d + 2], sizeof col[0]);
+        }
+        char th[16], ach[16];
+        format_ratio(ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]), th, sizeof th);
+        format_ratio(ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]), ach, sizeof ach);
+        printf("%4lld %7lld %7lld %7lld %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", (long long)s,
+               (long long)x->m, (long long)x->k, (long long)x->n, rows, col[0], col[1], col[2], col[3], col[4], col[5],
+               th, ach, x->routed ? "not measured" : "-");
+    }
+    for (int64_t s = 0; s < me->num_shapes; s++)
+        for (int d = 0; d < MEASURE_DTYPES; d++)
+            if (me->shapes[s].wanted[d] && me->shapes[s].error[d][0])
+                printf("shape %lld %s not timed: %s\n", (long long)s, measure_dtype_name[d], me->shapes[s].error[d]);
+    for (int d = 0; d < MEASURE_DTYPES; d++) {
+        int within, measured;
+        count_within(me, d, &within, &measured);
+        if (measured)
+            printf("%s: %d of %d measured shapes within +-25%% of the prediction\n", measure_dtype_name[d], within,
+                   measured);
+    }
+}
+
+static void json_ms_or_null(double ms) {
+    if (ms > 0) analysis_json_number(stdout, ms);
+    else fputs("null", stdout);
+}
+
+static void print_measurement_json(const moe_shape_list *l, const measurement *me) {
+    printf(",\n\"measured\": {\"method\": \"one plain GEMM y = x W^T per distinct shape (m, k, n rounded up); bf16: "
+           "cublasGemmEx fp32 compute; fp8: cublasLtMatmul e4m3 per-tensor scales, fast accumulation; bf16 output; "
+           "median of reps after warm-up; fresh random inputs rotated when they fit in L2\", \"reps\": %d, "
+           "\"predicted\": \"the roofline model of that one plain GEMM\", \"moefuse_grouped\": \"not measured\",\n"
+           "\"shapes\": [\n",
+           MEASURE_REPS);
+    for (int64_t s = 0; s < me->num_shapes; s++) {
+        const measured_shape *x = &me->shapes[s];
+        printf("  {\"m\": %lld, \"k\": %lld, \"n\": %lld, \"routed_expert\": %s, \"rows\": [", (long long)x->m,
+               (long long)x->k, (long long)x->n, x->routed ? "true" : "false");
+        int first = 1;
+        for (int64_t i = 0; i < l->num_rows; i++)
+            if (me->shape_of_row[i] == s) {
+                printf("%s%lld", first ? "" : ", ", (long long)i);
+                first = 0;
+            }
+        printf("], \"names\": [");
+        first = 1;
+        for (int64_t i = 0; i < l->num_rows; i++)
+            if (me->shape_of_row[i] == s) {
+                char name[MOE_GEMM_NAME_MAX + 16];
+                snprintf(name, sizeof name, "%s.%s", l->rows[i].name, moe_gemm_pass_name(l->rows[i].pass));
+                if (!first) fputs(", ", stdout);
+                cli_json_string(stdout, name);
+                first = 0;
+            }
+        printf("]");
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
+            if (!x->wanted[d]) continue;
+            printf(", \"%s\": {\"predicted_ms\": ", measure_dtype_name[d]);
+            json_ms_or_null(x->predicted_ms[d]);
+            printf(", \"measured_ms\": ");
+            json_ms_or_null(x->measured_ms[d]);
+            printf(", \"ratio\": ");
+            analysis_json_number(stdout, ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]));
+            if (x->error[d][0]) {
+                printf(", \"error\": ");
+                cli_json_string(stdout, x->error[d]);
+            }
+            printf("}");
+        }
+        if (me->both) {
+            printf(", \"fp8_speedup_theoretical\": ");
+            analysis_json_number(stdout, ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]));
+            printf(", \"fp8_speedup_achieved\": ");
+            analysis_json_number(stdout, ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]));
+        }
+        printf(", \"moefuse_ms\": null}%s\n", s + 1 < me->num_shapes ? "," : "");
+    }
+    printf("], \"within_25_percent\": {");
+    int first = 1;
+    for (int d = 0; d < MEASURE_DTYPES; d++) {
+        int within, measured;
+        count_within(me, d, &within, &measured);
+        if (!me->wanted[d]) continue;
+        printf("%s\"%s\": {\"within\": %d, \"measured\": %d}", first ? "" : ", ", measure_dtype_name[d], within,
+               measured);
+        first = 0;
+    }
+    printf("}}");
 }
 
 int cmd_roofline(int argc, char **argv) {
@@ -147,12 +409,19 @@ int cmd_roofline(int argc, char **argv) {
     moe_shape_options_init(&opt);
     const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL;
     unsigned seen = 0;
-    int json = 0, measure = 0, rc = 0;
+    int json = 0, measure = 0, both = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         if (cli_is_help(argv[i])) {
             usage(stdout);
             moe_context_free(ctx);
             return 0;
+        }
+        /* --dtype both: bf16 for the list, both dtypes for --measure (checked below) */
+        if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "both")) {
+            both = 1;
+            opt.dtype = MOE_DTYPE_BF16;
+            i++;
+            continue;
         }
         if (analysis_common_option(argc, argv, &i, ctx, &opt, &model, &config, &seen, &rc)) continue;
         if (analysis_gpu_svg_option(argc, argv, &i, &gpu_name, &svg_path, &rc)) continue;
@@ -168,6 +437,7 @@ int cmd_roofline(int argc, char **argv) {
     }
     if (!rc) rc = analysis_require_step(seen, "roofline");
     if (!rc && !gpu_name) rc = cli_fail(2, "roofline: --gpu h200|h100|b200|FILE.json is required");
+    if (!rc && both && !measure) rc = cli_fail(2, "roofline: --dtype both needs --measure (it times bf16 and fp8)");
     moe_model_config cfg;
     moe_gpu_spec gpu;
     if (!rc) rc = cli_load_model(ctx, model, config, &cfg);
@@ -176,7 +446,9 @@ int cmd_roofline(int argc, char **argv) {
     moe_roofline *roof = NULL;
     if (!rc && moe_shape_list_create(ctx, &cfg, &opt, &list) != MOE_STATUS_OK)
         rc = cli_fail(2, "roofline: %s", moe_last_error(ctx));
-    if (!rc && measure) rc = refuse_measure();
+    measurement me;
+    memset(&me, 0, sizeof me);
+    if (!rc && measure) rc = run_measurement(ctx, list, &gpu, both, &me);
     if (!rc && moe_roofline_create(ctx, list, &gpu, &roof) != MOE_STATUS_OK)
         rc = cli_fail(1, "roofline: %s", moe_last_error(ctx));
     if (!rc && svg_path) {
@@ -186,9 +458,16 @@ int cmd_roofline(int argc, char **argv) {
         free(svg);
     }
     if (!rc) {
-        if (json) print_json(list, roof);
-        else print_table(list, roof);
+        if (json) {
+            print_json(list, roof);
+            if (measure) print_measurement_json(list, &me);
+            printf("}\n");
+        } else {
+            print_table(list, roof);
+            if (measure) print_measurement_table(list, &me);
+        }
     }
+    measurement_free(&me);
     moe_roofline_free(roof);
     moe_shape_list_free(list);
     moe_context_free(ctx);

@@ -22,3 +22,16 @@ size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, m
     (void)act_format;
     return 0;
 }
+
+/* --- moe_analysis_measure_gemm (added by the roofline --measure work; src/cuda/measure.cu is
+ * the real one): without CUDA nothing can be timed. */
+#include "moefuse_analysis.h"
+
+moe_status moe_analysis_measure_gemm(moe_context_t *ctx, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
+                                     int32_t reps, double *ms) {
+    (void)m, (void)k, (void)n, (void)dtype, (void)reps;
+    moe__clear_error(ctx);
+    if (ms) *ms = 0.0;
+    return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "moe_analysis_measure_gemm: this build of moefuse has no CUDA "
+                                                   "backend");
+}
