@@ -34,6 +34,8 @@ int cmd_models(int argc, char **argv);
 int cmd_shapes(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
 int cmd_advise(int argc, char **argv);
+/* moefuse bench: tools/cmd_bench.c. */
+int cmd_bench(int argc, char **argv);
 
 /* 1 for "--help" and "-h". */
 int cli_is_help(const char *arg);
@@ -79,6 +81,20 @@ void cli_device_release(void *p); /* NULL is fine */
 int cli_copy_to_device(void *dst, const void *src, size_t bytes);
 int cli_copy_to_host(void *dst, const void *src, size_t bytes);
 int cli_device_sync(void);
+/* For timing on the GPU (bench), after cli_device_open; handles are CUstream, CUevent and
+ * CUgraphExec (a CUstream is a cudaStream_t). Each returns 0 on success. */
+int cli_device_name(char *buf, size_t size);
+int cli_stream_create(void **stream); /* non-blocking */
+void cli_stream_destroy(void *stream);
+int cli_stream_sync(void *stream);
+int cli_capture_begin(void *stream); /* thread-local capture mode */
+int cli_capture_end(void *stream, void **graph_exec); /* ends the capture and instantiates */
+int cli_graph_launch(void *graph_exec, void *stream);
+void cli_graph_destroy(void *graph_exec);
+int cli_event_create(void **event);
+int cli_event_record(void *event, void *stream);
+int cli_event_elapsed_ms(void *start, void *stop, float *ms); /* waits for stop */
+void cli_event_destroy(void *event);
 
 /* Prints a library failure as one line "moefuse: <what>: <status>: <detail>" and returns 1. */
 int cli_fail_status(const moe_context_t *ctx, moe_status status, const char *what);
@@ -90,6 +106,91 @@ int cli_load_model(moe_context_t *ctx, const char *model, const char *config, mo
 
 /* Layers as compressed runs: "0-2 dense, 3-60 MoE" (or "all 48 MoE"). Returns buf. */
 char *cli_layer_runs(const moe_model_config *cfg, char *buf, size_t size);
+
+/* ---- Shared by run and bench (tools/cmd_run.c): the layer, its input, the timing. ---- */
+
+/* What --dtype means: the packed weight format, the activation quantisation, the dtype the
+ * routed expert weights are drawn in, and the dtype of x, y and the other float tensors. */
+typedef struct cli_dtype {
+    const char *name;
+    moe_format weights;
+    moe_format acts;
+    moe_dtype source; /* E4M3: drawn as FP8 codes with 128x128 block scales (DeepSeek's checkpoints) */
+    moe_dtype io;
+    const char *what;
+} cli_dtype;
+
+/* --dtype NAME and --backend NAME. Return 0, or print one line and return 2. */
+int cli_parse_dtype(const char *text, const cli_dtype **out);
+int cli_parse_backend(const char *text, moe_backend *out);
+
+/* What a run needs, in bytes, before anything big is allocated. */
+typedef struct cli_memory_plan {
+    double source;    /* weights as drawn (or read), freed once packed */
+    double packed;    /* the packed weights (moe_weights_bytes) */
+    double expert;    /* packed bytes of one routed expert (W13 + W2 + biases) */
+    double shared;    /* packed bytes of the shared expert */
+    double io;        /* x, y, routing outputs */
+    double workspace; /* an estimate until the weights exist to ask */
+    double total;     /* host peak: packed + max(source + packing scratch, io + workspace) */
+    double device;    /* GPU memory (cuda backend): packed + io + workspace */
+} cli_memory_plan;
+
+typedef struct cli_layer_options {
+    const cli_dtype *dtype;
+    int64_t max_tokens; /* the memory check is sized for this many tokens */
+    uint64_t seed, mem_limit; /* mem_limit 0: MemAvailable */
+    int64_t threads;          /* 0: one per CPU while drawing */
+    const char *weights_path; /* NULL: random weights drawn from seed */
+    int64_t layer;            /* checkpoint layer, with weights_path */
+} cli_layer_options;
+
+/* One MoE layer, packed for the context's backend. */
+typedef struct cli_layer {
+    const moe_model_config *cfg;
+    const cli_dtype *dtype;
+    moe_weights_t *weights;
+    cli_memory_plan plan;
+    double available; /* host bytes the run may use */
+    int threads, gpu;
+} cli_layer;
+
+/* Validates the spec, checks host (and GPU) memory, asks the backend whether it packs the
+ * dtype, then loads or draws and packs the weights. 0, or one line printed and the exit code. */
+int cli_layer_build(moe_context_t *ctx, const moe_model_config *cfg, const cli_layer_options *o, cli_layer *out);
+void cli_layer_free(cli_layer *l);
+
+/* One forward's buffers and arguments: x drawn from a seed, routing from the router weights
+ * (no ids or logits given), ids and weights written to out_topk_*. Device memory on CUDA,
+ * with host copies of x, y and the ids. */
+typedef struct cli_forward {
+    int gpu;
+    int64_t tokens;
+    double x_bytes, ids_bytes;
+    size_t workspace_size;
+    void *x, *y, *ids, *weights, *workspace; /* where the backend reads and writes */
+    void *host_x, *host_y;
+    int32_t *host_ids;
+    moe_forward_args args;
+} cli_forward;
+
+/* 0, or one line printed and the exit code (the buffers are then already freed). */
+int cli_forward_setup(moe_context_t *ctx, const cli_layer *l, int64_t tokens, uint64_t seed, cli_forward *f);
+void cli_forward_free(cli_forward *f);
+/* Copies y and the ids back to the host copies (nothing to do on the CPU). */
+int cli_forward_fetch(cli_forward *f);
+
+/* The work of one forward, after cli_forward_fetch: FLOPs of the routed and shared experts,
+ * bytes of the touched experts' packed weights plus x and y, and a checksum of y. */
+typedef struct cli_work {
+    double flops, bytes, checksum;
+    int64_t touched;
+} cli_work;
+int cli_forward_measure(const cli_layer *l, const cli_forward *f, cli_work *out);
+
+/* A monotonic clock in seconds, and the median of n values (sorts them). */
+double cli_now_seconds(void);
+double cli_median(double *values, int n);
 
 /* ---- Shared by the analysis commands: shapes, roofline, advise (tools/cli_analysis.c). ---- */
 

@@ -262,6 +262,23 @@ static struct {
     cu_result (*sync)(void);
     cu_result (*mem_info)(size_t *, size_t *);
     cu_result (*error_string)(cu_result, const char **);
+    /* For bench's timing; looked up without failing open(), as older drivers may lack some. */
+    cu_result (*device_name)(char *, int, int);
+    cu_result (*stream_create)(void **, unsigned);
+    cu_result (*stream_destroy)(void *);
+    cu_result (*stream_sync)(void *);
+    cu_result (*begin_capture)(void *, int);
+    cu_result (*end_capture)(void *, void **);
+    cu_result (*graph_instantiate)(void **, void *, unsigned long long);
+    cu_result (*graph_launch)(void *, void *);
+    cu_result (*graph_exec_destroy)(void *);
+    cu_result (*graph_destroy)(void *);
+    cu_result (*event_create)(void **, unsigned);
+    cu_result (*event_record)(void *, void *);
+    cu_result (*event_sync)(void *);
+    cu_result (*event_elapsed)(float *, void *, void *);
+    cu_result (*event_destroy)(void *);
+    int device;
     char error[256];
 } cu;
 
@@ -304,11 +321,34 @@ int cli_device_open(int device) {
             return 1;
         }
     }
+    struct {
+        const char *name;
+        void **slot;
+    } optional[] = {
+        {"cuDeviceGetName", (void **)&cu.device_name},
+        {"cuStreamCreate", (void **)&cu.stream_create},
+        {"cuStreamDestroy_v2", (void **)&cu.stream_destroy},
+        {"cuStreamSynchronize", (void **)&cu.stream_sync},
+        {"cuStreamBeginCapture_v2", (void **)&cu.begin_capture},
+        {"cuStreamEndCapture", (void **)&cu.end_capture},
+        {"cuGraphInstantiateWithFlags", (void **)&cu.graph_instantiate},
+        {"cuGraphLaunch", (void **)&cu.graph_launch},
+        {"cuGraphExecDestroy", (void **)&cu.graph_exec_destroy},
+        {"cuGraphDestroy", (void **)&cu.graph_destroy},
+        {"cuEventCreate", (void **)&cu.event_create},
+        {"cuEventRecord", (void **)&cu.event_record},
+        {"cuEventSynchronize", (void **)&cu.event_sync},
+        {"cuEventElapsedTime", (void **)&cu.event_elapsed},
+        {"cuEventDestroy_v2", (void **)&cu.event_destroy},
+    };
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        *optional[i].slot = dlsym(cu.lib, optional[i].name);
     cu_result r;
     int dev = 0;
     void *context = NULL;
     if ((r = cu.init(0))) return cu_failed("cuInit", r);
     if ((r = cu.device_get(&dev, device))) return cu_failed("cuDeviceGet", r);
+    cu.device = dev;
     if ((r = cu.primary_ctx_retain(&context, dev))) return cu_failed("cuDevicePrimaryCtxRetain", r);
     if ((r = cu.ctx_set_current(context))) return cu_failed("cuCtxSetCurrent", r);
     return 0;
@@ -347,4 +387,92 @@ int cli_copy_to_host(void *dst, const void *src, size_t bytes) {
 int cli_device_sync(void) {
     cu_result r = cu.sync();
     return r ? cu_failed("cuCtxSynchronize", r) : 0;
+}
+
+/* ---- Timing on the GPU (bench): streams, events, CUDA graphs. ---- */
+#define CU_NEED(fn, name)                                                                                \
+    do {                                                                                                 \
+        if (!cu.fn) {                                                                                    \
+            snprintf(cu.error, sizeof cu.error, "the CUDA driver lacks %s", name);                      \
+            return 1;                                                                                    \
+        }                                                                                                \
+    } while (0)
+
+int cli_device_name(char *buf, size_t size) {
+    CU_NEED(device_name, "cuDeviceGetName");
+    cu_result r = cu.device_name(buf, size > 1024 ? 1024 : (int)size, cu.device);
+    return r ? cu_failed("cuDeviceGetName", r) : 0;
+}
+
+int cli_stream_create(void **stream) {
+    CU_NEED(stream_create, "cuStreamCreate");
+    cu_result r = cu.stream_create(stream, 1 /* CU_STREAM_NON_BLOCKING */);
+    return r ? cu_failed("cuStreamCreate", r) : 0;
+}
+
+void cli_stream_destroy(void *stream) {
+    if (stream && cu.stream_destroy) cu.stream_destroy(stream);
+}
+
+int cli_stream_sync(void *stream) {
+    CU_NEED(stream_sync, "cuStreamSynchronize");
+    cu_result r = cu.stream_sync(stream);
+    return r ? cu_failed("cuStreamSynchronize", r) : 0;
+}
+
+int cli_capture_begin(void *stream) {
+    CU_NEED(begin_capture, "cuStreamBeginCapture");
+    cu_result r = cu.begin_capture(stream, 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */);
+    return r ? cu_failed("cuStreamBeginCapture", r) : 0;
+}
+
+int cli_capture_end(void *stream, void **graph_exec) {
+    *graph_exec = NULL;
+    CU_NEED(end_capture, "cuStreamEndCapture");
+    CU_NEED(graph_instantiate, "cuGraphInstantiateWithFlags");
+    void *graph = NULL;
+    cu_result r = cu.end_capture(stream, &graph);
+    if (r) return cu_failed("cuStreamEndCapture", r);
+    r = cu.graph_instantiate(graph_exec, graph, 0);
+    if (cu.graph_destroy) cu.graph_destroy(graph); /* the executable graph keeps what it needs */
+    if (r) {
+        *graph_exec = NULL;
+        return cu_failed("cuGraphInstantiate", r);
+    }
+    return 0;
+}
+
+int cli_graph_launch(void *graph_exec, void *stream) {
+    CU_NEED(graph_launch, "cuGraphLaunch");
+    cu_result r = cu.graph_launch(graph_exec, stream);
+    return r ? cu_failed("cuGraphLaunch", r) : 0;
+}
+
+void cli_graph_destroy(void *graph_exec) {
+    if (graph_exec && cu.graph_exec_destroy) cu.graph_exec_destroy(graph_exec);
+}
+
+int cli_event_create(void **event) {
+    CU_NEED(event_create, "cuEventCreate");
+    cu_result r = cu.event_create(event, 0 /* CU_EVENT_DEFAULT: timed */);
+    return r ? cu_failed("cuEventCreate", r) : 0;
+}
+
+int cli_event_record(void *event, void *stream) {
+    CU_NEED(event_record, "cuEventRecord");
+    cu_result r = cu.event_record(event, stream);
+    return r ? cu_failed("cuEventRecord", r) : 0;
+}
+
+int cli_event_elapsed_ms(void *start, void *stop, float *ms) {
+    CU_NEED(event_sync, "cuEventSynchronize");
+    CU_NEED(event_elapsed, "cuEventElapsedTime");
+    cu_result r = cu.event_sync(stop);
+    if (r) return cu_failed("cuEventSynchronize", r);
+    r = cu.event_elapsed(ms, start, stop);
+    return r ? cu_failed("cuEventElapsedTime", r) : 0;
+}
+
+void cli_event_destroy(void *event) {
+    if (event && cu.event_destroy) cu.event_destroy(event);
 }

@@ -12,18 +12,7 @@
 
 #include "cli.h"
 
-/* What --dtype means: the packed weight format, the activation quantisation, the dtype the
- * routed expert weights are drawn in, and the dtype of x, y and the other float tensors. */
-typedef struct dtype_choice {
-    const char *name;
-    moe_format weights;
-    moe_format acts;
-    moe_dtype source; /* E4M3: drawn as FP8 codes with 128x128 block scales (DeepSeek's checkpoints) */
-    moe_dtype io;
-    const char *what;
-} dtype_choice;
-
-static const dtype_choice dtype_choices[] = {
+static const cli_dtype dtype_choices[] = {
     {"bf16", MOE_FORMAT_BF16, MOE_FORMAT_F32, MOE_DTYPE_BF16, MOE_DTYPE_BF16, "bf16 weights and activations"},
     {"f16", MOE_FORMAT_F16, MOE_FORMAT_F32, MOE_DTYPE_F16, MOE_DTYPE_F16, "f16 weights and activations"},
     {"f32", MOE_FORMAT_F32, MOE_FORMAT_F32, MOE_DTYPE_F32, MOE_DTYPE_F32, "f32 weights and activations"},
@@ -46,7 +35,7 @@ typedef struct run_options {
     const char *model, *config, *weights_path;
     int64_t tokens, layer, threads;
     uint64_t seed, mem_limit;
-    const dtype_choice *dtype;
+    const cli_dtype *dtype;
     moe_backend backend;
     int json;
 } run_options;
@@ -208,17 +197,6 @@ static void parallel_for(int64_t count, int threads, item_fn fn, void *arg) {
 /* ---------------------------------------------------------------------------------------
  * Memory: what the run needs, before anything big is allocated.
  * ------------------------------------------------------------------------------------- */
-typedef struct memory_plan {
-    double source;    /* weights as drawn (or read), freed once packed */
-    double packed;    /* the packed weights (moe_weights_bytes) */
-    double expert;    /* packed bytes of one routed expert (W13 + W2 + biases) */
-    double shared;    /* packed bytes of the shared expert */
-    double io;        /* x, y, routing outputs */
-    double workspace; /* an estimate until the weights exist to ask */
-    double total;     /* host peak: packed + max(source + packing scratch, io + workspace) */
-    double device;    /* GPU memory (cuda backend): packed + io + workspace */
-} memory_plan;
-
 /* Bytes of one [rows, cols] matrix in `format`, codes and scales. */
 static moe_status matrix_bytes(moe_format format, int64_t rows, int64_t cols, double *bytes) {
     moe_format_layout layout;
@@ -232,8 +210,8 @@ static moe_status matrix_bytes(moe_format format, int64_t rows, int64_t cols, do
 
 static double dtype_size(moe_dtype dtype) { return moe_dtype_bits(dtype) / 8.0; }
 
-static moe_status plan_memory(const moe_layer_spec *s, const dtype_choice *d, int64_t T, const moe_model_config *cfg,
-                              int from_checkpoint, int threads, memory_plan *p) {
+static moe_status plan_memory(const moe_layer_spec *s, const cli_dtype *d, int64_t T, const moe_model_config *cfg,
+                              int from_checkpoint, int threads, cli_memory_plan *p) {
     double E = (double)s->num_experts, H = (double)s->hidden, I = (double)s->intermediate, k = (double)s->top_k;
     int gated = moe_activation_is_gated(s->activation);
     double R13 = gated ? 2 * I : I;
@@ -283,16 +261,16 @@ static moe_status plan_memory(const moe_layer_spec *s, const dtype_choice *d, in
 
 /* Refuses a run that does not fit in `available` bytes of host memory (gpu = 0) or GPU
  * memory (gpu = 1), naming the --dtype that needs the least memory and fits. */
-static int check_memory(const run_options *o, const moe_model_config *cfg, const memory_plan *p, double available,
-                        int from_checkpoint, int threads, int gpu) {
+static int check_memory(const cli_layer_options *o, const moe_model_config *cfg, const cli_memory_plan *p,
+                        double available, int from_checkpoint, int threads, int gpu) {
     double need = gpu ? p->device : p->total;
     if (need <= available) return 0;
     char need_text[32], avail[32], packed[32], source[32], alt[32];
-    const dtype_choice *best = NULL;
+    const cli_dtype *best = NULL;
     double best_need = 0;
     for (int i = 0; i < NUM_DTYPES; i++) {
-        memory_plan q;
-        if (plan_memory(&cfg->layer, &dtype_choices[i], o->tokens, cfg, from_checkpoint, threads, &q) != MOE_STATUS_OK)
+        cli_memory_plan q;
+        if (plan_memory(&cfg->layer, &dtype_choices[i], o->max_tokens, cfg, from_checkpoint, threads, &q) != MOE_STATUS_OK)
             continue;
         double q_need = gpu ? q.device : q.total;
         if (!best || q_need < best_need) {
@@ -328,7 +306,7 @@ static int check_memory(const run_options *o, const moe_model_config *cfg, const
  * ------------------------------------------------------------------------------------- */
 typedef struct random_weights {
     const moe_layer_spec *spec;
-    const dtype_choice *dtype;
+    const cli_dtype *dtype;
     uint64_t seed;
     void *gate, *up, *down;                /* routed experts, [E, I, H], [E, I, H], [E, H, I] */
     float *gate_scale, *up_scale, *down_scale; /* FP8 source only */
@@ -399,7 +377,7 @@ static void draw_expert(void *arg, int64_t e) {
 }
 
 /* Allocates and draws every tensor of the spec, and describes them in desc. */
-static int draw_weights(const moe_layer_spec *s, const dtype_choice *d, uint64_t seed, int threads,
+static int draw_weights(const moe_layer_spec *s, const cli_dtype *d, uint64_t seed, int threads,
                         random_weights *r, moe_weights_desc *desc) {
     int64_t E = s->num_experts, H = s->hidden, I = s->intermediate;
     int gated = moe_activation_is_gated(s->activation);
@@ -513,7 +491,7 @@ static int draw_weights(const moe_layer_spec *s, const dtype_choice *d, uint64_t
 /* Asks the backend whether it packs --dtype for a layer of this kind, on a tiny layer with
  * the same routing, activation, biases and shared expert, before seconds or minutes go into
  * drawing and packing the real one (the CUDA backend packs fewer formats than the CPU). */
-static int probe_format(moe_context_t *ctx, const moe_layer_spec *spec, const dtype_choice *d) {
+static int probe_format(moe_context_t *ctx, const moe_layer_spec *spec, const cli_dtype *d) {
     moe_layer_spec tiny = *spec;
     tiny.num_experts = 1, tiny.top_k = 1, tiny.hidden = 128, tiny.intermediate = 128;
     tiny.n_group = 0, tiny.topk_group = 0;
@@ -552,9 +530,9 @@ static void draw_input_block(void *arg, int64_t block) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * The command.
+ * Timing (shared with bench) and the options.
  * ------------------------------------------------------------------------------------- */
-static double now_seconds(void) {
+double cli_now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -563,6 +541,29 @@ static double now_seconds(void) {
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+double cli_median(double *values, int n) {
+    if (n <= 0) return NAN;
+    qsort(values, (size_t)n, sizeof values[0], compare_doubles);
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+int cli_parse_dtype(const char *text, const cli_dtype **out) {
+    for (int d = 0; d < NUM_DTYPES; d++)
+        if (!strcmp(text, dtype_choices[d].name)) {
+            *out = &dtype_choices[d];
+            return 0;
+        }
+    return cli_fail(2, "--dtype: unknown '%s' (valid: bf16, f16, f32, fp8, fp8-tensor, mxfp8, mxfp4, nvfp4)", text);
+}
+
+int cli_parse_backend(const char *text, moe_backend *out) {
+    if (!strcmp(text, "auto")) *out = MOE_BACKEND_AUTO;
+    else if (!strcmp(text, "cpu")) *out = MOE_BACKEND_CPU;
+    else if (!strcmp(text, "cuda")) *out = MOE_BACKEND_CUDA;
+    else return cli_fail(2, "--backend: unknown '%s' (valid: auto, cpu, cuda)", text);
+    return 0;
 }
 
 static int parse_options(int argc, char **argv, run_options *o) {
@@ -585,19 +586,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
         } else if (cli_option(argc, argv, &i, "--tokens", &v)) {
             if (!v || cli_parse_int64("--tokens", v, 0, MAX_TOKENS, &o->tokens)) return 2;
         } else if (cli_option(argc, argv, &i, "--dtype", &v)) {
-            if (!v) return 2;
-            o->dtype = NULL;
-            for (int d = 0; d < NUM_DTYPES; d++)
-                if (!strcmp(v, dtype_choices[d].name)) o->dtype = &dtype_choices[d];
-            if (!o->dtype)
-                return cli_fail(2, "--dtype: unknown '%s' (valid: bf16, f16, f32, fp8, fp8-tensor, mxfp8, mxfp4, nvfp4)",
-                                v);
+            if (!v || cli_parse_dtype(v, &o->dtype)) return 2;
         } else if (cli_option(argc, argv, &i, "--backend", &v)) {
-            if (!v) return 2;
-            if (!strcmp(v, "auto")) o->backend = MOE_BACKEND_AUTO;
-            else if (!strcmp(v, "cpu")) o->backend = MOE_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) o->backend = MOE_BACKEND_CUDA;
-            else return cli_fail(2, "--backend: unknown '%s' (valid: auto, cpu, cuda)", v);
+            if (!v || cli_parse_backend(v, &o->backend)) return 2;
         } else if (cli_option(argc, argv, &i, "--weights", &v)) {
             if (!v) return 2;
             o->weights_path = v;
@@ -640,13 +631,160 @@ static int choose_layer(run_options *o, const moe_model_config *cfg) {
     return 0;
 }
 
-/* The outcome of the timed runs. */
-typedef struct run_result {
-    double seconds, flops, bytes, checksum;
-    int runs;
-    int64_t touched;
-    size_t weights_bytes, workspace_bytes;
-} run_result;
+/* ---------------------------------------------------------------------------------------
+ * Shared with moefuse bench (declared in cli.h): the layer, the forward's buffers, the work.
+ * ------------------------------------------------------------------------------------- */
+int cli_layer_build(moe_context_t *ctx, const moe_model_config *cfg, const cli_layer_options *o, cli_layer *l) {
+    memset(l, 0, sizeof *l);
+    l->cfg = cfg;
+    l->dtype = o->dtype;
+    l->gpu = moe_context_backend(ctx) == MOE_BACKEND_CUDA;
+    moe_status st = moe_layer_spec_validate(ctx, &cfg->layer);
+    if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, cfg->name);
+
+    /* Memory first: refuse before allocating anything big. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    l->threads = o->threads > 0 ? (int)o->threads : cpus > 0 ? (int)cpus : 1;
+    const int from_checkpoint = o->weights_path != NULL;
+    if ((st = plan_memory(&cfg->layer, o->dtype, o->max_tokens, cfg, from_checkpoint, l->threads, &l->plan)) !=
+        MOE_STATUS_OK) {
+        char what[128];
+        snprintf(what, sizeof what, "--dtype %s for %s", o->dtype->name, cfg->name);
+        return cli_fail_status(NULL, st, what);
+    }
+    l->available = o->mem_limit ? (double)o->mem_limit : (double)cli_memory_available();
+    if (l->available <= 0) l->available = INFINITY; /* unknown: let malloc decide */
+    int rc = check_memory(o, cfg, &l->plan, l->available, from_checkpoint, l->threads, 0);
+    if (rc || (rc = probe_format(ctx, &cfg->layer, o->dtype))) return rc;
+    uint64_t gpu_free = l->gpu ? cli_device_free_memory() : 0;
+    if (gpu_free && (rc = check_memory(o, cfg, &l->plan, (double)gpu_free, from_checkpoint, l->threads, 1)))
+        return rc;
+
+    if (o->weights_path) {
+        moe_checkpoint_t *ckpt = NULL;
+        char what[1100];
+        if ((st = moe_checkpoint_open(ctx, o->weights_path, &ckpt)) != MOE_STATUS_OK) {
+            snprintf(what, sizeof what, "--weights %s", o->weights_path);
+            return cli_fail_status(ctx, st, what);
+        }
+        st = moe_weights_load(ctx, ckpt, &cfg->layer, o->layer, o->dtype->weights, &l->weights);
+        if (st != MOE_STATUS_OK) {
+            snprintf(what, sizeof what, "%s layer %lld", o->weights_path, (long long)o->layer);
+            rc = cli_fail_status(ctx, st, what);
+        }
+        moe_checkpoint_close(ckpt);
+        return rc;
+    }
+    random_weights source;
+    moe_weights_desc desc;
+    if ((rc = draw_weights(&cfg->layer, o->dtype, o->seed, l->threads, &source, &desc))) return rc;
+    st = moe_weights_create(ctx, &cfg->layer, &desc, o->dtype->weights, &l->weights);
+    random_weights_free(&source); /* packed now: the source goes before x, y, workspace */
+    if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, "moe_weights_create");
+    return 0;
+}
+
+void cli_layer_free(cli_layer *l) {
+    moe_weights_free(l->weights);
+    l->weights = NULL;
+}
+
+void cli_forward_free(cli_forward *f) {
+    if (f->gpu) {
+        cli_device_release(f->x);
+        cli_device_release(f->y);
+        cli_device_release(f->ids);
+        cli_device_release(f->weights);
+        cli_device_release(f->workspace);
+    } else {
+        free(f->weights);
+        free(f->workspace);
+    }
+    free(f->host_x);
+    free(f->host_y);
+    free(f->host_ids);
+    memset(f, 0, sizeof *f);
+}
+
+/* x, y, the routing outputs and the workspace: host memory for the CPU backend, GPU memory
+ * for CUDA (with host copies of x, y and the ids). */
+static int forward_buffers_alloc(cli_forward *f) {
+    int failed = 0;
+    f->host_x = alloc_bytes(f->x_bytes, &failed);
+    f->host_y = alloc_bytes(f->x_bytes, &failed);
+    f->host_ids = alloc_bytes(f->ids_bytes, &failed);
+    if (failed) return cli_fail(1, "out of host memory for x and y");
+    if (!f->gpu) {
+        f->x = f->host_x, f->y = f->host_y, f->ids = f->host_ids;
+        f->weights = alloc_bytes(f->ids_bytes, &failed);
+        f->workspace = alloc_bytes((double)f->workspace_size, &failed);
+        if (failed) return cli_fail(1, "out of host memory for the workspace");
+        return 0;
+    }
+    if (!(f->x = cli_device_alloc((size_t)f->x_bytes)) || !(f->y = cli_device_alloc((size_t)f->x_bytes)) ||
+        !(f->ids = cli_device_alloc((size_t)f->ids_bytes)) || !(f->weights = cli_device_alloc((size_t)f->ids_bytes)) ||
+        !(f->workspace = cli_device_alloc(f->workspace_size)))
+        return cli_fail(1, "GPU memory for x, y and the workspace: %s", cli_device_error());
+    return 0;
+}
+
+int cli_forward_setup(moe_context_t *ctx, const cli_layer *l, int64_t tokens, uint64_t seed, cli_forward *f) {
+    const moe_layer_spec *s = moe_weights_spec(l->weights);
+    int64_t T = tokens, H = s->hidden, k = s->top_k;
+    moe_dtype io = l->dtype->io;
+    memset(f, 0, sizeof *f);
+    f->gpu = l->gpu;
+    f->tokens = T;
+    f->x_bytes = (double)T * H * dtype_size(io);
+    f->ids_bytes = 4.0 * T * k;
+    moe_status st = moe_forward_workspace_size(ctx, l->weights, T, l->dtype->acts, &f->workspace_size);
+    if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, "moe_forward_workspace_size");
+    /* The estimate let the run start; the real size must fit too. */
+    double need = (double)moe_weights_bytes(l->weights) + l->plan.io + (double)f->workspace_size;
+    double have = l->available;
+    if (f->gpu) { /* the weights are on the GPU already */
+        uint64_t free_bytes = cli_device_free_memory();
+        have = free_bytes ? (double)free_bytes + (double)moe_weights_bytes(l->weights) : INFINITY;
+    }
+    if (need > have) {
+        char a[32], b[32], c[32];
+        return cli_fail(1, "%s: the forward's workspace needs %s, %s in all, but %s %s", l->cfg->name,
+                        cli_format_bytes((double)f->workspace_size, a, sizeof a), cli_format_bytes(need, b, sizeof b),
+                        cli_format_bytes(have, c, sizeof c), f->gpu ? "of GPU memory is free" : "is available");
+    }
+    int rc = forward_buffers_alloc(f);
+    if (rc) {
+        cli_forward_free(f);
+        return rc;
+    }
+    input_job job = {f->host_x, io, T, H, seed};
+    parallel_for((T + 255) / 256, l->threads, draw_input_block, &job);
+    if (f->gpu && cli_copy_to_device(f->x, f->host_x, (size_t)f->x_bytes)) {
+        cli_forward_free(f);
+        return cli_fail(1, "copying x to the GPU: %s", cli_device_error());
+    }
+
+    moe_forward_args *args = &f->args;
+    moe_forward_args_init(args);
+    args->x = moe_tensor_2d(f->x, io, T, H);
+    args->y = moe_tensor_2d(f->y, io, T, H);
+    args->out_topk_ids = moe_tensor_2d(f->ids, MOE_DTYPE_I32, T, k);
+    args->out_topk_weights = moe_tensor_2d(f->weights, MOE_DTYPE_F32, T, k);
+    moe_tensor *tensors[] = {&args->x, &args->y, &args->out_topk_ids, &args->out_topk_weights};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        tensors[i]->memory = f->gpu ? MOE_MEMORY_DEVICE : MOE_MEMORY_HOST;
+    args->act_format = l->dtype->acts;
+    args->workspace = f->workspace;
+    args->workspace_size = f->workspace_size;
+    return 0;
+}
+
+int cli_forward_fetch(cli_forward *f) {
+    if (f->gpu && (cli_copy_to_host(f->host_y, f->y, (size_t)f->x_bytes) ||
+                   cli_copy_to_host(f->host_ids, f->ids, (size_t)f->ids_bytes)))
+        return cli_fail(1, "copying y from the GPU: %s", cli_device_error());
+    return 0;
+}
 
 static double checksum_of(const void *y, moe_dtype dtype, int64_t n) {
     double sum = 0;
@@ -658,166 +796,83 @@ static double checksum_of(const void *y, moe_dtype dtype, int64_t n) {
     return sum;
 }
 
-/* The forward's buffers: x, y, the routing outputs and the workspace, in host memory for
- * the CPU backend and in GPU memory for CUDA (with host copies of x, y and the ids). */
-typedef struct forward_buffers {
-    int gpu;
-    void *x, *y, *ids, *weights, *workspace; /* where the backend reads and writes */
-    void *host_x, *host_y;
-    int32_t *host_ids;
-} forward_buffers;
-
-static void forward_buffers_free(forward_buffers *b) {
-    if (b->gpu) {
-        cli_device_release(b->x);
-        cli_device_release(b->y);
-        cli_device_release(b->ids);
-        cli_device_release(b->weights);
-        cli_device_release(b->workspace);
-    } else {
-        free(b->weights);
-        free(b->workspace);
+int cli_forward_measure(const cli_layer *l, const cli_forward *f, cli_work *out) {
+    const moe_layer_spec *s = moe_weights_spec(l->weights);
+    double T = (double)f->tokens, H = (double)s->hidden, k = (double)s->top_k;
+    /* FLOPs of the routed and shared experts. */
+    double I = (double)s->intermediate;
+    double R13 = moe_activation_is_gated(s->activation) ? 2 * I : I;
+    double Is = s->num_shared_experts > 0 ? (double)s->shared_intermediate : 0;
+    double R13s = moe_activation_is_gated(s->activation) ? 2 * Is : Is;
+    out->flops = 2.0 * T * k * H * R13 + 2.0 * T * k * I * H + 2.0 * T * H * R13s + 2.0 * T * Is * H;
+    /* Bytes: the packed weights of the experts the batch touched, plus x and y. */
+    char *seen = calloc((size_t)s->num_experts, 1);
+    if (!seen) return cli_fail(1, "out of host memory");
+    out->touched = 0;
+    for (int64_t i = 0; i < f->tokens * s->top_k; i++) {
+        int32_t id = f->host_ids[i];
+        if (id >= 0 && id < s->num_experts && !seen[id]) {
+            seen[id] = 1;
+            out->touched++;
+        }
     }
-    free(b->host_x);
-    free(b->host_y);
-    free(b->host_ids);
-    memset(b, 0, sizeof *b);
-}
-
-static int forward_buffers_alloc(forward_buffers *b, int gpu, double x_bytes, double ids_bytes, size_t workspace) {
-    int failed = 0;
-    memset(b, 0, sizeof *b);
-    b->gpu = gpu;
-    b->host_x = alloc_bytes(x_bytes, &failed);
-    b->host_y = alloc_bytes(x_bytes, &failed);
-    b->host_ids = alloc_bytes(ids_bytes, &failed);
-    if (failed) return cli_fail(1, "out of host memory for x and y");
-    if (!gpu) {
-        b->x = b->host_x, b->y = b->host_y, b->ids = b->host_ids;
-        b->weights = alloc_bytes(ids_bytes, &failed);
-        b->workspace = alloc_bytes((double)workspace, &failed);
-        if (failed) return cli_fail(1, "out of host memory for the workspace");
-        return 0;
-    }
-    if (!(b->x = cli_device_alloc((size_t)x_bytes)) || !(b->y = cli_device_alloc((size_t)x_bytes)) ||
-        !(b->ids = cli_device_alloc((size_t)ids_bytes)) || !(b->weights = cli_device_alloc((size_t)ids_bytes)) ||
-        !(b->workspace = cli_device_alloc(workspace)))
-        return cli_fail(1, "GPU memory for x, y and the workspace: %s", cli_device_error());
+    free(seen);
+    out->bytes = (double)out->touched * l->plan.expert + (f->tokens > 0 ? l->plan.shared : 0) + 2.0 * f->x_bytes;
+    out->checksum = checksum_of(f->host_y, l->dtype->io, f->tokens * s->hidden);
     return 0;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * The command.
+ * ------------------------------------------------------------------------------------- */
+/* The outcome of the timed runs. */
+typedef struct run_result {
+    double seconds;
+    int runs;
+    cli_work work;
+    size_t weights_bytes, workspace_bytes;
+} run_result;
 
 /* One forward; on the GPU it waits for the result, so that the clock measures the work. */
 static int forward_once(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args, int gpu,
                         double *seconds) {
-    double t0 = now_seconds();
+    double t0 = cli_now_seconds();
     moe_status st = moe_forward(ctx, w, args);
     if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, "moe_forward");
     if (gpu && cli_device_sync()) return cli_fail(1, "moe_forward: %s", cli_device_error());
-    *seconds = now_seconds() - t0;
+    *seconds = cli_now_seconds() - t0;
     return 0;
 }
 
 /* Draws x, runs the forward (once to warm up, then timed) and fills `res`. */
-static int forward_and_time(moe_context_t *ctx, const moe_weights_t *w, const run_options *o, const memory_plan *plan,
-                            double available, int threads, run_result *res) {
-    const moe_layer_spec *s = moe_weights_spec(w);
-    const int gpu = moe_context_backend(ctx) == MOE_BACKEND_CUDA;
-    int64_t T = o->tokens, H = s->hidden, k = s->top_k;
-    moe_dtype io = o->dtype->io;
-    size_t elem = (size_t)moe_dtype_bits(io) / 8;
-    double x_bytes = (double)T * H * elem, ids_bytes = 4.0 * T * k;
-    size_t workspace_size = 0;
-    moe_status st = moe_forward_workspace_size(ctx, w, T, o->dtype->acts, &workspace_size);
-    if (st != MOE_STATUS_OK) return cli_fail_status(ctx, st, "moe_forward_workspace_size");
-    /* The estimate let the run start; the real size must fit too. */
-    double need = (double)moe_weights_bytes(w) + plan->io + (double)workspace_size;
-    double have = available;
-    if (gpu) { /* the weights are on the GPU already */
-        uint64_t free_bytes = cli_device_free_memory();
-        have = free_bytes ? (double)free_bytes + (double)moe_weights_bytes(w) : INFINITY;
-    }
-    if (need > have) {
-        char a[32], b[32], c[32];
-        return cli_fail(1, "%s: the forward's workspace needs %s, %s in all, but %s %s",
-                        o->model ? o->model : o->config, cli_format_bytes((double)workspace_size, a, sizeof a),
-                        cli_format_bytes(need, b, sizeof b), cli_format_bytes(have, c, sizeof c),
-                        gpu ? "of GPU memory is free" : "is available");
-    }
-    forward_buffers buf;
-    int rc = forward_buffers_alloc(&buf, gpu, x_bytes, ids_bytes, workspace_size);
-    if (rc) goto done;
-    input_job job = {buf.host_x, io, T, H, o->seed};
-    parallel_for((T + 255) / 256, threads, draw_input_block, &job);
-    if (gpu && cli_copy_to_device(buf.x, buf.host_x, (size_t)x_bytes)) {
-        rc = cli_fail(1, "copying x to the GPU: %s", cli_device_error());
-        goto done;
-    }
-
-    moe_forward_args args;
-    moe_forward_args_init(&args);
-    args.x = moe_tensor_2d(buf.x, io, T, H);
-    args.y = moe_tensor_2d(buf.y, io, T, H);
-    args.out_topk_ids = moe_tensor_2d(buf.ids, MOE_DTYPE_I32, T, k);
-    args.out_topk_weights = moe_tensor_2d(buf.weights, MOE_DTYPE_F32, T, k);
-    moe_tensor *tensors[] = {&args.x, &args.y, &args.out_topk_ids, &args.out_topk_weights};
-    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
-        tensors[i]->memory = gpu ? MOE_MEMORY_DEVICE : MOE_MEMORY_HOST;
-    args.act_format = o->dtype->acts;
-    args.workspace = buf.workspace;
-    args.workspace_size = workspace_size;
-
+static int forward_and_time(moe_context_t *ctx, const cli_layer *l, const run_options *o, run_result *res) {
+    cli_forward f;
+    int rc = cli_forward_setup(ctx, l, o->tokens, o->seed, &f);
+    if (rc) return rc;
     double warm = 0;
-    if ((rc = forward_once(ctx, w, &args, gpu, &warm))) goto done;
+    if ((rc = forward_once(ctx, l->weights, &f.args, l->gpu, &warm))) goto done;
     /* Median of several runs when they are quick, one run when each takes a second or more. */
     enum { MAX_RUNS = 21 };
     double times[MAX_RUNS];
     int runs = warm >= 1.0 ? 1 : warm * 5 >= 1.0 ? 5 : warm > 0 ? (int)fmin(MAX_RUNS, fmax(5, 1.0 / warm)) : MAX_RUNS;
     if (runs % 2 == 0) runs--;
     for (int r = 0; r < runs; r++)
-        if ((rc = forward_once(ctx, w, &args, gpu, &times[r]))) goto done;
-    qsort(times, (size_t)runs, sizeof times[0], compare_doubles);
-    res->seconds = times[runs / 2];
+        if ((rc = forward_once(ctx, l->weights, &f.args, l->gpu, &times[r]))) goto done;
+    res->seconds = cli_median(times, runs);
     res->runs = runs;
-    if (gpu && (cli_copy_to_host(buf.host_y, buf.y, (size_t)x_bytes) ||
-                cli_copy_to_host(buf.host_ids, buf.ids, (size_t)ids_bytes))) {
-        rc = cli_fail(1, "copying y from the GPU: %s", cli_device_error());
-        goto done;
-    }
-
-    /* Work done: FLOPs of the routed and shared experts; bytes of the experts touched. */
-    double I = (double)s->intermediate;
-    double R13 = moe_activation_is_gated(s->activation) ? 2 * I : I;
-    double Is = s->num_shared_experts > 0 ? (double)s->shared_intermediate : 0;
-    double R13s = moe_activation_is_gated(s->activation) ? 2 * Is : Is;
-    res->flops = 2.0 * T * k * H * R13 + 2.0 * T * k * I * H + 2.0 * T * H * R13s + 2.0 * T * Is * H;
-    char *seen = calloc((size_t)s->num_experts, 1);
-    if (!seen) {
-        rc = cli_fail(1, "out of host memory");
-        goto done;
-    }
-    res->touched = 0;
-    for (int64_t i = 0; i < T * k; i++) {
-        int32_t id = buf.host_ids[i];
-        if (id >= 0 && id < s->num_experts && !seen[id]) {
-            seen[id] = 1;
-            res->touched++;
-        }
-    }
-    free(seen);
-    res->bytes = (double)res->touched * plan->expert + (T > 0 ? plan->shared : 0) + 2.0 * x_bytes;
-    res->checksum = checksum_of(buf.host_y, io, T * H);
-    res->weights_bytes = moe_weights_bytes(w);
-    res->workspace_bytes = workspace_size;
+    if ((rc = cli_forward_fetch(&f)) || (rc = cli_forward_measure(l, &f, &res->work))) goto done;
+    res->weights_bytes = moe_weights_bytes(l->weights);
+    res->workspace_bytes = f.workspace_size;
 done:
-    forward_buffers_free(&buf);
+    cli_forward_free(&f);
     return rc;
 }
 
 static void print_result(const run_options *o, const moe_model_config *cfg, moe_backend backend, const run_result *r) {
     const moe_layer_spec *s = &cfg->layer;
     double ms = r->seconds * 1e3;
-    double tflops = r->seconds > 0 ? r->flops / r->seconds * 1e-12 : 0;
-    double gbps = r->seconds > 0 ? r->bytes / r->seconds * 1e-9 : 0;
+    double tflops = r->seconds > 0 ? r->work.flops / r->seconds * 1e-12 : 0;
+    double gbps = r->seconds > 0 ? r->work.bytes / r->seconds * 1e-9 : 0;
     if (o->json) {
         printf("{\"model\": ");
         cli_json_string(stdout, cfg->name);
@@ -845,13 +900,13 @@ static void print_result(const run_options *o, const moe_model_config *cfg, moe_
         printf(", \"gbps\": ");
         cli_json_number(stdout, gbps);
         printf(", \"flops\": ");
-        cli_json_number(stdout, r->flops);
+        cli_json_number(stdout, r->work.flops);
         printf(", \"bytes\": ");
-        cli_json_number(stdout, r->bytes);
-        printf(", \"experts_touched\": %lld, \"weights_bytes\": %zu, \"workspace_bytes\": %zu", (long long)r->touched,
+        cli_json_number(stdout, r->work.bytes);
+        printf(", \"experts_touched\": %lld, \"weights_bytes\": %zu, \"workspace_bytes\": %zu", (long long)r->work.touched,
                r->weights_bytes, r->workspace_bytes);
         printf(", \"checksum\": ");
-        cli_json_number(stdout, r->checksum);
+        cli_json_number(stdout, r->work.checksum);
         printf("}\n");
         return;
     }
@@ -870,9 +925,9 @@ static void print_result(const run_options *o, const moe_model_config *cfg, moe_
     if (o->weights_path) printf("layer %lld of %s\n", (long long)o->layer, o->weights_path);
     else printf("random weights (seed %llu)\n", (unsigned long long)o->seed);
     printf("time     %.3f ms (median of %d)   %.3f TFLOP/s   %.1f GB/s\n", ms, r->runs, tflops, gbps);
-    printf("touched  %lld of %lld experts; packed weights %s\n", (long long)r->touched, (long long)s->num_experts,
+    printf("touched  %lld of %lld experts; packed weights %s\n", (long long)r->work.touched, (long long)s->num_experts,
            cli_format_bytes((double)r->weights_bytes, packed, sizeof packed));
-    printf("checksum %.9g\n", r->checksum);
+    printf("checksum %.9g\n", r->work.checksum);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -881,81 +936,33 @@ int cmd_run(int argc, char **argv) {
     if (rc) return rc < 0 ? 0 : rc;
 
     moe_context_t *ctx = NULL;
-    moe_checkpoint_t *ckpt = NULL;
-    moe_weights_t *w = NULL;
+    cli_layer layer;
+    memset(&layer, 0, sizeof layer);
     moe_status st = moe_context_create(o.backend, 0, &ctx);
     if (st != MOE_STATUS_OK) return cli_fail_status(NULL, st, "--backend");
     if (o.threads > 0 && (st = moe_context_set_threads(ctx, (int)o.threads)) != MOE_STATUS_OK) {
         rc = cli_fail_status(ctx, st, "--threads");
         goto done;
     }
-    const int gpu = moe_context_backend(ctx) == MOE_BACKEND_CUDA;
-    if (gpu && cli_device_open(0)) {
+    if (moe_context_backend(ctx) == MOE_BACKEND_CUDA && cli_device_open(0)) {
         rc = cli_fail(1, "--backend cuda: %s", cli_device_error());
         goto done;
     }
     moe_model_config cfg;
     rc = cli_load_model(ctx, o.model, o.config, &cfg);
     if (rc) goto done;
-    if ((st = moe_layer_spec_validate(ctx, &cfg.layer)) != MOE_STATUS_OK) {
-        rc = cli_fail_status(ctx, st, cfg.name);
-        goto done;
-    }
     if (o.weights_path && (rc = choose_layer(&o, &cfg))) goto done;
 
-    /* Memory first: refuse before allocating anything big. */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = o.threads > 0 ? (int)o.threads : cpus > 0 ? (int)cpus : 1;
-    memory_plan plan;
-    if ((st = plan_memory(&cfg.layer, o.dtype, o.tokens, &cfg, o.weights_path != NULL, threads, &plan)) !=
-        MOE_STATUS_OK) {
-        char what[128];
-        snprintf(what, sizeof what, "--dtype %s for %s", o.dtype->name, cfg.name);
-        rc = cli_fail_status(NULL, st, what);
-        goto done;
-    }
-    double available = o.mem_limit ? (double)o.mem_limit : (double)cli_memory_available();
-    if (available <= 0) available = INFINITY; /* unknown: let malloc decide */
-    if ((rc = check_memory(&o, &cfg, &plan, available, o.weights_path != NULL, threads, 0))) goto done;
-    if ((rc = probe_format(ctx, &cfg.layer, o.dtype))) goto done;
-    uint64_t gpu_free = gpu ? cli_device_free_memory() : 0;
-    if (gpu_free && (rc = check_memory(&o, &cfg, &plan, (double)gpu_free, o.weights_path != NULL, threads, 1)))
-        goto done;
-
-    if (o.weights_path) {
-        if ((st = moe_checkpoint_open(ctx, o.weights_path, &ckpt)) != MOE_STATUS_OK) {
-            char what[1100];
-            snprintf(what, sizeof what, "--weights %s", o.weights_path);
-            rc = cli_fail_status(ctx, st, what);
-            goto done;
-        }
-        if ((st = moe_weights_load(ctx, ckpt, &cfg.layer, o.layer, o.dtype->weights, &w)) != MOE_STATUS_OK) {
-            char what[1100];
-            snprintf(what, sizeof what, "%s layer %lld", o.weights_path, (long long)o.layer);
-            rc = cli_fail_status(ctx, st, what);
-            goto done;
-        }
-        moe_checkpoint_close(ckpt);
-        ckpt = NULL;
-    } else {
-        random_weights source;
-        moe_weights_desc desc;
-        if ((rc = draw_weights(&cfg.layer, o.dtype, o.seed, threads, &source, &desc))) goto done;
-        st = moe_weights_create(ctx, &cfg.layer, &desc, o.dtype->weights, &w);
-        random_weights_free(&source); /* packed now: the source goes before x, y, workspace */
-        if (st != MOE_STATUS_OK) {
-            rc = cli_fail_status(ctx, st, "moe_weights_create");
-            goto done;
-        }
-    }
+    cli_layer_options lo = {.dtype = o.dtype, .max_tokens = o.tokens, .seed = o.seed, .mem_limit = o.mem_limit,
+                            .threads = o.threads, .weights_path = o.weights_path, .layer = o.layer};
+    if ((rc = cli_layer_build(ctx, &cfg, &lo, &layer))) goto done;
 
     run_result result;
     memset(&result, 0, sizeof result);
-    if ((rc = forward_and_time(ctx, w, &o, &plan, available, threads, &result))) goto done;
+    if ((rc = forward_and_time(ctx, &layer, &o, &result))) goto done;
     print_result(&o, &cfg, moe_context_backend(ctx), &result);
 done:
-    moe_weights_free(w);
-    moe_checkpoint_close(ckpt);
+    cli_layer_free(&layer);
     moe_context_free(ctx);
     return rc;
 }

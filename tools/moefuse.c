@@ -8,6 +8,7 @@
 /* Commands, one file each (tools/cmd_<name>.c). */
 static const cli_command commands[] = {
     {"run", "run a model's MoE layer (random or checkpoint weights), timed", cmd_run},
+    {"bench", "time a model's MoE layer at several batch sizes (table or results JSON)", cmd_bench},
     {"info", "show the MoE layer spec and layer structure of a model", cmd_info},
     {"models", "list the built-in model presets", cmd_models},
     {"shapes", "every weight GEMM of one step of a model, as M x K x N", cmd_shapes},
