@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Tests of `moefuse bench` on the CPU backend with a tiny config: the table, PERF.md's results
+# JSON (stdout and --out), determinism of the checksums, the progress bar (only on a TTY),
+# and the one-line errors of bad input.
+# Usage: bash tests/test_cli_bench.sh path/to/moefuse
+set -u
+
+BIN=${1:?usage: bash tests/test_cli_bench.sh path/to/moefuse}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT=$TMP/stdout
+ERR=$TMP/stderr
+PASSED=0
+FAILED=0
+HAVE_PYTHON=0
+command -v python3 >/dev/null 2>&1 && HAVE_PYTHON=1
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() {
+    echo "FAIL $1: $2"
+    sed 's/^/    stderr: /' "$ERR" | head -5
+    FAILED=$((FAILED + 1))
+}
+
+# run_ok NAME ARGS...: exit 0 and nothing on stderr (stderr is a file here, not a TTY: no bar).
+run_ok() {
+    local name=$1
+    shift
+    "$BIN" "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [ $rc -ne 0 ]; then fail "$name" "exit $rc from: moefuse $*"; return 1; fi
+    if [ -s "$ERR" ]; then fail "$name" "unexpected stderr from: moefuse $*"; return 1; fi
+    return 0
+}
+
+# run_error NAME CODE CULPRIT ARGS...: exit CODE, nothing on stdout, exactly one stderr line
+# "moefuse: ..." that mentions CULPRIT.
+run_error() {
+    local name=$1 code=$2 culprit=$3
+    shift 3
+    "$BIN" "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$ERR")
+    if [ $rc -ne "$code" ]; then fail "$name" "exit $rc, expected $code from: moefuse $*"
+    elif [ -s "$OUT" ]; then fail "$name" "stdout not empty on error"
+    elif [ "$lines" -ne 1 ]; then fail "$name" "$lines stderr lines, expected 1"
+    elif ! grep -q '^moefuse: ' "$ERR"; then fail "$name" "stderr does not start with 'moefuse: '"
+    elif ! grep -qF -- "$culprit" "$ERR"; then fail "$name" "message does not mention '$culprit'"
+    else pass "$name"; fi
+}
+
+# check_results FILE TOKENS IMPL: FILE is PERF.md's results JSON with one row per T of TOKENS
+# (comma-separated), in order, each with PERF.md's keys, impl IMPL, finite positive times.
+check_results() {
+    python3 - "$@" <<'EOF'
+import json, re, sys
+path, tokens, impl = sys.argv[1], [int(t) for t in sys.argv[2].split(",")], sys.argv[3]
+d = json.load(open(path))
+def need(cond, what):
+    if not cond:
+        sys.exit(what)
+for key in ("gpu", "date", "commit", "ceilings", "rows"):
+    need(key in d, "missing top-level key " + key)
+need(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d["date"]) is not None, "date not YYYY-MM-DD: %r" % d["date"])
+for key in ("read_TBps", "bf16_TFLOPs", "fp8_TFLOPs"):
+    need(key in d["ceilings"], "missing ceilings key " + key)
+rows = d["rows"]
+need(len(rows) == len(tokens), "%d rows, expected %d" % (len(rows), len(tokens)))
+keys = ("shape", "E", "H", "I", "k", "T", "dtype", "pass", "impl", "ms", "tflops", "gbps", "err")
+for row, t in zip(rows, tokens):
+    for key in keys:
+        need(key in row, "row T=%s misses key %s" % (row.get("T"), key))
+    need(row["T"] == t, "row T=%s, expected %d" % (row["T"], t))
+    need((row["E"], row["H"], row["I"], row["k"]) == (8, 64, 32, 2), "shape %r" % ((row["E"], row["H"], row["I"], row["k"]),))
+    need(row["impl"] == impl, "impl %r, expected %r" % (row["impl"], impl))
+    need(row["pass"] == "forward" and row["dtype"] == "bf16", "pass/dtype %r %r" % (row["pass"], row["dtype"]))
+    need(row["routing"] == "router", "routing %r" % row["routing"])
+    for key in ("ms", "tflops", "gbps"):
+        need(isinstance(row[key], (int, float)) and row[key] > 0, "row T=%d: %s = %r" % (t, key, row[key]))
+    need(1 <= row["experts_touched"] <= min(8, 2 * t), "experts_touched %r" % row["experts_touched"])
+EOF
+}
+
+cat >"$TMP/config.json" <<'EOF'
+{"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_experts": 8,
+ "num_experts_per_tok": 2, "moe_intermediate_size": 32, "intermediate_size": 128,
+ "norm_topk_prob": true, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+ "vocab_size": 1000, "hidden_act": "silu"}
+EOF
+TINY=(--config "$TMP/config.json" --backend cpu --tokens 1,3,17)
+
+# ---- help ----
+if run_ok "help" bench --help; then
+    if grep -q "usage: moefuse bench" "$OUT" && grep -q -- "--tokens LIST" "$OUT"; then pass "help"
+    else fail "help" "no usage line"; fi
+fi
+if run_ok "listed" --help; then
+    if grep -q "^  bench " "$OUT"; then pass "bench listed in moefuse --help"; else fail "listed" "bench not listed"; fi
+fi
+
+# ---- the table ----
+if run_ok "table" bench "${TINY[@]}"; then
+    rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1}' "$OUT" | tr '\n' ,)
+    if ! grep -qE '^ +T +ms +TFLOP/s +GB/s' "$OUT"; then fail "table" "no header line"
+    elif [ "$rows" != "1,3,17," ]; then fail "table" "rows for T = '$rows', expected 1,3,17,"
+    elif ! grep -q "^routing .*router weights" "$OUT"; then fail "table" "does not say how routing is done"
+    elif ! grep -q "^timing .*median of 3" "$OUT"; then fail "table" "does not say the timing (median of 3 on cpu)"
+    elif grep -q "floor" "$OUT"; then fail "table" "a memory floor on the cpu without --read-tbps"
+    else pass "table: header, one row per T, routing and timing named, no floor on cpu"; fi
+fi
+# No progress bar when stderr is not a TTY: run_ok already demands an empty stderr.
+pass "no progress bar when stderr is a file"
+
+if run_ok "table floor" bench "${TINY[@]}" --read-tbps 0.05; then
+    if grep -q "% floor" "$OUT" && [ "$(awk '$1 == 17 {print $NF}' "$OUT" | grep -c '%$')" -eq 1 ]; then
+        pass "table: --read-tbps adds the floor columns"
+    else fail "table floor" "no floor column"; fi
+fi
+
+# ---- JSON ----
+if [ $HAVE_PYTHON -eq 1 ]; then
+    if run_ok "json" bench "${TINY[@]}" --json; then
+        if check_results "$OUT" 1,3,17 moefuse-cpu 2>"$TMP/why"; then pass "json: PERF.md keys, one row per T"
+        else fail "json" "$(cat "$TMP/why")"; fi
+        v=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["gpu"], d["commit"], d["ceilings"]["read_TBps"], d["rows"][0]["reps"])' "$OUT")
+        if [ "$v" = "cpu unknown None 3" ]; then pass "json: gpu cpu, commit unknown, no read ceiling, 3 reps"
+        else fail "json values" "got '$v'"; fi
+    fi
+    if MOEFUSE_COMMIT=abc1234 run_ok "json out" bench "${TINY[@]}" --reps 5 --read-tbps 2.5 --bf16-tflops 700 --out "$TMP/r.json"; then
+        v=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["ceilings"]; print(d["commit"], c["read_TBps"], c["bf16_TFLOPs"], c["fp8_TFLOPs"], d["rows"][2]["reps"], d["rows"][2]["pct_floor"] > 0)' "$TMP/r.json" 2>&1)
+        if ! grep -qE '^ +T +ms' "$OUT"; then fail "json out" "--out without --json should still print the table"
+        elif ! check_results "$TMP/r.json" 1,3,17 moefuse-cpu 2>"$TMP/why"; then fail "json out" "$(cat "$TMP/why")"
+        elif [ "$v" != "abc1234 2.5 700 None 5 True" ]; then fail "json out values" "got '$v'"
+        else pass "--out: results JSON with MOEFUSE_COMMIT, ceilings from options, --reps"; fi
+    fi
+    # The same seed gives the same outputs; another seed, other outputs.
+    sums() { python3 -c 'import json,sys; print(" ".join(repr(r["checksum"]) for r in json.load(open(sys.argv[1]))["rows"]))' "$1"; }
+    "$BIN" bench "${TINY[@]}" --seed 7 --json >"$TMP/a.json" 2>"$ERR" &&
+        "$BIN" bench "${TINY[@]}" --seed 7 --json --threads 1 >"$TMP/b.json" 2>"$ERR" &&
+        "$BIN" bench "${TINY[@]}" --seed 8 --json >"$TMP/c.json" 2>"$ERR"
+    if [ $? -ne 0 ]; then fail "determinism" "a run failed"
+    else
+        a=$(sums "$TMP/a.json") b=$(sums "$TMP/b.json") c=$(sums "$TMP/c.json")
+        if [ "$a" != "$b" ]; then fail "determinism" "seed 7 gave '$a' then '$b'"
+        elif [ "$a" = "$c" ]; then fail "determinism" "seeds 7 and 8 gave the same checksums '$a'"
+        elif echo "$a" | grep -q None; then fail "determinism" "a checksum is not finite: '$a'"
+        else pass "determinism: same seed same checksums (threads too), other seed other checksums"; fi
+    fi
+    # On a TTY the bar appears, and the table on stdout stays clean.
+    python3 - "$BIN" "$TMP/config.json" >"$TMP/tty" 2>&1 <<'EOF'
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.run([sys.argv[1], "bench", "--config", sys.argv[2], "--backend", "cpu", "--tokens", "1,3,17"],
+                   stdout=subprocess.PIPE, stderr=slave, timeout=60)
+os.close(slave)
+err = b""
+try:
+    while True:
+        chunk = os.read(master, 4096)
+        if not chunk:
+            break
+        err += chunk
+except OSError:
+    pass
+out = p.stdout.decode()
+sys.exit(0 if p.returncode == 0 and b"[" in err and b"T=17" in err and "[" not in out and "\r" not in out
+         else "rc %d, stderr %r, stdout %r" % (p.returncode, err[:200], out[:200]))
+EOF
+    if [ $? -eq 0 ]; then pass "progress bar on a TTY stderr, not on stdout"; else fail "tty" "$(tail -1 "$TMP/tty")"; fi
+else
+    echo "SKIP json checks: no python3"
+fi
+
+# ---- errors: one line, non-zero exit ----
+C=(--config "$TMP/config.json" --backend cpu)
+run_error "tokens empty" 2 "--tokens" bench "${C[@]}" --tokens ""
+run_error "tokens empty entry" 2 "empty entry" bench "${C[@]}" --tokens 1,,3
+run_error "tokens trailing comma" 2 "empty entry" bench "${C[@]}" --tokens 1,3,
+run_error "tokens not numeric" 2 "'abc' is not an integer" bench "${C[@]}" --tokens 1,abc
+run_error "tokens negative" 2 "too small" bench "${C[@]}" --tokens 4,-5
+run_error "tokens zero" 2 "too small" bench "${C[@]}" --tokens 0
+run_error "tokens too large" 2 "too large" bench "${C[@]}" --tokens 1,99999999999
+run_error "tokens blank" 2 "not an integer" bench "${C[@]}" --tokens "1, 3"
+run_error "reps zero" 2 "--reps" bench "${C[@]}" --reps 0
+run_error "reps not numeric" 2 "--reps" bench "${C[@]}" --reps x
+run_error "unknown option" 2 "--bogus" bench "${C[@]}" --bogus
+run_error "dtype unknown" 2 "--dtype" bench "${C[@]}" --dtype int3
+run_error "backend unknown" 2 "--backend" bench "${C[@]}" --backend tpu
+run_error "read-tbps negative" 2 "--read-tbps" bench "${C[@]}" --read-tbps -1
+run_error "read-tbps text" 2 "--read-tbps" bench "${C[@]}" --read-tbps fast
+run_error "no model" 2 "--model" bench --tokens 1
+run_error "both model and config" 2 "not both" bench --model qwen3-30b-a3b "${C[@]}"
+run_error "unknown model" 2 "nosuch" bench --model nosuch --backend cpu
+run_error "missing value" 2 "--tokens needs a value" bench "${C[@]}" --tokens
+run_error "memory check" 1 "--mem-limit" bench --model deepseek-v3 --backend cpu --mem-limit 1G --tokens 1
+run_error "out unwritable" 1 "--out" bench "${C[@]}" --tokens 1 --out "$TMP/no/such/dir/r.json"
+
+echo "$PASSED passed, $FAILED failed"
+[ $FAILED -eq 0 ]
