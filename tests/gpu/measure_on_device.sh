@@ -10,8 +10,13 @@
 # (every shape: predicted, measured, ratio, FP8 speedup; and the count within +-25%).
 # The routed-expert rows are timed as one plain cuBLAS GEMM of the expected tokens per expert
 # (rounded up); moefuse's own grouped path is not timed by --measure yet ("moefuse_ms": null).
+# Stage "bench" times it instead with `moefuse bench` (the whole MoE layer forward: router,
+# routing, grouped experts, shared expert; CUDA graph replay) at the same T: bench_<model>.json,
+# set in the table beside the model's predicted GEMM time of one MoE layer (router + routed +
+# shared experts, fprop), which leaves out routing and the elementwise work.
 #
-#   bash tests/gpu/measure_on_device.sh                 # about 3-5 minutes with the build
+#   bash tests/gpu/measure_on_device.sh                 # build, measure, bench (not yet timed on a GPU)
+#   STAGES="build measure" bash tests/gpu/measure_on_device.sh   # then STAGES="bench" on the same machine
 #   MODELS="qwen3-30b-a3b" TOKENS="4096" bash tests/gpu/measure_on_device.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -21,11 +26,13 @@ BUILD=${BUILD:-build-device}
 JOBS=${JOBS:-$(nproc)}
 MODELS=${MODELS:-"qwen3-30b-a3b gpt-oss-120b mixtral-8x7b deepseek-v3"}
 TOKENS=${TOKENS:-"512 4096 16384"}
-TRAIN_MODELS=${TRAIN_MODELS:-"qwen3-30b-a3b deepseek-v3"}
+TRAIN_MODELS=${TRAIN_MODELS-"qwen3-30b-a3b deepseek-v3"}
 TRAIN_SEQ=${TRAIN_SEQ:-4096}
+STAGES=${STAGES:-"build measure bench"}
 LOG=$OUT/measure.log
+has() { [[ " $STAGES " == *" $1 "* ]]; }
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOG" 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >>"$LOG" 2>&1
 
 # cJSON: the system's, else the copy carried in .deps/cjson (as run_on_device.sh does).
 CJSON_ARGS=()
@@ -35,7 +42,7 @@ if [ ! -e /usr/include/cjson/cJSON.h ] && [ -e .deps/cjson/include/cjson/cJSON.h
 fi
 
 t0=$SECONDS
-if ! {
+if has build && ! {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMOEFUSE_CUDA=ON "${CJSON_ARGS[@]}" &&
         cmake --build "$BUILD" -j "$JOBS" --target moefuse_cli
 } >>"$LOG" 2>&1; then
@@ -43,8 +50,9 @@ if ! {
     echo "build failed (log: $LOG)"
     exit 1
 fi
-echo "build: $((SECONDS - t0)) s" | tee -a "$LOG"
+has build && echo "build: $((SECONDS - t0)) s" | tee -a "$LOG"
 CLI=$BUILD/moefuse
+[ -x "$CLI" ] || { echo "no $CLI: run the build stage first"; exit 1; }
 
 failed=0
 measure() { # model mode batch seq: one roofline --measure run, JSON to $OUT
@@ -59,10 +67,22 @@ measure() { # model mode batch seq: one roofline --measure run, JSON to $OUT
     [ $rc -eq 0 ] || failed=1
 }
 
-for model in $MODELS; do
-    for T in $TOKENS; do measure "$model" prefill 1 "$T"; done
-done
-for model in $TRAIN_MODELS; do measure "$model" train 1 "$TRAIN_SEQ"; done
+if has measure; then
+    for model in $MODELS; do
+        for T in $TOKENS; do measure "$model" prefill 1 "$T"; done
+    done
+    for model in $TRAIN_MODELS; do measure "$model" train 1 "$TRAIN_SEQ"; done
+fi
+if has bench; then
+    for model in $MODELS; do
+        t=$SECONDS
+        timeout "${BENCH_LIMIT:-150}" "$CLI" bench --model "$model" --tokens "$(echo $TOKENS | tr ' ' ',')" \
+            --backend cuda --json --out "$OUT/bench_${model}.json" >/dev/null 2>>"$LOG"
+        rc=$?
+        echo "bench $model: rc=$rc in $((SECONDS - t)) s" | tee -a "$LOG"
+        [ $rc -eq 0 ] || failed=1
+    done
+fi
 
 # The table: every shape of every run, and how many fall within +-25% of the prediction.
 python3 - "$OUT" >"$OUT/measure_table.md" 2>>"$LOG" <<'EOF'
@@ -99,6 +119,24 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
                 print("|  |  |  | %s not timed: %s |  |  |  |  |  |  |  |  |  |" % (d, s[d]["error"]))
     w = meas.get("within_25_percent", {})
     print("\nwithin +-25%%: %s\n" % ", ".join("%s %d of %d" % (d, v["within"], v["measured"]) for d, v in w.items()))
+    # moefuse's layer forward (stage bench) beside the predicted GEMMs of one MoE layer.
+    bench_path = os.path.join(out, "bench_%s.json" % doc["model"])
+    if doc["mode"] != "prefill" or not os.path.exists(bench_path):
+        continue
+    try:
+        rows = [r for r in json.load(open(bench_path))["rows"] if r["T"] == doc["tokens"]]
+    except (OSError, ValueError, KeyError) as e:
+        print("bench_%s.json unreadable (%s)\n" % (doc["model"], e))
+        continue
+    gemms = doc["gemms"]
+    layers = [g["count"] for g in gemms if g["kind"] == "router" and g["pass"] == "fprop"]
+    moe_kinds = ("router", "expert_gate_up", "expert_down", "shared_gate_up", "shared_down")
+    predicted = sum(g["predicted_ms"] for g in gemms if g["kind"] in moe_kinds and g["pass"] == "fprop")
+    if rows and layers and layers[0] > 0 and rows[0].get("ms"):
+        per_layer = predicted / layers[0]
+        print("moefuse layer forward (bench, %s): %.4f ms; predicted GEMMs of one MoE layer (router, routed and "
+              "shared experts): %.4f ms; ratio %.2f\n" % (rows[0]["timing"], rows[0]["ms"], per_layer,
+                                                          rows[0]["ms"] / per_layer))
 EOF
 echo "table: rc=$? ($OUT/measure_table.md)" | tee -a "$LOG"
 tail -n 3 "$OUT/measure_table.md"
