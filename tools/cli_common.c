@@ -338,11 +338,12 @@ int cli_device_open(int device) {
         {"cuEventCreate", (void **)&cu.event_create},
         {"cuEventRecord", (void **)&cu.event_record},
         {"cuEventSynchronize", (void **)&cu.event_sync},
-        {"cuEventElapsedTime", (void **)&cu.event_elapsed},
+        {"cuEventElapsedTime_v2", (void **)&cu.event_elapsed}, /* CUDA 13's name; the old one below */
         {"cuEventDestroy_v2", (void **)&cu.event_destroy},
     };
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
         *optional[i].slot = dlsym(cu.lib, optional[i].name);
+    if (!cu.event_elapsed) *(void **)&cu.event_elapsed = dlsym(cu.lib, "cuEventElapsedTime");
     cu_result r;
     int dev = 0;
     void *context = NULL;

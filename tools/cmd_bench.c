@@ -212,11 +212,18 @@ static int forward(moe_context_t *ctx, const cli_layer *l, const cli_forward *f)
 /* Captures one forward into a CUDA graph; NULL when the capture fails (then bench times
  * eager forwards). The warm-up before it has run the forward eagerly, so one-time setup
  * (module loading, kernel attributes) is not in the capture. */
-static void *capture_forward(moe_context_t *ctx, const cli_layer *l, const cli_forward *f, gpu_timer *g) {
-    if (cli_capture_begin(g->stream)) return NULL;
+static void *capture_forward(moe_context_t *ctx, const cli_layer *l, const cli_forward *f, gpu_timer *g, char *why,
+                             size_t why_size) {
+    if (cli_capture_begin(g->stream)) {
+        snprintf(why, why_size, "%s", cli_device_error());
+        return NULL;
+    }
     moe_status st = moe_forward(ctx, l->weights, &f->args);
+    if (st != MOE_STATUS_OK) snprintf(why, why_size, "moe_forward: %s", moe_last_error(ctx));
     void *graph = NULL;
-    if (cli_capture_end(g->stream, &graph) || st != MOE_STATUS_OK) {
+    int ended = cli_capture_end(g->stream, &graph);
+    if (ended && st == MOE_STATUS_OK) snprintf(why, why_size, "%s", cli_device_error());
+    if (ended || st != MOE_STATUS_OK) {
         cli_graph_destroy(graph);
         return NULL;
     }
@@ -224,14 +231,17 @@ static void *capture_forward(moe_context_t *ctx, const cli_layer *l, const cli_f
 }
 
 static int time_gpu(moe_context_t *ctx, const cli_layer *l, cli_forward *f, gpu_timer *g, int reps, double *times,
-                    int *graph_used, int show, int point, int points) {
+                    int *graph_used, char *why, size_t why_size, int show, int point, int points) {
     enum { WARMUP = 3 };
     f->args.stream = g->stream;
+    /* x went up with a synchronous copy on the legacy stream, whose DMA may still be in
+     * flight; our stream does not wait for that stream by itself. */
+    if (cli_device_sync()) return cli_fail(1, "copying x to the GPU: %s", cli_device_error());
     int rc = 0;
     for (int i = 0; i < WARMUP && !rc; i++) rc = forward(ctx, l, f);
     if (rc) return rc;
     if (cli_stream_sync(g->stream)) return cli_fail(1, "moe_forward: %s", cli_device_error());
-    void *graph = capture_forward(ctx, l, f, g);
+    void *graph = capture_forward(ctx, l, f, g, why, why_size);
     /* One replay before timing: the first launch of a graph uploads it. */
     if (graph && (cli_graph_launch(graph, g->stream) || cli_stream_sync(g->stream))) {
         cli_graph_destroy(graph);
@@ -287,6 +297,7 @@ typedef struct bench_run {
     double read_tbps; /* NAN: no floor */
     bench_row rows[MAX_POINTS];
     int num_rows;
+    char capture_error[256]; /* why the last failed graph capture failed */
 } bench_run;
 
 static const char *timing_name(const bench_run *b, const bench_row *r) {
@@ -311,6 +322,7 @@ static void print_table(const bench_run *b) {
         printf("timing   median of %d eager forwards between CUDA events (graph capture failed), after warm-up\n",
                b->reps);
     else printf("timing   median of %d forwards between CUDA events; the timing column says graph or eager\n", b->reps);
+    if (b->gpu && graphs != b->num_rows) printf("capture  failed: %s\n", b->capture_error);
     if (isfinite(b->read_tbps)) printf("floor    PERF.md's memory floor at %.2f TB/s read\n", b->read_tbps);
     printf("\n%8s %11s %10s %10s %8s", "T", "ms", "TFLOP/s", "GB/s", "experts");
     if (isfinite(b->read_tbps)) printf(" %10s %8s", "floor ms", "% floor");
@@ -387,7 +399,9 @@ static int bench_point(moe_context_t *ctx, const cli_layer *l, bench_run *b, gpu
     cli_forward f;
     int rc = cli_forward_setup(ctx, l, row->tokens, o->seed, &f);
     if (rc) return rc;
-    if (b->gpu) rc = time_gpu(ctx, l, &f, g, b->reps, times, &row->graph, show, point, o->num_points);
+    if (b->gpu)
+        rc = time_gpu(ctx, l, &f, g, b->reps, times, &row->graph, b->capture_error, sizeof b->capture_error, show,
+                      point, o->num_points);
     else rc = time_cpu(ctx, l, &f, b->reps, times, show, point, o->num_points);
     cli_work work;
     if (!rc && !(rc = cli_forward_fetch(&f)) && !(rc = cli_forward_measure(l, &f, &work))) {
