@@ -2,7 +2,9 @@
  *
  * Steps: derive the layer spec, check that the run fits in memory, draw the weights with a
  * seeded PRNG (one stream per expert, so threads do not change the numbers), pack them in
- * the format of --dtype, draw x, run the forward once to warm up, then time it. */
+ * the format of --dtype, draw x, run the forward once to warm up, then time it.
+ * moefuse bench (tools/cmd_bench.c) builds its layer and buffers with the cli_layer_* and
+ * cli_forward_* functions below (declared in cli.h), so both commands draw the same numbers. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
