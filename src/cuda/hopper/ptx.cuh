@@ -104,6 +104,19 @@ __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorM
         : "memory");
 }
 
+// --- cp.async (non-bulk) completing on an mbarrier ---------------------------------------------
+// Copies 4 bytes global -> shared asynchronously; `src_bytes` 0 writes zeros instead (and reads
+// nothing). Used for data TMA cannot box (a strided column of fp32 scales).
+__device__ __forceinline__ void cp_async_4(void *dst, const void *src, uint32_t src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+// One arrival on `bar` once all of this thread's earlier cp.async copies have landed. .noinc:
+// the arrival is one of the `count` the barrier was initialised with (not an extra one).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t *bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
 // --- proxy fences ----------------------------------------------------------------------------
 // Ordinary shared-memory stores (st.shared, stmatrix) become visible to the async proxy (wgmma
 // operand reads, TMA stores) only after this fence in each writing thread.
@@ -243,6 +256,38 @@ template <> __device__ __forceinline__ void wgmma_bf16<128>(float *d, uint64_t a
 }
 template <> __device__ __forceinline__ void wgmma_bf16<256>(float *d, uint64_t a, uint64_t b, int acc) {
     wgmma_m64n256k16_bf16(d, a, b, acc);
+}
+
+// --- wgmma FP8 (e4m3 x e4m3 -> fp32) ---------------------------------------------------------
+// D[64 x 128] (+)= A[64 x 32] . B[128 x 32]^T: e4m3 operands from shared memory, both K-major
+// (FP8 wgmma has no transpose: K-major is the only layout), fp32 accumulators, 64 registers
+// per thread in the same fragment layout as the bf16 m64n128 form. A k32 step reads 32 bytes of
+// each 128-byte swizzled row, the same byte offsets as a bf16 k16 step, so the descriptors
+// above serve unchanged. The tensor core accumulates these with reduced precision (fewer than
+// fp32's mantissa bits are kept across k steps): callers promote into fp32 every 128 of K.
+// accumulate = 0 overwrites D. FP8 forms take no transpose immediates (only scale-d, scale-a,
+// scale-b).
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 // --- stmatrix (for a shared-memory staged epilogue: four 8x8 b16 matrices per warp) ---------

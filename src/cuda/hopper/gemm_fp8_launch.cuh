@@ -1,0 +1,115 @@
+// Host side of the FP8 block-scaled GEMM: argument checks, e4m3 tensor maps, persistent launch.
+// Templated over the kernel configuration so that the library and the kernel lab launch the
+// same code.
+#ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_LAUNCH_CUH
+#define MOEFUSE_CUDA_HOPPER_GEMM_FP8_LAUNCH_CUH
+
+#include "gemm_fp8.h"
+#include "gemm_fp8_kernel.cuh"
+#include "gemm_launch.cuh"
+
+namespace moe_hopper {
+
+// An e4m3 matrix [rows, cols] with row stride ld bytes, read in boxes of 128 rows x 128 bytes
+// with the 128-byte swizzle; elements outside the matrix read as zero (code 0 = +0.0).
+inline CUresult make_tensor_map_e4m3(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int64_t ld) {
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode) return CUDA_ERROR_NOT_FOUND;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    cuuint64_t strides[1] = {(cuuint64_t)ld};
+    cuuint32_t box[2] = {(cuuint32_t)FP8_BK, 128};
+    cuuint32_t elem_strides[2] = {1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, elem_strides,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, size_t why_len) {
+    if (!a) return fail(why, why_len, MOE_STATUS_NULL_POINTER, "args: got NULL, expected a moe__hopper_gemm_fp8_args");
+    if (!a->a || !a->b || !a->c || !a->a_scales || !a->b_scales)
+        return fail(why, why_len, MOE_STATUS_NULL_POINTER,
+                    "a/a_scales/b/b_scales/c: got %p/%p/%p/%p/%p, expected device pointers", a->a, (void *)a->a_scales,
+                    a->b, (void *)a->b_scales, a->c);
+    const int64_t lim = (int64_t)1 << 31;
+    if (a->m < 1 || a->m >= lim || a->n < 1 || a->n >= lim || a->k < 1 || a->k >= lim)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "m, n, k: got %lld, %lld, %lld, expected each in [1, 2^31)", (long long)a->m, (long long)a->n,
+                    (long long)a->k);
+    if (a->lda < a->k || a->lda % 16 != 0 || a->lda >= ((int64_t)1 << 40))
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "lda: got %lld, expected a multiple of 16 (16-byte rows for TMA), >= k = %lld", (long long)a->lda,
+                    (long long)a->k);
+    if (a->ldb < a->k || a->ldb % 16 != 0 || a->ldb >= ((int64_t)1 << 40))
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "ldb: got %lld, expected a multiple of 16 (16-byte rows for TMA), >= k = %lld", (long long)a->ldb,
+                    (long long)a->k);
+    const int64_t kblocks = (a->k + 127) / 128;
+    if (a->lds_a < kblocks || a->lds_b < kblocks)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "lds_a, lds_b: got %lld, %lld, expected >= ceil(k/128) = %lld",
+                    (long long)a->lds_a, (long long)a->lds_b, (long long)kblocks);
+    if (a->ldc < a->n)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "ldc: got %lld, expected >= n = %lld", (long long)a->ldc,
+                    (long long)a->n);
+    if (((uintptr_t)a->a | (uintptr_t)a->b) % 16 != 0)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "a/b: got %p/%p, expected 16-byte aligned addresses",
+                    a->a, a->b);
+    if (((uintptr_t)a->a_scales | (uintptr_t)a->b_scales) % 4 != 0)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "a_scales/b_scales: got %p/%p, expected 4-byte aligned addresses", (void *)a->a_scales,
+                    (void *)a->b_scales);
+    return MOE_STATUS_OK;
+}
+
+template <class CFG>
+moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
+    moe_status st = check_fp8_args(args, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
+    int sms = 0;
+    st = device_sms(&sms, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
+
+    CUtensorMap map_a, map_b;
+    CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb);
+    if (cr != CUDA_SUCCESS)
+        return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
+                    "cuTensorMapEncodeTiled: %s (error %d)",
+                    cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr);
+
+    fp8_params p;
+    p.m = (int)args->m;
+    p.n = (int)args->n;
+    p.k = (int)args->k;
+    p.sa = args->a_scales;
+    p.lds_a = (long long)args->lds_a;
+    p.sb = args->b_scales;
+    p.lds_b = (long long)args->lds_b;
+    p.out.m = p.m;
+    p.out.n = p.n;
+    p.out.k = p.k;
+    p.out.c = args->c;
+    p.out.ldc = (long long)args->ldc;
+    p.out.c_f32 = 0;
+    p.out.pair_ok = args->ldc % 2 == 0 && (uintptr_t)args->c % 4 == 0;
+    // Grouped raster as in the bf16 engine: g = sqrt(BN * SMs / BM) tile rows per group.
+    const int group = (int)lround(sqrt((double)FP8_BN * sms / FP8_BM));
+    p.out.group_m = group < 1 ? 1 : group;
+
+    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + FP8_BN - 1) / FP8_BN);
+    auto kernel = fp8_gemm_kernel<CFG>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
+    if (err != cudaSuccess)
+        return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
+                    CFG::SMEM_BYTES, cudaGetErrorString(err));
+    const long long ctas = units < sms ? units : sms;
+    kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, p);
+    err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
+                    CFG::STAGES, cudaGetErrorString(err));
+    return MOE_STATUS_OK;
+}
+
+} // namespace moe_hopper
+
+#endif
