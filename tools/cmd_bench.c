@@ -388,6 +388,17 @@ static void write_json(FILE *f, const bench_run *b) {
 /* ---------------------------------------------------------------------------------------
  * The command.
  * ------------------------------------------------------------------------------------- */
+/* A time is worth nothing if the forward wrote garbage: y must be finite and not all zero. */
+static int check_output(const cli_forward *f, int64_t tokens, const cli_work *work) {
+    if (!isfinite(work->checksum))
+        return cli_fail(1, "T=%lld: the forward's output holds NaN or Inf (checksum %g)", (long long)tokens,
+                        work->checksum);
+    const unsigned char *y = f->host_y;
+    for (size_t i = 0; i < (size_t)f->x_bytes; i++)
+        if (y[i]) return 0;
+    return cli_fail(1, "T=%lld: the forward's output is all zeros", (long long)tokens);
+}
+
 /* Times one T and fills `row`. */
 static int bench_point(moe_context_t *ctx, const cli_layer *l, bench_run *b, gpu_timer *g, int point, int show,
                        double *times) {
@@ -404,7 +415,8 @@ static int bench_point(moe_context_t *ctx, const cli_layer *l, bench_run *b, gpu
                       point, o->num_points);
     else rc = time_cpu(ctx, l, &f, b->reps, times, show, point, o->num_points);
     cli_work work;
-    if (!rc && !(rc = cli_forward_fetch(&f)) && !(rc = cli_forward_measure(l, &f, &work))) {
+    if (!rc && !(rc = cli_forward_fetch(&f)) && !(rc = cli_forward_measure(l, &f, &work)) &&
+        !(rc = check_output(&f, row->tokens, &work))) {
         double seconds = cli_median(times, b->reps);
         row->ms = seconds * 1e3;
         row->tflops = seconds > 0 ? work.flops / seconds * 1e-12 : NAN;
