@@ -315,7 +315,7 @@ static void print_table(const bench_run *b) {
     printf("routing  computed in each timed forward from the router weights (x W_r^T, score, top-k)\n");
     int graphs = 0;
     for (int i = 0; i < b->num_rows; i++) graphs += b->rows[i].graph;
-    if (!b->gpu) printf("timing   median of %d forwards, monotonic clock, after 1 warm-up\n", b->reps);
+    if (!b->gpu) printf("timing   median of %d forward%s, monotonic clock, after 1 warm-up\n", b->reps, b->reps > 1 ? "s" : "");
     else if (graphs == b->num_rows)
         printf("timing   median of %d CUDA-graph replays between CUDA events, after warm-up\n", b->reps);
     else if (graphs == 0)
