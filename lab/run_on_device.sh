@@ -11,6 +11,8 @@
 # lab_<variant>.log, lab.json (all rows). 7 files, under the device tool's 8.
 set -u
 cd "$(dirname "$0")/.."
+# LAB=fp8: the FP8 block-scaled lab instead (lab/run_fp8_on_device.sh; same knobs).
+[ "${LAB:-bf16}" = fp8 ] && exec bash lab/run_fp8_on_device.sh
 OUT=${OUT:-$PWD/lab-out}
 mkdir -p "$OUT"
 BUILD=${LAB_BUILD:-/tmp/moefuse-lab-build}

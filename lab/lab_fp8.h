@@ -1,0 +1,16 @@
+// FP8 kernel lab: the block-scaled FP8 variants the driver (gemm_fp8_lab.cu) checks and times.
+// Each variant is one function with the engine's FP8 launcher signature.
+#ifndef MOEFUSE_LAB_FP8_H
+#define MOEFUSE_LAB_FP8_H
+
+#include <cuda_runtime.h>
+
+#include "gemm_fp8.h"
+
+typedef moe_status (*lab_fp8_fn)(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                 size_t why_len);
+
+extern "C" moe_status lab_gemm_fp8_v1(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                      size_t why_len);
+
+#endif
