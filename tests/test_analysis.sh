@@ -5,52 +5,9 @@
 # Usage: bash tests/test_analysis.sh path/to/moefuse
 set -u
 
-BIN=${1:?usage: bash tests/test_analysis.sh path/to/moefuse}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-OUT=$TMP/stdout
-ERR=$TMP/stderr
-PASSED=0
-FAILED=0
-SKIPPED=0
-HAVE_PYTHON=0
-command -v python3 >/dev/null 2>&1 && HAVE_PYTHON=1
-
-pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
-skip() { echo "SKIP $1: $2"; SKIPPED=$((SKIPPED + 1)); }
-fail() {
-    echo "FAIL $1: $2"
-    sed 's/^/    stderr: /' "$ERR" | head -5
-    FAILED=$((FAILED + 1))
-}
-
-# run_ok NAME ARGS...: exit 0, nothing on stderr.
-run_ok() {
-    local name=$1
-    shift
-    "$BIN" "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [ $rc -ne 0 ]; then fail "$name" "exit $rc from: moefuse $*"; return 1; fi
-    if [ -s "$ERR" ]; then fail "$name" "unexpected stderr from: moefuse $*"; return 1; fi
-    return 0
-}
-
-# run_error NAME CULPRIT ARGS...: a non-zero exit, nothing on stdout, exactly one stderr line
-# "moefuse: ..." that mentions CULPRIT.
-run_error() {
-    local name=$1 culprit=$2
-    shift 2
-    "$BIN" "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    local lines
-    lines=$(wc -l <"$ERR")
-    if [ $rc -eq 0 ]; then fail "$name" "exit 0 from: moefuse $*"
-    elif [ -s "$OUT" ]; then fail "$name" "stdout not empty on error"
-    elif [ "$lines" -ne 1 ]; then fail "$name" "$lines stderr lines, expected 1"
-    elif ! grep -q '^moefuse: ' "$ERR"; then fail "$name" "stderr does not start with 'moefuse: '"
-    elif ! grep -qF -- "$culprit" "$ERR"; then fail "$name" "message does not mention '$culprit'"
-    else pass "$name"; fi
-}
+HARNESS_USAGE="usage: bash tests/test_analysis.sh path/to/moefuse"
+# shellcheck source=tests/cli_harness.sh
+source "$(dirname "$0")/cli_harness.sh"
 
 # json_check NAME FILE PYTHON-EXPR: the file parses as JSON and the expression (over `d`) holds.
 json_check() {
@@ -163,26 +120,26 @@ for svg in roof_train roof_decode roof_fp8 advise advise_ds; do
 done
 
 # ---- bad input: one line, non-zero exit ----------------------------------------------------
-run_error "unknown model" "unknown model 'no-such-model'" shapes --model no-such-model $STEP
-run_error "batch 0" "--batch" shapes --model deepseek-v3 --batch 0 --seq 2048 --mode train
-run_error "json and csv" "--csv" shapes --model deepseek-v3 $STEP --json --csv
-run_error "tp not dividing heads" "--tp 3 does not divide num_attention_heads" shapes --model deepseek-v3 $STEP --tp 3
-run_error "ep not dividing experts" "--ep 3" shapes --model mixtral-8x7b $STEP --ep 3
-run_error "unknown gpu" "unknown --gpu 'a100'" roofline --model deepseek-v3 $STEP --gpu a100
-run_error "gpu file missing a key" "read_tbps" roofline --model deepseek-v3 $STEP --gpu "$(
+run_error "unknown model" any "unknown model 'no-such-model'" shapes --model no-such-model $STEP
+run_error "batch 0" any "--batch" shapes --model deepseek-v3 --batch 0 --seq 2048 --mode train
+run_error "json and csv" any "--csv" shapes --model deepseek-v3 $STEP --json --csv
+run_error "tp not dividing heads" any "--tp 3 does not divide num_attention_heads" shapes --model deepseek-v3 $STEP --tp 3
+run_error "ep not dividing experts" any "--ep 3" shapes --model mixtral-8x7b $STEP --ep 3
+run_error "unknown gpu" any "unknown --gpu 'a100'" roofline --model deepseek-v3 $STEP --gpu a100
+run_error "gpu file missing a key" any "read_tbps" roofline --model deepseek-v3 $STEP --gpu "$(
     echo '{"bf16_tflops": 500, "fp8_tflops": 1000, "sms": 100}' >"$TMP/bad_gpu.json"; echo "$TMP/bad_gpu.json")"
 echo '{"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 32000}' \
     >"$TMP/no_heads.json"
-run_error "config without heads" "num_attention_heads" shapes --config "$TMP/no_heads.json" $STEP
+run_error "config without heads" any "num_attention_heads" shapes --config "$TMP/no_heads.json" $STEP
 echo '{"model_type": "llama", "num_hidden_layers": 32}' >"$TMP/no_hidden.json"
-run_error "config without hidden size" "hidden_size" advise --config "$TMP/no_hidden.json"
-run_error "mode missing" "--mode" shapes --model deepseek-v3 --batch 2 --seq 2048
-run_error "bad mode" "infer" shapes --model deepseek-v3 --batch 2 --seq 2048 --mode infer
-run_error "model and config" "not both" shapes --model deepseek-v3 --config "$TMP/no_heads.json" $STEP
-run_error "measure without CUDA kernels" "--measure needs" roofline --model deepseek-v3 $STEP --gpu h200 --measure
-run_error "roofline without gpu" "--gpu" roofline --model deepseek-v3 $STEP
-run_error "advise with mode" "--mode does not apply" advise --model qwen3-30b-a3b --mode train
-run_error "unknown option" "--bogus" shapes --model deepseek-v3 $STEP --bogus
+run_error "config without hidden size" any "hidden_size" advise --config "$TMP/no_hidden.json"
+run_error "mode missing" any "--mode" shapes --model deepseek-v3 --batch 2 --seq 2048
+run_error "bad mode" any "infer" shapes --model deepseek-v3 --batch 2 --seq 2048 --mode infer
+run_error "model and config" any "not both" shapes --model deepseek-v3 --config "$TMP/no_heads.json" $STEP
+run_error "measure without CUDA kernels" any "--measure needs" roofline --model deepseek-v3 $STEP --gpu h200 --measure
+run_error "roofline without gpu" any "--gpu" roofline --model deepseek-v3 $STEP
+run_error "advise with mode" any "--mode does not apply" advise --model qwen3-30b-a3b --mode train
+run_error "unknown option" any "--bogus" shapes --model deepseek-v3 $STEP --bogus
 
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]
