@@ -9,14 +9,14 @@
 # runs the host-only quantiser self-test, then the driver once per variant (own process, own
 # time limit; cuBLASLt FP8 timed beside it in each), one seed for all. Into $OUT (default
 # ./lab-out): build.log, sass.log, lab_fp8_selftest.log, lab_<variant>.log, lab_fp8.json:
-# 6 files with the default variants, under the device tool's 8.
+# 7 files with the default variants, under the device tool's 8.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/lab-out}
 mkdir -p "$OUT"
 BUILD=${LAB_BUILD:-/tmp/moefuse-fp8lab-build}
 mkdir -p "$BUILD"
-VARIANTS=${VARIANTS:-"fp8v1 fp8engine"}
+VARIANTS=${VARIANTS:-"fp8v1 fp8v2 fp8engine"}
 SEED=${LAB_SEED:-$(date +%s)}
 COMMIT=${LAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export LAB_SEED=$SEED LAB_COMMIT=$COMMIT
@@ -47,7 +47,7 @@ fi
 
 FLAGS=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v -Iinclude -Isrc/cuda/hopper -Ilab
     "${CUBLAS_INC[@]}")
-SOURCES=(lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu src/cuda/hopper/gemm_fp8.cu)
+SOURCES=(lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu src/cuda/hopper/gemm_fp8.cu)
 CFLAGS=(-std=c11 -O2 -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc/core)
 rm -f "$BUILD"/*.o
 pids=()

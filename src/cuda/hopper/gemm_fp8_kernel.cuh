@@ -39,8 +39,11 @@ constexpr int FP8_BN = 128;  // one B scale block per tile column block
 constexpr int FP8_BK = 128;  // one scale block per k-block; 128 bytes = the swizzle row
 constexpr int FP8_SCALE_SLOTS = 132;  // per stage: 128 A scales, the B scale, padding to 16 B
 
-template <int STAGES_> struct fp8_config {
+// OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
+// 64 more registers per thread) instead of one (wait for each k-block, then promote).
+template <int STAGES_, bool OVERLAP_ = false> struct fp8_config {
     static constexpr int STAGES = STAGES_;
+    static constexpr bool OVERLAP = OVERLAP_;
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = FP8_BN * FP8_BK;  // 16 KB
     static constexpr int TMA_BYTES = A_BYTES + B_BYTES;
@@ -60,6 +63,52 @@ struct fp8_params {
     long long lds_b;
     dense_params out;     // C (bf16), ldc, pair_ok, raster group; out.m/n = m/n
 };
+
+// One k-block in flight in a consumer warpgroup: its stage (released after its wgmmas are
+// done) and this thread's two combined scales sa[row] * sb for it.
+struct fp8_kblock {
+    int stage;
+    float s_lo, s_hi;
+};
+
+// Waits for the next stage, issues its 4 wgmma k32 steps into `part` (overwriting it) as one
+// commit group, reads the stage's scales while they run, and advances (stage, phase).
+template <class CFG>
+__device__ __forceinline__ fp8_kblock fp8_issue(float *part, uint8_t *smem_a, uint8_t *smem_b, const float *smem_scale,
+                                                uint64_t *full, int &stage, uint32_t &phase, int half, int r_lo) {
+    mbar_wait(&full[stage], phase);
+    const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * FP8_BK);
+    const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < FP8_BK / 32; ++kk)
+        wgmma_m64n128k32_e4m3(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
+                              kk > 0 ? 1 : 0);
+    wgmma_commit_group();
+    // The stage stays ours (its scales too) until fp8_retire releases it.
+    const float *sc = smem_scale + stage * FP8_SCALE_SLOTS;
+    const float sb = sc[FP8_BM];
+    fp8_kblock kb = {stage, sc[r_lo] * sb, sc[r_lo + 8] * sb};
+    if (++stage == CFG::STAGES) {
+        stage = 0;
+        phase ^= 1;
+    }
+    return kb;
+}
+
+// After a wgmma wait proved `part`'s group complete: release its stage to the producer and
+// promote: acc += part * scale, in fp32.
+__device__ __forceinline__ void fp8_retire(float *acc, float *part, const fp8_kblock &kb, uint64_t *empty, int lane) {
+    fence_registers<64>(part);
+    release_stage<1>(&empty[kb.stage], lane);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        acc[4 * j + 0] = fmaf(part[4 * j + 0], kb.s_lo, acc[4 * j + 0]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1], kb.s_lo, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(part[4 * j + 2], kb.s_hi, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3], kb.s_hi, acc[4 * j + 3]);
+    }
+}
 
 template <class CFG>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -140,6 +189,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int half = warpgroup - 1;           // rows half*64 .. half*64+63 of the tile
         const int r_lo = half * 64 + warp * 16 + lane / 4;  // this thread's rows: r_lo, r_lo + 8
         float acc[64], part[64];
+        float part2[CFG::OVERLAP ? 64 : 1];  // the second partial accumulator (OVERLAP only)
         int stage = 0;
         uint32_t phase = 0;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -148,34 +198,36 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-            for (int kb = 0; kb < num_kb; ++kb) {
-                mbar_wait(&full[stage], phase);
-                const float *sc = smem_scale + stage * FP8_SCALE_SLOTS;
-                const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * FP8_BK);
-                const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                    wgmma_m64n128k32_e4m3(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
-                                          kk > 0 ? 1 : 0);
-                wgmma_commit_group();
-                // Scales while the wgmmas run (the stage stays ours until we release it).
-                const float sb = sc[FP8_BM];
-                const float s_lo = sc[r_lo] * sb, s_hi = sc[r_lo + 8] * sb;
-                wgmma_wait_group<0>();
-                fence_registers<64>(part);
-                release_stage<1>(&empty[stage], lane);
-                // Promotion: fp32 from here on.
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    acc[4 * j + 0] = fmaf(part[4 * j + 0], s_lo, acc[4 * j + 0]);
-                    acc[4 * j + 1] = fmaf(part[4 * j + 1], s_lo, acc[4 * j + 1]);
-                    acc[4 * j + 2] = fmaf(part[4 * j + 2], s_hi, acc[4 * j + 2]);
-                    acc[4 * j + 3] = fmaf(part[4 * j + 3], s_hi, acc[4 * j + 3]);
+            if constexpr (!CFG::OVERLAP) {
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    fp8_kblock kb_now = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    wgmma_wait_group<0>();
+                    fp8_retire(acc, part, kb_now, empty, lane);
                 }
-                if (++stage == STAGES) {
-                    stage = 0;
-                    phase ^= 1;
+            } else {
+                // Two partial accumulators: k-block kb+1's wgmmas run while kb's are promoted.
+                // Straight-line steady state (every wait_group 1 leaves exactly one group in
+                // flight) and an explicit tail, so that ptxas can prove which accumulators
+                // are complete when they are read (it serialises the wgmmas otherwise: C7514).
+                fp8_kblock even = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                int kb = 0;
+                for (; kb + 2 < num_kb; kb += 2) {
+                    fp8_kblock odd = fp8_issue<CFG>(part2, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    wgmma_wait_group<1>();
+                    fp8_retire(acc, part, even, empty, lane);
+                    even = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    wgmma_wait_group<1>();
+                    fp8_retire(acc, part2, odd, empty, lane);
+                }
+                if (kb + 1 < num_kb) {
+                    fp8_kblock odd = fp8_issue<CFG>(part2, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    wgmma_wait_group<1>();
+                    fp8_retire(acc, part, even, empty, lane);
+                    wgmma_wait_group<0>();
+                    fp8_retire(acc, part2, odd, empty, lane);
+                } else {
+                    wgmma_wait_group<0>();
+                    fp8_retire(acc, part, even, empty, lane);
                 }
             }
 
