@@ -368,6 +368,20 @@ moe_status moe_forward_workspace_size(moe_context_t *ctx, const moe_weights_t *w
 /* y = MoE(x). Sync-free on CUDA: nothing is read back to the host. */
 moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args);
 
+/* Describes, in one NUL-terminated line written to buf, what moe_forward would run for
+ * num_tokens tokens on these weights with this act_format: the backend; on CUDA the grouped
+ * GEMM path (v1 mma.sync, 64-row plan blocks, or Hopper TMA+wgmma, 128-row blocks), its tile
+ * sizes and why it was chosen (the rule T*k >= 128*E, or the MOEFUSE_GEMM override, named when
+ * set), the plan block, how the shared expert runs (fused as expert E, or separate) and the
+ * workspace bytes; on the CPU the thread count and the reference path. A pure function of its
+ * arguments and of MOEFUSE_GEMM; nothing is printed or launched. Errors: NULL ctx/w/buf
+ * (NULL_POINTER); buf_size too small for the line (INVALID_ARGUMENT, the message gives the
+ * size needed; MOE_FORWARD_CONFIG_MAX always suffices); num_tokens < 0 (INVALID_ARGUMENT) or
+ * too large (OVERFLOW), as moe_forward_workspace_size. */
+#define MOE_FORWARD_CONFIG_MAX 1024
+moe_status moe_forward_config(moe_context_t *ctx, const moe_weights_t *w, int64_t num_tokens, moe_format act_format,
+                              char *buf, size_t buf_size);
+
 /* ---------------------------------------------------------------------------------------
  * The pieces of the forward, exposed so that each can be checked on its own.
  * ------------------------------------------------------------------------------------- */

@@ -7,6 +7,8 @@ set -u
 HARNESS_USAGE="usage: bash tests/test_cli.sh path/to/moefuse"
 # shellcheck source=tests/cli_harness.sh
 source "$(dirname "$0")/cli_harness.sh"
+# The config line goes to stderr only when asked; run_ok demands an empty stderr.
+unset MOEFUSE_PRINT_CONFIG
 
 # json_get FILE KEY: a top-level value of the JSON object in FILE (strings unquoted).
 json_get() {
@@ -60,7 +62,7 @@ EOF
 sed 's/"hidden_size": 256/"hidden_size": 255/' "$TMP/tiny_qwen.json" >"$TMP/tiny_odd.json"
 echo '{"model_type": "qwen3_moe", "hidden_size": ' >"$TMP/broken.json"
 
-RUN_KEYS="model tokens experts hidden intermediate top_k score activation backend dtype time_ms tflops gbps checksum seed threads"
+RUN_KEYS="model tokens experts hidden intermediate top_k score activation backend dtype time_ms tflops gbps checksum seed threads config"
 
 # ---- help ----
 for cmd in run info models; do
@@ -107,6 +109,36 @@ if run_ok "run text" run --config "$TMP/tiny_qwen.json" --tokens 5 --backend cpu
     if grep -q "^checksum " "$OUT" && grep -q "TFLOP/s" "$OUT" && [ "$(wc -l <"$OUT")" -le 8 ]; then pass "run text"
     else fail "run text" "unexpected output: $(head -3 "$OUT")"; fi
 fi
+
+# ---- run: the forward's configuration (moe_forward_config): JSON field always, stderr on request ----
+CFG_RE='^config   backend=cpu T=5 weights=bf16 path=reference .*threads=1 \(moe_context_set_threads\); shared expert: separate pass over all T tokens \(Is = [0-9]+\); act_format=f32; workspace=[0-9]+ bytes$'
+# print_config_ok NAME: exit 0, exactly one stderr line matching CFG_RE, the normal output on stdout.
+print_config_ok() {
+    local rc=$1 name=$2
+    if [ "$rc" -ne 0 ]; then fail "$name" "exit $rc"
+    elif [ "$(wc -l <"$ERR")" -ne 1 ] || ! grep -qE "$CFG_RE" "$ERR"; then fail "$name" "stderr is not the one config line"
+    elif ! grep -q "^checksum " "$OUT"; then fail "$name" "the text output is missing from stdout"
+    else pass "$name: $(cut -c1-60 "$ERR")..."; fi
+}
+"$BIN" run --config "$TMP/tiny_deepseek.json" --tokens 5 --backend cpu --threads 1 --print-config >"$OUT" 2>"$ERR"
+print_config_ok $? "run --print-config"
+MOEFUSE_PRINT_CONFIG=1 "$BIN" run --config "$TMP/tiny_deepseek.json" --tokens 5 --backend cpu --threads 1 >"$OUT" 2>"$ERR"
+print_config_ok $? "run MOEFUSE_PRINT_CONFIG=1"
+# Any other value is off.
+if MOEFUSE_PRINT_CONFIG=0 run_ok "run MOEFUSE_PRINT_CONFIG=0 prints nothing" run --config "$TMP/tiny_qwen.json" --tokens 5 \
+    --backend cpu; then pass "run MOEFUSE_PRINT_CONFIG=0: stderr empty"; fi
+if run_ok "run json config" run --config "$TMP/tiny_qwen.json" --tokens 6 --backend cpu --threads 2 --json; then
+    v=$(json_get "$OUT" config)
+    if echo "$v" | grep -qE '^backend=cpu T=6 weights=bf16 path=reference .*threads=2 .*shared expert: none; act_format=f32; workspace=[0-9]+ bytes$'; then
+        pass "run json config: $v"
+    else fail "run json config" "got '$v'"; fi
+fi
+# With --json and --print-config: the JSON on stdout, the same line on stderr.
+"$BIN" run --config "$TMP/tiny_qwen.json" --tokens 6 --backend cpu --threads 2 --json --print-config >"$OUT" 2>"$ERR"
+rc=$?
+if [ $rc -ne 0 ]; then fail "run json --print-config" "exit $rc"
+elif [ "config   $(json_get "$OUT" config)" != "$(cat "$ERR")" ]; then fail "run json --print-config" "stderr and JSON differ"
+else pass "run json --print-config: stderr line equals the JSON field"; fi
 
 # ---- run: presets, small batches ----
 # (each draws and packs a few GiB of weights: seconds apiece on a small machine)

@@ -8,6 +8,8 @@ set -u
 HARNESS_USAGE="usage: bash tests/test_cli_bench.sh path/to/moefuse"
 # shellcheck source=tests/cli_harness.sh
 source "$(dirname "$0")/cli_harness.sh"
+# The config lines go to stderr only when asked; run_ok demands an empty stderr.
+unset MOEFUSE_PRINT_CONFIG
 
 # check_results FILE TOKENS IMPL: FILE is PERF.md's results JSON with one row per T of TOKENS
 # (comma-separated), in order, each with PERF.md's keys, impl IMPL, finite positive times.
@@ -38,6 +40,8 @@ for row, t in zip(rows, tokens):
     for key in ("ms", "tflops", "gbps"):
         need(isinstance(row[key], (int, float)) and row[key] > 0, "row T=%d: %s = %r" % (t, key, row[key]))
     need(1 <= row["experts_touched"] <= min(8, 2 * t), "experts_touched %r" % row["experts_touched"])
+    need(re.fullmatch(r"backend=cpu T=%d weights=bf16 path=reference .*; workspace=\d+ bytes" % t, row.get("config", "")),
+         "row T=%d: config %r" % (t, row.get("config")))
 EOF
 }
 
@@ -129,6 +133,25 @@ EOF
     if [ $? -eq 0 ]; then pass "progress bar on a TTY stderr, not on stdout"; else fail "tty" "$(tail -1 "$TMP/tty")"; fi
 else
     echo "SKIP json checks: no python3"
+fi
+
+# ---- the forward's configuration: one stderr line per T, before its timing, on request ----
+# config_lines_ok NAME RC: exit 0, stderr exactly one config line per T of 1,3,17, in order.
+config_lines_ok() {
+    local name=$1 rc=$2
+    local got
+    got=$(sed -E 's/^config   backend=cpu T=([0-9]+) weights=bf16 path=reference .*; workspace=[0-9]+ bytes$/\1/' "$ERR" | tr '\n' ,)
+    if [ "$rc" -ne 0 ]; then fail "$name" "exit $rc"
+    elif [ "$got" != "1,3,17," ]; then fail "$name" "stderr lines give T '$got', expected 1,3,17,"
+    elif ! grep -qE '^ +T +ms' "$OUT"; then fail "$name" "the table is missing from stdout"
+    else pass "$name: one config line per T"; fi
+}
+"$BIN" bench "${TINY[@]}" --reps 1 --print-config >"$OUT" 2>"$ERR"
+config_lines_ok "print-config" $?
+MOEFUSE_PRINT_CONFIG=1 "$BIN" bench "${TINY[@]}" --reps 1 >"$OUT" 2>"$ERR"
+config_lines_ok "MOEFUSE_PRINT_CONFIG=1" $?
+if MOEFUSE_PRINT_CONFIG=yes run_ok "MOEFUSE_PRINT_CONFIG=yes is off" bench "${TINY[@]}" --reps 1; then
+    pass "MOEFUSE_PRINT_CONFIG=yes: stderr empty (only 1 turns it on)"
 fi
 
 # ---- errors: one line, non-zero exit ----

@@ -198,6 +198,14 @@ static moe_status c_f_no_router(void) {
     return st;
 }
 static moe_status c_f_weights_null(void) { return moe_forward(cx(), NULL, &fx.args); }
+static char config_line[MOE_FORWARD_CONFIG_MAX];
+static moe_status c_cfg_buf_null(void) { return moe_forward_config(cx(), fx.w, T, MOE_FORMAT_F32, NULL, 64); }
+static moe_status c_cfg_buf_tiny(void) {
+    return moe_forward_config(cx(), fx.w, T, MOE_FORMAT_F32, config_line, 8);
+}
+static moe_status c_cfg_tokens_negative(void) {
+    return moe_forward_config(cx(), fx.w, -1, MOE_FORMAT_F32, config_line, sizeof config_line);
+}
 static moe_status c_backward(void) {
     moe_backward_args b;
     memset(&b, 0, sizeof b);
@@ -326,6 +334,9 @@ static const error_case cases[] = {
     {"forward T*k past int32", c_f_tokens_overflow, MOE_STATUS_OVERFLOW, "2^31", 0},
     {"forward no routing source", c_f_no_router, MOE_STATUS_INVALID_ARGUMENT, "router", 0},
     {"forward weights NULL", c_f_weights_null, MOE_STATUS_NULL_POINTER, "w is NULL", 0},
+    {"forward_config buf NULL", c_cfg_buf_null, MOE_STATUS_NULL_POINTER, "buf is NULL", 0},
+    {"forward_config buf_size 8", c_cfg_buf_tiny, MOE_STATUS_INVALID_ARGUMENT, "buf_size = 8, expected >= ", 0},
+    {"forward_config num_tokens -1", c_cfg_tokens_negative, MOE_STATUS_INVALID_ARGUMENT, "num_tokens = -1", 0},
     {"backward not implemented", c_backward, MOE_STATUS_UNSUPPORTED, "backward", 0},
     {"plan block 0", c_plan_block, MOE_STATUS_INVALID_ARGUMENT, "block", 1},
     {"plan T*k overflow", c_plan_overflow, MOE_STATUS_OVERFLOW, "int32", 1},
@@ -371,6 +382,25 @@ int main(void) {
             if ((t == 2) != (isnan(fx.y[t * H + h]) != 0)) nan_ok = 0;
     printf("%s NaN in x[2] propagates to y[2] only (status %s)\n", nan_ok ? "PASS" : "FAIL", moe_status_string(st));
     nan_ok ? passed++ : failed++;
+
+    /* moe_forward_config's size contract: the size its message asks for is exactly the line
+     * plus its NUL; one byte less is refused. */
+    int need = 0;
+    moe_status small = moe_forward_config(fx.ctx, fx.w, T, MOE_FORMAT_F32, config_line, 8);
+    const char *msg = moe_last_error(fx.ctx);
+    const char *at = msg ? strstr(msg, "expected >= ") : NULL;
+    if (at) need = atoi(at + strlen("expected >= "));
+    int size_ok = small == MOE_STATUS_INVALID_ARGUMENT && need > 8 && need <= MOE_FORWARD_CONFIG_MAX;
+    if (size_ok) {
+        moe_status exact = moe_forward_config(fx.ctx, fx.w, T, MOE_FORMAT_F32, config_line, (size_t)need);
+        size_ok = exact == MOE_STATUS_OK && (int)strlen(config_line) == need - 1 &&
+                  !strncmp(config_line, "backend=cpu T=5 ", 16);
+        size_ok = size_ok && moe_forward_config(fx.ctx, fx.w, T, MOE_FORMAT_F32, config_line, (size_t)need - 1) ==
+                                 MOE_STATUS_INVALID_ARGUMENT;
+    }
+    printf("%s forward_config writes a line of exactly the size it asks for (%d bytes): %s\n",
+           size_ok ? "PASS" : "FAIL", need, size_ok ? "" : (msg ? msg : "(null)"));
+    size_ok ? passed++ : failed++;
 
     /* Every status has its own string. */
     for (int a = 0; a < MOE_STATUS_COUNT_; a++)

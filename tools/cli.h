@@ -155,6 +155,13 @@ typedef struct cli_layer {
     int threads, gpu;
 } cli_layer;
 
+/* --print-config, or MOEFUSE_PRINT_CONFIG=1 in the environment: print moe_forward_config's
+ * line to stderr before timing. `flag` is whether the option was given. */
+int cli_print_config_wanted(int flag);
+/* moe_forward_config's line for `tokens` tokens on the layer into buf (MOE_FORWARD_CONFIG_MAX
+ * bytes suffice). 0, or one line printed and exit code 1. */
+int cli_forward_config(moe_context_t *ctx, const cli_layer *l, int64_t tokens, char *buf, size_t size);
+
 /* Validates the spec, checks host (and GPU) memory, asks the backend whether it packs the
  * dtype, then loads or draws and packs the weights. 0, or one line printed and the exit code. */
 int cli_layer_build(moe_context_t *ctx, const moe_model_config *cfg, const cli_layer_options *o, cli_layer *out);

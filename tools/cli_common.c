@@ -150,6 +150,16 @@ int cli_fail_status(const moe_context_t *ctx, moe_status status, const char *wha
     return cli_fail(1, "%s: %s", what, moe_status_string(status));
 }
 
+int cli_print_config_wanted(int flag) {
+    const char *env = getenv("MOEFUSE_PRINT_CONFIG");
+    return flag || (env && !strcmp(env, "1"));
+}
+
+int cli_forward_config(moe_context_t *ctx, const cli_layer *l, int64_t tokens, char *buf, size_t size) {
+    moe_status st = moe_forward_config(ctx, l->weights, tokens, l->dtype->acts, buf, size);
+    return st == MOE_STATUS_OK ? 0 : cli_fail_status(ctx, st, "moe_forward_config");
+}
+
 /* "a, b, c, ..." of the first few presets, for messages. */
 static void preset_list(char *buf, size_t size, int max_names) {
     buf[0] = '\0';

@@ -28,7 +28,7 @@ typedef struct bench_options {
     int64_t reps, threads; /* reps 0: the backend's default */
     uint64_t seed, mem_limit;
     double read_tbps, bf16_tflops, fp8_tflops; /* NAN when not given */
-    int json;
+    int json, print_config;
 } bench_options;
 
 /* One timed batch size. */
@@ -37,13 +37,15 @@ typedef struct bench_row {
     double ms, tflops, gbps, floor_ms, checksum;
     int64_t touched;
     int graph; /* timed as CUDA-graph replays */
+    char config[MOE_FORWARD_CONFIG_MAX]; /* moe_forward_config's line for this T */
 } bench_row;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: moefuse bench (--model NAME | --config PATH) [--tokens LIST] [--dtype D] [--backend B]\n"
             "                     [--reps N] [--seed S] [--threads N] [--mem-limit SIZE] [--read-tbps X]\n"
-            "                     [--bf16-tflops X] [--fp8-tflops X] [--json] [--out FILE]\n\n"
+            "                     [--bf16-tflops X] [--fp8-tflops X] [--json] [--out FILE]\n"
+            "                     [--print-config]\n\n"
             "Times a model's MoE layer (moe_forward) at each batch size of --tokens. The weights are\n"
             "drawn (seeded, as `moefuse run` draws them) and packed once; for each T, x is drawn, the\n"
             "forward warms up, then runs --reps times and the median is reported.\n\n"
@@ -65,7 +67,10 @@ static void usage(FILE *f) {
             "  --bf16-tflops X    measured GEMM ceilings, written to the JSON's \"ceilings\" (default null)\n"
             "  --fp8-tflops X\n"
             "  --json             print PERF.md's results JSON instead of the table\n"
-            "  --out FILE         also write that JSON to FILE\n\n"
+            "  --out FILE         also write that JSON to FILE\n"
+            "  --print-config     print, for each T before timing it, what the forward runs (path, tiles,\n"
+            "                     plan block, workspace: moe_forward_config's line) to stderr; also\n"
+            "                     MOEFUSE_PRINT_CONFIG=1. The JSON rows always carry it as \"config\"\n\n"
             "TFLOP/s counts 2*T*k*H*(R13 + I) (R13 = 2I gated, I for relu2) plus the shared expert.\n"
             "GB/s counts the packed weights of the experts the batch touched, plus x and y.\n"
             "The memory floor (PERF.md) reads E*(1-(1-k/E)^T) experts' packed weights (plus the shared\n"
@@ -151,6 +156,8 @@ static int parse_options(int argc, char **argv, bench_options *o) {
             o->out_path = v;
         } else if (!strcmp(argv[i], "--json")) {
             o->json = 1;
+        } else if (!strcmp(argv[i], "--print-config")) {
+            o->print_config = 1;
         } else {
             return cli_fail(2, "bench: unknown option '%s' (moefuse bench --help)", argv[i]);
         }
@@ -380,6 +387,8 @@ static void write_json(FILE *f, const bench_run *b) {
         fprintf(f, ", \"experts_touched\": %lld, \"seed\": %llu, \"checksum\": ", (long long)r->touched,
                 (unsigned long long)b->o->seed);
         cli_json_number(f, r->checksum);
+        fprintf(f, ", \"config\": ");
+        cli_json_string(f, r->config);
         fprintf(f, "}");
     }
     fprintf(f, "\n ]}\n");
@@ -410,6 +419,14 @@ static int bench_point(moe_context_t *ctx, const cli_layer *l, bench_run *b, gpu
     cli_forward f;
     int rc = cli_forward_setup(ctx, l, row->tokens, o->seed, &f);
     if (rc) return rc;
+    if ((rc = cli_forward_config(ctx, l, row->tokens, row->config, sizeof row->config))) {
+        cli_forward_free(&f);
+        return rc;
+    }
+    if (cli_print_config_wanted(o->print_config)) {
+        progress_clear(show);
+        fprintf(stderr, "config   %s\n", row->config);
+    }
     if (b->gpu)
         rc = time_gpu(ctx, l, &f, g, b->reps, times, &row->graph, b->capture_error, sizeof b->capture_error, show,
                       point, o->num_points);

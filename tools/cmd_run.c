@@ -39,13 +39,14 @@ typedef struct run_options {
     uint64_t seed, mem_limit;
     const cli_dtype *dtype;
     moe_backend backend;
-    int json;
+    int json, print_config;
 } run_options;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: moefuse run (--model NAME | --config PATH) [--tokens T] [--dtype D] [--backend B]\n"
-            "                   [--weights DIR [--layer L]] [--seed S] [--threads N] [--mem-limit SIZE] [--json]\n\n"
+            "                   [--weights DIR [--layer L]] [--seed S] [--threads N] [--mem-limit SIZE] [--json]\n"
+            "                   [--print-config]\n\n"
             "Runs a model's MoE layer once to warm up, then times it, and prints what ran: the shape,\n"
             "time, TFLOP/s, GB/s and a checksum of the output. Weights are random (seeded, uniform,\n"
             "scaled by 1/sqrt(fan_in)) unless --weights names a checkpoint.\n\n"
@@ -65,7 +66,9 @@ static void usage(FILE *f) {
             "                    the same checksum\n"
             "  --threads N       CPU threads (default 0: the library's default)\n"
             "  --mem-limit SIZE  host memory to stay within, e.g. 24G or 512M (default: MemAvailable)\n"
-            "  --json            print one JSON object instead of text\n\n"
+            "  --json            print one JSON object instead of text (its \"config\" field says what\n"
+            "                    the forward runs: moe_forward_config's line)\n"
+            "  --print-config    print that line to stderr before timing (also MOEFUSE_PRINT_CONFIG=1)\n\n"
             "TFLOP/s counts 2*T*k*H*(R13 + I) (R13 = 2I gated, I for relu2) plus the shared expert;\n"
             "GB/s counts the packed weights of the experts the batch touched, plus x and y.\n");
 }
@@ -605,6 +608,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
             if (o->mem_limit == 0) return cli_fail(2, "--mem-limit: %s is zero", v);
         } else if (!strcmp(argv[i], "--json")) {
             o->json = 1;
+        } else if (!strcmp(argv[i], "--print-config")) {
+            o->print_config = 1;
         } else {
             return cli_fail(2, "run: unknown option '%s' (moefuse run --help)", argv[i]);
         }
@@ -833,6 +838,7 @@ typedef struct run_result {
     int runs;
     cli_work work;
     size_t weights_bytes, workspace_bytes;
+    char config[MOE_FORWARD_CONFIG_MAX]; /* moe_forward_config's line */
 } run_result;
 
 /* One forward; on the GPU it waits for the result, so that the clock measures the work. */
@@ -851,6 +857,8 @@ static int forward_and_time(moe_context_t *ctx, const cli_layer *l, const run_op
     cli_forward f;
     int rc = cli_forward_setup(ctx, l, o->tokens, o->seed, &f);
     if (rc) return rc;
+    if ((rc = cli_forward_config(ctx, l, o->tokens, res->config, sizeof res->config))) goto done;
+    if (cli_print_config_wanted(o->print_config)) fprintf(stderr, "config   %s\n", res->config);
     double warm = 0;
     if ((rc = forward_once(ctx, l->weights, &f.args, l->gpu, &warm))) goto done;
     /* Median of several runs when they are quick, one run when each takes a second or more. */
@@ -909,6 +917,8 @@ static void print_result(const run_options *o, const moe_model_config *cfg, moe_
                r->weights_bytes, r->workspace_bytes);
         printf(", \"checksum\": ");
         cli_json_number(stdout, r->work.checksum);
+        printf(", \"config\": ");
+        cli_json_string(stdout, r->config);
         printf("}\n");
         return;
     }

@@ -5,7 +5,16 @@
  * backends compute without further checks. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The CUDA backend's line for moe_forward_config (src/cuda/forward.cu; nocuda.c without CUDA):
+ * snprintf's return, or -1 when the workspace layout overflows. */
+int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
+                               size_t size);
 
 void moe_forward_args_init(moe_forward_args *args) {
     if (!args) return;
@@ -66,6 +75,65 @@ moe_status moe_forward_workspace_size(moe_context_t *ctx, const moe_weights_t *w
         return moe__error(ctx, MOE_STATUS_OVERFLOW, "%s: the workspace for num_tokens = %lld does not fit in size_t",
                           fn, (long long)num_tokens);
     *bytes = need;
+    return MOE_STATUS_OK;
+}
+
+/* The CPU backend's line. The thread rule is src/cpu/forward.c's: the context's count, else
+ * OpenMP's default, capped at its 64 per-thread decode slots; 1 without OpenMP. */
+static int cpu_describe(const moe_context_t *ctx, const moe_weights_t *w, int64_t T, moe_format act_format,
+                        size_t workspace, char *buf, size_t size) {
+    enum { CPU_THREAD_SLOTS = 64 };
+    int threads = ctx->threads > 0 ? ctx->threads : 1;
+    const char *source = ctx->threads > 0 ? "moe_context_set_threads" : "no OpenMP: 1";
+#ifdef _OPENMP
+    if (ctx->threads <= 0) threads = omp_get_max_threads(), source = "OpenMP default";
+#endif
+    if (threads > CPU_THREAD_SLOTS) threads = CPU_THREAD_SLOTS;
+    const moe_layer_spec *s = &w->spec;
+    char shared[96] = "none";
+    if (w->s13.count > 0)
+        snprintf(shared, sizeof shared, "separate pass over all T tokens (Is = %lld)", (long long)s->shared_intermediate);
+    return snprintf(buf, size,
+                    "backend=cpu T=%lld weights=%s path=reference (plain loops, weights decoded per row to fp32, "
+                    "fp64 dot products) threads=%d (%s); shared expert: %s; act_format=%s; workspace=%zu bytes",
+                    (long long)T, moe_format_name(w->format), threads, source, shared, moe_format_name(act_format),
+                    workspace);
+}
+
+moe_status moe_forward_config(moe_context_t *ctx, const moe_weights_t *w, int64_t num_tokens, moe_format act_format,
+                              char *buf, size_t buf_size) {
+    static const char fn[] = "moe_forward_config";
+    if (!ctx) return moe__error(NULL, MOE_STATUS_NULL_POINTER, "%s: ctx is NULL", fn);
+    moe__clear_error(ctx);
+    if (!w) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: w is NULL", fn);
+    if (!buf) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: buf is NULL (buf_size = %zu)", fn, buf_size);
+    if (buf_size == 0)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: buf_size = 0, expected room for the line (%d bytes "
+                          "always suffice: MOE_FORWARD_CONFIG_MAX)", fn, MOE_FORWARD_CONFIG_MAX);
+    buf[0] = '\0';
+    if (ctx->backend == MOE_BACKEND_CUDA && !w->device)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "%s: the weights were created on a %s context; a cuda context needs weights created on one",
+                          fn, moe_backend_name(w->backend));
+    moe_status st = check_act_format(ctx, fn, act_format);
+    if (st != MOE_STATUS_OK) return st;
+    st = check_num_tokens(ctx, fn, &w->spec, num_tokens);
+    if (st != MOE_STATUS_OK) return st;
+    const size_t workspace = backend_workspace(ctx, w, num_tokens, act_format);
+    if (workspace == SIZE_MAX)
+        return moe__error(ctx, MOE_STATUS_OVERFLOW, "%s: the workspace for num_tokens = %lld does not fit in size_t",
+                          fn, (long long)num_tokens);
+    char line[MOE_FORWARD_CONFIG_MAX];
+    int len = ctx->backend == MOE_BACKEND_CUDA
+                  ? moe__cuda_forward_describe(w, num_tokens, act_format, line, sizeof line)
+                  : cpu_describe(ctx, w, num_tokens, act_format, workspace, line, sizeof line);
+    if (len < 0 || (size_t)len >= sizeof line)
+        return moe__error(ctx, MOE_STATUS_INTERNAL, "%s: the description did not fit in %d bytes", fn,
+                          MOE_FORWARD_CONFIG_MAX);
+    if ((size_t)len >= buf_size)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: buf_size = %zu, expected >= %d (the line and its NUL)",
+                          fn, buf_size, len + 1);
+    memcpy(buf, line, (size_t)len + 1);
     return MOE_STATUS_OK;
 }
 

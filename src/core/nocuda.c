@@ -1,6 +1,8 @@
 /* Built when the library has no CUDA backend: it reports that, never a device. */
 #include "internal.h"
 
+#include <stdio.h>
+
 int moe__cuda_device_count(void) { return -1; }
 
 moe_status moe__cuda_weights_upload(moe_context_t *ctx, moe_weights_t *w) {
@@ -21,6 +23,15 @@ size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, m
     (void)num_tokens;
     (void)act_format;
     return 0;
+}
+
+int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
+                               size_t size);
+/* Unreachable (no cuda context can exist), but moe_forward_config links against it. */
+int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
+                               size_t size) {
+    (void)w, (void)num_tokens, (void)act_format;
+    return snprintf(buf, size, "backend=cuda: this build of moefuse has no CUDA backend");
 }
 
 /* --- moe_analysis_measure_gemm (added by the roofline --measure work; src/cuda/measure.cu is

@@ -17,6 +17,7 @@
 // Nothing is read back to the host and nothing is allocated: grids come from host-known
 // bounds (T*k + E*(BM-1) plan rows), blocks past the device-side total exit at once, and the
 // whole sequence can be captured into a CUDA graph and replayed with new inputs.
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -119,6 +120,64 @@ extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
     return gemm_path(w, num_tokens) == MOE__CUDA_GEMM_HOPPER ? HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
+}
+
+// One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes
+// and why, its tiles, the plan block, the shared expert and the workspace. Returns the line's
+// length as snprintf does (the caller sizes buf), or -1 when the layout overflows (the caller
+// has checked T first). Tiles: v1 from gemm.cuh; Hopper is gemm_hopper.cu's grouped_config
+// (128 x 256 x 64, 4 stages), written out here because that file keeps it private.
+extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe_format act_format, char *buf,
+                                          size_t size) {
+    ws_layout L;
+    if (!layout_compute(w, T, &L)) return -1;
+    const moe_dtype dt = weights_dtype(w);
+    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    // Whether Hopper can run at all on these weights: the selection with every row count
+    // large enough, unless MOEFUSE_GEMM=v1 hides it (then the override is the reason anyway).
+    const char *env = getenv("MOEFUSE_GEMM");
+    const bool force_v1 = env && !strcmp(env, "v1"), force_hopper = env && !strcmp(env, "hopper");
+    const bool can = hopper || (!force_v1 && moe__cuda_gemm_select(INT64_MAX, L.E, L.H, L.I, dt) ==
+                                                 MOE__CUDA_GEMM_HOPPER);
+    const int64_t threshold = (int64_t)HOPPER_BLOCK_M * L.E;
+    char why[256];
+    if (force_v1)
+        snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=v1");
+    else if (force_hopper && hopper)
+        snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=hopper (the rule alone: T*k=%lld %s 128*E=%lld)",
+                 (long long)L.rows, L.rows >= threshold ? ">=" : "<", (long long)threshold);
+    else if (!can)
+        snprintf(why, sizeof why,
+                 "hopper cannot run here (needs bf16 weights, H and I multiples of 64, E*H and E*I >= 256; "
+                 "got %s, H=%lld, I=%lld, E=%lld)%s",
+                 moe_dtype_name(dt), (long long)L.H, (long long)L.I, (long long)L.E,
+                 force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
+    else
+        snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
+                 (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
+                 env ? " is neither v1 nor hopper: automatic)" : "");
+    char tiles[96];
+    if (hopper)
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, x rows permuted", HOPPER_BLOCK_M);
+    else
+        snprintf(tiles, sizeof tiles, "mma.sync, tile %dx%dx%d, %d stages, x rows gathered", GEMM_BM, GEMM_BN,
+                 GEMM_BK, GEMM_STAGES);
+    char shared[160];
+    if (!L.shared)
+        snprintf(shared, sizeof shared, "none");
+    else if (L.fused)
+        snprintf(shared, sizeof shared, "fused as expert %lld of the grouped GEMMs (Is = I = %lld)", (long long)L.E,
+                 (long long)L.I);
+    else
+        snprintf(shared, sizeof shared, "separate (Is = %lld != I = %lld), its GEMMs on v1", (long long)L.Is,
+                 (long long)L.I);
+    const char *act_note =
+        act_format == MOE_FORMAT_F32 ? "" : " (not implemented on cuda: moe_forward returns UNSUPPORTED)";
+    return snprintf(buf, size, "backend=cuda T=%lld weights=%s gemm=%s (%s) because %s; plan block=%lld rows; "
+                               "shared expert: %s; act_format=%s%s; workspace=%lld bytes",
+                    (long long)T, moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm), tiles, why, (long long)L.block,
+                    shared, moe_format_name(act_format), act_note,
+                    (long long)L.total);
 }
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
