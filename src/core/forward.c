@@ -11,11 +11,6 @@
 #include <omp.h>
 #endif
 
-/* The CUDA backend's line for moe_forward_config (src/cuda/forward.cu; nocuda.c without CUDA):
- * snprintf's return, or -1 when the workspace layout overflows. */
-int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
-                               size_t size);
-
 void moe_forward_args_init(moe_forward_args *args) {
     if (!args) return;
     memset(args, 0, sizeof *args); /* every tensor absent, no workspace, no stream */

@@ -148,5 +148,9 @@ moe_status moe__cuda_weights_upload(moe_context_t *ctx, moe_weights_t *w);
 void moe__cuda_weights_free(moe_weights_t *w);
 moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args);
 size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format);
+/* The CUDA backend's line for moe_forward_config: snprintf's return, or -1 when the
+ * workspace layout overflows. */
+int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
+                               size_t size);
 
 #endif

@@ -25,8 +25,6 @@ size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, m
     return 0;
 }
 
-int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
-                               size_t size);
 /* Unreachable (no cuda context can exist), but moe_forward_config links against it. */
 int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
                                size_t size) {
