@@ -172,11 +172,35 @@ def _as_tensor(value, what):
 # ---------------------------------------------------------------------------------------
 
 
-class Context:
+class _Owned:
+    """An opaque C handle freed once, by close(), `with`, or when collected. Subclasses name
+    the C function that frees it in _FREE."""
+
+    _FREE = None
+    _handle = None
+
+    def close(self):
+        if getattr(self, "_handle", None) is not None:
+            getattr(self._lib, self._FREE)(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Context(_Owned):
     """A moe_context_t: the backend ("auto", "cpu", "cuda"), its device, its last error.
 
     One context must not be used by two threads at once (it holds the last error message);
     the functional API (fused_experts, ...) keeps one per thread."""
+
+    _FREE = "moe_context_free"
 
     def __init__(self, backend="auto", device=0, threads=0):
         handle = ctypes.c_void_p()
@@ -209,20 +233,6 @@ class Context:
 
     def check(self, status):
         check(status, self.handle)
-
-    def close(self):
-        if getattr(self, "_handle", None) is not None:
-            self._lib.moe_context_free(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         state = self.backend if self._handle is not None else "closed"
@@ -461,7 +471,7 @@ def parse_config(json_text):
 # ---------------------------------------------------------------------------------------
 
 
-class Weights:
+class Weights(_Owned):
     """Packed expert weights (moe_weights_t), freed by close() or when collected.
 
     Weights(ctx, spec, w1, w2, layout="concat", format="bf16", ...) with numpy arrays:
@@ -475,6 +485,8 @@ class Weights:
       router [E, H], router_bias [E], correction_bias [E]; shared_w1 / shared_w2 (and
       shared_gate / shared_up for "separate"), shared biases, shared_gate_weight [H].
     Arguments may also be MoeTensor descriptors (how moefuse.torch passes its tensors)."""
+
+    _FREE = "moe_weights_free"
 
     def __init__(self, ctx, spec, w1=None, w2=None, *, layout="concat", format="bf16", w1_bias=None,
                  w2_bias=None, w1_scale=None, w2_scale=None, gate=None, up=None, gate_bias=None, up_bias=None,
@@ -556,20 +568,6 @@ class Weights:
             self.ctx.handle, self.handle, int(expert), gate.ctypes.data_as(fp),
             up.ctypes.data_as(fp) if up is not None else None, down.ctypes.data_as(fp)))
         return gate, up, down
-
-    def close(self):
-        if getattr(self, "_handle", None) is not None:
-            self._lib.moe_weights_free(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         if self._handle is None:
