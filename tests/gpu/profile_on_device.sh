@@ -55,7 +55,11 @@ if start is not None:
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
         v = float(row["Metric Value"].replace(",", ""))
-        us = v / 1000.0 if row.get("Metric Unit") == "nsecond" else v * (1000.0 if row.get("Metric Unit") == "msecond" else 1.0)
+        unit = row.get("Metric Unit", "")
+        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(unit)
+        if scale is None:
+            sys.exit(f"unknown duration unit {unit!r}")
+        us = v * scale
         name = row["Kernel Name"].split("(")[0].replace("void ", "")[:60]
         print(f"{model}\t{T}\t{gemm}\t{row['ID']}\t{name}\t{us:.2f}")
 EOF
