@@ -3,15 +3,16 @@
 # (incremental when $BUILD is already there), then bench/bench_moe.py in one process with the
 # library it just built. The JSON, its markdown table and the full log go to $OUT.
 #
-#   OUT=/some/dir bash bench/run_on_device.sh                 # the default run (~4 minutes)
+#   OUT=/some/dir bash bench/run_on_device.sh                 # the default run (bf16, ~4 minutes)
+#   OUT=/some/dir bash bench/run_on_device.sh --dtype fp8     # the FP8 rows (<date>-h200-bench-fp8.json)
 #   bash bench/run_on_device.sh --quick --shapes qwen3-30b-a3b  # extra arguments go to bench_moe.py
 #
 # Needs python3 with torch (CUDA) on the machine, and cJSON: the system's, else the copy in
 # .deps/cjson (ignored by git: carry it to the device machine).
-# Time: TOTAL_S (default 235) is the whole command's; after the build, bench_moe gets
-# BENCH_BUDGET_S (default: what is left less 40 s) to start new rows in, and is killed at
-# BENCH_LIMIT (default: what is left less 5 s). The JSON and markdown written after each T
-# are kept either way.
+# Time: TOTAL_S (default 560, inside the device's 600 s per command) is the whole command's;
+# after the build, bench_moe gets BENCH_BUDGET_S (default: what is left less 40 s) to start
+# new rows in, and is killed at BENCH_LIMIT (default: what is left less 5 s). The JSON and
+# markdown, rewritten after every row, are kept either way.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/bench-out}
@@ -55,16 +56,23 @@ if [ -z "${BENCH_COMMIT:-}" ]; then
     export BENCH_COMMIT
 fi
 
-left=$((${TOTAL_S:-235} - (SECONDS - t0)))
+left=$((${TOTAL_S:-560} - (SECONDS - t0)))
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-$((left - 40))}
 BENCH_LIMIT=${BENCH_LIMIT:-$((left - 5))}
 if [ "$BENCH_BUDGET_S" -lt 30 ]; then
-    echo "run_on_device: FATAL: only $left s left of TOTAL_S=${TOTAL_S:-235} after the build" | tee -a "$LOG"
+    echo "run_on_device: FATAL: only $left s left of TOTAL_S=${TOTAL_S:-560} after the build" | tee -a "$LOG"
     exit 1
 fi
+# The JSON's name says the dtype (the default --out unless the arguments give one).
+stem="$(date -u +%F)-h200-bench"
+prev=""
+for arg in "$@"; do
+    case "$prev=$arg" in --dtype=fp8 | *=--dtype=fp8) stem="$stem-fp8" ;; esac
+    prev=$arg
+done
 echo "bench: budget $BENCH_BUDGET_S s for new rows, killed at $BENCH_LIMIT s" | tee -a "$LOG"
 PYTHONUNBUFFERED=1 timeout "$BENCH_LIMIT" python3 bench/bench_moe.py \
-    --out "$OUT/$(date -u +%F)-h200-bench.json" --budget-s "$BENCH_BUDGET_S" "$@" 2>&1 | tee -a "$LOG"
+    --out "$OUT/$stem.json" --budget-s "$BENCH_BUDGET_S" "$@" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
 note=""
 [ "$rc" -eq 124 ] && note=" (killed at BENCH_LIMIT=$BENCH_LIMIT s; rows written before are kept)"
