@@ -1,0 +1,661 @@
+// Grouped GEMM lab: the library's Hopper grouped kernel (src/cuda/hopper/grouped_kernel.cuh)
+// timed alone on the MoE shapes, with every epilogue variant compiled in, so that one device
+// run separates the causes of a slow epilogue (src/cuda/NOTES.md, "GEMM1 epilogue").
+//
+// Per shape: a random top-k routing of T tokens (k distinct experts per token, seeded), the
+// plan built on the host exactly as the library's plan kernel lays it out (rows sorted by
+// expert, ids in token order, each expert padded to a multiple of 128 with the padding id,
+// the fused shared expert as the last expert when the shape has one), A in plan order
+// (GEMM1: x rows gathered; GEMM2: random A2), random weights (scaled by 1/sqrt(K) so the
+// activations see values of order 1) and biases where the model has them.
+// Per variant: output poisoned with NaN, one launch, then checks: (1) fp64 CPU reference at
+// 768 sampled outputs (live rows, incl. the first and last), |got - ref| <= 1e-2 * max(|ref|,
+// rms of the sampled refs); (2) every output the variant must write is finite (none left
+// unwritten); (3) variants that compute the shipped function also match the shipped kernel's
+// whole output (max |diff| <= 1e-2 * max |shipped|). Then timing: 3 warm-up launches, 15
+// timed ones (CUDA events around each), the median.
+//
+//   grouped_lab [--shapes qwen3,mixtral,...] [--variants up_staged,up_regs,...] [--tokens T]
+//               [--json rows.jsonl] [--check-only]
+//
+// Exit 1 if any check failed. Last line: "N passed, M failed".
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hopper/grouped_kernel.cuh"
+
+using namespace moe_hopper;
+
+#define CUDA_OK(call)                                                                                   \
+    do {                                                                                                \
+        cudaError_t err_ = (call);                                                                      \
+        if (err_ != cudaSuccess) {                                                                      \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+            exit(2);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static const int WARMUP = 3, TIMED = 15, SAMPLES = 768;
+static const double TOL = 1e-2;
+
+// ---- shapes ------------------------------------------------------------------------------
+struct model {
+    const char *name;
+    int64_t E, H, I, k;
+    int act;
+    float alpha, limit;
+    bool bias, shared; // biases on W13/W2; a fused shared expert (every token) as expert E
+    bool perf;         // a PERF.md shape (timed); else a small correctness shape
+};
+
+static const model MODELS[] = {
+    {"qwen3", 128, 2048, 768, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
+    {"gptoss", 128, 2880, 2880, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, false, true},
+    {"mixtral", 8, 4096, 14336, 2, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
+    {"deepseek", 256, 7168, 2048, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, true, true},
+    // Small shapes for the epilogues' correctness: every activation, N tails (I = 320: a GEMM1
+    // tile of 256 columns runs past 2I = 640; H = 192), biases, the shared expert's rows.
+    {"chk-swiglu-limit", 6, 192, 320, 2, MOE_ACT_SWIGLU, 0.0f, 7.0f, true, true, false},
+    {"chk-geglu", 5, 256, 320, 3, MOE_ACT_GEGLU, 0.0f, 0.0f, true, false, false},
+    {"chk-geglu-tanh", 4, 192, 128, 2, MOE_ACT_GEGLU_TANH, 0.0f, 0.0f, false, true, false},
+    {"chk-reglu", 4, 128, 192, 1, MOE_ACT_REGLU, 0.0f, 0.0f, true, false, false},
+    {"chk-relu2", 4, 192, 320, 2, MOE_ACT_RELU2, 0.0f, 0.0f, true, true, false},
+    {"chk-oai", 8, 320, 192, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, false, false},
+};
+
+// ---- variants ----------------------------------------------------------------------------
+// mode: which GEMM's data the variant runs on (GEMM1 = x . W13, GEMM2 = A2 . W2); kernel_mode:
+// the instantiation (GEMM_DOWN on GEMM1 data = "the GEMM1 shape through GEMM2's kernel").
+enum out_kind { OUT_A2, OUT_ROWS_F32, OUT_RAW_BF16, OUT_NONE };
+struct variant {
+    const char *name;
+    const char *what;
+    int data;        // GEMM_UP: runs on GEMM1 data; GEMM_DOWN: on GEMM2 data
+    int kernel_mode; // the template's MODE
+    int epi;
+    out_kind out;
+    bool shipped_function; // computes what the shipped kernel of its mode computes
+};
+
+// The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
+// CTA) needs its time.
+static const variant VARIANTS[] = {
+    {"up_none", "GEMM1 mainloop, no activation, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false},
+    {"up_staged", "GEMM1 shipped: staged through smem, rolled loop, activation per chunk", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true},
+    {"up_regs", "GEMM1 first version: from registers, activation switch per element", GEMM_UP, GEMM_UP, EPI_REGS, OUT_A2, true},
+    {"up_regs_act", "up_regs with the activation a template constant", GEMM_UP, GEMM_UP, EPI_REGS_ACT, OUT_A2, true},
+    {"up_raw", "GEMM1 mainloop, raw accumulator pairs -> bf16 [rows, 2I], no activation", GEMM_UP, GEMM_UP, EPI_REGS_RAW, OUT_RAW_BF16, false},
+    {"up_as_down_staged", "GEMM1 data through the GEMM2 kernel (staged): fp32 rows", GEMM_UP, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, false},
+    {"up_as_down_regs", "GEMM1 data through the GEMM2 kernel (first version): fp32 rows", GEMM_UP, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, false},
+    {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
+    {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
+    {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
+};
+
+// One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
+template <int MODE, int EPI, int ACT> static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b,
+                                                                 const grouped_params &p, unsigned ctas) {
+    static bool ready = false;
+    if (!ready) {
+        cudaError_t err = grouped_set_smem<MODE, EPI, ACT>();
+        if (err != cudaSuccess) return err;
+        ready = true;
+    }
+    return grouped_kernel_launch<MODE, EPI, ACT>(a, b, p, ctas, 0);
+}
+
+typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_params &, unsigned);
+
+static launch_fn pick(const variant &v, int act) {
+    if (v.kernel_mode == GEMM_UP) {
+        switch (v.epi) {
+        case EPI_STAGED: return launch_t<GEMM_UP, EPI_STAGED, 0>;
+        case EPI_REGS: return launch_t<GEMM_UP, EPI_REGS, 0>;
+        case EPI_REGS_RAW: return launch_t<GEMM_UP, EPI_REGS_RAW, 0>;
+        case EPI_NONE: return launch_t<GEMM_UP, EPI_NONE, 0>;
+        case EPI_REGS_ACT:
+            if (act == MOE_ACT_SWIGLU) return launch_t<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU>;
+            if (act == MOE_ACT_SWIGLU_OAI) return launch_t<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU_OAI>;
+            return nullptr; // not instantiated for the other activations
+        }
+    } else {
+        switch (v.epi) {
+        case EPI_STAGED: return launch_t<GEMM_DOWN, EPI_STAGED, 0>;
+        case EPI_REGS: return launch_t<GEMM_DOWN, EPI_REGS, 0>;
+        case EPI_NONE: return launch_t<GEMM_DOWN, EPI_NONE, 0>;
+        }
+    }
+    return nullptr;
+}
+
+static const void *kernel_address(const variant &v, int act) {
+    if (v.kernel_mode == GEMM_UP) {
+        switch (v.epi) {
+        case EPI_STAGED: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0>;
+        case EPI_REGS: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS, 0>;
+        case EPI_REGS_RAW: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS_RAW, 0>;
+        case EPI_NONE: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0>;
+        case EPI_REGS_ACT:
+            if (act == MOE_ACT_SWIGLU) return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU>;
+            if (act == MOE_ACT_SWIGLU_OAI)
+                return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU_OAI>;
+            return nullptr;
+        }
+    } else {
+        switch (v.epi) {
+        case EPI_STAGED: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0>;
+        case EPI_REGS: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_REGS, 0>;
+        case EPI_NONE: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_NONE, 0>;
+        }
+    }
+    return nullptr;
+}
+
+// ---- device helpers ----------------------------------------------------------------------
+__global__ void fill_bf16(__nv_bfloat16 *p, int64_t n, uint64_t seed, float scale) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + seed;
+        x ^= x >> 31;
+        x *= 0xBF58476D1CE4E5B9ull;
+        x ^= x >> 29;
+        const float u = (float)(x >> 40) * (1.0f / 16777216.0f); // [0, 1)
+        p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * scale);
+    }
+}
+
+// Rows of x in plan order (padding rows zero), as the library's permute kernel writes them.
+__global__ void gather_rows(const __nv_bfloat16 *x, int64_t h, __nv_bfloat16 *a, const int32_t *ids, int64_t live,
+                            int64_t padding_id, int64_t top_k) {
+    for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
+        const int64_t id = ids[r];
+        const int64_t token = id < padding_id ? id / top_k : id - padding_id - 1;
+        for (int64_t c = threadIdx.x; c < h; c += blockDim.x)
+            a[r * h + c] = id == padding_id ? __float2bfloat16_rn(0.0f) : x[token * h + c];
+    }
+}
+
+// Over rows listed in `rows` (output row indices) x cols columns: max |a - b|, max |b|, and
+// the count of non-finite a. b may be NULL (finiteness only). Accumulated in out[0..2].
+__global__ void compare_rows(const void *a, const void *b, int f32, int64_t ld, const int64_t *rows, int64_t nrows,
+                             int64_t cols, float *out) {
+    float dmax = 0.0f, bmax = 0.0f, bad = 0.0f;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nrows * cols;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t at = rows[i / cols] * ld + i % cols;
+        const float va = f32 ? ((const float *)a)[at] : __bfloat162float(((const __nv_bfloat16 *)a)[at]);
+        if (!isfinite(va)) {
+            bad += 1.0f;
+            continue;
+        }
+        if (b) {
+            const float vb = f32 ? ((const float *)b)[at] : __bfloat162float(((const __nv_bfloat16 *)b)[at]);
+            dmax = fmaxf(dmax, fabsf(va - vb));
+            bmax = fmaxf(bmax, fabsf(vb));
+        }
+    }
+    for (int off = 16; off > 0; off /= 2) {
+        dmax = fmaxf(dmax, __shfl_down_sync(0xffffffffu, dmax, off));
+        bmax = fmaxf(bmax, __shfl_down_sync(0xffffffffu, bmax, off));
+        bad += __shfl_down_sync(0xffffffffu, bad, off);
+    }
+    if (threadIdx.x % 32 == 0) {
+        atomicMax((int *)&out[0], __float_as_int(dmax)); // non-negative floats order as ints
+        atomicMax((int *)&out[1], __float_as_int(bmax));
+        atomicAdd(&out[2], bad);
+    }
+}
+
+// ---- host helpers ------------------------------------------------------------------------
+static float bf16f(__nv_bfloat16 v) {
+    uint16_t bits;
+    memcpy(&bits, &v, 2);
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// The CPU oracle's activation (src/cpu/activation.c), in double.
+static double activate_ref(int act, double alpha, double limit, double g, double u) {
+    switch (act) {
+    case MOE_ACT_SWIGLU:
+        if (limit > 0.0) {
+            g = g > limit ? limit : g;
+            u = u > limit ? limit : u < -limit ? -limit : u;
+        }
+        return g / (1.0 + exp(-g)) * u;
+    case MOE_ACT_GEGLU: return 0.5 * g * (1.0 + erf(g * 0.70710678118654752440)) * u;
+    case MOE_ACT_GEGLU_TANH: return 0.5 * g * (1.0 + tanh(0.79788456080286535588 * (g + 0.044715 * g * g * g))) * u;
+    case MOE_ACT_REGLU: return (g < 0.0 ? 0.0 : g) * u;
+    case MOE_ACT_RELU2: {
+        const double r = g < 0.0 ? 0.0 : g;
+        return r * r;
+    }
+    case MOE_ACT_SWIGLU_OAI:
+        g = g > limit ? limit : g;
+        u = u > limit ? limit : u < -limit ? -limit : u;
+        return g / (1.0 + exp(-alpha * g)) * (u + 1.0);
+    }
+    return NAN;
+}
+
+struct problem {
+    const model *m;
+    int64_t T, E_all, tokens_k, padding_id, live;
+    std::vector<int32_t> ids, owners; // plan rows, block owners
+    std::vector<float> weights, shared_scale;
+    // device
+    int32_t *d_ids = nullptr, *d_owners = nullptr;
+    int64_t *d_live = nullptr;
+    float *d_weights = nullptr, *d_shared = nullptr;
+    __nv_bfloat16 *d_x = nullptr;
+};
+
+// Random routing and its plan (the layout of src/cuda/plan.cu with block 128).
+static void build_plan(problem &P, std::mt19937_64 &rng) {
+    const model &m = *P.m;
+    P.E_all = m.E + (m.shared ? 1 : 0);
+    P.tokens_k = P.T * m.k;
+    P.padding_id = P.tokens_k;
+    std::vector<std::vector<int32_t>> rows(P.E_all);
+    std::vector<int> order(m.E);
+    for (int64_t t = 0; t < P.T; ++t) {
+        for (int e = 0; e < m.E; ++e) order[e] = e;
+        for (int s = 0; s < m.k; ++s) { // partial Fisher-Yates: k distinct experts
+            const int j = s + (int)(rng() % (uint64_t)(m.E - s));
+            std::swap(order[s], order[j]);
+            rows[order[s]].push_back((int32_t)(t * m.k + s));
+        }
+        if (m.shared) rows[m.E].push_back((int32_t)(P.tokens_k + 1 + t));
+    }
+    P.ids.clear();
+    P.owners.clear();
+    for (int64_t e = 0; e < P.E_all; ++e) {
+        for (int32_t id : rows[e]) P.ids.push_back(id);
+        while (P.ids.size() % BM) P.ids.push_back((int32_t)P.padding_id);
+        while ((int64_t)P.owners.size() * BM < (int64_t)P.ids.size()) P.owners.push_back((int32_t)e);
+    }
+    P.live = (int64_t)P.ids.size();
+    std::uniform_real_distribution<float> w01(0.05f, 1.0f);
+    P.weights.resize(P.tokens_k);
+    for (float &w : P.weights) w = w01(rng);
+    P.shared_scale.resize(P.T);
+    for (float &w : P.shared_scale) w = w01(rng);
+}
+
+struct operands {
+    int mode; // GEMM_UP (x . W13) or GEMM_DOWN (A2 . W2)
+    int64_t n, k;
+    __nv_bfloat16 *a = nullptr, *w = nullptr; // A [live, k] in plan order, W [E_all, n, k]
+    float *bias = nullptr;                    // [E_all, n] or NULL
+    std::vector<float> h_bias;
+};
+
+static void make_operands(const problem &P, operands &O, int mode, uint64_t seed) {
+    const model &m = *P.m;
+    O.mode = mode;
+    const int64_t r13 = m.act == MOE_ACT_RELU2 ? m.I : 2 * m.I;
+    O.n = mode == GEMM_UP ? r13 : m.H;
+    O.k = mode == GEMM_UP ? m.H : m.I;
+    CUDA_OK(cudaMalloc(&O.a, (size_t)P.live * O.k * 2));
+    CUDA_OK(cudaMalloc(&O.w, (size_t)P.E_all * O.n * O.k * 2));
+    fill_bf16<<<2048, 256>>>(O.w, P.E_all * O.n * O.k, seed * 7 + 1, 2.0f / sqrtf((float)O.k));
+    if (mode == GEMM_UP) {
+        gather_rows<<<2048, 256>>>(P.d_x, m.H, O.a, P.d_ids, P.live, P.padding_id, m.k);
+    } else {
+        fill_bf16<<<2048, 256>>>(O.a, P.live * O.k, seed * 7 + 2, 1.0f);
+    }
+    CUDA_OK(cudaGetLastError());
+    if (m.bias) {
+        std::mt19937_64 rng(seed * 7 + 3);
+        std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+        O.h_bias.resize(P.E_all * O.n);
+        for (float &b : O.h_bias) b = u(rng);
+        CUDA_OK(cudaMalloc(&O.bias, O.h_bias.size() * 4));
+        CUDA_OK(cudaMemcpy(O.bias, O.h_bias.data(), O.h_bias.size() * 4, cudaMemcpyHostToDevice));
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+}
+
+static void free_operands(operands &O) {
+    cudaFree(O.a);
+    cudaFree(O.w);
+    cudaFree(O.bias);
+}
+
+// Output geometry of a variant: columns per row, row stride, element size, the rows written.
+struct out_geom {
+    int64_t cols, ld, rows_alloc;
+    int f32;
+};
+static out_geom geometry(const variant &v, const problem &P, const operands &O) {
+    const model &m = *P.m;
+    out_geom g;
+    g.f32 = v.out == OUT_ROWS_F32;
+    if (v.out == OUT_A2) {
+        g.cols = m.act == MOE_ACT_RELU2 ? O.n : O.n / 2;
+        g.ld = g.cols;
+        g.rows_alloc = P.live;
+    } else if (v.out == OUT_RAW_BF16) {
+        g.cols = g.ld = O.n;
+        g.rows_alloc = P.live;
+    } else if (v.out == OUT_ROWS_F32) {
+        g.cols = g.ld = O.n;
+        g.rows_alloc = P.tokens_k + P.T;
+    } else {
+        g.cols = g.ld = 1;
+        g.rows_alloc = 1;
+    }
+    return g;
+}
+
+// Output row of plan row r for a variant (-1: not written).
+static int64_t out_row(const variant &v, const problem &P, int64_t r) {
+    const int64_t id = P.ids[r];
+    if (id == P.padding_id) return v.out == OUT_RAW_BF16 ? r : -1;
+    if (v.out == OUT_ROWS_F32) return id < P.padding_id ? id : id - 1;
+    return r;
+}
+
+static gemm_args args_for(const variant &v, const problem &P, const operands &O, void *out, const out_geom &g) {
+    gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = v.kernel_mode;
+    a.a = O.a;
+    a.lda = O.k;
+    a.b = O.w;
+    a.experts = P.E_all;
+    a.bias = v.out == OUT_RAW_BF16 ? nullptr : O.bias;
+    a.n = O.n;
+    a.k = O.k;
+    a.sorted_ids = P.d_ids;
+    a.block_expert = P.d_owners;
+    a.live_rows = P.d_live;
+    a.rows = P.live;
+    a.tokens = P.T;
+    a.top_k = P.m->k;
+    a.topk_weights = P.d_weights;
+    a.shared_scale = P.m->shared ? P.d_shared : nullptr;
+    a.weight_on_input = 0;
+    a.out = out;
+    a.ldo = g.ld;
+    a.activation = P.m->act;
+    a.act_alpha = P.m->alpha;
+    a.act_limit = P.m->limit;
+    return a;
+}
+
+// The fp64 reference of output (plan row r, column c) of a variant.
+static double reference(const variant &v, const problem &P, const operands &O, int64_t r, int64_t c) {
+    const model &m = *P.m;
+    const int64_t e = P.owners[r / BM];
+    const int64_t id = P.ids[r];
+    std::vector<__nv_bfloat16> arow(O.k), wrow(O.k);
+    CUDA_OK(cudaMemcpy(arow.data(), O.a + r * O.k, O.k * 2, cudaMemcpyDeviceToHost));
+    auto dot = [&](int64_t col) {
+        CUDA_OK(cudaMemcpy(wrow.data(), O.w + (e * O.n + col) * O.k, O.k * 2, cudaMemcpyDeviceToHost));
+        double s = 0.0;
+        for (int64_t t = 0; t < O.k; ++t) s += (double)bf16f(arow[t]) * (double)bf16f(wrow[t]);
+        return s;
+    };
+    auto bias = [&](int64_t col) { return O.h_bias.empty() ? 0.0 : (double)O.h_bias[e * O.n + col]; };
+    if (v.out == OUT_RAW_BF16) return dot(c);
+    const bool routed = id < P.padding_id;
+    if (v.out == OUT_ROWS_F32) {
+        const double w = routed ? P.weights[id] : m.shared ? P.shared_scale[id - P.padding_id - 1] : 1.0;
+        return (dot(c) + bias(c)) * w;
+    }
+    // A2 (weight_on_input is 0 here: the scale is 1)
+    if (m.act == MOE_ACT_RELU2) return activate_ref(m.act, m.alpha, m.limit, (float)(dot(c) + bias(c)), 0.0);
+    const double g = (float)(dot(2 * c) + bias(2 * c)), u = (float)(dot(2 * c + 1) + bias(2 * c + 1));
+    return activate_ref(m.act, m.alpha, m.limit, g, u);
+}
+
+static double median_ms(launch_fn fn, const CUtensorMap &ma, const CUtensorMap &mb, const grouped_params &p,
+                        unsigned ctas) {
+    cudaEvent_t a, b;
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    std::vector<float> ms;
+    for (int i = 0; i < WARMUP + TIMED; ++i) {
+        CUDA_OK(cudaEventRecord(a));
+        CUDA_OK(fn(ma, mb, p, ctas));
+        CUDA_OK(cudaEventRecord(b));
+        CUDA_OK(cudaEventSynchronize(b));
+        float t;
+        CUDA_OK(cudaEventElapsedTime(&t, a, b));
+        if (i >= WARMUP) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    CUDA_OK(cudaEventDestroy(a));
+    CUDA_OK(cudaEventDestroy(b));
+    return ms[TIMED / 2];
+}
+
+static bool listed(const char *list, const char *name) {
+    if (!list) return true;
+    std::string l = std::string(",") + list + ",";
+    return l.find(std::string(",") + name + ",") != std::string::npos;
+}
+
+int main(int argc, char **argv) {
+    const char *shapes = nullptr, *variants = nullptr, *json_path = nullptr;
+    int64_t tokens = 16384;
+    bool check_only = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
+        else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variants = argv[++i];
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else if (!strcmp(argv[i], "--check-only")) check_only = true;
+        else {
+            fprintf(stderr, "usage: %s [--shapes a,b] [--variants a,b] [--tokens T] [--json FILE] [--check-only]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    const uint64_t seed = getenv("LAB_SEED") ? strtoull(getenv("LAB_SEED"), NULL, 10) : (uint64_t)time(NULL);
+    const char *commit = getenv("LAB_COMMIT") ? getenv("LAB_COMMIT") : "unknown";
+    cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+    printf("device: %s, %d SMs; seed %llu (LAB_SEED to repeat); T = %lld for the PERF shapes\n", prop.name, sms,
+           (unsigned long long)seed, (long long)tokens);
+    // What each kernel compiled to (the lab's own instantiations of the library's template).
+    printf("\n%-18s %5s %6s %7s  %s\n", "variant", "regs", "local", "smem", "what");
+    for (const variant &v : VARIANTS) {
+        if (!listed(variants, v.name)) continue;
+        const void *k = kernel_address(v, MOE_ACT_SWIGLU);
+        cudaFuncAttributes fa;
+        CUDA_OK(cudaFuncGetAttributes(&fa, k));
+        const int smem = v.epi == EPI_STAGED ? grouped_smem_bytes<EPI_STAGED>() : grouped_smem_bytes<EPI_REGS>();
+        printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem, v.what);
+    }
+    FILE *json = json_path ? fopen(json_path, "a") : nullptr;
+    float *d_cmp;
+    CUDA_OK(cudaMalloc(&d_cmp, 3 * sizeof(float)));
+    int passed = 0, failed = 0;
+
+    for (const model &m : MODELS) {
+        if (!listed(shapes, m.name)) continue;
+        problem P;
+        P.m = &m;
+        P.T = m.perf ? tokens : 300;
+        std::mt19937_64 rng(seed ^ std::hash<std::string>()(m.name));
+        build_plan(P, rng);
+        CUDA_OK(cudaMalloc(&P.d_ids, P.ids.size() * 4));
+        CUDA_OK(cudaMalloc(&P.d_owners, P.owners.size() * 4));
+        CUDA_OK(cudaMalloc(&P.d_live, 8));
+        CUDA_OK(cudaMalloc(&P.d_weights, P.weights.size() * 4));
+        CUDA_OK(cudaMalloc(&P.d_shared, P.shared_scale.size() * 4));
+        CUDA_OK(cudaMemcpy(P.d_ids, P.ids.data(), P.ids.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(P.d_owners, P.owners.data(), P.owners.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(P.d_live, &P.live, 8, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(P.d_weights, P.weights.data(), P.weights.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(P.d_shared, P.shared_scale.data(), P.shared_scale.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMalloc(&P.d_x, (size_t)P.T * m.H * 2));
+        fill_bf16<<<2048, 256>>>(P.d_x, P.T * m.H, seed * 7 + 5, 1.0f);
+        CUDA_OK(cudaGetLastError());
+        const int64_t real_rows = P.tokens_k + (m.shared ? P.T : 0);
+        printf("\n== %s: T=%lld E=%lld%s H=%lld I=%lld k=%lld act=%d%s: %lld plan rows (%lld real, %.1f%% padding), "
+               "%lld row blocks\n",
+               m.name, (long long)P.T, (long long)m.E, m.shared ? "+1 shared" : "", (long long)m.H, (long long)m.I,
+               (long long)m.k, m.act, m.bias ? " +bias" : "", (long long)P.live, (long long)real_rows,
+               100.0 * (P.live - real_rows) / P.live, (long long)(P.live / BM));
+        printf("%-18s %-6s %6s %6s %6s %9s %8s %9s %9s %8s  %s\n", "variant", "data", "N", "K", "tiles", "ms",
+               "TFLOP/s", "us/tile", "excess", "err", "check");
+
+        for (int data = GEMM_UP; data <= GEMM_DOWN; ++data) {
+            operands O;
+            bool have_ops = false;
+            void *shipped_out = nullptr; // the shipped variant's output of this data, for (3)
+            double none_ms = -1.0;
+            for (const variant &v : VARIANTS) {
+                if (v.data != data || !listed(variants, v.name)) continue;
+                launch_fn fn = pick(v, m.act);
+                if (!fn) continue; // EPI_REGS_ACT exists for SWIGLU and SWIGLU_OAI only
+                if (!have_ops) {
+                    make_operands(P, O, data, seed + data);
+                    have_ops = true;
+                }
+                const out_geom g = geometry(v, P, O);
+                void *out;
+                const size_t out_bytes = (size_t)g.rows_alloc * g.ld * (g.f32 ? 4 : 2);
+                CUDA_OK(cudaMalloc(&out, out_bytes));
+                CUDA_OK(cudaMemset(out, 0xFF, out_bytes)); // NaN in bf16 and fp32
+                gemm_args a = args_for(v, P, O, out, g);
+                if (v.epi == EPI_STAGED && !grouped_staged_ok(&a)) {
+                    printf("%-18s staged epilogue cannot run here (n %% 4, ldo %% 4, alignment)\n", v.name);
+                    ++failed;
+                    cudaFree(out);
+                    continue;
+                }
+                CUtensorMap ma, mb;
+                grouped_params p;
+                unsigned ctas = 0;
+                const CUresult cr = grouped_prepare(&a, sms, &ma, &mb, &p, &ctas);
+                if (cr != CUDA_SUCCESS) {
+                    printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
+                    ++failed;
+                    cudaFree(out);
+                    continue;
+                }
+                CUDA_OK(fn(ma, mb, p, ctas));
+                CUDA_OK(cudaDeviceSynchronize());
+
+                // (1) sampled fp64 reference, (2) everything written, (3) equal to the shipped one.
+                bool ok = true;
+                double worst = 0.0;
+                std::vector<int64_t> live_rows; // plan rows with an output row
+                std::vector<int64_t> orows;
+                for (int64_t r = 0; r < P.live; ++r) {
+                    const int64_t o = out_row(v, P, r);
+                    if (o >= 0) {
+                        live_rows.push_back(r);
+                        orows.push_back(o);
+                    }
+                }
+                if (v.out != OUT_NONE) {
+                    std::vector<double> got, ref;
+                    std::mt19937_64 srng(seed + 17);
+                    for (int s = 0; s < SAMPLES; ++s) {
+                        const size_t i = s == 0 ? 0 : s == 1 ? live_rows.size() - 1 : srng() % live_rows.size();
+                        const int64_t c = s == 1 ? g.cols - 1 : (int64_t)(srng() % (uint64_t)g.cols);
+                        const int64_t at = orows[i] * g.ld + c;
+                        float val;
+                        if (g.f32) {
+                            CUDA_OK(cudaMemcpy(&val, (float *)out + at, 4, cudaMemcpyDeviceToHost));
+                        } else {
+                            __nv_bfloat16 b;
+                            CUDA_OK(cudaMemcpy(&b, (__nv_bfloat16 *)out + at, 2, cudaMemcpyDeviceToHost));
+                            val = bf16f(b);
+                        }
+                        got.push_back(val);
+                        ref.push_back(reference(v, P, O, live_rows[i], c));
+                    }
+                    double rms = 0.0;
+                    for (double r : ref) rms += r * r;
+                    rms = sqrt(rms / ref.size());
+                    int bad = 0;
+                    for (size_t s = 0; s < got.size(); ++s) {
+                        const double err = fabs(got[s] - ref[s]) / std::max(fabs(ref[s]), rms + 1e-30);
+                        worst = std::max(worst, std::isfinite(err) ? err : INFINITY);
+                        if (!(err <= TOL)) {
+                            if (bad < 3) printf("  %s: sample %zu: got %.6g, reference %.6g\n", v.name, s, got[s], ref[s]);
+                            ++bad;
+                        }
+                    }
+                    if (bad) ok = false;
+                    int64_t *d_rows;
+                    CUDA_OK(cudaMalloc(&d_rows, orows.size() * 8));
+                    CUDA_OK(cudaMemcpy(d_rows, orows.data(), orows.size() * 8, cudaMemcpyHostToDevice));
+                    const bool vs_shipped = v.shipped_function && shipped_out;
+                    CUDA_OK(cudaMemset(d_cmp, 0, 3 * sizeof(float)));
+                    compare_rows<<<1024, 256>>>(out, vs_shipped ? shipped_out : nullptr, g.f32, g.ld, d_rows,
+                                                (int64_t)orows.size(), g.cols, d_cmp);
+                    float cmp[3];
+                    CUDA_OK(cudaMemcpy(cmp, d_cmp, sizeof cmp, cudaMemcpyDeviceToHost));
+                    if (cmp[2] > 0) {
+                        printf("  %s: %.0f outputs not finite (unwritten or wrong)\n", v.name, cmp[2]);
+                        ok = false;
+                    }
+                    if (vs_shipped && !(cmp[0] <= TOL * cmp[1])) {
+                        printf("  %s: differs from the shipped kernel: max |diff| %.3g, max |shipped| %.3g\n", v.name,
+                               cmp[0], cmp[1]);
+                        ok = false;
+                    }
+                    cudaFree(d_rows);
+                }
+                const double ms = check_only ? 0.0 : median_ms(fn, ma, mb, p, ctas);
+                const int64_t tiles = (P.live / BM) * p.tiles_n;
+                const double flop = 2.0 * real_rows * O.n * O.k;
+                const double tflops = ms > 0 ? flop / (ms * 1e-3) / 1e12 : 0.0;
+                const double us_tile = ms > 0 ? ms * 1e3 * ctas / tiles : 0.0;
+                if (v.epi == EPI_NONE) none_ms = ms;
+                const double excess = (none_ms > 0 && ms > 0) ? (ms - none_ms) * 1e3 * ctas / tiles : NAN;
+                ok ? ++passed : ++failed;
+                printf("%-18s %-6s %6lld %6lld %6lld %9.3f %8.1f %9.2f %9.2f %8.1e  %s\n", v.name,
+                       data == GEMM_UP ? "gemm1" : "gemm2", (long long)O.n, (long long)O.k, (long long)tiles, ms,
+                       tflops, us_tile, excess, worst, ok ? "pass" : "FAIL");
+                fflush(stdout);
+                if (json) {
+                    fprintf(json,
+                            "{\"shape\": \"%s\", \"variant\": \"%s\", \"data\": \"%s\", \"T\": %lld, \"N\": %lld, "
+                            "\"K\": %lld, \"tiles\": %lld, \"ms\": %.5f, \"tflops\": %.2f, \"us_per_tile\": %.3f, "
+                            "\"excess_us_per_tile\": %.3f, \"err\": %.3e, \"pass\": %s, \"commit\": \"%s\", "
+                            "\"seed\": %llu, \"gpu\": \"%s\"}\n",
+                            m.name, v.name, data == GEMM_UP ? "gemm1" : "gemm2", (long long)P.T, (long long)O.n,
+                            (long long)O.k, (long long)tiles, ms, tflops, us_tile, isnan(excess) ? -1.0 : excess,
+                            std::isfinite(worst) ? worst : -1.0, ok ? "true" : "false", commit,
+                            (unsigned long long)seed, prop.name);
+                    fflush(json);
+                }
+                if (v.shipped_function && !shipped_out && ok) shipped_out = out; // the first one listed
+                else cudaFree(out);
+            }
+            if (shipped_out) cudaFree(shipped_out);
+            if (have_ops) free_operands(O);
+        }
+        cudaFree(P.d_ids);
+        cudaFree(P.d_owners);
+        cudaFree(P.d_live);
+        cudaFree(P.d_weights);
+        cudaFree(P.d_shared);
+        cudaFree(P.d_x);
+    }
+    if (json) fclose(json);
+    printf("\n%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The grouped GEMM lab in one command, on the lent H200 (nvcc and cuobjdump on PATH):
+#
+#   OUT=$OUT bash lab/run_grouped_on_device.sh
+#   SHAPES=qwen3,mixtral VARIANTS=up_none,up_staged,up_regs SUITE=0 bash lab/run_grouped_on_device.sh
+#
+# 1. builds lab/grouped_lab.cu (the library's grouped kernel template, every epilogue variant)
+#    with ptxas -v into build.log;
+# 2. sass.log: per kernel, code bytes and counts of the instructions that matter (HGMMA,
+#    WARPGROUP, BAR, MUFU, BRX, CALL, STG, STS, LDS, LDG, LDL, STL, ...), lab/sass_summary.py;
+# 3. grouped.log / grouped.jsonl: the lab (correctness shapes with every activation, then the
+#    PERF.md shapes at T=16384: each variant checked, then timed alone);
+# 4. unless SUITE=0: the GPU suite with the library as built from this tree
+#    (tests/gpu/run_on_device.sh, STAGES="build test": test_gpu_forward --quick and --perf on
+#    both GEMM paths vs the CPU oracle) into $OUT/suite/ (3 files; carry .deps for cJSON).
+# 7 files in all. Knobs: SHAPES, VARIANTS (comma lists, default all), TOKENS (16384),
+# LAB_SEED, LAB_COMMIT, LAB_LIMIT (seconds for the lab run, default 300).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/lab-out}
+mkdir -p "$OUT"
+BUILD=${LAB_BUILD:-/tmp/moefuse-grouped-lab}
+mkdir -p "$BUILD"
+SEED=${LAB_SEED:-$(date +%s)}
+COMMIT=${LAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export LAB_SEED=$SEED LAB_COMMIT=$COMMIT
+t_start=$SECONDS
+{
+    echo "grouped lab: commit $COMMIT, seed $SEED, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+    nvcc --version | tail -n 2
+} >"$OUT/build.log" 2>&1
+
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v -Iinclude -Isrc/core -Isrc/cuda \
+    -Isrc/cuda/hopper -Ilab -o "$BUILD/grouped_lab" lab/grouped_lab.cu >>"$OUT/build.log" 2>&1
+rc=$?
+echo "build: rc=$rc in $((SECONDS - t_start)) s" | tee -a "$OUT/build.log"
+if [ $rc -ne 0 ]; then
+    tail -n 40 "$OUT/build.log"
+    exit 1
+fi
+
+cuobjdump --dump-sass "$BUILD/grouped_lab" 2>&1 | python3 lab/sass_summary.py >"$OUT/sass.log" 2>&1
+cat "$OUT/sass.log"
+
+args=(--json "$OUT/grouped.jsonl")
+[ -n "${SHAPES:-}" ] && args+=(--shapes "$SHAPES")
+[ -n "${VARIANTS:-}" ] && args+=(--variants "$VARIANTS")
+[ -n "${TOKENS:-}" ] && args+=(--tokens "$TOKENS")
+rm -f "$OUT/grouped.jsonl"
+t0=$SECONDS
+timeout "${LAB_LIMIT:-300}" "$BUILD/grouped_lab" "${args[@]}" >"$OUT/grouped.log" 2>&1
+lab_rc=$?
+echo "lab: rc=$lab_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/grouped.log")"
+grep -E '^(==|variant|up_|down_)|FAIL|not finite|differs' "$OUT/grouped.log" | head -n 120
+
+suite_rc=0
+if [ "${SUITE:-1}" != 0 ]; then
+    OUT="$OUT/suite" STAGES="build test" bash tests/gpu/run_on_device.sh
+    suite_rc=$?
+    # That script reports per stage and exits 0 after a failed test: read the verdicts.
+    for log in test_quick test_gpu_forward; do
+        last=$(tail -n 1 "$OUT/suite/$log.log" 2>/dev/null)
+        echo "suite $log: $last"
+        [[ "$last" =~ ^[0-9]+\ passed,\ 0\ failed ]] || suite_rc=1
+    done
+fi
+echo "total: $((SECONDS - t_start)) s; lab rc=$lab_rc, suite rc=$suite_rc"
+[ $lab_rc -eq 0 ] && [ $suite_rc -eq 0 ]

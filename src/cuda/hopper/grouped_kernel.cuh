@@ -1,0 +1,448 @@
+// The grouped expert GEMM kernel of the Hopper engine (used by src/cuda/gemm_hopper.cu and by
+// the grouped kernel lab, lab/grouped_lab.cu): the dense kernel's mainloop (TMA producer
+// warpgroup, two wgmma consumer warpgroups, mbarrier ring, persistent grid, grouped raster)
+// walking the dispatch plan's row blocks, with the forward's epilogues fused in.
+//
+//  - Row block b (128 plan rows, all of one expert: the plan is built with block 128) is
+//    owned by expert e = block_expert[b]. The live blocks are offsets[experts] / 128, read on
+//    the device by every CTA at start: the grid is the host bound (#SMs), no host sync.
+//  - A tiles: GEMM1 reads the permuted copy of x, GEMM2 reads A2; both are plain [rows, K]
+//    matrices in plan order, so TMA loads them as in the dense case.
+//  - B tiles: one tensor map over the whole weight stack viewed as 2-D [experts * N, K]; the
+//    tile of expert e at column n0 starts at row e * N + n0. A tile that runs past N reads the
+//    next expert's rows (or zeros past the stack): those columns are computed and dropped.
+//  - Epilogues. GEMM1 (GEMM_UP): (x routing weight when weight_on_input) + bias, activation of
+//    the interleaved (gate, up) column pairs -> A2 [rows, I] bf16 (RELU2: not gated, A2 has the
+//    tile's columns). GEMM2 (GEMM_DOWN): + bias, x routing weight (or shared gate) -> fp32 rows
+//    out[id] (routed) or out[id - 1] (shared). Padding rows are not written.
+//
+// Epilogue variants (template argument EPI; the library ships EPI_STAGED, the others exist so
+// that the lab can compare them in one run, see src/cuda/NOTES.md "GEMM1 epilogue"):
+//  - EPI_STAGED: each consumer warp copies its 16 x 256 accumulator slice, 32 columns at a
+//    time, into its own shared-memory buffer, then reads it back row-major and applies bias,
+//    scale and activation in a rolled loop, with 4/8/16-byte stores of whole 32-byte sectors.
+//    The activation is chosen once per chunk (a uniform branch), not per element. Small code:
+//    the per-element epilogue below unrolls 64 element bodies, each with a switch over six
+//    activations, into ~190 KB of SASS (GEMM1), which is what made GEMM1 slow (hypothesis).
+//  - EPI_REGS: the first version: straight from the accumulator fragment, per element
+//    `glu_activate(p.activation, ...)`, 2-byte stores (GEMM1) or 8-byte stores (GEMM2).
+//  - EPI_REGS_ACT: EPI_REGS with the activation fixed at compile time (ACT): lab only.
+//  - EPI_REGS_RAW: GEMM_UP only: the raw accumulator pairs as bf16 into [rows, n] (no
+//    activation, no scale, no bias): lab only.
+//  - EPI_NONE: no store unless an accumulator is NaN (keeps the mainloop alive): lab only.
+#ifndef MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
+#define MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
+
+#include "../gemm.cuh" // gemm_args, GEMM_UP / GEMM_DOWN, glu_activate
+#include "gemm_launch.cuh"
+
+namespace moe_hopper {
+
+enum grouped_epilogue { EPI_STAGED = 0, EPI_REGS = 1, EPI_REGS_ACT = 2, EPI_REGS_RAW = 3, EPI_NONE = 4 };
+
+using grouped_config = dense_config<256, 4, 1>;
+constexpr int GBN = grouped_config::BN;
+constexpr int GSTAGES = grouped_config::STAGES;
+static_assert(BM == HOPPER_BLOCK_M, "the plan block must be the tile's rows");
+
+// Staged epilogue geometry: per consumer warp, 16 rows x STAGE_COLS fp32 columns at a time,
+// rows STAGE_LD floats apart. STAGE_LD = 40 (8 mod 32 banks per row) makes the fragment writes
+// (8-byte, rows lane/4) and the row reads (16-byte, 8 lanes per row) free of bank conflicts.
+constexpr int STAGE_COLS = 32;
+constexpr int STAGE_LD = STAGE_COLS + 8;
+constexpr int STAGE_CHUNKS = GBN / STAGE_COLS;
+constexpr int CONSUMER_WARPS = 8;
+constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
+constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int64) + scales
+constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
+
+template <int EPI> constexpr int grouped_smem_bytes() {
+    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? STAGED_EXTRA_BYTES : 0);
+}
+static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
+
+struct grouped_params {
+    int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
+    int tiles_n, group_m;
+    const int64_t *live_rows; // device: the plan's total (a multiple of 128)
+    const int32_t *block_expert;
+    const int32_t *sorted_ids;
+    const float *bias;        // [experts, n] or NULL
+    int64_t padding_id;       // T * k
+    const float *topk_weights;
+    const float *shared_scale;
+    int weight_on_input;
+    void *out;                // GEMM_UP: bf16 A2 [rows, ldo]; GEMM_DOWN: fp32 [T*k + T, ldo]
+    int64_t ldo;
+    int activation;
+    float act_alpha, act_limit;
+};
+
+__device__ __forceinline__ int live_blocks(const grouped_params &p) {
+    return (int)((*p.live_rows + BM - 1) / BM);
+}
+
+// Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
+// GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
+// GEMM_DOWN: fp32 row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
+template <int MODE>
+__device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
+    const int64_t id = p.sorted_ids[r];
+    if (id == p.padding_id) return false;
+    const bool routed = id < p.padding_id;
+    if (MODE == GEMM_UP) {
+        scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
+        offset = r * p.ldo;
+    } else {
+        if (routed) scale = p.weight_on_input ? 1.0f : p.topk_weights[id];
+        else scale = p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f;
+        offset = (routed ? id : id - 1) * p.ldo;
+    }
+    return true;
+}
+
+// ---- EPI_REGS* / EPI_NONE: from the accumulator fragment --------------------------------
+// One consumer thread: its rows (row, row + 8) x columns n0 + 8j + 2q (+1).
+template <int MODE, int EPI, int ACT>
+__device__ __forceinline__ void regs_epilogue(const grouped_params &p, const float *acc, int e, int64_t row, int n0,
+                                              int q) {
+    if (EPI == EPI_NONE) {
+        // Touch every accumulator; store only what is NaN (never, for finite inputs).
+        bool nan = false;
+#pragma unroll
+        for (int i = 0; i < GBN / 2; ++i) nan |= acc[i] != acc[i];
+        if (nan) ((float *)p.out)[0] = acc[0];
+        return;
+    }
+    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
+    const int act = EPI == EPI_REGS_ACT ? ACT : p.activation;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int64_t r = row + 8 * h;
+        if (EPI == EPI_REGS_RAW) {
+            __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + r * p.ldo;
+#pragma unroll
+            for (int j = 0; j < GBN / 8; ++j) {
+                const int col = n0 + 8 * j + 2 * q;
+                if (col < p.n)
+                    *(__nv_bfloat162 *)(out_row + col) =
+                        __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+            continue;
+        }
+        int64_t offset;
+        float scale;
+        if (!row_target<MODE>(p, r, offset, scale)) continue;
+        if (MODE == GEMM_UP) {
+            __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + offset;
+#pragma unroll
+            for (int j = 0; j < GBN / 8; ++j) {
+                const int col = n0 + 8 * j + 2 * q;
+                if (col >= p.n) continue; // n is even: the pair is whole
+                // Scaling the accumulator by the input weight = scaling the gathered row.
+                float v0 = acc[4 * j + 2 * h] * scale, v1 = acc[4 * j + 2 * h + 1] * scale;
+                if (bias) {
+                    v0 += bias[col];
+                    v1 += bias[col + 1];
+                }
+                if (act == MOE_ACT_RELU2) {
+                    out_row[col] = __float2bfloat16_rn(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f));
+                    out_row[col + 1] = __float2bfloat16_rn(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f));
+                } else {
+                    out_row[col >> 1] = __float2bfloat16_rn(glu_activate(act, p.act_alpha, p.act_limit, v0, v1));
+                }
+            }
+        } else {
+            float *out_row = (float *)p.out + offset;
+#pragma unroll
+            for (int j = 0; j < GBN / 8; ++j) {
+                const int col = n0 + 8 * j + 2 * q;
+                if (col >= p.n) continue;
+                float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+                if (bias) {
+                    v0 += bias[col];
+                    v1 += bias[col + 1];
+                }
+                // n (= H) is a multiple of 64: the pair is 8-byte aligned.
+                *(float2 *)(out_row + col) = make_float2(v0 * scale, v1 * scale);
+            }
+        }
+    }
+}
+
+// ---- EPI_STAGED --------------------------------------------------------------------------
+// Copies chunk c (columns 32c .. 32c+31 of the tile) of this lane's fragment into the warp's
+// staging rows: acc[4j + 2h + e] is fragment row lane/4 + 8h, column 8j + 2*(lane%4) + e.
+// The branch per chunk keeps every accumulator index a compile-time constant (registers),
+// while the loop around the caller stays rolled.
+__device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stage, int lane) {
+    float *dst = stage + (lane / 4) * STAGE_LD + 2 * (lane % 4);
+#pragma unroll
+    for (int C = 0; C < STAGE_CHUNKS; ++C) {
+        if (C == c) {
+#pragma unroll
+            for (int jj = 0; jj < STAGE_COLS / 8; ++jj) {
+                const int j = C * (STAGE_COLS / 8) + jj;
+                *(float2 *)(dst + 8 * jj) = make_float2(acc[4 * j + 0], acc[4 * j + 1]);
+                *(float2 *)(dst + 8 * STAGE_LD + 8 * jj) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+            }
+        }
+    }
+}
+
+// GEMM_UP, one chunk, activation fixed: lane reads 4 columns (granule lane%8) of rows
+// 4i + lane/8 of the warp's 16, i.e. 2 (gate, up) pairs -> 2 bf16 (RELU2: 4 columns -> 4).
+template <int ACT>
+__device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const float *stage, const int64_t *row_off,
+                                                const float *row_scale, float4 b, int col, int lane) {
+    __nv_bfloat16 *out = (__nv_bfloat16 *)p.out;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int rr = 4 * i + lane / 8;
+        const int64_t off = row_off[rr];
+        if (off < 0) continue;
+        const float s = row_scale[rr];
+        const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
+        // Scaling the accumulator by the input weight = scaling the gathered row.
+        const float x0 = v.x * s + b.x, x1 = v.y * s + b.y, x2 = v.z * s + b.z, x3 = v.w * s + b.w;
+        if (ACT == MOE_ACT_RELU2) {
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(glu_activate(ACT, 0.0f, 0.0f, x0, 0.0f),
+                                                            glu_activate(ACT, 0.0f, 0.0f, x1, 0.0f));
+            const __nv_bfloat162 hi = __floats2bfloat162_rn(glu_activate(ACT, 0.0f, 0.0f, x2, 0.0f),
+                                                            glu_activate(ACT, 0.0f, 0.0f, x3, 0.0f));
+            uint2 pack;
+            pack.x = *(const uint32_t *)&lo;
+            pack.y = *(const uint32_t *)&hi;
+            *(uint2 *)(out + off + col) = pack; // col % 4 == 0, ldo % 4 == 0: 8-byte aligned
+        } else {
+            *(__nv_bfloat162 *)(out + off + col / 2) =
+                __floats2bfloat162_rn(glu_activate(ACT, p.act_alpha, p.act_limit, x0, x1),
+                                      glu_activate(ACT, p.act_alpha, p.act_limit, x2, x3));
+        }
+    }
+}
+
+// GEMM_DOWN, one chunk: (acc + bias) x scale, 16-byte stores (4 fp32 of one row).
+__device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const float *stage, const int64_t *row_off,
+                                                  const float *row_scale, float4 b, int col, int lane) {
+    float *out = (float *)p.out;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int rr = 4 * i + lane / 8;
+        const int64_t off = row_off[rr];
+        if (off < 0) continue;
+        const float s = row_scale[rr];
+        const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
+        *(float4 *)(out + off + col) =
+            make_float4((v.x + b.x) * s, (v.y + b.y) * s, (v.z + b.z) * s, (v.w + b.w) * s);
+    }
+}
+
+// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
+// n0 + 255 (those below n). `stage` is the warp's staging buffer, `info` its row table.
+template <int MODE>
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                                int n0, int lane, float *stage, uint8_t *info) {
+    int64_t *row_off = (int64_t *)info; // 16 output row offsets (elements), -1: padding
+    float *row_scale = (float *)(info + 16 * 8);
+    __syncwarp(); // the previous tile's reads of the row table are done
+    if (lane < 16) {
+        int64_t off = -1;
+        float s = 1.0f;
+        if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
+        row_off[lane] = off;
+        row_scale[lane] = s;
+    }
+    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
+#pragma unroll 1
+    for (int c = 0; c < STAGE_CHUNKS; ++c) {
+        const int chunk_col = n0 + c * STAGE_COLS;
+        if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
+        __syncwarp(); // the previous chunk's reads (and the row table writes) are done
+        stage_chunk(acc, c, stage, lane);
+        __syncwarp();
+        const int col = chunk_col + 4 * (lane % 8);
+        if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
+        const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (MODE == GEMM_DOWN) {
+            staged_down_chunk(p, stage, row_off, row_scale, b, col, lane);
+        } else {
+            // One uniform branch per chunk, each case a specialised straight-line body.
+            switch (p.activation) {
+            case MOE_ACT_SWIGLU: staged_up_chunk<MOE_ACT_SWIGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_GEGLU: staged_up_chunk<MOE_ACT_GEGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_GEGLU_TANH:
+                staged_up_chunk<MOE_ACT_GEGLU_TANH>(p, stage, row_off, row_scale, b, col, lane);
+                break;
+            case MOE_ACT_REGLU: staged_up_chunk<MOE_ACT_REGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_RELU2: staged_up_chunk<MOE_ACT_RELU2>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_SWIGLU_OAI:
+                staged_up_chunk<MOE_ACT_SWIGLU_OAI>(p, stage, row_off, row_scale, b, col, lane);
+                break;
+            }
+        }
+    }
+}
+
+template <int MODE, int EPI, int ACT>
+__global__ void __launch_bounds__(THREADS, 1)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                        const grouped_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using CFG = grouped_config;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint8_t *smem_a = smem;                          // [STAGES][BM rows][128 bytes]
+    uint8_t *smem_b = smem + GSTAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
+    uint64_t *full = (uint64_t *)(smem_b + GSTAGES * CFG::B_BYTES);
+    uint64_t *empty = full + GSTAGES;
+    // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
+    uint8_t *staging = (uint8_t *)(empty + GSTAGES);
+    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
+
+    const int warpgroup = threadIdx.x / 128;
+    const int units_m = live_blocks(p);
+    const int units = units_m * p.tiles_n;
+    const int num_kb = (p.k + BK - 1) / BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < GSTAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], CFG::EMPTY_ARRIVALS);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // ---- producer ----
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(&map_a);
+            tma_prefetch_map(&map_b);
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                int m_block, n_block;
+                raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+                const int e = p.block_expert[m_block];
+                const int m0 = m_block * BM;
+                const int b_row = e * p.n + n_block * GBN;
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
+                    tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
+                    tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
+                    if (++stage == GSTAGES) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+    } else {
+        // ---- consumers ----
+        setmaxnreg_inc<CONSUMER_REGS>();
+        const int half = warpgroup - 1; // rows half*64 .. half*64+63 of the tile
+        const int warp = (threadIdx.x / 32) % 4;
+        const int lane = threadIdx.x % 32;
+        const int cw = half * 4 + warp; // consumer warp 0..7
+        float acc[GBN / 2];
+#pragma unroll
+        for (int i = 0; i < GBN / 2; ++i) acc[i] = 0.0f;
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            int m_block, n_block;
+            raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+            const int m0 = m_block * BM;
+            const int n0 = n_block * GBN;
+            int prev_stage = 0;
+            for (int kb = 0; kb < num_kb; ++kb) {
+                mbar_wait(&full[stage], phase);
+                const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
+                const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BK / 16; ++kk)
+                    wgmma_bf16<GBN>(acc, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
+                                    (kb > 0 || kk > 0) ? 1 : 0);
+                wgmma_commit_group();
+                wgmma_wait_group<1>();
+                if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
+                prev_stage = stage;
+                if (++stage == GSTAGES) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+            wgmma_wait_group<0>();
+            fence_registers<GBN / 2>(acc);
+            release_stage<1>(&empty[prev_stage], lane);
+
+            const int e = p.block_expert[m_block];
+            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
+            if (EPI == EPI_STAGED)
+                staged_epilogue<MODE>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
+                                      row_info + cw * ROWINFO_WARP_BYTES);
+            else
+                regs_epilogue<MODE, EPI, ACT>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
+        }
+    }
+#endif
+}
+
+// ---- host side ---------------------------------------------------------------------------
+// Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
+// Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
+inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
+                                grouped_params *p, unsigned *ctas) {
+    CUresult cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
+    if (cr != CUDA_SUCCESS) return cr;
+    p->n = (int)g->n;
+    p->k = (int)g->k;
+    p->tiles_n = (int)((g->n + GBN - 1) / GBN);
+    const int group = (int)lround(sqrt((double)GBN * sms / BM));
+    p->group_m = group < 1 ? 1 : group;
+    p->live_rows = g->live_rows;
+    p->block_expert = g->block_expert;
+    p->sorted_ids = g->sorted_ids;
+    p->bias = g->bias;
+    p->padding_id = g->tokens * g->top_k;
+    p->topk_weights = g->topk_weights;
+    p->shared_scale = g->shared_scale;
+    p->weight_on_input = g->weight_on_input;
+    p->out = g->out;
+    p->ldo = g->ldo;
+    p->activation = g->activation;
+    p->act_alpha = g->act_alpha;
+    p->act_limit = g->act_limit;
+    // Persistent: at most one CTA per SM, and no more than the host bound of tiles.
+    const int64_t bound = (g->rows + BM - 1) / BM * p->tiles_n;
+    *ctas = (unsigned)(bound < sms ? bound : sms);
+    return CUDA_SUCCESS;
+}
+
+// What EPI_STAGED needs beyond the other epilogues (16-byte granules of 4 columns): n and
+// ldo multiples of 4, out and bias 16-byte aligned. The forward's shapes (H, I multiples of
+// 64, 256-aligned workspace and cudaMalloc'd biases) always pass.
+inline bool grouped_staged_ok(const gemm_args *g) {
+    return g->n % 4 == 0 && g->ldo % 4 == 0 && (uintptr_t)g->out % 16 == 0 && (uintptr_t)g->bias % 16 == 0;
+}
+
+template <int MODE, int EPI, int ACT = 0> cudaError_t grouped_set_smem() {
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                grouped_smem_bytes<EPI>());
+}
+
+template <int MODE, int EPI, int ACT = 0>
+cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const grouped_params &p,
+                                  unsigned ctas, cudaStream_t stream) {
+    grouped_gemm_kernel<MODE, EPI, ACT><<<ctas, THREADS, grouped_smem_bytes<EPI>(), stream>>>(map_a, map_b, p);
+    return cudaGetLastError();
+}
+
+} // namespace moe_hopper
+
+#endif
