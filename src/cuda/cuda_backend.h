@@ -39,8 +39,19 @@ int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens);
 /* The device copy of the packed weights, hung on moe_weights.device. When the shared expert
  * has the routed experts' width (Is == I) it is stored as one more expert, index E, of the
  * same stacks, so the grouped GEMMs run it with the routed ones; else it has its own arrays. */
+/* FP8 weights: the block scales of a stack of matrices, as the host qmatrix packs them
+ * (src/core/internal.h): fp32 [matrices, rows, cols] on the device. FP8_TENSOR: 1 x 1 per
+ * matrix; FP8_BLOCK128: [ceil(R/128), ceil(K/128)], or for a paired W13 (gate/up rows
+ * interleaved) [2 * ceil(I/128), ceil(K/128)] with row r on scale row 2 * ((r/2)/128) + r%2. */
+typedef struct moe__cuda_fp8_scales {
+    float *data;        /* NULL for bf16/f16 weights */
+    int64_t rows, cols; /* of one matrix's scale array */
+    int paired;         /* 1: the paired W13 grid above */
+} moe__cuda_fp8_scales;
+
 typedef struct moe__cuda_weights {
-    moe_dtype dtype;    /* element type of w13/w2: BF16 or F16 */
+    moe_dtype dtype;    /* element type of w13/w2: BF16, F16, or E4M3 (FP8 formats: codes) */
+    moe_format format;  /* the packed format: BF16, F16, FP8_TENSOR or FP8_BLOCK128 */
     int64_t experts;    /* matrices in w13/w2: E, or E + 1 with the shared expert fused in */
     int shared_fused;   /* 1 when expert E of the stacks is the shared expert */
     void *w13, *w2;     /* [experts, R13, H], [experts, H, I] */
@@ -51,6 +62,9 @@ typedef struct moe__cuda_weights {
     float *shared_gate;     /* [H] or NULL */
     void *s13, *s2;         /* separate shared expert (Is != I): [R13s, H], [H, Is]; else NULL */
     float *sb13, *sb2;      /* its biases or NULL */
+    /* FP8 formats only: scales of w13/w2 (the fused shared expert's appended as matrix E)
+     * and of the separate shared expert's s13/s2. */
+    moe__cuda_fp8_scales w13_scales, w2_scales, s13_scales, s2_scales;
 } moe__cuda_weights;
 
 /* Sets the kernels' launch attributes (shared-memory limits) on the context's device. The
@@ -67,6 +81,19 @@ moe_status moe__cuda_init(moe_context_t *ctx);
  * of the plan (sizes) are filled here. */
 moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *ids, int64_t T, int64_t k, int64_t E,
                                 int64_t block, int64_t shared_rows, moe_dispatch_plan *plan, void *stream);
+
+/* The FP8 activation quantiser of the w8a8 forward (quant.cu), exposed for the GPU test:
+ * x [rows, cols] (device; F32, F16 or BF16; row stride ld elements, columns contiguous) ->
+ * e4m3 codes [rows, cols] (row stride cols) and fp32 scales laid out as moe_quantize writes
+ * them (FP8_ROW128 [rows, ceil(cols/128)], FP8_TENSOR [1]), the same codes and scales bit for
+ * bit. amax: one 4-byte device word of scratch (FP8_TENSOR's amax).
+ * Sync-free on `stream`. */
+moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format format, const void *x, moe_dtype dtype,
+                                  int64_t rows, int64_t cols, int64_t ld, uint8_t *codes, float *scales,
+                                  uint32_t *amax, void *stream);
+/* The e4m3 code of x / s as the device quantiser forms it (the same code, compiled for the
+ * host): for tests of the rounding rule against moe_quantize without a GPU. */
+uint8_t moe__cuda_fp8_encode_host(float x, float s);
 
 #ifdef __cplusplus
 }

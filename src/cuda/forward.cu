@@ -13,6 +13,9 @@
 // moe__cuda_gemm_select (cuda_backend.h).
 //   [shared]     GEMM1 + GEMM2 over all tokens when the shared width differs from I
 //   combine      y[t] = sum of its rows in slot order (+ the shared row)
+// With FP8 weights (w8a8, act_format fp8-row128 or fp8-tensor) the GEMM steps are forward_fp8's:
+// x quantised once per token, GEMM1 on e4m3 codes -> fp32 A2, A2 quantised, GEMM2 on e4m3
+// (gemm_fp8_v1.cu, quant.cu); routing, plan and combine are the same.
 //
 // Nothing is read back to the host and nothing is allocated: grids come from host-known
 // bounds (T*k + E*(BM-1) plan rows), blocks past the device-side total exit at once, and the
@@ -32,10 +35,15 @@ namespace {
 struct ws_layout {
     int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows, max_rows, max_blocks;
     bool shared, fused;
+    bool fp8;       // FP8 weights: the w8a8 path (its arrays below; xc, a2, a2s and xperm empty)
+    bool fp8_tensor; // act_format fp8-tensor (else 1x128 groups)
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1) or 128 (Hopper)
     int64_t xperm;  // Hopper: x rows in plan order [max_rows, H] (0 bytes on v1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s, out;
+    // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I], its codes and scales; the separate
+    // shared expert's A2 [T, Is] likewise; 4 amax words (x, routed A2, fused shared A2, shared A2).
+    int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax;
     int64_t total;
 };
 
@@ -49,10 +57,35 @@ bool reserve(int64_t *cursor, int64_t count, int64_t elem, int64_t *offset) {
     return true;
 }
 
+bool is_fp8_weights(moe_format f) { return f == MOE_FORMAT_FP8_TENSOR || f == MOE_FORMAT_FP8_BLOCK128; }
+
 moe_dtype weights_dtype(const moe_weights_t *w) {
     const moe__cuda_weights *d = (const moe__cuda_weights *)w->device;
     if (d) return d->dtype;
+    if (is_fp8_weights(w->format)) return MOE_DTYPE_E4M3;
     return w->format == MOE_FORMAT_F16 ? MOE_DTYPE_F16 : MOE_DTYPE_BF16;
+}
+
+// Scale elements of a [rows, cols] activation quantised per the FP8 path's act_format: one
+// per row and 128-column group (fp8-row128); fp8-tensor keeps one per row (`per_row`: the plan
+// rows of A2, whose tensor depends on the row) or a single one.
+bool act_scale_count(const ws_layout *L, int64_t rows, int64_t cols, bool per_row, int64_t *out) {
+    if (L->fp8_tensor) {
+        *out = per_row ? rows : 1;
+        return true;
+    }
+    return moe__mul64(rows, (cols + 127) / 128, out);
+}
+
+// The FP8 path's arrays, reserved after the common ones.
+bool reserve_fp8(int64_t *c, ws_layout *L) {
+    int64_t n, scales;
+    return moe__mul64(L->T, L->H, &n) && reserve(c, n, 1, &L->xq) && act_scale_count(L, L->T, L->H, false, &scales) &&
+           reserve(c, scales, 4, &L->xq_scales) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 4, &L->a2f) &&
+           reserve(c, n, 1, &L->a2q) && act_scale_count(L, L->max_rows, L->I, true, &scales) &&
+           reserve(c, scales, 4, &L->a2q_scales) && moe__mul64(L->T, L->Is, &n) && reserve(c, n, 4, &L->a2sf) &&
+           reserve(c, n, 1, &L->a2sq) && act_scale_count(L, L->T, L->Is, false, &scales) &&
+           reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax);
 }
 
 int gemm_path(const moe_weights_t *w, int64_t T) {
@@ -61,9 +94,11 @@ int gemm_path(const moe_weights_t *w, int64_t T) {
     return moe__cuda_gemm_select(rows, w->spec.num_experts, w->spec.hidden, w->spec.intermediate, weights_dtype(w));
 }
 
-bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
+bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws_layout *L) {
     const moe_layer_spec *s = &w->spec;
     memset(L, 0, sizeof *L);
+    L->fp8 = is_fp8_weights(w->format);
+    L->fp8_tensor = L->fp8 && act_format == MOE_FORMAT_FP8_TENSOR;
     L->T = T, L->H = s->hidden, L->E = s->num_experts, L->k = s->top_k, L->I = s->intermediate;
     L->shared = w->s13.count > 0;
     L->Is = L->shared ? s->shared_intermediate : 0;
@@ -80,20 +115,201 @@ bool layout_compute(const moe_weights_t *w, int64_t T, ws_layout *L) {
               moe__mul64(L->experts, bm - 1, &pad) && moe__add64(live, pad, &L->max_rows);
     if (!ok) return false;
     L->max_blocks = (L->max_rows + bm - 1) / bm;
-    ok = moe__mul64(T, L->H, &n) && reserve(&c, n, 2, &L->xc) && moe__mul64(T, L->E, &n) &&
+    const int64_t bf16 = L->fp8 ? 0 : 1; // the bf16 path's own arrays (xc, a2, a2s) vanish on FP8
+    ok = moe__mul64(T * bf16, L->H, &n) && reserve(&c, n, 2, &L->xc) && moe__mul64(T, L->E, &n) &&
          reserve(&c, n, 4, &L->logits) && reserve(&c, L->rows, 4, &L->ids) && reserve(&c, L->rows, 4, &L->weights) &&
          reserve(&c, T, 4, &L->gate) && reserve(&c, L->experts, 8, &L->counts) &&
          reserve(&c, L->experts + 1, 8, &L->offsets) && reserve(&c, L->max_rows, 4, &L->sorted_ids) &&
-         reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows, L->I, &n) &&
-         reserve(&c, n, 2, &L->a2) && moe__mul64(T, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
+         reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows * bf16, L->I, &n) &&
+         reserve(&c, n, 2, &L->a2) && moe__mul64(T * bf16, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows : 0, L->H, &n) &&
-         reserve(&c, n, 2, &L->xperm) && moe__add64(c, WS_ALIGN, &L->total); // room to align the base
+         reserve(&c, n, 2, &L->xperm) && (!L->fp8 || reserve_fp8(&c, L)) &&
+         moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
 }
 
 bool is_row_major(const moe_tensor *t, int64_t cols) {
     return moe__stride(t, 0) == cols && moe__stride(t, 1) == 1;
+}
+
+// The act_format / weight format pairs this backend runs: f32 (no activation quantisation)
+// with bf16/f16 weights; fp8-row128 or fp8-tensor (w8a8) with fp8-tensor/fp8-block128 weights.
+// The CPU oracle also runs the mixed pairs (w8a16, w16a8); here they are refused by name.
+moe_status check_act_format(moe_context_t *ctx, const moe_weights_t *w, moe_format act) {
+    if (is_fp8_weights(w->format)) {
+        if (act == MOE_FORMAT_FP8_ROW128 || act == MOE_FORMAT_FP8_TENSOR) return MOE_STATUS_OK;
+        return moe__error(ctx, MOE_STATUS_UNSUPPORTED,
+                          "moe_forward: args.act_format = %s with %s weights on the cuda backend: FP8 weights run "
+                          "w8a8 only, expected act_format fp8-row128 or fp8-tensor (the cpu backend also runs "
+                          "them with f32 activations)",
+                          moe_format_name(act), moe_format_name(w->format));
+    }
+    if (act == MOE_FORMAT_F32) return MOE_STATUS_OK;
+    return moe__error(ctx, MOE_STATUS_UNSUPPORTED,
+                      "moe_forward: args.act_format = %s with %s weights on the cuda backend: FP8 activations need "
+                      "fp8-tensor or fp8-block128 weights here, expected act_format f32 (the cpu backend also "
+                      "quantises activations for %s weights)",
+                      moe_format_name(act), moe_format_name(w->format), moe_format_name(w->format));
+}
+
+// The scale lookup of an FP8 weight stack for the GEMM (gemm_fp8_v1.cuh).
+void set_weight_scales(fp8_gemm_args *g, const moe__cuda_fp8_scales *sc, moe_format format) {
+    g->w_scales = sc->data;
+    g->w_scale_rows = sc->rows;
+    g->w_scale_cols = sc->cols;
+    g->w_scale_kind = format == MOE_FORMAT_FP8_TENSOR ? FP8W_TENSOR : sc->paired ? FP8W_BLOCK_PAIRED : FP8W_BLOCK;
+}
+
+// a_scale(row, kb) of activations quantised as `L` says over K columns (gemm_fp8_v1.cuh):
+// fp8-row128 [rows, ceil(K/128)]; fp8-tensor one scale, or one per row (`per_row`).
+void set_act_scales(fp8_gemm_args *g, const ws_layout &L, const float *scales, int64_t K, bool per_row) {
+    g->a_scales = scales;
+    g->a_scale_rs = L.fp8_tensor ? (per_row ? 1 : 0) : (K + 127) / 128;
+    g->a_scale_ks = L.fp8_tensor ? 0 : 1;
+}
+
+// The quantiser of `rows` rows of fp32/x activations into codes_field / scales_field.
+fp8_quant_args quant_args(const ws_layout &L, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,
+                          int64_t cols, uint8_t *codes, float *scales, uint32_t *amax) {
+    fp8_quant_args q;
+    memset(&q, 0, sizeof q);
+    q.format = L.fp8_tensor ? MOE_FORMAT_FP8_TENSOR : MOE_FORMAT_FP8_ROW128;
+    q.src = src;
+    q.src_dtype = dtype;
+    q.src_ld = ld;
+    q.rows = rows;
+    q.cols = cols;
+    q.codes = codes;
+    q.codes_ld = cols;
+    q.scales = scales;
+    q.amax = amax;
+    return q;
+}
+
+// The w8a8 GEMM steps (FP8 weights; act_format fp8-row128 or fp8-tensor), as the CPU oracle
+// defines them (src/cpu/forward.c): x quantised once over [T, H] (per token for row128; one
+// scale for tensor), GEMM1 on the codes with the GLU epilogue -> A2 in fp32, A2 quantised (the
+// routed rows [T*k, I] as one tensor, the shared expert's [T, Is] as another, fused or not),
+// GEMM2 on its codes -> the fp32 rows combine reads. All on the v1 FP8 kernel; the A2
+// quantisation is a separate pass (not yet in GEMM1's epilogue).
+moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
+                       const moe_forward_args *args, const moe_dispatch_plan &plan, const float *weights,
+                       const float *gate, cudaStream_t stream) {
+    const moe__cuda_weights *d = (const moe__cuda_weights *)w->device;
+    const moe_layer_spec *s = &w->spec;
+    const moe_tensor *x = &args->x;
+    uint8_t *xq = base + L.xq, *a2q = base + L.a2q, *a2sq = base + L.a2sq;
+    float *xq_scales = (float *)(base + L.xq_scales), *a2f = (float *)(base + L.a2f);
+    float *a2q_scales = (float *)(base + L.a2q_scales), *a2sf = (float *)(base + L.a2sf);
+    float *a2sq_scales = (float *)(base + L.a2sq_scales);
+    uint32_t *amax = (uint32_t *)(base + L.amax); // [0] x, [1..2] plan A2, [3] separate shared A2
+    moe_status st;
+
+    // x, once per token (the routed rows and the shared expert read the same codes).
+    fp8_quant_args qx = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.T, L.H, xq, xq_scales, amax);
+    if ((st = cuda_status(ctx, fp8_quantize_launch(&qx, stream), "quantise x to fp8")) != MOE_STATUS_OK) return st;
+
+    fp8_gemm_args g1;
+    memset(&g1, 0, sizeof g1);
+    g1.g.mode = GEMM_UP;
+    g1.g.a = xq;
+    g1.g.lda = L.H;
+    g1.g.b = d->w13;
+    g1.g.experts = L.experts;
+    g1.g.bias = d->b13;
+    g1.g.n = L.R13;
+    g1.g.k = L.H;
+    g1.g.sorted_ids = plan.sorted_ids;
+    g1.g.block_expert = plan.block_expert;
+    g1.g.live_rows = plan.expert_offsets + L.experts;
+    g1.g.rows = L.max_rows;
+    g1.g.tokens = L.T;
+    g1.g.top_k = L.k;
+    g1.g.topk_weights = weights;
+    g1.g.shared_scale = gate;
+    g1.g.weight_on_input = s->weight_on_input;
+    g1.g.out = a2f;
+    g1.g.ldo = L.I;
+    g1.g.activation = s->activation;
+    g1.g.act_alpha = s->act_alpha;
+    g1.g.act_limit = s->act_limit;
+    set_act_scales(&g1, L, xq_scales, L.H, false);
+    set_weight_scales(&g1, &d->w13_scales, d->format);
+    if ((st = cuda_status(ctx, fp8_gemm_launch(&g1, stream), "fp8 GEMM1 (W13)")) != MOE_STATUS_OK) return st;
+
+    // A2 in plan order: live rows only; ids above T*k (the fused shared expert) are a tensor of
+    // their own for fp8-tensor.
+    fp8_quant_args qa = quant_args(L, a2f, MOE_DTYPE_F32, L.I, L.max_rows, L.I, a2q, a2q_scales, amax + 1);
+    qa.sorted_ids = plan.sorted_ids;
+    qa.live_rows = plan.expert_offsets + L.experts;
+    qa.padding_id = L.rows;
+    if ((st = cuda_status(ctx, fp8_quantize_launch(&qa, stream), "quantise A2 to fp8")) != MOE_STATUS_OK) return st;
+
+    fp8_gemm_args g2 = g1;
+    g2.g.mode = GEMM_DOWN;
+    g2.g.a = a2q;
+    g2.g.lda = L.I;
+    g2.g.b = d->w2;
+    g2.g.bias = d->b2;
+    g2.g.n = L.H;
+    g2.g.k = L.I;
+    g2.g.out = base + L.out;
+    g2.g.ldo = L.H;
+    set_act_scales(&g2, L, a2q_scales, L.I, true);
+    set_weight_scales(&g2, &d->w2_scales, d->format);
+    if ((st = cuda_status(ctx, fp8_gemm_launch(&g2, stream), "fp8 GEMM2 (W2)")) != MOE_STATUS_OK) return st;
+
+    if (!L.shared || L.fused) return MOE_STATUS_OK;
+    // The separate shared expert (Is != I): an identity plan over the T tokens.
+    fp8_gemm_args sg1 = g1;
+    sg1.g.b = d->s13;
+    sg1.g.experts = 1;
+    sg1.g.bias = d->sb13;
+    sg1.g.n = L.R13s;
+    sg1.g.sorted_ids = NULL;
+    sg1.g.block_expert = NULL;
+    sg1.g.live_rows = NULL;
+    sg1.g.rows = L.T;
+    sg1.g.out = a2sf;
+    sg1.g.ldo = L.Is;
+    set_weight_scales(&sg1, &d->s13_scales, d->format);
+    if ((st = cuda_status(ctx, fp8_gemm_launch(&sg1, stream), "fp8 shared GEMM1")) != MOE_STATUS_OK) return st;
+    fp8_quant_args qs = quant_args(L, a2sf, MOE_DTYPE_F32, L.Is, L.T, L.Is, a2sq, a2sq_scales, amax + 3);
+    if ((st = cuda_status(ctx, fp8_quantize_launch(&qs, stream), "quantise the shared A2 to fp8")) != MOE_STATUS_OK)
+        return st;
+    fp8_gemm_args sg2 = g2;
+    sg2.g.a = a2sq;
+    sg2.g.lda = L.Is;
+    sg2.g.b = d->s2;
+    sg2.g.experts = 1;
+    sg2.g.bias = d->sb2;
+    sg2.g.k = L.Is;
+    sg2.g.sorted_ids = NULL;
+    sg2.g.block_expert = NULL;
+    sg2.g.live_rows = NULL;
+    sg2.g.rows = L.T;
+    set_act_scales(&sg2, L, a2sq_scales, L.Is, false);
+    set_weight_scales(&sg2, &d->s2_scales, d->format);
+    return cuda_status(ctx, fp8_gemm_launch(&sg2, stream), "fp8 shared GEMM2");
+}
+
+// combine: y[t] = its routed rows in slot order (+ the shared row), in y's dtype.
+moe_status launch_combine(moe_context_t *ctx, const ws_layout &L, uint8_t *base, const int32_t *ids,
+                          const moe_forward_args *args, cudaStream_t stream) {
+    combine_args c;
+    c.out = (const float *)(base + L.out);
+    c.ids = ids;
+    c.T = L.T;
+    c.k = L.k;
+    c.E = L.E;
+    c.H = L.H;
+    c.has_shared = L.shared;
+    c.y = args->y.data;
+    c.y_dtype = args->y.dtype;
+    c.y_s0 = moe__stride(&args->y, 0);
+    c.y_s1 = moe__stride(&args->y, 1);
+    return cuda_status(ctx, combine_launch(&c, stream), "combine");
 }
 
 } // namespace
@@ -130,7 +346,7 @@ extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t 
 extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe_format act_format, char *buf,
                                           size_t size) {
     ws_layout L;
-    if (!layout_compute(w, T, &L)) return -1;
+    if (!layout_compute(w, T, act_format, &L)) return -1;
     const moe_dtype dt = weights_dtype(w);
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     // Whether Hopper can run at all on these weights: the selection with every row count
@@ -156,12 +372,19 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
                  env ? " is neither v1 nor hopper: automatic)" : "");
-    char tiles[96];
+    char tiles[160];
     if (hopper)
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, x rows permuted", HOPPER_BLOCK_M);
     else
         snprintf(tiles, sizeof tiles, "mma.sync, tile %dx%dx%d, %d stages, x rows gathered", GEMM_BM, GEMM_BN,
                  GEMM_BK, GEMM_STAGES);
+    if (L.fp8) { // gemm_path gives v1 for e4m3 weights whatever MOEFUSE_GEMM says
+        snprintf(why, sizeof why, "FP8 weights run on the v1 FP8 kernel only (no Hopper FP8 grouped path yet)%s",
+                 force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
+        snprintf(tiles, sizeof tiles,
+                 "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), tile %dx%dx%d, %d stages, x codes gathered, "
+                 "scales promoted per 128-K block", FP8_BM, FP8_BN, FP8_BK, FP8_STAGES);
+    }
     char shared[160];
     if (!L.shared)
         snprintf(shared, sizeof shared, "none");
@@ -171,8 +394,14 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else
         snprintf(shared, sizeof shared, "separate (Is = %lld != I = %lld), its GEMMs on v1", (long long)L.Is,
                  (long long)L.I);
-    const char *act_note =
-        act_format == MOE_FORMAT_F32 ? "" : " (not implemented on cuda: moe_forward returns UNSUPPORTED)";
+    const bool act_ok = L.fp8 ? act_format == MOE_FORMAT_FP8_ROW128 || act_format == MOE_FORMAT_FP8_TENSOR
+                              : act_format == MOE_FORMAT_F32;
+    const char *act_note = !act_ok ? (L.fp8 ? " (unsupported on cuda: FP8 weights need act_format fp8-row128 or "
+                                              "fp8-tensor; moe_forward returns UNSUPPORTED)"
+                                            : " (unsupported on cuda: activation quantisation needs FP8 weights; "
+                                              "moe_forward returns UNSUPPORTED)")
+                           : L.fp8 ? " (x quantised once per token, A2 by a separate kernel after GEMM1)"
+                                   : "";
     return snprintf(buf, size, "backend=cuda T=%lld weights=%s gemm=%s (%s) because %s; plan block=%lld rows; "
                                "shared expert: %s; act_format=%s%s; workspace=%lld bytes",
                     (long long)T, moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm), tiles, why, (long long)L.block,
@@ -181,9 +410,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
 }
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
-    (void)act_format;
     ws_layout L;
-    if (!layout_compute(w, num_tokens, &L)) return SIZE_MAX;
+    if (!layout_compute(w, num_tokens, act_format, &L)) return SIZE_MAX;
     return (size_t)L.total;
 }
 
@@ -191,14 +419,11 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     static const char fn[] = "moe_forward";
     const moe__cuda_weights *d = (const moe__cuda_weights *)w->device;
     const moe_layer_spec *s = &w->spec;
-    if (args->act_format != MOE_FORMAT_F32)
-        return moe__error(ctx, MOE_STATUS_UNSUPPORTED,
-                          "%s: act_format = %s on the cuda backend: w8a8 FP8 activations are not implemented yet "
-                          "(use f32, i.e. no activation quantisation)",
-                          fn, moe_format_name(args->act_format));
+    const moe_status act_st = check_act_format(ctx, w, args->act_format);
+    if (act_st != MOE_STATUS_OK) return act_st;
     const int64_t T = args->x.shape[0];
     ws_layout L;
-    if (!layout_compute(w, T, &L))
+    if (!layout_compute(w, T, args->act_format, &L))
         return moe__error(ctx, MOE_STATUS_INTERNAL, "%s: workspace layout overflowed after validation", fn);
     if (T == 0) return MOE_STATUS_OK;
     const int64_t H = L.H, E = L.E, k = L.k;
@@ -223,7 +448,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     const int64_t x_stride = moe__stride(x, 0);
     const void *xg = x->data;
     int64_t ldx = x_stride;
-    if (x->dtype != d->dtype || x_stride % 8 != 0 || (uintptr_t)x->data % 16 != 0) {
+    if (!L.fp8 && (x->dtype != d->dtype || x_stride % 8 != 0 || (uintptr_t)x->data % 16 != 0)) {
         LAUNCH(convert_rows_launch(x->data, x->dtype, x_stride, WS(void, xc), d->dtype, T, H, stream), "convert x");
         xg = WS(void, xc);
         ldx = H;
@@ -301,6 +526,12 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.block_expert = WS(int32_t, block_expert);
     st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, stream);
     if (st != MOE_STATUS_OK) return st;
+
+    if (L.fp8) { // w8a8: its own GEMM steps, the same fp32 rows for combine
+        st = forward_fp8(ctx, w, L, base, args, plan, weights, gate, stream);
+        if (st != MOE_STATUS_OK) return st;
+        return launch_combine(ctx, L, base, ids, args, stream);
+    }
 
     // The two grouped GEMMs over the plan.
     gemm_args g;
@@ -382,20 +613,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         LAUNCH(gemm_launch(d->dtype, &sg2, stream), "shared GEMM2");
     }
 
-    combine_args c;
-    c.out = WS(float, out);
-    c.ids = ids;
-    c.T = T;
-    c.k = k;
-    c.E = E;
-    c.H = H;
-    c.has_shared = L.shared;
-    c.y = args->y.data;
-    c.y_dtype = args->y.dtype;
-    c.y_s0 = moe__stride(&args->y, 0);
-    c.y_s1 = moe__stride(&args->y, 1);
-    LAUNCH(combine_launch(&c, stream), "combine");
 #undef LAUNCH
 #undef WS
-    return MOE_STATUS_OK;
+    return launch_combine(ctx, L, base, ids, args, stream);
 }

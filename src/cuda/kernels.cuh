@@ -3,6 +3,7 @@
 #define MOEFUSE_CUDA_KERNELS_CUH
 
 #include "gemm.cuh"
+#include "gemm_fp8_v1.cuh"
 #include "route.cuh"
 
 // plan.cu: raises the plan kernel's shared-memory limit (once, outside graph capture).

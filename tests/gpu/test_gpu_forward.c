@@ -121,7 +121,41 @@ typedef struct model {
     moe_weights_desc desc;
     moe_weights_t *w_cpu, *w_gpu;
     float *correction_bias; /* a copy kept for moe_route, or NULL */
+    moe_format act_format;  /* F32, or FP8_ROW128 / FP8_TENSOR with FP8 weights (w8a8) */
+    uint64_t salt;          /* of the block magnitudes of an FP8 model's weights and x */
 } model;
+
+static bool is_fp8_format(moe_format f) { return f == MOE_FORMAT_FP8_TENSOR || f == MOE_FORMAT_FP8_BLOCK128; }
+
+/* FP8 models: a power of two in [1/4, 4] per 128 x 128 block (weights) or 1 x 128 group (x),
+ * a hash of the block's coordinates. With plain uniform values every block's amax, hence
+ * every scale, is nearly the same, and a kernel that read the wrong block's scale would
+ * still pass; with these factors a wrong scale is off by 2x or more. */
+static float block_factor(uint64_t salt, int64_t a, int64_t b, int64_t c, int64_t d) {
+    uint64_t h = salt ^ ((uint64_t)a * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)b * 0xC2B2AE3D27D4EB4Full) ^
+                 ((uint64_t)c * 0x165667B19E3779F9ull) ^ ((uint64_t)d * 0x27D4EB2F165667C5ull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return ldexpf(1.0f, (int)(h % 5) - 2);
+}
+
+/* How a weight tensor's rows map to (gate/up half, row of that half). */
+enum { ROWS_PLAIN, ROWS_CONCAT, ROWS_INTERLEAVED };
+
+/* Scales [count, rows, cols] by block_factor of (matrix, half, row block, column block), the
+ * blocks of the half each row belongs to (as moe_weights_create quantises gate and up). */
+static void vary_blocks(const moe_tensor *t, int64_t half_rows, int kind, uint64_t salt) {
+    if (!t->data) return;
+    const int64_t count = t->ndim == 3 ? t->shape[0] : 1, rows = t->shape[t->ndim - 2], cols = t->shape[t->ndim - 1];
+    float *p = t->data;
+    for (int64_t e = 0; e < count; e++)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t half = kind == ROWS_CONCAT ? r / half_rows : kind == ROWS_INTERLEAVED ? r % 2 : 0;
+            const int64_t i = kind == ROWS_CONCAT ? r % half_rows : kind == ROWS_INTERLEAVED ? r / 2 : r;
+            for (int64_t c = 0; c < cols; c++) p[(e * rows + r) * cols + c] *= block_factor(salt, e, half, i / 128, c / 128);
+        }
+}
 
 static float *model_array(model *m, int64_t n, float amp) {
     float *p = xmalloc((size_t)n * sizeof(float));
@@ -153,6 +187,7 @@ static void model_build(model *m) {
             d->gate_up_bias = moe_tensor_2d(model_array(m, E * 2 * I, bias), MOE_DTYPE_F32, E, 2 * I);
     }
     d->down = moe_tensor_3d(model_array(m, E * H * I, a2), MOE_DTYPE_F32, E, H, I);
+    const int gate_up_rows = d->layout == MOE_LAYOUT_CONCAT ? ROWS_CONCAT : ROWS_INTERLEAVED;
     if (s->expert_has_bias) d->down_bias = moe_tensor_2d(model_array(m, E * H, bias), MOE_DTYPE_F32, E, H);
     d->router = moe_tensor_2d(model_array(m, E * H, a13), MOE_DTYPE_F32, E, H);
     if (s->router_has_bias) d->router_bias = moe_tensor_1d(model_array(m, E, 0.5f), MOE_DTYPE_F32, E);
@@ -174,6 +209,17 @@ static void model_build(model *m) {
         d->shared_down = moe_tensor_2d(model_array(m, H * Is, as2), MOE_DTYPE_F32, H, Is);
         if (s->expert_has_bias) d->shared_down_bias = moe_tensor_1d(model_array(m, H, bias), MOE_DTYPE_F32, H);
         if (s->shared_gate) d->shared_gate_weight = moe_tensor_1d(model_array(m, H, a13), MOE_DTYPE_F32, H);
+    }
+    if (is_fp8_format(m->format)) {
+        m->salt = rng_next();
+        vary_blocks(&d->gate, I, ROWS_PLAIN, m->salt + 1);
+        vary_blocks(&d->up, I, ROWS_PLAIN, m->salt + 2);
+        vary_blocks(&d->gate_up, I, gate_up_rows, m->salt + 3);
+        vary_blocks(&d->down, H, ROWS_PLAIN, m->salt + 4);
+        vary_blocks(&d->shared_gate, Is, ROWS_PLAIN, m->salt + 5);
+        vary_blocks(&d->shared_up, Is, ROWS_PLAIN, m->salt + 6);
+        vary_blocks(&d->shared_gate_up, Is, gate_up_rows, m->salt + 7);
+        vary_blocks(&d->shared_down, H, ROWS_PLAIN, m->salt + 8);
     }
     MOE_OK(cpu_ctx, moe_weights_create(cpu_ctx, s, d, m->format, &m->w_cpu));
     MOE_OK(gpu_ctx, moe_weights_create(gpu_ctx, s, d, m->format, &m->w_gpu));
@@ -244,13 +290,20 @@ static void inputs_draw(const model *m, inputs *in, int64_t T, int routing) {
     in->T = T;
     in->routing = routing;
     const int64_t n = T * ld;
+    /* FP8 activations: each token's 128-column groups at their own magnitude (block_factor),
+     * so that every group gets its own scale. The factors are powers of two: exact in bf16/f16. */
+    const bool vary = m->act_format != MOE_FORMAT_F32;
+    const uint64_t x_salt = rng_next();
     if (m->x_dtype == MOE_DTYPE_F32) {
         in->x32 = xmalloc((size_t)n * 4);
         fill_uniform(in->x32, n, 1.0f);
+        if (vary)
+            for (int64_t i = 0; i < n; i++) in->x32[i] *= block_factor(x_salt, i / ld, (i % ld) / 128, 0, 0);
     } else {
         in->x16 = xmalloc((size_t)n * 2);
         for (int64_t i = 0; i < n; i++) {
             float v = rng_uniform(-1.0f, 1.0f);
+            if (vary) v *= block_factor(x_salt, i / ld, (i % ld) / 128, 0, 0);
             in->x16[i] = m->x_dtype == MOE_DTYPE_BF16 ? moe_float_to_bf16(v) : moe_float_to_f16(v);
         }
     }
@@ -324,10 +377,11 @@ static void device_alloc(const model *m, device_buffers *b, int64_t T, int routi
     CUDA_OK(cudaMalloc(&b->weights, (size_t)(T * k) * 4 + 4));
     CUDA_OK(cudaMalloc(&b->out_ids, (size_t)(T * k) * 4 + 4));
     CUDA_OK(cudaMalloc(&b->out_weights, (size_t)(T * k) * 4 + 4));
-    MOE_OK(gpu_ctx, moe_forward_workspace_size(gpu_ctx, m->w_gpu, T, MOE_FORMAT_F32, &b->workspace_size));
+    MOE_OK(gpu_ctx, moe_forward_workspace_size(gpu_ctx, m->w_gpu, T, m->act_format, &b->workspace_size));
     CUDA_OK(cudaMalloc(&b->workspace, b->workspace_size ? b->workspace_size : 1));
     moe_forward_args *a = &b->args;
     moe_forward_args_init(a);
+    a->act_format = m->act_format;
     a->x = tensor_rows(b->x, m->x_dtype, T, H, H + m->x_pad, MOE_MEMORY_DEVICE);
     a->y = tensor_rows(b->y, m->y_dtype, T, H, H + m->y_pad, MOE_MEMORY_DEVICE);
     if (routing_has_ids(routing)) {
@@ -407,8 +461,9 @@ static void cpu_forward(const model *m, const inputs *in, const int64_t *tok, in
     }
     a.out_topk_ids = moe_tensor_2d(ids, MOE_DTYPE_I32, S, k);
     a.out_topk_weights = moe_tensor_2d(weights, MOE_DTYPE_F32, S, k);
+    a.act_format = m->act_format;
     size_t ws = 0;
-    MOE_OK(cpu_ctx, moe_forward_workspace_size(cpu_ctx, m->w_cpu, S, MOE_FORMAT_F32, &ws));
+    MOE_OK(cpu_ctx, moe_forward_workspace_size(cpu_ctx, m->w_cpu, S, m->act_format, &ws));
     a.workspace = xmalloc(ws);
     a.workspace_size = ws;
     MOE_OK(cpu_ctx, moe_forward(cpu_ctx, m->w_cpu, &a));
@@ -427,6 +482,25 @@ static float y_at(const model *m, const void *y, int64_t t, int64_t h) {
     default: return moe_f16_to_float(((const uint16_t *)y)[i]);
     }
 }
+
+/* Tolerance of y for the w8a8 FP8 path (relative Frobenius error against the CPU oracle).
+ * The GPU multiplies the same e4m3 codes by the same scales as the CPU (x's codes are the
+ * CPU's bit for bit, which the "fp8 quantiser" cases check), so before y's rounding the two
+ * differ by fp32 vs fp64 accumulation: ~1e-7 (a host emulation of the kernel's arithmetic,
+ * fp32 partials per 128-K block promoted with fmaf, measured 0.9-1.8e-7 against the oracle on
+ * qwen3's shape, on H=320/I=208 tails and on all four weight/act format pairs). On top:
+ *  (1) A2 is quantised from the GPU's own fp32 A2: a value within ~1e-7 relative of an e4m3
+ *      rounding midpoint can take the neighbouring code (1/8-1/16 of its size), which moves
+ *      its token's y by ~1/(12 sqrt(k I)); at a flip rate p per A2 element y moves by about
+ *      sqrt(p)/12: 4e-4 at p = 3e-5 (A2 off by ~2e-6 relative), 1e-3 at p = 1.4e-4 (a
+ *      pessimistic tensor-core accumulation, A2 off by ~8e-6);
+ *  (2) y's own rounding: bf16 measured 1.6-1.7e-3 in the emulation; f16 ~8x less.
+ * So 3e-3 for f32/f16 y and 5e-3 for bf16 y. What they must catch: x codes made by another
+ * rounding or scale rule (every code may move by one step, ~4% of its size): 1e-2 and more;
+ * a wrong block or group scale: 2x or more (block_factor). A rare single-code mismatch in x
+ * hides below any y tolerance: the quantiser cases compare codes bit for bit, crafted
+ * double-rounding traps included. */
+static double fp8_tolerance(const model *m) { return m->y_dtype == MOE_DTYPE_BF16 ? 5e-3 : 3e-3; }
 
 /* Checks the GPU's outputs (in the device buffers) against the CPU oracle on up to
  * `oracle_limit` tokens; returns the relative error. */
@@ -488,7 +562,7 @@ static double check_outputs(const model *m, const device_buffers *b, const input
     CHECK(id_bad == 0, "%s: %lld routing ids differ from the CPU forward's on the oracle tokens", what,
           (long long)id_bad);
     const double err = den > 0.0 ? sqrt(num / den) : sqrt(num);
-    const double tol = m->format == MOE_FORMAT_F16 ? 2e-3 : 1e-2;
+    const double tol = m->act_format != MOE_FORMAT_F32 ? fp8_tolerance(m) : m->format == MOE_FORMAT_F16 ? 2e-3 : 1e-2;
     CHECK(err <= tol, "%s: relative error %.3e > %.0e", what, err, tol);
     free(tok);
     free(yref);
@@ -700,12 +774,16 @@ static void run_model(model *m, const run_spec *runs, int nruns) {
     MOE_OK(cpu_ctx, moe_layer_spec_validate(cpu_ctx, &m->spec));
     clock_t c0 = clock();
     model_build(m);
-    printf("# %s: E=%lld H=%lld I=%lld k=%lld Is=%lld %s %s act=%s score=%s groups=%lld/%lld (weights packed in %.1f s cpu)\n",
+    printf("# %s: E=%lld H=%lld I=%lld k=%lld Is=%lld %s%s%s %s act=%s score=%s groups=%lld/%lld (weights packed in %.1f s cpu)\n",
            m->name, (long long)m->spec.num_experts, (long long)m->spec.hidden, (long long)m->spec.intermediate,
            (long long)m->spec.top_k, (long long)m->spec.shared_intermediate, moe_format_name(m->format),
+           m->act_format != MOE_FORMAT_F32 ? " acts " : "",
+           m->act_format != MOE_FORMAT_F32 ? moe_format_name(m->act_format) : "",
            moe_dtype_name(m->x_dtype), moe_activation_name(m->spec.activation), moe_score_name(m->spec.score),
            (long long)m->spec.n_group, (long long)m->spec.topk_group, (double)(clock() - c0) / CLOCKS_PER_SEC);
-    for (int g = first_path; g <= last_path; g++) {
+    /* FP8 weights run the v1 FP8 kernel whatever MOEFUSE_GEMM says: one pass is enough. */
+    const int last = is_fp8_format(m->format) ? first_path : last_path;
+    for (int g = first_path; g <= last; g++) {
         setenv("MOEFUSE_GEMM", gemm_paths[g], 1);
         for (int i = 0; i < nruns; i++) run_case(m, runs[i]);
     }
@@ -745,6 +823,382 @@ static void plan_cases(bool quick) {
             else cases_failed++;
             printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
         }
+    }
+}
+
+/* ---- FP8 (w8a8) ------------------------------------------------------------------------ */
+
+/* An fp32 value whose quotient by s rounds, in fp32, onto an e4m3 rounding midpoint m (or
+ * lands next to it): x = m * s rounded, then nudged by -2..2 ulps. Most such x have x / s !=
+ * m exactly while fl32(x / s) == m: a quantiser that rounds the fp32 quotient again (double
+ * rounding) then picks the wrong neighbour half of the time; moe_quantize forms the quotient in
+ * double and never does. Magnitudes stay below amax. */
+static float midpoint_trap(float s, float amax) {
+    double m;
+    if (rng_next() % 4 == 0) m = (double)(2 * (int)(rng_next() % 8) + 1) * 0x1p-10; /* subnormal midpoints */
+    else m = ldexp(1.0 + ((double)(rng_next() % 8) + 0.5) / 8.0, (int)(rng_next() % 14) - 6);
+    float x = (float)(m * s);
+    for (int d = (int)(rng_next() % 5) - 2; d != 0; d += d > 0 ? -1 : 1) x = nextafterf(x, d > 0 ? INFINITY : 0.0f);
+    if (x > amax) x = amax;
+    return rng_next() & 1 ? -x : x;
+}
+
+/* Fills x [rows, cols] (fp32 values exact in `dtype`): pattern 0 uniform at a magnitude per
+ * (row, 128-group), with zeros, -0, an all-zero group, +-inf and NaN sprinkled in; pattern 1
+ * (f32 only) the midpoint traps against each group's scale (fp8-row128) or the matrix's
+ * (fp8-tensor), the group's (matrix's) amax placed in its first element. */
+static void fp8_fill(float *x, int64_t rows, int64_t cols, moe_dtype dtype, moe_format format, int pattern) {
+    const uint64_t salt = rng_next();
+    const float tensor_amax = rng_uniform(1.0f, 2.0f) * ldexpf(1.0f, (int)(rng_next() % 20) - 10);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c0 = 0; c0 < cols; c0 += 128) {
+            const int64_t c1 = c0 + 128 < cols ? c0 + 128 : cols;
+            const float amp = format == MOE_FORMAT_FP8_TENSOR ? tensor_amax
+                                                              : rng_uniform(1.0f, 2.0f) * block_factor(salt, r, c0, 0, 0);
+            for (int64_t c = c0; c < c1; c++) {
+                float v = rng_uniform(-amp, amp);
+                if (pattern == 1) v = c == c0 && (format != MOE_FORMAT_FP8_TENSOR || r == 0) ? amp
+                                                                                         : midpoint_trap(amp / 448.0f, amp);
+                x[r * cols + c] = v;
+            }
+        }
+    if (pattern == 0) {
+        for (int64_t i = 0; i < rows * cols; i += 37) x[i] = (i / 37) % 2 ? 0.0f : -0.0f;
+        if (rows > 1) memset(x + cols, 0, (size_t)(cols < 128 ? cols : 128) * sizeof(float)); /* a zero group */
+        if (rows * cols > 300) x[101] = INFINITY, x[202] = -INFINITY, x[299] = NAN;
+    }
+    for (int64_t i = 0; i < rows * cols; i++) /* the values the device reads */
+        x[i] = dtype == MOE_DTYPE_BF16 ? moe_bf16_to_float(moe_float_to_bf16(x[i]))
+               : dtype == MOE_DTYPE_F16 ? moe_f16_to_float(moe_float_to_f16(x[i])) : x[i];
+}
+
+/* The device activation quantiser (moe__cuda_fp8_quantize, the code moe_forward runs on x and
+ * A2) against moe_quantize: codes and scales equal bit for bit. Before it, the encoder's host
+ * build against moe_quantize on many trap groups (so a failure can be told apart: the rule, or
+ * the device). */
+static void fp8_quantizer_cases(bool quick) {
+    if (!selected("fp8 quantiser")) return;
+    case_failures = 0;
+    int64_t n = 0, bad = 0, traps = 0;
+    float x[128], scale;
+    uint8_t codes[128];
+    for (int it = 0; it < (quick ? 2000 : 20000); it++) {
+        const float amp = rng_uniform(1.0f, 2.0f) * ldexpf(1.0f, (int)(rng_next() % 40) - 20), s = amp / 448.0f;
+        x[0] = amp;
+        for (int i = 1; i < 128; i++) {
+            x[i] = midpoint_trap(s, amp);
+            traps += (double)(x[i] / s) != (double)x[i] / s;
+        }
+        MOE_OK(NULL, moe_quantize(MOE_FORMAT_FP8_ROW128, x, 1, 128, 128, codes, &scale, NULL));
+        for (int i = 0; i < 128; i++, n++)
+            if (moe__cuda_fp8_encode_host(x[i], scale) != codes[i] && bad++ == 0)
+                printf("    host encoder: x = %a, scale = %a: %02x, moe_quantize %02x\n", x[i], scale,
+                       moe__cuda_fp8_encode_host(x[i], scale), codes[i]);
+    }
+    CHECK(bad == 0, "the encoder's host build differs from moe_quantize on %lld of %lld codes", (long long)bad,
+          (long long)n);
+    if (case_failures == 0) cases_passed++;
+    else cases_failed++;
+    printf("%s fp8 quantiser: encoder (host build) on %lld trap codes (%lld quotients inexact in fp32)\n",
+           case_failures ? "FAIL" : "ok  ", (long long)n, (long long)traps);
+
+    static const struct {
+        int64_t rows, cols, pad;
+    } shapes[] = {{1, 16, 0}, {3, 96, 8}, {5, 200, 0}, {64, 7168, 24}, {129, 2880, 0}, {4096, 2048, 0}};
+    const moe_format formats[] = {MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_TENSOR};
+    const moe_dtype dtypes[] = {MOE_DTYPE_F32, MOE_DTYPE_BF16, MOE_DTYPE_F16};
+    const int nshapes = quick ? 4 : (int)(sizeof shapes / sizeof shapes[0]);
+    for (int f = 0; f < 2; f++)
+        for (int di = 0; di < 3; di++)
+            for (int si = 0; si < nshapes; si++)
+                for (int pattern = 0; pattern < (dtypes[di] == MOE_DTYPE_F32 ? 2 : 1); pattern++) {
+                    const int64_t rows = shapes[si].rows, cols = shapes[si].cols, ld = cols + shapes[si].pad;
+                    const moe_format format = formats[f];
+                    const moe_dtype dtype = dtypes[di];
+                    case_failures = 0;
+                    moe_format_layout lay;
+                    MOE_OK(NULL, moe_format_layout_get(format, rows, cols, &lay));
+                    const int64_t nscales = lay.scale_rows * lay.scale_cols, esize = moe_dtype_bits(dtype) / 8;
+                    float *xf = xmalloc((size_t)(rows * cols) * 4), *want_scales = xmalloc((size_t)nscales * 4);
+                    float *got_scales = xmalloc((size_t)nscales * 4);
+                    uint8_t *want = xmalloc((size_t)(rows * cols)), *got = xmalloc((size_t)(rows * cols));
+                    uint8_t *xs = xmalloc((size_t)(rows * ld * esize));
+                    fp8_fill(xf, rows, cols, dtype, format, pattern);
+                    memset(xs, 0x55, (size_t)(rows * ld * esize)); /* row padding: never read */
+                    for (int64_t r = 0; r < rows; r++)
+                        for (int64_t c = 0; c < cols; c++) {
+                            const float v = xf[r * cols + c];
+                            const int64_t i = r * ld + c;
+                            if (dtype == MOE_DTYPE_F32) memcpy(xs + i * 4, &v, 4);
+                            else {
+                                uint16_t h = dtype == MOE_DTYPE_BF16 ? moe_float_to_bf16(v) : moe_float_to_f16(v);
+                                memcpy(xs + i * 2, &h, 2);
+                            }
+                        }
+                    MOE_OK(NULL, moe_quantize(format, xf, rows, cols, cols, want, want_scales, NULL));
+                    void *d_x, *d_codes, *d_scales, *d_amax;
+                    CUDA_OK(cudaMalloc(&d_x, (size_t)(rows * ld * esize)));
+                    CUDA_OK(cudaMalloc(&d_codes, (size_t)(rows * cols)));
+                    CUDA_OK(cudaMalloc(&d_scales, (size_t)nscales * 4));
+                    CUDA_OK(cudaMalloc(&d_amax, 4));
+                    CUDA_OK(cudaMemcpy(d_x, xs, (size_t)(rows * ld * esize), cudaMemcpyHostToDevice));
+                    CUDA_OK(cudaMemset(d_codes, 0xFF, (size_t)(rows * cols))); /* -NaN: never a wanted code here */
+                    CUDA_OK(cudaMemset(d_scales, 0xFF, (size_t)nscales * 4));
+                    CUDA_OK(cudaMemset(d_amax, 0x7F, 4)); /* the quantiser must zero it itself */
+                    moe_status st = moe__cuda_fp8_quantize(gpu_ctx, format, d_x, dtype, rows, cols, ld, d_codes,
+                                                           d_scales, d_amax, stream);
+                    CHECK(st == MOE_STATUS_OK, "moe__cuda_fp8_quantize: %s", moe_last_error(gpu_ctx));
+                    CUDA_OK(cudaStreamSynchronize(stream));
+                    CUDA_OK(cudaMemcpy(got, d_codes, (size_t)(rows * cols), cudaMemcpyDeviceToHost));
+                    CUDA_OK(cudaMemcpy(got_scales, d_scales, (size_t)nscales * 4, cudaMemcpyDeviceToHost));
+                    int64_t code_bad = 0, scale_bad = 0;
+                    for (int64_t i = 0; i < rows * cols; i++)
+                        if (got[i] != want[i] && code_bad++ == 0)
+                            printf("    code [%lld][%lld]: x = %a: %02x, moe_quantize %02x\n", (long long)(i / cols),
+                                   (long long)(i % cols), xf[i], got[i], want[i]);
+                    for (int64_t i = 0; i < nscales; i++)
+                        if (memcmp(&got_scales[i], &want_scales[i], 4) != 0 && scale_bad++ == 0)
+                            printf("    scale %lld: %a, moe_quantize %a\n", (long long)i, got_scales[i], want_scales[i]);
+                    CHECK(code_bad == 0, "%lld of %lld codes differ", (long long)code_bad, (long long)(rows * cols));
+                    CHECK(scale_bad == 0, "%lld of %lld scales differ", (long long)scale_bad, (long long)nscales);
+                    CUDA_OK(cudaFree(d_x));
+                    CUDA_OK(cudaFree(d_codes));
+                    CUDA_OK(cudaFree(d_scales));
+                    CUDA_OK(cudaFree(d_amax));
+                    free(xf), free(want_scales), free(got_scales), free(want), free(got), free(xs);
+                    if (case_failures == 0) cases_passed++;
+                    else cases_failed++;
+                    printf("%s fp8 quantiser %s %s [%lld x %lld, ld %lld] %s\n", case_failures ? "FAIL" : "ok  ",
+                           moe_format_name(format), moe_dtype_name(dtype), (long long)rows, (long long)cols,
+                           (long long)ld, pattern ? "midpoint traps" : "random + zeros/inf/NaN");
+                }
+}
+
+/* What the FP8 path refuses, by name, and what moe_forward_config says of it. */
+static void fp8_refusal_cases(void) {
+    if (!selected("fp8 refusals")) return;
+    case_failures = 0;
+    moe_layer_spec s;
+    moe_layer_spec_init(&s, 4, 128, 64, 2);
+    model m;
+    /* MXFP8 weights: not on the cuda backend. */
+    model_init(&m, "fp8-refusal", &s, MOE_FORMAT_MXFP8_TE, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    float *gu = xmalloc((size_t)(4 * 128 * 128) * 4), *dn = xmalloc((size_t)(4 * 128 * 64) * 4);
+    fill_uniform(gu, 4 * 128 * 128, 0.1f);
+    fill_uniform(dn, 4 * 128 * 64, 0.1f);
+    moe_weights_desc d;
+    memset(&d, 0, sizeof d);
+    d.layout = MOE_LAYOUT_CONCAT;
+    d.gate_up = moe_tensor_3d(gu, MOE_DTYPE_F32, 4, 128, 128);
+    d.down = moe_tensor_3d(dn, MOE_DTYPE_F32, 4, 128, 64);
+    moe_weights_t *w = NULL;
+    moe_status st = moe_weights_create(gpu_ctx, &s, &d, MOE_FORMAT_MXFP8_TE, &w);
+    CHECK(st == MOE_STATUS_UNSUPPORTED && strstr(moe_last_error(gpu_ctx), "mxfp8-te"),
+          "mxfp8-te weights: %s: %s", moe_status_string(st), moe_last_error(gpu_ctx));
+    moe_weights_free(w);
+    /* FP8 weights with H not a multiple of 16. */
+    moe_layer_spec s2;
+    moe_layer_spec_init(&s2, 4, 120, 64, 2);
+    d.gate_up = moe_tensor_3d(gu, MOE_DTYPE_F32, 4, 128, 120);
+    d.down = moe_tensor_3d(dn, MOE_DTYPE_F32, 4, 120, 64);
+    w = NULL;
+    st = moe_weights_create(gpu_ctx, &s2, &d, MOE_FORMAT_FP8_BLOCK128, &w);
+    CHECK(st == MOE_STATUS_UNSUPPORTED && strstr(moe_last_error(gpu_ctx), "multiples of 16"),
+          "fp8 weights with H = 120: %s: %s", moe_status_string(st), moe_last_error(gpu_ctx));
+    moe_weights_free(w);
+    free(gu), free(dn);
+
+    /* The mixed pairs the CPU runs: bf16 weights with fp8 activations, fp8 weights with f32. */
+    const moe_format wf[] = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK128};
+    const moe_format bad_act[] = {MOE_FORMAT_FP8_ROW128, MOE_FORMAT_F32};
+    const moe_format good_act[] = {MOE_FORMAT_F32, MOE_FORMAT_FP8_ROW128};
+    for (int i = 0; i < 2; i++) {
+        model_init(&m, "fp8-refusal", &s, wf[i], MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        m.act_format = good_act[i];
+        model_build(&m);
+        device_buffers b;
+        device_alloc(&m, &b, 8, R_IDS);
+        inputs in = {0};
+        inputs_draw(&m, &in, 8, R_IDS);
+        device_upload(&m, &b, &in);
+        b.args.act_format = bad_act[i];
+        st = moe_forward(gpu_ctx, m.w_gpu, &b.args);
+        CHECK(st == MOE_STATUS_UNSUPPORTED && strstr(moe_last_error(gpu_ctx), "act_format"),
+              "%s weights with act_format %s: %s: %s", moe_format_name(wf[i]), moe_format_name(bad_act[i]),
+              moe_status_string(st), moe_last_error(gpu_ctx));
+        char line[MOE_FORWARD_CONFIG_MAX];
+        MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m.w_gpu, 8, bad_act[i], line, sizeof line));
+        CHECK(strstr(line, "UNSUPPORTED") != NULL, "config of an unsupported pair: %s", line);
+        MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m.w_gpu, 8, good_act[i], line, sizeof line));
+        CHECK(strstr(line, "UNSUPPORTED") == NULL, "config of a supported pair: %s", line);
+        if (i == 1) {
+            CHECK(strstr(line, "fp8 mma.sync") && strstr(line, "gemm=v1"), "config of the fp8 path: %s", line);
+            printf("    %s\n", line);
+        }
+        inputs_free(&in);
+        device_free(&b);
+        model_free(&m);
+    }
+    if (case_failures == 0) cases_passed++;
+    else cases_failed++;
+    printf("%s fp8 refusals: mxfp8 weights, H %% 16, bf16 weights + fp8 acts, fp8 weights + f32 acts\n",
+           case_failures ? "FAIL" : "ok  ");
+}
+
+/* The w8a8 forward against the CPU oracle: every weight/act format pair, K tails (H = 320 is
+ * 2.5 blocks of 128, I = 208; the presets' I = 96 is one short block), the three W13 layouts,
+ * x dtypes and strided rows, RELU2 (an unpaired W13), biases, every activation, the shared
+ * expert fused (Is == I) and separate (Is != I, with its gate), weight_on_input, every
+ * preset's routing and MLP options at small H and I, and PERF.md's shapes at T in
+ * {1, 3, 8, 64, 129, 512, 4096}. Each case is also captured in a CUDA graph and replayed on
+ * new inputs (run_case). Names start with "fp8-": --filter fp8 runs these alone. */
+static void fp8_model_cases(bool quick) {
+    const moe_format BLK = MOE_FORMAT_FP8_BLOCK128, TEN = MOE_FORMAT_FP8_TENSOR, ROW = MOE_FORMAT_FP8_ROW128;
+    model m;
+    moe_layer_spec s;
+    if (!perf_only) {
+        static const struct {
+            const char *name;
+            moe_format wf, af;
+            moe_gate_up_layout layout;
+            moe_dtype x, y;
+            int bias;
+        } pairs[] = {
+            {"fp8-block-row128-tails", MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_ROW128, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16,
+             MOE_DTYPE_BF16, 1},
+            {"fp8-tensor-tensor-tails", MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_TENSOR, MOE_LAYOUT_INTERLEAVED,
+             MOE_DTYPE_BF16, MOE_DTYPE_F32, 0},
+            {"fp8-block-tensor-tails", MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_TENSOR, MOE_LAYOUT_SEPARATE,
+             MOE_DTYPE_F32, MOE_DTYPE_F32, 1},
+            {"fp8-tensor-row128-tails", MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_ROW128, MOE_LAYOUT_CONCAT, MOE_DTYPE_F16,
+             MOE_DTYPE_F16, 0},
+        };
+        for (int i = 0; i < 4; i++) {
+            moe_layer_spec_init(&s, 8, 320, 208, 2);
+            s.renormalize = 1;
+            s.expert_has_bias = pairs[i].bias;
+            model_init(&m, pairs[i].name, &s, pairs[i].wf, pairs[i].layout, pairs[i].x, pairs[i].y);
+            m.act_format = pairs[i].af;
+            run_spec r[] = {{1, R_IDS, R_IDS, 64, true}, {3, R_LOGITS, R_LOGITS_TIES, 64, true},
+                            {129, R_ROUTER, R_ROUTER, 64, true}, {512, R_IDS, R_IDS_ONE, 96, true}};
+            run_model(&m, r, quick ? 2 : 4);
+        }
+
+        moe_layer_spec_init(&s, 16, 256, 128, 4); /* x and y rows strided, x rows not 16-byte aligned */
+        model_init(&m, "fp8-x-strided", &s, BLK, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        m.act_format = ROW;
+        m.x_pad = 4;
+        m.y_pad = 8;
+        run_spec rx[] = {{45, R_IDS, R_IDS, 128, true}};
+        run_model(&m, rx, 1);
+
+        for (int a = 0; a < 2; a++) { /* RELU2: W13 is W1 alone, its blocks not paired */
+            moe_layer_spec_init(&s, 8, 256, 144, 2);
+            s.activation = MOE_ACT_RELU2;
+            s.expert_has_bias = 1;
+            model_init(&m, a ? "fp8-relu2-bias-tensor" : "fp8-relu2-bias-row128", &s, BLK, MOE_LAYOUT_SEPARATE,
+                       MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+            m.act_format = a ? TEN : ROW;
+            run_spec r[] = {{33, R_IDS, R_IDS_ONE, 64, true}, {300, R_LOGITS, R_LOGITS, 128, true}};
+            run_model(&m, r, quick ? 1 : 2);
+        }
+
+        if (!quick) {
+            const moe_activation acts[] = {MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU, MOE_ACT_SWIGLU_OAI};
+            const char *act_names[] = {"fp8-geglu", "fp8-geglu-tanh", "fp8-reglu", "fp8-swiglu-oai-bias"};
+            for (int a = 0; a < 4; a++) {
+                moe_layer_spec_init(&s, 16, 192, 96, 3);
+                s.activation = acts[a];
+                s.renormalize = 1;
+                if (acts[a] == MOE_ACT_SWIGLU_OAI) {
+                    s.act_alpha = 1.702f;
+                    s.act_limit = 7.0f;
+                    s.expert_has_bias = 1;
+                }
+                model_init(&m, act_names[a], &s, a % 2 ? TEN : BLK, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
+                           MOE_DTYPE_BF16);
+                m.act_format = a % 2 ? TEN : ROW;
+                run_spec ra[] = {{77, R_LOGITS, R_LOGITS_TIES, 128, true}};
+                run_model(&m, ra, 1);
+            }
+        }
+
+        for (int a = 0; a < 2; a++) { /* a shared expert of another width (own A2 tensor), gated */
+            moe_layer_spec_init(&s, 16, 256, 96, 4);
+            s.num_shared_experts = 1;
+            s.shared_intermediate = 160;
+            s.shared_gate = 1;
+            s.expert_has_bias = 1;
+            model_init(&m, a ? "fp8-shared-separate-gate-tensor" : "fp8-shared-separate-gate-row128", &s, a ? TEN : BLK,
+                       MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+            m.act_format = a ? TEN : ROW;
+            run_spec r[] = {{1, R_IDS, R_IDS_FEW, 64, true}, {130, R_ROUTER, R_ROUTER, 160, true},
+                            {600, R_ROUTER, R_ROUTER, 128, true}};
+            run_model(&m, r, quick ? 1 : 3);
+        }
+
+        for (int a = 0; a < 2; a++) { /* weight_on_input, a fused gated shared expert (rows of its own tensor) */
+            moe_layer_spec_init(&s, 8, 128, 64, 1);
+            s.weight_on_input = 1;
+            s.num_shared_experts = 1;
+            s.shared_intermediate = 64;
+            s.shared_gate = 1;
+            s.expert_has_bias = 1;
+            model_init(&m, a ? "fp8-woi-shared-fused-tensor" : "fp8-woi-shared-fused-row128", &s, BLK,
+                       MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_F32);
+            m.act_format = a ? TEN : ROW;
+            run_spec r[] = {{500, R_ROUTER, R_ROUTER, 96, true}, {1, R_IDS, R_IDS, 1, true}};
+            run_model(&m, r, quick ? 1 : 2);
+        }
+
+        /* Every preset's options at small H and I (quick: every sixth): alternately block +
+         * row128 and tensor + tensor. */
+        for (int p = 0; p < moe_preset_count(); p++) {
+            const char *name = moe_preset_name(p);
+            if (quick && p % 6 != 0) continue;
+            if (!preset_small(name, &s)) continue;
+            char mname[64];
+            snprintf(mname, sizeof mname, "fp8-%s-small", name);
+            model_init(&m, mname, &s, p % 2 ? TEN : BLK, p % 2 ? MOE_LAYOUT_SEPARATE : MOE_LAYOUT_CONCAT,
+                       MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+            m.act_format = p % 2 ? TEN : ROW;
+            run_spec r[] = {{1, R_ROUTER, R_ROUTER, 64, true}, {37, R_ROUTER, R_ROUTER, 64, true},
+                            {64, R_LOGITS_TIES, R_LOGITS, 64, true}, {17, R_IDS_ONE, R_IDS_FEW, 64, true}};
+            run_model(&m, r, quick ? 2 : 4);
+        }
+    }
+
+    /* PERF.md's shapes (real H and I, fewer experts: the CPU packs and holds every one), as the
+     * bf16 list runs them; block + row128 (DeepSeek's recipe) on all, tensor + tensor on qwen3.
+     * Named fp8-perf-*, so that the bf16 filters of run_on_device.sh's sanitizer stages
+     * (qwen3-30b-a3b) do not pick them up. */
+    static const struct {
+        const char *preset, *name;
+        int64_t experts;
+        moe_format wf, af;
+    } shapes[] = {{"qwen3-30b-a3b", "fp8-perf-qwen3", 16, MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_ROW128},
+                  {"qwen3-30b-a3b", "fp8-perf-qwen3-tensor", 16, MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_TENSOR},
+                  {"gpt-oss-120b", "fp8-perf-gpt-oss", 8, MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_ROW128},
+                  {"deepseek-v3", "fp8-perf-deepseek", 8, MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_ROW128}};
+    static const int64_t perf_T[] = {1, 3, 8, 64, 129, 512, 4096};
+    for (int i = 0; i < 4 && !quick; i++) {
+        if (!preset_shape(shapes[i].preset, shapes[i].experts, &s)) {
+            printf("note: shape %s unavailable: %s\n", shapes[i].preset, moe_last_error(cpu_ctx));
+            continue;
+        }
+        model_init(&m, shapes[i].name, &s, shapes[i].wf, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        m.act_format = shapes[i].af;
+        run_spec r[8];
+        int n = 0;
+        const int64_t *Ts = n_perf_T_arg ? perf_T_arg : perf_T;
+        const int nT = n_perf_T_arg ? n_perf_T_arg : 7;
+        for (int j = 0; j < nT; j++) {
+            const int64_t T = Ts[j];
+            int routing = T == 64 || T == 512 ? R_ROUTER : R_IDS;
+            int replay = routing == R_ROUTER ? R_ROUTER : j % 2 ? R_IDS_ONE : R_IDS_FEW;
+            r[n++] = (run_spec){T, routing, replay, 48, true};
+        }
+        run_model(&m, r, n);
     }
 }
 
@@ -815,6 +1269,8 @@ int main(int argc, char **argv) {
 
     selection_cases();
     if (!perf_only) plan_cases(quick);
+    if (!perf_only) fp8_quantizer_cases(quick);
+    if (!perf_only) fp8_refusal_cases();
 
     model m;
     moe_layer_spec s;
@@ -968,6 +1424,7 @@ int main(int argc, char **argv) {
         }
         run_model(&m, r, n);
     }
+    fp8_model_cases(quick);
     if (big && (!filter || strstr("deepseek-v3-big", filter))) {
         /* 64-bit offsets: T = 262144 on deepseek-v3's H and I (T*k*H = 1.5e10 fp32 rows > 2^32). */
         if (preset_shape("deepseek-v3", 16, &s)) {

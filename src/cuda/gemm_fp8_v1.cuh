@@ -1,0 +1,71 @@
+// FP8 (w8a8) pieces of the CUDA forward: the grouped e4m3 GEMM (gemm_fp8_v1.cu) and the
+// activation quantiser (quant.cu). Declarations shared with forward.cu.
+#ifndef MOEFUSE_CUDA_GEMM_FP8_V1_CUH
+#define MOEFUSE_CUDA_GEMM_FP8_V1_CUH
+
+#include "gemm.cuh"
+
+// Tile of the FP8 v1 GEMM: the v1 tile (64 plan rows, so the plan is the v1 plan) with a K
+// step of 128 e4m3 elements = 128 bytes per smem row, the same byte layout and swizzle as v1's
+// 64 bf16. One K step is one 128-wide scale block, so each stage's partial sum is promoted
+// (scaled into the fp32 total) right after its MMAs.
+#define FP8_BM GEMM_BM
+#define FP8_BN 128
+#define FP8_BK 128
+#define FP8_STAGES 4
+#define FP8_THREADS 256 // 8 warps, 2 x 4, each a 32 x 32 sub-tile
+#define FP8_SMEM_BYTES (FP8_STAGES * (FP8_BM + FP8_BN) * FP8_BK)
+
+// How a weight stack's scale of output row n and K block kb is found (w_scales):
+enum fp8_weight_scales {
+    FP8W_TENSOR = 0,      // one scale per matrix: w_scales[expert]
+    FP8W_BLOCK = 1,       // 128x128 blocks: scale row n / 128
+    FP8W_BLOCK_PAIRED = 2 // W13 with gate/up rows interleaved: scale row 2 * ((n / 2) / 128) + n % 2
+};
+
+// gemm_args as gemm_launch takes them (the same plan, gather, epilogues and output rows), with
+// a = e4m3 codes (x [T, lda] for GEMM_UP, A2 [rows, lda] for GEMM_DOWN), b = the e4m3 weight
+// stack, and GEMM_UP writing A2 as fp32 (out [rows, ldo] floats: it is quantised next), plus
+// the scales. The product of a row and a weight row is, per K block kb of 128,
+//   partial(kb) * a_scale(row, kb) * w_scale(n, kb), summed over kb in fp32.
+struct fp8_gemm_args {
+    gemm_args g;
+    // a_scale(row, kb) = a_scales[row * a_scale_rs + kb * a_scale_ks], row = the A row (token
+    // for GEMM_UP, plan row for GEMM_DOWN). FP8_TENSOR x: rs = ks = 0; per-row tensor scales
+    // (A2 with a fused shared expert): rs = 1, ks = 0; FP8_ROW128: rs = ceil(K/128), ks = 1.
+    const float *a_scales;
+    int64_t a_scale_rs, a_scale_ks;
+    const float *w_scales; // [experts, w_scale_rows, w_scale_cols]
+    int64_t w_scale_rows, w_scale_cols;
+    int w_scale_kind;      // fp8_weight_scales
+};
+
+// Launches the FP8 grouped GEMM on stream (moe__cuda_init must have run: fp8_gemm_init).
+cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream);
+cudaError_t fp8_gemm_init(void);
+
+// ---- the activation quantiser (quant.cu) --------------------------------------------------
+// Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3
+// codes (row stride codes_ld) and fp32 scales, with moe_quantize's rule: scale = amax / 448
+// over the finite values (1 if that is not > 0), code = x / scale rounded once to nearest
+// even, saturating. Rows in plan order (sorted_ids != NULL) are live when r < *live_rows and
+// their id is not padding_id; the others are left untouched. Ids above padding_id are the fused
+// shared expert's rows: for FP8_TENSOR they form a tensor of their own (their own amax).
+struct fp8_quant_args {
+    int format;              // MOE_FORMAT_FP8_ROW128 or MOE_FORMAT_FP8_TENSOR
+    const void *src;
+    int src_dtype;
+    int64_t src_ld, rows, cols;
+    const int32_t *sorted_ids; // NULL: rows 0..rows-1 all live, one tensor
+    const int64_t *live_rows;  // with sorted_ids
+    int64_t padding_id;
+    uint8_t *codes;
+    int64_t codes_ld;
+    // FP8_ROW128: [rows, ceil(cols/128)]. FP8_TENSOR: scales[0] (sorted_ids NULL), or one scale
+    // per plan row, the scale of its tensor (sorted_ids set; dead rows untouched).
+    float *scales;
+    uint32_t *amax;          // FP8_TENSOR: 2 words of scratch (routed, shared), zeroed here
+};
+cudaError_t fp8_quantize_launch(const fp8_quant_args *args, cudaStream_t stream);
+
+#endif

@@ -1,0 +1,239 @@
+// The FP8 activation quantiser of the w8a8 forward: x (once per token, before the GEMMs) and
+// A2 (the GLU output, before GEMM2) to e4m3 codes with fp32 scales, on the device, sync-free.
+//
+// The CPU oracle quantises through moe_quantize (src/core/formats.c), and the GPU must produce
+// the SAME codes: a code off by one step moves a product by 1/16 of its size. Its rule:
+//   scale = amax / 448 in fp32 (amax over the finite values; 1 when the quotient is not > 0),
+//   code  = x / scale formed in double and rounded once, to nearest even, into e4m3 (saturating
+//           at 448; NaN -> sign | 0x7F, +-inf -> +-448).
+// Here the quotient is formed in fp32 (correctly rounded) and rounded into e4m3 from its bits.
+// That double rounding differs from the single one only when the fp32 quotient lands exactly on
+// an e4m3 rounding midpoint while the exact quotient does not (a midpoint has at most 5
+// significant bits, so it is an fp32 number, and no other fp32 rounding can cross it). Only in
+// that case the quotient is formed again in double, which is on the same side of the midpoint
+// as the exact one (the exact quotient is at least ~2^-30 relative away from a midpoint it
+// does not equal, far more than double's 2^-53), and the fp32 quotient is nudged one ulp to
+// that side. The encoder is __host__ __device__, so the host can test it (moe__cuda_fp8_encode_host).
+//
+// FP8_ROW128: one warp per (row, 128-column group). FP8_TENSOR: an amax pass (atomicMax of the
+// bits of |x|, which order as the values do; order-free, so deterministic) into a zeroed device
+// word, then the quantise pass reads it: nothing goes back to the host.
+#include <math.h>
+#include <string.h>
+
+#include "kernels.cuh"
+
+namespace {
+
+__host__ __device__ __forceinline__ uint32_t bits_of(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+#endif
+}
+
+__host__ __device__ __forceinline__ float float_of(uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(b);
+#else
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+#endif
+}
+
+__host__ __device__ __forceinline__ float div_rn(float x, float s) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(x, s);
+#else
+    return x / s;
+#endif
+}
+
+#define F32_TWO_POW_MINUS_6 0x3C800000u // bits of 2^-6, e4m3's smallest normal
+
+// The e4m3 magnitude code of a finite a >= 0: nearest, ties to even, saturating at 448 (0x7E).
+__host__ __device__ __forceinline__ uint32_t e4m3_magnitude(float a) {
+    if (a >= 448.0f) return 0x7Eu;
+    const uint32_t b = bits_of(a);
+    // Subnormal range: steps of 2^-9, so the code is a * 2^9 rounded (exact scaling); 8 is
+    // code 0x08 = 2^-6, the first normal, as it should be.
+    if (b < F32_TWO_POW_MINUS_6) return (uint32_t)rintf(a * 512.0f);
+    // Normal: keep 3 of fp32's 23 mantissa bits, rounding on the 20 dropped; a carry out of
+    // the mantissa moves to the next exponent, as it should.
+    const uint32_t exponent = (b >> 23) - 127u + 7u, kept = (b >> 20) & 7u, dropped = b & 0xFFFFFu;
+    uint32_t code = (exponent << 3) | kept;
+    if (dropped > 0x80000u || (dropped == 0x80000u && (kept & 1u))) code++;
+    return code > 0x7Eu ? 0x7Eu : code;
+}
+
+// Whether a finite 0 <= a < 448 is exactly halfway between two e4m3 magnitudes.
+__host__ __device__ __forceinline__ bool e4m3_midpoint(float a) {
+    const uint32_t b = bits_of(a);
+    if (b < F32_TWO_POW_MINUS_6) { // midpoints are odd multiples of 2^-10
+        const float t = a * 1024.0f;
+        return t == floorf(t) && ((uint32_t)t & 1u);
+    }
+    return (b & 0xFFFFFu) == 0x80000u;
+}
+
+// The e4m3 code of x / s (s > 0 finite), exactly as formats.c's encode_e4m3((double)x / s).
+__host__ __device__ __forceinline__ uint8_t fp8_encode(float x, float s) {
+    const uint32_t xb = bits_of(x), mag = xb & 0x7FFFFFFFu;
+    const uint8_t sign = (uint8_t)((xb >> 24) & 0x80u);
+    if (mag > 0x7F800000u) return sign | 0x7Fu;  // NaN
+    if (mag == 0x7F800000u) return sign | 0x7Eu; // inf saturates
+    float q = fabsf(div_rn(x, s));
+    if (q < 448.0f && e4m3_midpoint(q)) {
+        // Settle the tie in double (see the top of the file); q is > 0 here.
+        const double exact = fabs((double)x / (double)s);
+        if (exact > (double)q) q = float_of(bits_of(q) + 1u);
+        else if (exact < (double)q) q = float_of(bits_of(q) - 1u);
+    }
+    return sign | (uint8_t)e4m3_magnitude(q);
+}
+
+// The bits of |v| when v is finite, else 0 (formats.c's finite_amax works on the same bits).
+__device__ __forceinline__ uint32_t finite_abs_bits(float v) {
+    const uint32_t a = bits_of(v) & 0x7FFFFFFFu;
+    return a < 0x7F800000u ? a : 0u;
+}
+
+// scale = amax / 448, or 1 when that is not > 0.
+__device__ __forceinline__ float fp8_scale(uint32_t amax_bits) {
+    const float s = div_rn(float_of(amax_bits), 448.0f);
+    return s > 0.0f ? s : 1.0f;
+}
+
+__device__ __forceinline__ int64_t live_rows_of(const fp8_quant_args &p) {
+    if (!p.sorted_ids) return p.rows;
+    const int64_t live = *p.live_rows;
+    return live < p.rows ? live : p.rows;
+}
+
+// -1: a dead row (padding, or past the plan's total); 0: a routed row (or any row without a
+// plan); 1: a fused shared-expert row (id above padding_id).
+__device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
+    if (!p.sorted_ids) return 0;
+    const int64_t id = p.sorted_ids[r];
+    return id == p.padding_id ? -1 : id > p.padding_id ? 1 : 0;
+}
+
+// FP8_ROW128: one warp per (row, group); lane holds columns c0 + lane + 32 j, j < 4.
+__global__ void quant_row128_kernel(const fp8_quant_args p) {
+    const int64_t groups = (p.cols + 127) / 128, live = live_rows_of(p), items = live * groups;
+    const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
+    const int64_t warps = (int64_t)gridDim.x * warps_per_block;
+    for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
+        const int64_t r = item / groups, g = item % groups, c0 = g * 128;
+        if (row_kind(p, r) < 0) continue; // the same for the whole warp
+        float v[4];
+        uint32_t amax = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t c = c0 + lane + 32 * j;
+            v[j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
+            amax = max(amax, finite_abs_bits(v[j]));
+        }
+        amax = __reduce_max_sync(0xFFFFFFFFu, amax);
+        const float s = fp8_scale(amax);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t c = c0 + lane + 32 * j;
+            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode(v[j], s);
+        }
+        if (lane == 0) p.scales[r * groups + g] = s;
+    }
+}
+
+// FP8_TENSOR, pass 1: amax of each tensor (routed/plain rows, fused shared rows) into
+// p.amax[kind]. One block per row (grid-stride over rows), one atomicMax per warp.
+__global__ void amax_kernel(const fp8_quant_args p) {
+    const int64_t live = live_rows_of(p);
+    uint32_t amax[2] = {0u, 0u};
+    for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
+        const int kind = row_kind(p, r);
+        if (kind < 0) continue;
+        uint32_t m = 0;
+        for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x)
+            m = max(m, finite_abs_bits(load_as_float(p.src, r * p.src_ld + c, p.src_dtype)));
+        amax[kind] = max(amax[kind], m);
+    }
+    for (int kind = 0; kind < 2; kind++) {
+        const uint32_t m = __reduce_max_sync(0xFFFFFFFFu, amax[kind]);
+        if ((threadIdx.x & 31) == 0 && m > 0) atomicMax(&p.amax[kind], m);
+    }
+}
+
+// FP8_TENSOR, pass 2: codes with the scale of the row's tensor; the scale itself to scales[0]
+// (no plan) or to each live plan row's scales[r].
+__global__ void quant_tensor_kernel(const fp8_quant_args p) {
+    const int64_t live = live_rows_of(p);
+    for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
+        const int kind = row_kind(p, r);
+        if (kind < 0) continue;
+        const float s = fp8_scale(p.amax[kind]);
+        for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x)
+            p.codes[r * p.codes_ld + c] = fp8_encode(load_as_float(p.src, r * p.src_ld + c, p.src_dtype), s);
+        if (threadIdx.x == 0 && (p.sorted_ids || r == 0)) p.scales[p.sorted_ids ? r : 0] = s;
+    }
+}
+
+unsigned capped_grid(int64_t blocks, int64_t cap) {
+    return (unsigned)(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
+}
+
+} // namespace
+
+cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
+    if (p->rows == 0 || p->cols == 0) return cudaSuccess;
+    const int threads = 256;
+    const int64_t cap = 132 * 16; // enough blocks to fill an H200 several times over
+    if (p->format == MOE_FORMAT_FP8_ROW128) {
+        const int64_t warps = p->rows * ((p->cols + 127) / 128);
+        quant_row128_kernel<<<capped_grid((warps + 7) / 8, cap), threads, 0, stream>>>(*p);
+        return cudaGetLastError();
+    }
+    cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
+    if (err != cudaSuccess) return err;
+    amax_kernel<<<capped_grid(p->rows, cap), threads, 0, stream>>>(*p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    quant_tensor_kernel<<<capped_grid(p->rows, cap), threads, 0, stream>>>(*p);
+    return cudaGetLastError();
+}
+
+extern "C" uint8_t moe__cuda_fp8_encode_host(float x, float s) { return fp8_encode(x, s); }
+
+extern "C" moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format format, const void *x, moe_dtype dtype,
+                                             int64_t rows, int64_t cols, int64_t ld, uint8_t *codes, float *scales,
+                                             uint32_t *amax, void *stream) {
+    static const char fn[] = "moe__cuda_fp8_quantize";
+    if (format != MOE_FORMAT_FP8_ROW128 && format != MOE_FORMAT_FP8_TENSOR)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: format = %s, expected fp8-row128 or fp8-tensor", fn,
+                          moe_format_name(format));
+    if (dtype != MOE_DTYPE_F32 && dtype != MOE_DTYPE_F16 && dtype != MOE_DTYPE_BF16)
+        return moe__error(ctx, MOE_STATUS_DTYPE_MISMATCH, "%s: dtype = %s, expected f32, f16 or bf16", fn,
+                          moe_dtype_name(dtype));
+    if (rows < 0 || cols < 0 || ld < cols)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: rows = %lld, cols = %lld, ld = %lld: expected rows, "
+                          "cols >= 0 and ld >= cols", fn, (long long)rows, (long long)cols, (long long)ld);
+    if (rows * cols > 0 && (!x || !codes || !scales || (format == MOE_FORMAT_FP8_TENSOR && !amax)))
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: x, codes, scales (and amax for fp8-tensor) must be set",
+                          fn);
+    fp8_quant_args p;
+    memset(&p, 0, sizeof p);
+    p.format = format;
+    p.src = x;
+    p.src_dtype = dtype;
+    p.src_ld = ld;
+    p.rows = rows;
+    p.cols = cols;
+    p.codes = codes;
+    p.codes_ld = cols;
+    p.scales = scales;
+    p.amax = amax;
+    return cuda_status(ctx, fp8_quantize_launch(&p, (cudaStream_t)stream), "the fp8 quantiser");
+}
