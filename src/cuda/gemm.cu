@@ -8,9 +8,24 @@
 // straight from x through the plan's row ids (GEMM_UP), so no permuted copy of x is made.
 // Shared memory rows are BK = 64 elements = 128 bytes = 8 chunks of 16 bytes, chunk c of row
 // r stored at chunk c ^ (r & 7) so that ldmatrix's eight row addresses hit distinct banks.
+//
+// Two kernels share the loaders' layout and the epilogue:
+//  - gemm_kernel (the 64 x 128 tile above) for plans whose experts average many rows;
+//  - decode_kernel for small T (few rows per expert), where the GEMMs stream weights and the
+//    64 x 128 tile leaves most SMs idle and spends 63/64 of its MMAs on padding. See
+//    gemm_choose below for the rule and the decode kernel's comment for its design.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "gemm.cuh"
 
 namespace {
+
+// The decode kernel's ring: stages are added up to ~100 KB of shared memory per CTA (two CTAs
+// per SM), at most 16 (cp.async.wait_group takes an immediate; 14 is the deepest wait used).
+#define DECODE_SMEM_TARGET (100 * 1024)
+#define DECODE_MAX_STAGES 16
 
 __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
     return (uint32_t)(row * GEMM_BK + ((chunk ^ (row & 7)) << 3)); // in elements
@@ -21,6 +36,75 @@ __device__ __forceinline__ int64_t row_id(const gemm_args &p, int64_t r) {
     if (p.sorted_ids) return p.sorted_ids[r];
     int64_t padding = p.tokens * p.top_k;
     return r < p.rows ? padding + 1 + r : padding;
+}
+
+template <int MI, int NJ> __device__ __forceinline__ void zero_acc(float (&acc)[MI][NJ][4]) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[mi][nj][c] = 0.0f;
+}
+
+// Epilogue of a warp's MI x NJ mma tiles at rows row0.., columns col0.. . Thread holds, per
+// mma tile, rows g and g+8 and columns 2q, 2q+1 (g = lane/4, q = lane%4): with W13's rows
+// interleaved, columns 2q and 2q+1 are one (gate, up) pair.
+template <typename T, int MI, int NJ>
+__device__ __forceinline__ void epilogue(const gemm_args &p, const float (&acc)[MI][NJ][4], int64_t expert,
+                                         int64_t row0, int64_t col0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t padding_id = p.tokens * p.top_k;
+    const float *bias = p.bias ? p.bias + expert * p.n : nullptr;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int64_t r = row0 + mi * 16 + g + half * 8;
+            const int64_t id = row_id(p, r);
+            if (id == padding_id) continue;
+            const bool routed = id < padding_id;
+            if (p.mode == GEMM_UP) {
+                const float in_scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
+                T *out_row = (T *)p.out + r * p.ldo;
+#pragma unroll
+                for (int nj = 0; nj < NJ; nj++) {
+                    const int64_t col = col0 + nj * 8 + 2 * q;
+                    if (col >= p.n) continue;
+                    // x.(w W)^T = w (x W^T): the input weight scales the accumulator, before
+                    // the bias, which is the same product as scaling the gathered A row.
+                    float v0 = acc[mi][nj][half * 2] * in_scale, v1 = acc[mi][nj][half * 2 + 1] * in_scale;
+                    if (bias) {
+                        v0 += bias[col];
+                        if (col + 1 < p.n) v1 += bias[col + 1];
+                    }
+                    if (p.activation == MOE_ACT_RELU2) {
+                        out_row[col] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f));
+                        if (col + 1 < p.n) out_row[col + 1] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f));
+                    } else {
+                        out_row[col >> 1] = from_float<T>(glu_activate(p.activation, p.act_alpha, p.act_limit, v0, v1));
+                    }
+                }
+            } else {
+                float w;
+                if (routed) w = p.weight_on_input ? 1.0f : p.topk_weights[id];
+                else w = p.shared_scale ? p.shared_scale[id - padding_id - 1] : 1.0f;
+                const int64_t out_row_index = routed ? id : id - 1;
+                float *out_row = (float *)p.out + out_row_index * p.ldo;
+#pragma unroll
+                for (int nj = 0; nj < NJ; nj++) {
+                    const int64_t col = col0 + nj * 8 + 2 * q;
+                    if (col >= p.n) continue;
+                    float v0 = acc[mi][nj][half * 2], v1 = acc[mi][nj][half * 2 + 1];
+                    if (bias) {
+                        v0 += bias[col];
+                        v1 += bias[col + 1];
+                    }
+                    // n (= H) is a multiple of 8, so col + 1 < n and the pair is 8-byte aligned.
+                    *(float2 *)(out_row + col) = make_float2(v0 * w, v1 * w);
+                }
+            }
+        }
 }
 
 // One BM x BN output tile: row block m_block (owned by one expert), columns n0 .. n0+BN-1.
@@ -119,59 +203,7 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
     }
     cp_async_wait<0>();
 
-    // Epilogue. Thread holds, per mma tile, rows g and g+8 and columns 2q, 2q+1 (g = lane/4,
-    // q = lane%4): with W13's rows interleaved, columns 2q and 2q+1 are one (gate, up) pair.
-    const int g = lane >> 2, q = lane & 3;
-    const float *bias = p.bias ? p.bias + expert * p.n : nullptr;
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int64_t r = m0 + warp_m + mi * 16 + g + half * 8;
-            const int64_t id = row_id(p, r);
-            if (id == padding_id) continue;
-            const bool routed = id < padding_id;
-            if (p.mode == GEMM_UP) {
-                const float in_scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
-                T *out_row = (T *)p.out + r * p.ldo;
-#pragma unroll
-                for (int nj = 0; nj < 8; nj++) {
-                    const int64_t col = n0 + warp_n + nj * 8 + 2 * q;
-                    if (col >= p.n) continue;
-                    // x.(w W)^T = w (x W^T): the input weight scales the accumulator, before
-                    // the bias, which is the same product as scaling the gathered A row.
-                    float v0 = acc[mi][nj][half * 2] * in_scale, v1 = acc[mi][nj][half * 2 + 1] * in_scale;
-                    if (bias) {
-                        v0 += bias[col];
-                        if (col + 1 < p.n) v1 += bias[col + 1];
-                    }
-                    if (p.activation == MOE_ACT_RELU2) {
-                        out_row[col] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f));
-                        if (col + 1 < p.n) out_row[col + 1] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f));
-                    } else {
-                        out_row[col >> 1] = from_float<T>(glu_activate(p.activation, p.act_alpha, p.act_limit, v0, v1));
-                    }
-                }
-            } else {
-                float w;
-                if (routed) w = p.weight_on_input ? 1.0f : p.topk_weights[id];
-                else w = p.shared_scale ? p.shared_scale[id - padding_id - 1] : 1.0f;
-                const int64_t out_row_index = routed ? id : id - 1;
-                float *out_row = (float *)p.out + out_row_index * p.ldo;
-#pragma unroll
-                for (int nj = 0; nj < 8; nj++) {
-                    const int64_t col = n0 + warp_n + nj * 8 + 2 * q;
-                    if (col >= p.n) continue;
-                    float v0 = acc[mi][nj][half * 2], v1 = acc[mi][nj][half * 2 + 1];
-                    if (bias) {
-                        v0 += bias[col];
-                        v1 += bias[col + 1];
-                    }
-                    // n (= H) is a multiple of 8, so col + 1 < n and the pair is 8-byte aligned.
-                    *(float2 *)(out_row + col) = make_float2(v0 * w, v1 * w);
-                }
-            }
-        }
+    epilogue<T, 2, 8>(p, acc, expert, m0 + warp_m, n0 + warp_n);
 }
 
 // Persistent grid: each block loops over tiles. The number of live tiles is read on the
@@ -196,9 +228,311 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const gemm_args p
     }
 }
 
+// ---- the decode kernel ---------------------------------------------------------------------
+// At small T each expert owns a few rows (1-8 at decode), the GEMMs stream the touched
+// experts' weights, and what bounds the time is how many bytes of W are in flight per SM.
+// So: a narrow N tile (BN = 32, 64 or 128 columns, from gemm_choose), rows in passes of
+// BMD = 16 * MT (MT = 1 or 2 m16 tiles), and a deep cp.async ring (~100 KB, 5-16 stages) that
+// runs on across passes and tiles: the copies of the CTA's next pass are issued while the
+// current one finishes, so the ring never drains between tiles.
+//
+// A work item is (64-row plan block, BN columns): items are the live blocks x the N tiles,
+// block fastest (all items live: the blocks of a plan are live up to its total). An item's rows
+// are covered by passes of BMD rows while a pass's first row is a live one (live rows precede
+// padding inside a block), each pass a full sweep over K into one set of accumulators. Four
+// warps split the BN columns (WN = BN/4 each) and all share the pass's A rows, so nothing is
+// reduced across warps: the epilogue is the 64 x 128 kernel's, straight from registers.
+// No split-K: every output element is one warp's fp32 sum in K order, deterministically.
+// Ring stages of the (BN, MT) kernel: as many as fit DECODE_SMEM_TARGET, at most the maximum.
+__host__ __device__ constexpr int decode_stages(int bn, int mt) {
+    return DECODE_SMEM_TARGET / ((16 * mt + bn) * GEMM_BK * 2) < DECODE_MAX_STAGES
+               ? DECODE_SMEM_TARGET / ((16 * mt + bn) * GEMM_BK * 2)
+               : DECODE_MAX_STAGES;
+}
+__host__ __device__ constexpr int decode_smem(int bn, int mt) {
+    return decode_stages(bn, mt) * (16 * mt + bn) * GEMM_BK * 2;
+}
+
+template <int BN, int MT> struct decode_cfg {
+    static constexpr int BMD = 16 * MT;                        // rows per pass
+    static constexpr int WN = BN / 4;                          // columns per warp
+    static constexpr int NJ = WN / 8;                          // n8 mma tiles per warp
+    static constexpr int STAGE_ELEMS = (BMD + BN) * GEMM_BK;   // A then B of one stage
+    static constexpr int STAGES = decode_stages(BN, MT);
+    static constexpr int PASSES_MAX = GEMM_BM / BMD;
+    static constexpr int B_COPIES = BN / 16;                   // B chunks per thread per stage
+    static_assert(BN % 32 == 0 && NJ >= 1, "BN: 32, 64 or 128");
+    static_assert(STAGES >= 3, "the ring needs >= 3 stages");
+};
+
+// Where one thread of the CTA stands in the sequence of (item, pass, k-tile) steps. The
+// producer (cp.async issue) runs STAGES - 1 steps ahead of the consumer (MMA); each thread
+// keeps both cursors, and both walk the same sequence since every thread reads the same plan.
+struct decode_cursor {
+    int64_t item;   // >= items: past the end
+    int64_t m0;     // first plan row of the current pass
+    int64_t n0, expert;
+    int pass, passes;
+    int64_t kt;
+};
+
+struct decode_grid {
+    int64_t items, live_blocks, k_tiles, padding_id;
+};
+
+// Moves c to the first item >= item that has rows (passes > 0), striding by the grid.
+template <int BN, int MT>
+__device__ __forceinline__ void decode_seek(const gemm_args &p, const decode_grid &gd, decode_cursor &c,
+                                            int64_t item) {
+    for (; item < gd.items; item += gridDim.x) {
+        const int64_t blk = item % gd.live_blocks;
+        const int64_t expert = p.block_expert ? p.block_expert[blk] : 0;
+        if (expert < 0) continue;
+        int passes = 0;
+#pragma unroll
+        for (int j = 0; j < decode_cfg<BN, MT>::PASSES_MAX; j++)
+            passes += row_id(p, blk * GEMM_BM + j * decode_cfg<BN, MT>::BMD) != gd.padding_id;
+        if (passes == 0) continue;
+        c.m0 = blk * GEMM_BM;
+        c.n0 = item / gd.live_blocks * BN;
+        c.expert = expert;
+        c.pass = 0;
+        c.passes = passes;
+        c.kt = 0;
+        break;
+    }
+    c.item = item;
+}
+
+template <int BN, int MT>
+__device__ __forceinline__ void decode_advance(const gemm_args &p, const decode_grid &gd, decode_cursor &c) {
+    if (++c.kt < gd.k_tiles) return;
+    c.kt = 0;
+    if (++c.pass < c.passes) {
+        c.m0 += decode_cfg<BN, MT>::BMD;
+        return;
+    }
+    decode_seek<BN, MT>(p, gd, c, c.item + gridDim.x);
+}
+
+template <typename T, int BN, int MT>
+__global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p) {
+    using cfg = decode_cfg<BN, MT>;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T *smem = (T *)smem_raw; // [STAGES][BMD + BN][BK]: each stage A rows then B rows
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    decode_grid gd;
+    const int64_t live = p.live_rows ? *p.live_rows : p.rows;
+    gd.live_blocks = (live + GEMM_BM - 1) / GEMM_BM;
+    gd.items = gd.live_blocks * ((p.n + BN - 1) / BN);
+    gd.k_tiles = (p.k + GEMM_BK - 1) / GEMM_BK;
+    gd.padding_id = p.tokens * p.top_k;
+
+    // The producer's per-pass sources: thread copies MT A chunks and B_COPIES B chunks per
+    // stage, rows tid/8 + 16i, chunk column tid % 8 (as the 64 x 128 kernel).
+    const int chunk = tid & 7, row0 = tid >> 3;
+    const T *a_src[MT];
+    bool a_ok[MT];
+    const T *b_src[cfg::B_COPIES];
+    bool b_ok[cfg::B_COPIES];
+    decode_cursor prod, cons;
+    decode_seek<BN, MT>(p, gd, prod, blockIdx.x);
+    cons = prod;
+
+    auto issue = [&](int stage) {
+        if (prod.kt == 0) { // a new pass: its rows (and, cheaply, the item's B rows again)
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                const int64_t r = prod.m0 + row0 + 16 * i;
+                const int64_t id = row_id(p, r);
+                a_ok[i] = id != gd.padding_id;
+                int64_t a_row;
+                if (p.mode == GEMM_UP) a_row = id < gd.padding_id ? id / p.top_k : id - gd.padding_id - 1;
+                else a_row = r;
+                a_src[i] = (const T *)p.a + (a_ok[i] ? a_row : 0) * p.lda + chunk * 8;
+            }
+            const T *b_base = (const T *)p.b + prod.expert * p.n * p.k;
+#pragma unroll
+            for (int j = 0; j < cfg::B_COPIES; j++) {
+                const int64_t nrow = prod.n0 + row0 + 16 * j;
+                b_ok[j] = nrow < p.n;
+                b_src[j] = b_base + (b_ok[j] ? nrow : 0) * p.k + chunk * 8;
+            }
+        }
+        const int64_t k0 = prod.kt * GEMM_BK;
+        const bool k_ok = k0 + chunk * 8 < p.k; // K is a multiple of 8: whole chunks
+        const uint32_t sa = smem_address(smem + stage * cfg::STAGE_ELEMS);
+        const uint32_t sb = sa + 2 * cfg::BMD * GEMM_BK;
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            const bool ok = a_ok[i] && k_ok;
+            cp_async_16(sa + 2 * tile_offset(row0 + 16 * i, chunk), ok ? (const void *)(a_src[i] + k0) : p.a, ok);
+        }
+#pragma unroll
+        for (int j = 0; j < cfg::B_COPIES; j++) {
+            const bool ok = b_ok[j] && k_ok;
+            cp_async_16(sb + 2 * tile_offset(row0 + 16 * j, chunk), ok ? (const void *)(b_src[j] + k0) : p.b, ok);
+        }
+        decode_advance<BN, MT>(p, gd, prod);
+    };
+
+    // Prologue: STAGES - 1 steps (possibly spanning passes and items); empty groups past the
+    // end keep the wait count right.
+    for (int s = 0; s < cfg::STAGES - 1; s++) {
+        if (prod.item < gd.items) issue(s);
+        cp_async_commit();
+    }
+
+    float acc[MT][cfg::NJ][4];
+    zero_acc(acc);
+
+    const int warp_n = warp * cfg::WN;
+    int stage = 0, fill = cfg::STAGES - 1;
+    while (cons.item < gd.items) {
+        cp_async_wait<cfg::STAGES - 2>();
+        __syncthreads(); // this step's stage landed for all threads; the previous one is free
+        if (prod.item < gd.items) issue(fill);
+        cp_async_commit();
+        fill = fill + 1 == cfg::STAGES ? 0 : fill + 1;
+
+        const T *sa = smem + stage * cfg::STAGE_ELEMS;
+        const T *sb = sa + cfg::BMD * GEMM_BK;
+        uint32_t bf_next_0 = 0, bf_next_1 = 0; // NJ == 1: the odd kk's B, loaded on the even kk
+#pragma unroll
+        for (int kk = 0; kk < GEMM_BK / 16; kk++) {
+            uint32_t af[MT][4], bf[cfg::NJ][2];
+#pragma unroll
+            for (int mi = 0; mi < MT; mi++) {
+                const int r = mi * 16 + (lane & 15);
+                ldmatrix_x4(smem_address(sa + tile_offset(r, kk * 2 + (lane >> 4))), af[mi][0], af[mi][1], af[mi][2],
+                            af[mi][3]);
+            }
+            if constexpr (cfg::NJ == 1) {
+                // 8 columns per warp: one x4 load holds this kk's and the next kk's B fragments;
+                // issued on even kk (lanes 8j..8j+7 address k chunk 2kk + j of rows 0-7).
+                if (kk % 2 == 0) {
+                    uint32_t b0, b1, b2, b3;
+                    const int r = warp_n + (lane & 7);
+                    ldmatrix_x4(smem_address(sb + tile_offset(r, kk * 2 + (lane >> 3))), b0, b1, b2, b3);
+                    bf[0][0] = b0, bf[0][1] = b1;
+                    bf_next_0 = b2, bf_next_1 = b3;
+                } else {
+                    bf[0][0] = bf_next_0, bf[0][1] = bf_next_1;
+                }
+            } else {
+#pragma unroll
+                for (int nj = 0; nj < cfg::NJ / 2; nj++) {
+                    const int r = warp_n + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
+                    ldmatrix_x4(smem_address(sb + tile_offset(r, kk * 2 + ((lane >> 3) & 1))), bf[2 * nj][0],
+                                bf[2 * nj][1], bf[2 * nj + 1][0], bf[2 * nj + 1][1]);
+                }
+            }
+#pragma unroll
+            for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+                for (int nj = 0; nj < cfg::NJ; nj++) mma_16816<T>(acc[mi][nj], af[mi], bf[nj]);
+        }
+        stage = stage + 1 == cfg::STAGES ? 0 : stage + 1;
+
+        if (cons.kt + 1 == gd.k_tiles) { // the pass is complete: its rows out, fresh sums
+            epilogue<T, MT, cfg::NJ>(p, acc, cons.expert, cons.m0, cons.n0 + warp_n);
+            zero_acc(acc);
+        }
+        decode_advance<BN, MT>(p, gd, cons);
+    }
+    cp_async_wait<0>();
+}
+
 } // namespace
 
-static int gemm_grid_cap = 0; // resident blocks on the whole GPU, set by gemm_init
+static int gemm_grid_cap = 0; // resident 64 x 128 blocks on the whole GPU, set by gemm_init
+static int gemm_sm_count = 0; // SMs of the device, set by gemm_init (0: not yet, e.g. describe on a host)
+
+// The decode kernels: BN in {32, 64, 128} x MT in {1, 2} x {bf16, f16}, and their resident CTAs.
+typedef void (*decode_fn)(const gemm_args);
+static const int decode_bns[3] = {32, 64, 128};
+static int decode_bn_index(int bn) { return bn == 32 ? 0 : bn == 64 ? 1 : 2; }
+
+template <typename T> static decode_fn decode_pick(int bn, int mt) {
+    switch (decode_bn_index(bn) * 2 + (mt - 1)) {
+    case 0: return decode_kernel<T, 32, 1>;
+    case 1: return decode_kernel<T, 32, 2>;
+    case 2: return decode_kernel<T, 64, 1>;
+    case 3: return decode_kernel<T, 64, 2>;
+    case 4: return decode_kernel<T, 128, 1>;
+    default: return decode_kernel<T, 128, 2>;
+    }
+}
+static int decode_cap[6]; // resident CTAs on the GPU per (bn, mt), set by gemm_init
+
+gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n) {
+    gemm_choice c;
+    memset(&c, 0, sizeof c);
+    const int64_t sms = gemm_sm_count > 0 ? gemm_sm_count : 132;
+    // Live rows: the plan's host bound is live + experts * (BM - 1) (forward.cu's layout).
+    int64_t live = has_plan ? rows - experts * (GEMM_BM - 1) : rows;
+    if (live < 1) live = rows > 0 ? rows : 1;
+    const int64_t touched = has_plan ? (experts < live ? experts : live) : 1;
+    const int64_t avg = (live + touched - 1) / touched;
+    const int64_t shared = has_plan && live > routed_rows ? live - routed_rows : 0; // one expert's rows
+    c.live_rows = live;
+    c.avg_rows = avg;
+    const char *env = getenv("MOEFUSE_V1_TILE");
+    if (env && !strcmp(env, "wide")) c.decode = 0;
+    else if (env && !strcmp(env, "decode")) c.decode = 1;
+    else c.decode = avg <= DECODE_MAX_AVG_ROWS;
+    if (!c.decode) {
+        c.bn = GEMM_BN, c.mt = GEMM_BM / 16, c.stages = GEMM_STAGES;
+        c.items = (rows + GEMM_BM - 1) / GEMM_BM * ((n + GEMM_BN - 1) / GEMM_BN);
+        return c;
+    }
+    c.mt = avg > DECODE_MT1_MAX_AVG || shared > 16 ? 2 : 1;
+    // Plan blocks with a live row: each touched expert pads to whole 64-row blocks.
+    const int64_t blocks = has_plan ? ((live + (GEMM_BM - 1) * touched) / GEMM_BM < live
+                                           ? (live + (GEMM_BM - 1) * touched) / GEMM_BM
+                                           : live)
+                                    : (rows + GEMM_BM - 1) / GEMM_BM;
+    // N tile: the fewest weight columns on the busiest SM (items spread evenly over the SMs),
+    // ties to the narrower tile: finer items still balance when fewer experts are touched than
+    // the bound assumes, and the ring runs on across items, so more of them cost little.
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        const int64_t bn = decode_bns[i], items = blocks * ((n + bn - 1) / bn);
+        const int64_t cost = (items + sms - 1) / sms * bn;
+        if (cost < best) best = cost, c.bn = (int)bn, c.items = items;
+    }
+    const char *env_bn = getenv("MOEFUSE_V1_DECODE_BN");
+    if (env_bn && (!strcmp(env_bn, "32") || !strcmp(env_bn, "64") || !strcmp(env_bn, "128"))) {
+        c.bn = atoi(env_bn);
+        c.items = blocks * ((n + c.bn - 1) / c.bn);
+    }
+    const char *env_mt = getenv("MOEFUSE_V1_DECODE_MT");
+    if (env_mt && (!strcmp(env_mt, "1") || !strcmp(env_mt, "2"))) c.mt = atoi(env_mt);
+    c.stages = decode_stages(c.bn, c.mt);
+    return c;
+}
+
+int gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n, char *buf,
+                  size_t size) {
+    const gemm_choice c = gemm_choose(rows, experts, has_plan, routed_rows, n);
+    if (!c.decode)
+        return snprintf(buf, size, "%dx%dx%d tile, %d stages", GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES);
+    return snprintf(buf, size, "decode %dx%dx%d tile (rows in passes of %d), %d stages, ~%lld items", 16 * c.mt,
+                    c.bn, GEMM_BK, 16 * c.mt, c.stages, (long long)c.items);
+}
+
+template <typename T> static cudaError_t decode_init_one(int bn, int mt, int sms) {
+    decode_fn f = decode_pick<T>(bn, mt);
+    const int smem = decode_smem(bn, mt);
+    cudaError_t err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    int per_sm = 0;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, GEMM_THREADS, smem);
+    if (err != cudaSuccess) return err;
+    decode_cap[decode_bn_index(bn) * 2 + (mt - 1)] = sms * (per_sm > 0 ? per_sm : 1);
+    return cudaSuccess;
+}
 
 cudaError_t gemm_init(void) {
     int device = 0, sms = 0, per_sm = 0;
@@ -213,15 +547,34 @@ cudaError_t gemm_init(void) {
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel<__nv_bfloat16>, GEMM_THREADS,
                                                         GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return err;
+    for (int i = 0; i < 3 && err == cudaSuccess; i++)
+        for (int mt = 1; mt <= 2 && err == cudaSuccess; mt++) {
+            err = decode_init_one<__nv_bfloat16>(decode_bns[i], mt, sms);
+            if (err == cudaSuccess) err = decode_init_one<__half>(decode_bns[i], mt, sms);
+        }
+    if (err != cudaSuccess) return err;
     gemm_grid_cap = sms * (per_sm > 0 ? per_sm : 1);
+    gemm_sm_count = sms;
     return hopper_gemm_init();
 }
 
 cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream) {
+    if (args->rows <= 0 || args->n <= 0) return cudaSuccess;
+    if (gemm_grid_cap <= 0) return cudaErrorInitializationError; // moe__cuda_init not called
+    const gemm_choice c =
+        gemm_choose(args->rows, args->experts, args->sorted_ids != NULL, args->tokens * args->top_k, args->n);
+    if (c.decode) {
+        // The host bound of items: every 64-row block of the bound x the N tiles.
+        int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * ((args->n + c.bn - 1) / c.bn);
+        const int cap = decode_cap[decode_bn_index(c.bn) * 2 + (c.mt - 1)];
+        if (blocks > cap) blocks = cap;
+        const int smem = decode_smem(c.bn, c.mt);
+        decode_fn f = dtype == MOE_DTYPE_BF16 ? decode_pick<__nv_bfloat16>(c.bn, c.mt) : decode_pick<__half>(c.bn, c.mt);
+        f<<<(unsigned)blocks, GEMM_THREADS, smem, stream>>>(*args);
+        return cudaGetLastError();
+    }
     const int64_t tiles_n = (args->n + GEMM_BN - 1) / GEMM_BN;
     int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n; // the host bound of tiles
-    if (blocks == 0) return cudaSuccess;
-    if (gemm_grid_cap <= 0) return cudaErrorInitializationError; // moe__cuda_init not called
     if (blocks > gemm_grid_cap) blocks = gemm_grid_cap;
     if (dtype == MOE_DTYPE_BF16)
         gemm_kernel<__nv_bfloat16><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream>>>(*args);

@@ -43,6 +43,32 @@ struct gemm_args {
     float act_alpha, act_limit;
 };
 
+// The v1 kernel's tile for a launch: a pure function of host-known sizes (rows = the host
+// bound of plan rows, experts in the stack, whether rows come from a plan or are the identity,
+// routed rows T*k, n) and of the SM count (132 until gemm_init has seen the device).
+//   live = rows - experts*63 (plan) or rows; touched = min(experts, live) (plan) or 1;
+//   avg = ceil(live / touched) rows per touched expert.
+//   avg > DECODE_MAX_AVG_ROWS: the 64 x 128 x 64 kernel (4 stages).
+//   else the decode kernel: rows in passes of 16 (MT = 1), or 32 (MT = 2) when avg > 6 or a
+//   fused shared expert holds > 16 rows; BN in {128, 64, 32} minimising ceil(items / SMs) * BN
+//   with items = (plan blocks with a live row, bounded from live and touched) * ceil(n / BN),
+//   ties to the narrower; stages: as many as fit ~100 KB (at most 16).
+// Environment (tests, tuning): MOEFUSE_V1_TILE=wide|decode forces the kernel;
+// MOEFUSE_V1_DECODE_BN=32|64|128 and MOEFUSE_V1_DECODE_MT=1|2 force the decode tile.
+#define DECODE_MAX_AVG_ROWS 14
+#define DECODE_MT1_MAX_AVG 6
+struct gemm_choice {
+    int decode;          // 1: decode_kernel, 0: the 64 x 128 kernel
+    int bn, mt, stages;  // N tile, m16 tiles per pass (the 64 x 128 kernel: 128, 4, 4)
+    int64_t items;       // estimated work items (host bound for the 64 x 128 kernel)
+    int64_t live_rows, avg_rows;
+};
+gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n);
+// One phrase for moe__cuda_forward_describe, e.g. "decode 16x64x64 tile (rows in passes of
+// 16), 10 stages, ~192 items"; snprintf's return value.
+int gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n, char *buf,
+                  size_t size);
+
 // Launches the GEMM for element type dtype (BF16 / F16) on stream.
 cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t stream);
 // Raises the kernels' dynamic shared-memory limit (once, at weight upload).

@@ -11,7 +11,10 @@
 //  3. each warp walks its segment again in the same order and places every id at
 //     offset[e] + its warp's start + the running count of e in the warp, so the order within
 //     an expert is the ascending id order;
-//  4. padding rows and block owners are filled by binary search over the offsets.
+//  4. padding rows: per expert, the tail of its last block (one warp per expert), then every
+//     row past the total; block owners by binary search over the offsets.
+// Only ceil(T*k / 32) warps (at most the block's) take part in 1-3, so at decode (T*k of a few
+// rows) the per-expert scan of step 2 walks one or two table rows instead of 32.
 // Everything is read back by nothing on the host: the GEMMs read the total from offsets[experts].
 #include "kernels.cuh"
 
@@ -74,11 +77,14 @@ __global__ void plan_kernel(const plan_args p) {
     int32_t *table = cnt + experts;                       // [warps][experts]
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-    for (int i = tid; i < warps * experts; i += blockDim.x) table[i] = 0;
+    // Segment warps: one per 32 ids, at most the block's (the order within an expert does not
+    // depend on how the ids are segmented, so neither does the plan).
+    const int seg_warps = (int)min((int64_t)warps, max((int64_t)1, (p.rows + 31) / 32));
+    for (int i = tid; i < seg_warps * experts; i += blockDim.x) table[i] = 0;
     __syncthreads();
 
-    const int64_t seg = (p.rows + warps - 1) / warps;
-    const int64_t begin = warp * seg, end = min(begin + seg, p.rows);
+    const int64_t seg = (p.rows + seg_warps - 1) / seg_warps;
+    const int64_t begin = warp < seg_warps ? warp * seg : p.rows, end = min(begin + seg, p.rows);
     int32_t *my = table + warp * experts;
 
     // 1. Count.
@@ -98,7 +104,7 @@ __global__ void plan_kernel(const plan_args p) {
     // 2. Per expert: warps' starts and the count; then offsets.
     for (int e = tid; e < experts; e += blockDim.x) {
         int32_t run = 0;
-        for (int w = 0; w < warps; w++) {
+        for (int w = 0; w < seg_warps; w++) {
             int32_t c = table[w * experts + e];
             table[w * experts + e] = run;
             run += c;
@@ -149,16 +155,12 @@ __global__ void plan_kernel(const plan_args p) {
     for (int64_t t = tid; t < p.shared_rows; t += blockDim.x)
         p.sorted_ids[offs[p.E] + t] = (int32_t)(p.rows + 1 + t);
 
-    // 4. Padding rows (inside an expert's last block, and everything past the total).
+    // 4. Padding rows: the tail of each expert's last block [offs[e] + cnt[e], offs[e+1]), then
+    // everything past the total.
     const int64_t total = offs[experts];
-    for (int64_t i = tid; i < p.max_rows; i += blockDim.x) {
-        bool pad = i >= total;
-        if (!pad) {
-            int e = find_expert(offs, experts, i);
-            pad = i - offs[e] >= cnt[e];
-        }
-        if (pad) p.sorted_ids[i] = (int32_t)p.rows;
-    }
+    for (int e = warp; e < experts; e += warps)
+        for (int64_t i = offs[e] + cnt[e] + lane; i < offs[e + 1]; i += 32) p.sorted_ids[i] = (int32_t)p.rows;
+    for (int64_t i = total + tid; i < p.max_rows; i += blockDim.x) p.sorted_ids[i] = (int32_t)p.rows;
     for (int64_t b = tid; b < p.max_blocks; b += blockDim.x) {
         const int64_t i = b * p.block;
         p.block_expert[b] = i < total ? find_expert(offs, experts, i) : -1;
