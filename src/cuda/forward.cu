@@ -404,7 +404,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                                    : "";
     return snprintf(buf, size, "backend=cuda T=%lld weights=%s gemm=%s (%s) because %s; plan block=%lld rows; "
                                "shared expert: %s; act_format=%s%s; workspace=%lld bytes",
-                    (long long)T, moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm), tiles, why, (long long)L.block,
+                    (long long)T, L.fp8 ? moe_format_name(w->format) : moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm),
+                    tiles, why, (long long)L.block,
                     shared, moe_format_name(act_format), act_note,
                     (long long)L.total);
 }

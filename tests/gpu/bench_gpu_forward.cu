@@ -16,8 +16,15 @@
 // the Hopper run's y is compared with the v1 run's y on the same inputs (relative Frobenius
 // error, printed and put in the JSON row as "err": a cross-check on full-E real shapes).
 //
-// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] [--json FILE]
+// --dtype fp8: w8a8 instead, as DeepSeek-V3 runs it: fp8-block128 weights (random e4m3 codes,
+// positive random 128x128 block scales, W13's blocks paired per gate/up half as
+// moe_weights_create packs them) and act_format fp8-row128; the FP8 path has one GEMM kernel
+// (v1 FP8), so each (shape, T) is timed once and --gemm is ignored; JSON rows say "fp8".
+//
+// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] [--dtype bf16|fp8]
+//                          [--json FILE]
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -91,18 +98,32 @@ static void fill(void *p, int64_t n, uint64_t seed, float amp) {
     CUDA_OK(cudaGetLastError());
 }
 
+// FP8 weights: e4m3 codes of uniform values over the whole e4m3 range, and block scales
+// scale * [0.5, 1.5) (so the weights are about `amp` in size, as the bf16 ones).
+__global__ void fill_e4m3(uint8_t *p, int64_t n, uint64_t seed) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = (uint8_t)__nv_cvt_float_to_fp8(hash_uniform((uint64_t)i, seed, 448.0f), __NV_SATFINITE, __NV_E4M3);
+}
+__global__ void fill_scales(float *p, int64_t n, uint64_t seed, float scale) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = scale * (1.0f + 0.5f * hash_uniform((uint64_t)i, seed, 1.0f));
+}
+
 int main(int argc, char **argv) {
     const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL, *gemm_arg = "v1,hopper";
+    bool fp8 = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--tokens")) tokens_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--shapes")) shapes_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--json")) json_path = argv[i + 1];
         else if (!strcmp(argv[i], "--gemm")) gemm_arg = argv[i + 1];
+        else if (!strcmp(argv[i], "--dtype")) fp8 = !strcmp(argv[i + 1], "fp8");
     }
     const char *paths[2];
     int npaths = 0;
-    if (strstr(gemm_arg, "v1")) paths[npaths++] = "v1";
-    if (strstr(gemm_arg, "hopper")) paths[npaths++] = "hopper";
+    if (strstr(gemm_arg, "v1") || fp8) paths[npaths++] = "v1";
+    if (strstr(gemm_arg, "hopper") && !fp8) paths[npaths++] = "hopper";
+    const moe_format act_format = fp8 ? MOE_FORMAT_FP8_ROW128 : MOE_FORMAT_F32;
     int64_t tokens[16];
     int ntok = 0;
     for (const char *p = tokens_arg; *p && ntok < 16;) {
@@ -135,26 +156,43 @@ int main(int argc, char **argv) {
         const shape &sh = shapes[si];
         if (shapes_arg && !strstr(shapes_arg, sh.name)) continue;
         // The weights, as moe_weights_create would leave them for the CUDA backend.
+        const moe_format wformat = fp8 ? MOE_FORMAT_FP8_BLOCK128 : MOE_FORMAT_BF16;
         moe_weights_t w;
         memset(&w, 0, sizeof w);
         moe_layer_spec_init(&w.spec, sh.E, sh.H, sh.I, sh.k);
-        w.format = MOE_FORMAT_BF16;
+        w.format = wformat;
         w.backend = MOE_BACKEND_CUDA;
-        w.w13.format = w.w2.format = MOE_FORMAT_BF16;
+        w.w13.format = w.w2.format = wformat;
         w.w13.count = w.w2.count = sh.E;
         w.w13.rows = 2 * sh.I, w.w13.cols = sh.H;
         w.w2.rows = sh.H, w.w2.cols = sh.I;
-        moe_format_layout_get(MOE_FORMAT_BF16, 2 * sh.I, sh.H, &w.w13.layout);
-        moe_format_layout_get(MOE_FORMAT_BF16, sh.H, sh.I, &w.w2.layout);
+        w.w13.paired_rows = 1;
+        moe_format_layout_get(wformat, 2 * sh.I, sh.H, &w.w13.layout);
+        moe_format_layout_get(wformat, sh.H, sh.I, &w.w2.layout);
         moe__cuda_weights dev;
         memset(&dev, 0, sizeof dev);
-        dev.dtype = MOE_DTYPE_BF16;
+        dev.dtype = fp8 ? MOE_DTYPE_E4M3 : MOE_DTYPE_BF16;
+        dev.format = wformat;
         dev.experts = sh.E;
-        const int64_t n13 = sh.E * 2 * sh.I * sh.H, n2 = sh.E * sh.H * sh.I;
-        CUDA_OK(cudaMalloc(&dev.w13, (size_t)n13 * 2));
-        CUDA_OK(cudaMalloc(&dev.w2, (size_t)n2 * 2));
-        fill(dev.w13, n13, 11 + si, 3.0f / sqrtf((float)sh.H));
-        fill(dev.w2, n2, 13 + si, 3.0f / sqrtf((float)sh.I));
+        const int64_t n13 = sh.E * 2 * sh.I * sh.H, n2 = sh.E * sh.H * sh.I, wbytes = fp8 ? 1 : 2;
+        CUDA_OK(cudaMalloc(&dev.w13, (size_t)(n13 * wbytes)));
+        CUDA_OK(cudaMalloc(&dev.w2, (size_t)(n2 * wbytes)));
+        if (fp8) {
+            // Scale grids as moe_weights_create packs them (cuda_backend.h): W13 paired.
+            const int64_t hb = (sh.H + 127) / 128, ib = (sh.I + 127) / 128;
+            dev.w13_scales = {NULL, 2 * ib, hb, 1};
+            dev.w2_scales = {NULL, hb, ib, 0};
+            CUDA_OK(cudaMalloc(&dev.w13_scales.data, (size_t)(sh.E * 2 * ib * hb) * 4));
+            CUDA_OK(cudaMalloc(&dev.w2_scales.data, (size_t)(sh.E * hb * ib) * 4));
+            fill_e4m3<<<1024, 256>>>((uint8_t *)dev.w13, n13, 11 + si);
+            fill_e4m3<<<1024, 256>>>((uint8_t *)dev.w2, n2, 13 + si);
+            fill_scales<<<64, 256>>>(dev.w13_scales.data, sh.E * 2 * ib * hb, 23 + si, 3.0f / sqrtf((float)sh.H) / 448.0f);
+            fill_scales<<<64, 256>>>(dev.w2_scales.data, sh.E * hb * ib, 29 + si, 3.0f / sqrtf((float)sh.I) / 448.0f);
+            CUDA_OK(cudaGetLastError());
+        } else {
+            fill(dev.w13, n13, 11 + si, 3.0f / sqrtf((float)sh.H));
+            fill(dev.w2, n2, 13 + si, 3.0f / sqrtf((float)sh.I));
+        }
         w.device = &dev;
 
         for (int ti = 0; ti < ntok; ti++) {
@@ -164,7 +202,7 @@ int main(int argc, char **argv) {
             setenv("MOEFUSE_GEMM", paths[pi], 1);
             const int path = moe__cuda_forward_gemm(&w, T);
             size_t ws_bytes = 0;
-            if (moe_forward_workspace_size(ctx, &w, T, MOE_FORMAT_F32, &ws_bytes) != MOE_STATUS_OK) {
+            if (moe_forward_workspace_size(ctx, &w, T, act_format, &ws_bytes) != MOE_STATUS_OK) {
                 printf("FATAL: %s\n", moe_last_error(ctx));
                 return 1;
             }
@@ -185,6 +223,7 @@ int main(int argc, char **argv) {
             a.topk_ids = moe_tensor_2d(ids, MOE_DTYPE_I32, T, sh.k);
             a.topk_weights = moe_tensor_2d(wts, MOE_DTYPE_F32, T, sh.k);
             a.x.memory = a.y.memory = a.topk_ids.memory = a.topk_weights.memory = MOE_MEMORY_DEVICE;
+            a.act_format = act_format;
             a.workspace = ws;
             a.workspace_size = ws_bytes;
             a.stream = stream;
@@ -246,7 +285,7 @@ int main(int argc, char **argv) {
             const double ms = 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
             const double flops = 6.0 * T * sh.k * sh.H * sh.I;
             const double e_act = sh.E * (1.0 - pow(1.0 - (double)sh.k / sh.E, (double)T));
-            const double bytes = e_act * 3.0 * sh.H * sh.I * 2 + 2.0 * T * sh.H * 2;
+            const double bytes = e_act * 3.0 * sh.H * sh.I * (double)wbytes + 2.0 * T * sh.H * 2;
             printf("%-14s %6lld %-7s %10.4f %10.1f %9.0f %12.2e%s\n", sh.name, (long long)T, moe__cuda_gemm_name(path),
                    ms, flops / ms * 1e-9, bytes / ms * 1e-6, vs_v1,
                    isfinite(vs_v1) && vs_v1 > 1e-2 ? "  MISMATCH (> 1e-2)" : "");
@@ -256,10 +295,10 @@ int main(int argc, char **argv) {
             if (json)
                 fprintf(json,
                         "{\"shape\": \"%s\", \"E\": %lld, \"H\": %lld, \"I\": %lld, \"k\": %lld, \"T\": %lld, "
-                        "\"dtype\": \"bf16\", \"pass\": \"forward\", \"impl\": \"moefuse-%s\", \"ms\": %.5f, "
+                        "\"dtype\": \"%s\", \"pass\": \"forward\", \"impl\": \"moefuse-%s\", \"ms\": %.5f, "
                         "\"tflops\": %.2f, \"gbps\": %.1f, \"err\": %s}\n",
                         sh.name, (long long)sh.E, (long long)sh.H, (long long)sh.I, (long long)sh.k, (long long)T,
-                        moe__cuda_gemm_name(path), ms, flops / ms * 1e-9, bytes / ms * 1e-6, err_text);
+                        fp8 ? "fp8" : "bf16", moe__cuda_gemm_name(path), ms, flops / ms * 1e-9, bytes / ms * 1e-6, err_text);
             CUDA_OK(cudaEventDestroy(e0));
             CUDA_OK(cudaEventDestroy(e1));
             CUDA_OK(cudaGraphExecDestroy(exec));
@@ -272,6 +311,10 @@ int main(int argc, char **argv) {
         }
         CUDA_OK(cudaFree(dev.w13));
         CUDA_OK(cudaFree(dev.w2));
+        if (fp8) {
+            CUDA_OK(cudaFree(dev.w13_scales.data));
+            CUDA_OK(cudaFree(dev.w2_scales.data));
+        }
     }
     if (json) fclose(json);
     CUDA_OK(cudaStreamDestroy(stream));
