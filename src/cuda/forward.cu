@@ -187,6 +187,18 @@ fp8_quant_args quant_args(const ws_layout &L, const void *src, moe_dtype dtype, 
     return q;
 }
 
+// A GEMM of the separate shared expert: weights b (one matrix) and bias, the identity plan over
+// the T tokens (gemm_args: no sorted ids, rows = T).
+void identity_plan(gemm_args *g, const void *b, const float *bias, int64_t T) {
+    g->b = b;
+    g->experts = 1;
+    g->bias = bias;
+    g->sorted_ids = NULL;
+    g->block_expert = NULL;
+    g->live_rows = NULL;
+    g->rows = T;
+}
+
 // The w8a8 GEMM steps (FP8 weights; act_format fp8-row128 or fp8-tensor), as the CPU oracle
 // defines them (src/cpu/forward.c): x quantised once over [T, H] (per token for row128; one
 // scale for tensor), GEMM1 on the codes with the GLU epilogue -> A2 in fp32, A2 quantised (the
@@ -263,14 +275,8 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     if (!L.shared || L.fused) return MOE_STATUS_OK;
     // The separate shared expert (Is != I): an identity plan over the T tokens.
     fp8_gemm_args sg1 = g1;
-    sg1.g.b = d->s13;
-    sg1.g.experts = 1;
-    sg1.g.bias = d->sb13;
+    identity_plan(&sg1.g, d->s13, d->sb13, L.T);
     sg1.g.n = L.R13s;
-    sg1.g.sorted_ids = NULL;
-    sg1.g.block_expert = NULL;
-    sg1.g.live_rows = NULL;
-    sg1.g.rows = L.T;
     sg1.g.out = a2sf;
     sg1.g.ldo = L.Is;
     set_weight_scales(&sg1, &d->s13_scales, d->format);
@@ -279,16 +285,10 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     if ((st = cuda_status(ctx, fp8_quantize_launch(&qs, stream), "quantise the shared A2 to fp8")) != MOE_STATUS_OK)
         return st;
     fp8_gemm_args sg2 = g2;
+    identity_plan(&sg2.g, d->s2, d->sb2, L.T);
     sg2.g.a = a2sq;
     sg2.g.lda = L.Is;
-    sg2.g.b = d->s2;
-    sg2.g.experts = 1;
-    sg2.g.bias = d->sb2;
     sg2.g.k = L.Is;
-    sg2.g.sorted_ids = NULL;
-    sg2.g.block_expert = NULL;
-    sg2.g.live_rows = NULL;
-    sg2.g.rows = L.T;
     set_act_scales(&sg2, L, a2sq_scales, L.Is, false);
     set_weight_scales(&sg2, &d->s2_scales, d->format);
     return cuda_status(ctx, fp8_gemm_launch(&sg2, stream), "fp8 shared GEMM2");

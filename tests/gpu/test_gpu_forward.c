@@ -769,6 +769,21 @@ static bool preset_shape(const char *preset, int64_t experts, moe_layer_spec *s)
     return moe_layer_spec_validate(cpu_ctx, s) == MOE_STATUS_OK;
 }
 
+/* The runs of a PERF.md shape: T = 1, 3, 8, 64, 129, 512, 4096 (or --perf's list), ids
+ * given as in the benchmark, the router path at T = 64 and 512; the oracle on 48 tokens. */
+static int perf_runs(run_spec r[8]) {
+    static const int64_t perf_T[] = {1, 3, 8, 64, 129, 512, 4096};
+    const int64_t *Ts = n_perf_T_arg ? perf_T_arg : perf_T;
+    const int nT = n_perf_T_arg ? n_perf_T_arg : 7;
+    for (int j = 0; j < nT; j++) {
+        const int64_t T = Ts[j];
+        const int routing = T == 64 || T == 512 ? R_ROUTER : R_IDS;
+        const int replay = routing == R_ROUTER ? R_ROUTER : j % 2 ? R_IDS_ONE : R_IDS_FEW;
+        r[j] = (run_spec){T, routing, replay, 48, true};
+    }
+    return nT;
+}
+
 static void run_model(model *m, const run_spec *runs, int nruns) {
     if (!selected(m->name)) return;
     MOE_OK(cpu_ctx, moe_layer_spec_validate(cpu_ctx, &m->spec));
@@ -1180,7 +1195,6 @@ static void fp8_model_cases(bool quick) {
                   {"qwen3-30b-a3b", "fp8-perf-qwen3-tensor", 16, MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_TENSOR},
                   {"gpt-oss-120b", "fp8-perf-gpt-oss", 8, MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_ROW128},
                   {"deepseek-v3", "fp8-perf-deepseek", 8, MOE_FORMAT_FP8_BLOCK128, MOE_FORMAT_FP8_ROW128}};
-    static const int64_t perf_T[] = {1, 3, 8, 64, 129, 512, 4096};
     for (int i = 0; i < 4 && !quick; i++) {
         if (!preset_shape(shapes[i].preset, shapes[i].experts, &s)) {
             printf("note: shape %s unavailable: %s\n", shapes[i].preset, moe_last_error(cpu_ctx));
@@ -1189,16 +1203,7 @@ static void fp8_model_cases(bool quick) {
         model_init(&m, shapes[i].name, &s, shapes[i].wf, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         m.act_format = shapes[i].af;
         run_spec r[8];
-        int n = 0;
-        const int64_t *Ts = n_perf_T_arg ? perf_T_arg : perf_T;
-        const int nT = n_perf_T_arg ? n_perf_T_arg : 7;
-        for (int j = 0; j < nT; j++) {
-            const int64_t T = Ts[j];
-            int routing = T == 64 || T == 512 ? R_ROUTER : R_IDS;
-            int replay = routing == R_ROUTER ? R_ROUTER : j % 2 ? R_IDS_ONE : R_IDS_FEW;
-            r[n++] = (run_spec){T, routing, replay, 48, true};
-        }
-        run_model(&m, r, n);
+        run_model(&m, r, perf_runs(r));
     }
 }
 
@@ -1405,7 +1410,6 @@ int main(int argc, char **argv) {
         const char *preset;
         int64_t experts;
     } shapes[] = {{"qwen3-30b-a3b", 16}, {"gpt-oss-120b", 8}, {"mixtral-8x7b", 4}, {"deepseek-v3", 16}};
-    static const int64_t perf_T[] = {1, 3, 8, 64, 129, 512, 4096};
     for (int i = 0; i < 4 && !quick; i++) {
         if (!preset_shape(shapes[i].preset, shapes[i].experts, &s)) {
             printf("note: shape %s unavailable: %s\n", shapes[i].preset, moe_last_error(cpu_ctx));
@@ -1413,16 +1417,7 @@ int main(int argc, char **argv) {
         }
         model_init(&m, shapes[i].preset, &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         run_spec r[8];
-        int n = 0;
-        const int64_t *Ts = n_perf_T_arg ? perf_T_arg : perf_T;
-        const int nT = n_perf_T_arg ? n_perf_T_arg : 7;
-        for (int j = 0; j < nT; j++) {
-            const int64_t T = Ts[j];
-            int routing = T == 64 || T == 512 ? R_ROUTER : R_IDS;
-            int replay = routing == R_ROUTER ? R_ROUTER : j % 2 ? R_IDS_ONE : R_IDS_FEW;
-            r[n++] = (run_spec){T, routing, replay, 48, true};
-        }
-        run_model(&m, r, n);
+        run_model(&m, r, perf_runs(r));
     }
     fp8_model_cases(quick);
     if (big && (!filter || strstr("deepseek-v3-big", filter))) {
