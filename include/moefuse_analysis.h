@@ -178,8 +178,8 @@ moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out)
  * ------------------------------------------------------------------------------------- */
 #define MOE_TILE_MENU_MAX 8
 typedef struct moe_tile { int32_t m, n; } moe_tile;
-/* The tile menu assumed for moefuse's kernels: 128x128, 128x256, 256x128, 64x128 (k step 64
- * for bf16, 128 for fp8). Returns the count written (<= MOE_TILE_MENU_MAX). */
+/* The tile menu assumed for moefuse's kernels: 128x128, 128x256, 256x128 (k step 64 for
+ * bf16, 128 for fp8). Returns the count written (<= MOE_TILE_MENU_MAX). */
 int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k);
 
 typedef struct moe_roofline_row {
@@ -296,13 +296,13 @@ moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *advice, char **s
  * ------------------------------------------------------------------------------------- */
 /* Times one plain GEMM y[m,n] = x[m,k] · W[n,k]^T (a linear layer in the TE convention) on
  * ctx's GPU with cuBLAS: dtype BF16 (cublasGemmEx, fp32 compute, bf16 output) or E4M3
- * (cublasLtMatmul, per-tensor scales, fast accumulation, bf16 output). Fresh random inputs;
+ * (cublasLtMatmul, per-tensor scales, default promoting accumulation, bf16 output). Fresh random inputs;
  * operand sets rotated when one set fits in twice the L2; warm-up; *ms = the median of
  * `reps` (1..10000) launches, each timed with its own events. Allocates and frees device
  * memory within the call. ctx must be a CUDA context (MOE_STATUS_UNSUPPORTED otherwise, and
  * always in a build without CUDA); m, k, n in 1..INT32_MAX; MOE_STATUS_UNSUPPORTED too when
- * cuBLASLt has no FP8 algorithm for the shape (it needs aligned leading dimensions, e.g. k a
- * multiple of 16). */
+ * cuBLASLt has no FP8 algorithm for the shape (it needs leading dimensions of 16-byte multiples:
+ * k a multiple of 16, n of 8). */
 moe_status moe_analysis_measure_gemm(moe_context_t *ctx, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
                                      int32_t reps, double *ms);
 

@@ -13,14 +13,16 @@ static void usage(FILE *f) {
           "                        --gpu h200|h100|b200|FILE.json [--context C] [--tp N] [--ep N]\n"
           "                        [--dtype bf16|fp8] [--svg FILE] [--json] [--measure]\n"
           "Per GEMM of the step (moefuse shapes): memory- or compute-bound, predicted time with tile and wave\n"
-          "quantisation over the tile menu (128x128, 128x256, 256x128, 64x128; the best tile wins), MoE padding\n"
+          "quantisation over the tile menu (128x128, 128x256, 256x128; the best tile wins), MoE padding\n"
           "waste with 128-row blocks, expected max load and experts touched (Binomial routing); a step summary.\n"
           "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us, name.\n"
           "--measure times each distinct GEMM shape (fractional expert token counts rounded up) on the GPU with\n"
           "cuBLAS (bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales), median of 20 after\n"
-          "warm-up, and prints predicted vs measured per shape; --dtype both (with --measure only) times bf16 and\n"
-          "fp8 and gives the FP8-over-BF16 speedup, theoretical (the model) and achieved. moefuse's own grouped\n"
-          "path is not timed yet (column 'moefuse_ms': not measured). Needs the CUDA backend and a GPU.\n",
+          "warm-up, and prints predicted vs measured per shape, and a 128x128x128 probe (about a launch's fixed\n"
+          "cost); --dtype both (with --measure only) times bf16 and fp8 and gives the FP8-over-BF16 speedup,\n"
+          "theoretical (the model) and achieved. A shape or dtype that cannot be timed is reported with its reason\n"
+          "(JSON: \"error\") and the others go on; the exit status is then 1. moefuse's own grouped path is not\n"
+          "timed yet (column 'moefuse_ms': not measured). Needs the CUDA backend and a GPU.\n",
           f);
 }
 
@@ -139,7 +141,8 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
 /* --- --measure: time each distinct shape with cuBLAS and set it beside the model ----------- */
 
 #define MEASURE_REPS 20
-#define MEASURE_ERROR_LEN 200
+#define MEASURE_ERROR_LEN 240
+#define PROBE_DIM 128 /* the probe: one 128x128 output tile, K 128: little beyond a launch's fixed cost */
 enum { MEASURE_BF16 = 0, MEASURE_FP8 = 1, MEASURE_DTYPES = 2 };
 static const moe_dtype measure_dtype[MEASURE_DTYPES] = {MOE_DTYPE_BF16, MOE_DTYPE_E4M3};
 static const char *const measure_dtype_name[MEASURE_DTYPES] = {"bf16", "fp8"};
@@ -161,6 +164,7 @@ typedef struct measurement {
     int64_t *shape_of_row; /* list row -> shape index */
     int both;              /* bf16 and fp8 timed */
     int wanted[MEASURE_DTYPES];
+    measured_shape probe;  /* PROBE_DIM^3: the fixed cost of a launch, beside the GPU's launch_us */
 } measurement;
 
 static void measurement_free(measurement *me) {
@@ -234,8 +238,26 @@ static int collect_shapes(const moe_shape_list *list, measurement *me) {
     return 0;
 }
 
-/* Predicts and times every distinct shape. A shape that cannot be timed (no FP8 algorithm,
- * too large for the GPU) keeps its reason and the others go on; a missing GPU stops all. */
+/* Predicts and times one shape in each wanted dtype. A dtype that cannot be timed keeps its
+ * reason in x->error and the caller goes on; only a failed prediction returns non-zero. */
+static int measure_shape(moe_context_t *ctx, moe_context_t *dev, const moe_shape_list *list, const moe_gpu_spec *gpu,
+                         const int wanted[MEASURE_DTYPES], measured_shape *x) {
+    for (int d = 0; d < MEASURE_DTYPES; d++) {
+        x->wanted[d] = wanted[d];
+        if (!wanted[d]) continue;
+        if (predict_plain(ctx, list, gpu, x->m, x->k, x->n, measure_dtype[d], &x->predicted_ms[d])) return 1;
+        double ms = 0.0;
+        if (moe_analysis_measure_gemm(dev, x->m, x->k, x->n, measure_dtype[d], MEASURE_REPS, &ms) == MOE_STATUS_OK)
+            x->measured_ms[d] = ms;
+        else
+            snprintf(x->error[d], sizeof x->error[d], "%s", moe_last_error(dev));
+    }
+    return 0;
+}
+
+/* Predicts and times every distinct shape, and the probe. A shape or dtype that cannot be
+ * timed (no FP8 algorithm, too large for the GPU, a cuBLAS error) keeps its reason and the
+ * others go on; only a missing GPU stops all. */
 static int run_measurement(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu, int both,
                            measurement *me) {
     memset(me, 0, sizeof *me);
@@ -249,25 +271,29 @@ static int run_measurement(moe_context_t *ctx, const moe_shape_list *list, const
         return cli_fail(1, "roofline: --measure needs a GPU and the CUDA backend: %s", moe_last_error(NULL));
     }
     int rc = collect_shapes(list, me);
-    for (int64_t s = 0; s < me->num_shapes && !rc; s++) {
-        measured_shape *x = &me->shapes[s];
-        x->wanted[MEASURE_BF16] = me->wanted[MEASURE_BF16];
-        x->wanted[MEASURE_FP8] = me->wanted[MEASURE_FP8];
-        for (int d = 0; d < MEASURE_DTYPES && !rc; d++) {
-            if (!x->wanted[d]) continue;
-            rc = predict_plain(ctx, list, gpu, x->m, x->k, x->n, measure_dtype[d], &x->predicted_ms[d]);
-            if (rc) break;
-            double ms = 0.0;
-            st = moe_analysis_measure_gemm(dev, x->m, x->k, x->n, measure_dtype[d], MEASURE_REPS, &ms);
-            if (st == MOE_STATUS_OK) x->measured_ms[d] = ms;
-            else snprintf(x->error[d], sizeof x->error[d], "%s", moe_last_error(dev));
-            if (st == MOE_STATUS_NO_DEVICE || st == MOE_STATUS_DEVICE_ERROR)
-                rc = cli_fail(1, "roofline: --measure: %lld x %lld x %lld %s: %s", (long long)x->m, (long long)x->k,
-                              (long long)x->n, measure_dtype_name[d], moe_last_error(dev));
-        }
-    }
+    me->probe.m = me->probe.k = me->probe.n = PROBE_DIM;
+    if (!rc) rc = measure_shape(ctx, dev, list, gpu, me->wanted, &me->probe);
+    for (int64_t s = 0; s < me->num_shapes && !rc; s++)
+        rc = measure_shape(ctx, dev, list, gpu, me->wanted, &me->shapes[s]);
     moe_context_free(dev);
     return rc;
+}
+
+/* One stderr line per shape and dtype not timed; the count (0: all timed). */
+static int report_failures(const measurement *me) {
+    int failed = 0;
+    for (int64_t s = -1; s < me->num_shapes; s++) {
+        const measured_shape *x = s < 0 ? &me->probe : &me->shapes[s];
+        for (int d = 0; d < MEASURE_DTYPES; d++)
+            if (x->wanted[d] && x->error[d][0]) {
+                cli_fail(1, "roofline: --measure: %lld x %lld x %lld %s%s not timed: %s", (long long)x->m,
+                         (long long)x->k, (long long)x->n, measure_dtype_name[d], s < 0 ? " (probe)" : "",
+                         x->error[d]);
+                failed++;
+            }
+    }
+    if (failed) cli_fail(1, "roofline: --measure: %d timing(s) failed (the others are in the output)", failed);
+    return failed;
 }
 
 static double ratio_or_nan(double a, double b) { return a > 0 && b > 0 ? a / b : NAN; }
@@ -293,38 +319,47 @@ static void format_ratio(double r, char *buf, size_t size) {
     else snprintf(buf, size, "%.2f", r);
 }
 
-static void print_measurement_table(const moe_shape_list *l, const measurement *me) {
+static void print_measured_row(const char *label, const char *rows, const measured_shape *x, const char *moefuse) {
+    char col[6][24], th[16], ach[16];
+    for (int d = 0; d < MEASURE_DTYPES; d++) {
+        format_ms(x->wanted[d] ? x->predicted_ms[d] : 0.0, col[3 * d], sizeof col[0]);
+        if (x->wanted[d] && x->error[d][0]) snprintf(col[3 * d + 1], sizeof col[0], "failed");
+        else format_ms(x->measured_ms[d], col[3 * d + 1], sizeof col[0]);
+        format_ratio(ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]), col[3 * d + 2], sizeof col[0]);
+    }
+    format_ratio(ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]), th, sizeof th);
+    format_ratio(ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]), ach, sizeof ach);
+    printf("%5s %7lld %7lld %7lld %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", label, (long long)x->m,
+           (long long)x->k, (long long)x->n, rows, col[0], col[1], col[2], col[3], col[4], col[5], th, ach, moefuse);
+}
+
+static void print_measurement_table(const moe_shape_list *l, const moe_gpu_spec *g, const measurement *me) {
     printf("\nmeasured on the GPU: %lld distinct shapes (m, k, n rounded up), one plain GEMM y = x W^T each, cuBLAS "
-           "(bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales, fast accumulation; bf16 "
-           "output), median of %d after warm-up, fresh random inputs, rotated when they fit in L2.\n"
-           "pred = the model for that one GEMM (best tile, waves, split-K). ratio = measured / predicted. fp8x = "
-           "bf16 time / fp8 time: theory (model), achieved (cuBLAS).\n"
-           "moefuse_ms: moefuse's grouped path for routed experts is not measured in this version.\n\n",
-           (long long)me->num_shapes, MEASURE_REPS);
-    printf("%4s %7s %7s %7s %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", "#", "M", "K", "N", "rows (first, count)",
+           "(bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales, cuBLASLt's default promoting "
+           "accumulation; bf16 output), median of %d after warm-up, fresh random inputs, rotated when they fit in L2.\n"
+           "pred = the model for that one GEMM (best tile, waves, split-K, + launch %.2f us). ratio = measured / "
+           "predicted. fp8x = bf16 time / fp8 time: theory (model), achieved (cuBLAS).\n"
+           "probe: a %dx%dx%d GEMM, about the fixed cost of one launch. moefuse_ms: moefuse's grouped path for routed "
+           "experts is not measured in this version.\n\n",
+           (long long)me->num_shapes, MEASURE_REPS, g->launch_s * 1e6, PROBE_DIM, PROBE_DIM, PROBE_DIM);
+    printf("%5s %7s %7s %7s %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", "#", "M", "K", "N", "rows (first, count)",
            "pred_bf16", "meas_bf16", "ratio", "pred_fp8", "meas_fp8", "ratio", "fp8x_th", "fp8x_ach", "moefuse_ms");
+    print_measured_row("probe", "(not in the step)", &me->probe, "-");
     for (int64_t s = 0; s < me->num_shapes; s++) {
         const measured_shape *x = &me->shapes[s];
         const moe_gemm_row *r = &l->rows[x->first_row];
-        char rows[64], col[6][24];
+        char label[24], rows[64];
+        snprintf(label, sizeof label, "%lld", (long long)s);
         snprintf(rows, sizeof rows, "%.18s.%s x%lld", r->name, moe_gemm_pass_name(r->pass), (long long)x->num_rows);
-        for (int d = 0; d < MEASURE_DTYPES; d++) {
-            format_ms(x->wanted[d] ? x->predicted_ms[d] : 0.0, col[3 * d], sizeof col[0]);
-            if (x->wanted[d] && x->error[d][0]) snprintf(col[3 * d + 1], sizeof col[0], "failed");
-            else format_ms(x->measured_ms[d], col[3 * d + 1], sizeof col[0]);
-            format_ratio(ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]), col[3 * d + 2], sizeof col[0]);
-        }
-        char th[16], ach[16];
-        format_ratio(ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]), th, sizeof th);
-        format_ratio(ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]), ach, sizeof ach);
-        printf("%4lld %7lld %7lld %7lld %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", (long long)s,
-               (long long)x->m, (long long)x->k, (long long)x->n, rows, col[0], col[1], col[2], col[3], col[4], col[5],
-               th, ach, x->routed ? "not measured" : "-");
+        print_measured_row(label, rows, x, x->routed ? "not measured" : "-");
     }
-    for (int64_t s = 0; s < me->num_shapes; s++)
+    for (int64_t s = -1; s < me->num_shapes; s++) {
+        const measured_shape *x = s < 0 ? &me->probe : &me->shapes[s];
         for (int d = 0; d < MEASURE_DTYPES; d++)
-            if (me->shapes[s].wanted[d] && me->shapes[s].error[d][0])
-                printf("shape %lld %s not timed: %s\n", (long long)s, measure_dtype_name[d], me->shapes[s].error[d]);
+            if (x->wanted[d] && x->error[d][0])
+                printf("%s %lld %s not timed: %s\n", s < 0 ? "probe" : "shape", (long long)(s < 0 ? 0 : s),
+                       measure_dtype_name[d], x->error[d]);
+    }
     for (int d = 0; d < MEASURE_DTYPES; d++) {
         int within, measured;
         count_within(me, d, &within, &measured);
@@ -339,13 +374,40 @@ static void json_ms_or_null(double ms) {
     else fputs("null", stdout);
 }
 
+/* The per-dtype members of one shape: "bf16": {...}, "fp8": {...}, the speedups. */
+static void print_measured_json(const measurement *me, const measured_shape *x) {
+    for (int d = 0; d < MEASURE_DTYPES; d++) {
+        if (!x->wanted[d]) continue;
+        printf(", \"%s\": {\"predicted_ms\": ", measure_dtype_name[d]);
+        json_ms_or_null(x->predicted_ms[d]);
+        printf(", \"measured_ms\": ");
+        json_ms_or_null(x->measured_ms[d]);
+        printf(", \"ratio\": ");
+        analysis_json_number(stdout, ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]));
+        if (x->error[d][0]) {
+            printf(", \"error\": ");
+            cli_json_string(stdout, x->error[d]);
+        }
+        printf("}");
+    }
+    if (me->both) {
+        printf(", \"fp8_speedup_theoretical\": ");
+        analysis_json_number(stdout, ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]));
+        printf(", \"fp8_speedup_achieved\": ");
+        analysis_json_number(stdout, ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]));
+    }
+}
+
 static void print_measurement_json(const moe_shape_list *l, const measurement *me) {
     printf(",\n\"measured\": {\"method\": \"one plain GEMM y = x W^T per distinct shape (m, k, n rounded up); bf16: "
-           "cublasGemmEx fp32 compute; fp8: cublasLtMatmul e4m3 per-tensor scales, fast accumulation; bf16 output; "
-           "median of reps after warm-up; fresh random inputs rotated when they fit in L2\", \"reps\": %d, "
-           "\"predicted\": \"the roofline model of that one plain GEMM\", \"moefuse_grouped\": \"not measured\",\n"
-           "\"shapes\": [\n",
-           MEASURE_REPS);
+           "cublasGemmEx fp32 compute; fp8: cublasLtMatmul e4m3 per-tensor scales, cuBLASLt's default promoting "
+           "accumulation; bf16 output; median of reps after warm-up; fresh random inputs rotated when they fit in "
+           "L2\", \"reps\": %d, \"predicted\": \"the roofline model of that one plain GEMM\", \"moefuse_grouped\": "
+           "\"not measured\",\n\"probe\": {\"m\": %d, \"k\": %d, \"n\": %d, \"what\": \"about the fixed cost of one "
+           "launch, beside the GPU's launch_us\"",
+           MEASURE_REPS, PROBE_DIM, PROBE_DIM, PROBE_DIM);
+    print_measured_json(me, &me->probe);
+    printf("},\n\"shapes\": [\n");
     for (int64_t s = 0; s < me->num_shapes; s++) {
         const measured_shape *x = &me->shapes[s];
         printf("  {\"m\": %lld, \"k\": %lld, \"n\": %lld, \"routed_expert\": %s, \"rows\": [", (long long)x->m,
@@ -367,26 +429,7 @@ static void print_measurement_json(const moe_shape_list *l, const measurement *m
                 first = 0;
             }
         printf("]");
-        for (int d = 0; d < MEASURE_DTYPES; d++) {
-            if (!x->wanted[d]) continue;
-            printf(", \"%s\": {\"predicted_ms\": ", measure_dtype_name[d]);
-            json_ms_or_null(x->predicted_ms[d]);
-            printf(", \"measured_ms\": ");
-            json_ms_or_null(x->measured_ms[d]);
-            printf(", \"ratio\": ");
-            analysis_json_number(stdout, ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]));
-            if (x->error[d][0]) {
-                printf(", \"error\": ");
-                cli_json_string(stdout, x->error[d]);
-            }
-            printf("}");
-        }
-        if (me->both) {
-            printf(", \"fp8_speedup_theoretical\": ");
-            analysis_json_number(stdout, ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]));
-            printf(", \"fp8_speedup_achieved\": ");
-            analysis_json_number(stdout, ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]));
-        }
+        print_measured_json(me, x);
         printf(", \"moefuse_ms\": null}%s\n", s + 1 < me->num_shapes ? "," : "");
     }
     printf("], \"within_25_percent\": {");
@@ -464,8 +507,10 @@ int cmd_roofline(int argc, char **argv) {
             printf("}\n");
         } else {
             print_table(list, roof);
-            if (measure) print_measurement_table(list, &me);
+            if (measure) print_measurement_table(list, &gpu, &me);
         }
+        /* a shape or dtype not timed: the output above has it (with its reason); exit 1 */
+        if (measure && report_failures(&me)) rc = 1;
     }
     measurement_free(&me);
     moe_roofline_free(roof);

@@ -9,10 +9,14 @@
 #include <strings.h>
 
 /* H200: the figures measured on the project's machine (shared/PERF.md): cuBLAS bf16 8192^3,
- * torch._scaled_mm fp8 8192^3, streaming read of a 2 GiB tensor. H100 SXM and B200: vendor
+ * torch._scaled_mm fp8 8192^3, streaming read of a 2 GiB tensor. Launch: the fixed cost of one
+ * GEMM (launch, pipeline fill, epilogue), 2.5 us: the median of (measured - math at the ceiling)
+ * over the one- and two-wave cuBLAS / cuBLASLt shapes of lab/results/2026-12-02-h200* (0 to 3.7
+ * us, median 2.6); roofline --measure times a 128^3 probe beside it. H100 SXM and B200: vendor
  * datasheet figures (dense, no sparsity), not measured here: real kernels reach less. */
 static const moe_gpu_spec builtin[] = {
-    {"h200", "measured on the project's H200 (PERF.md)", 751e12, 1335e12, 4.19e12, 132, 1, 60e6, 0.0},
+    {"h200", "measured on the project's H200 (PERF.md, lab/results)", 751e12, 1335e12, 4.19e12, 132, 1, 60e6,
+     2.5e-6},
     {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0},
     {"b200", "B200 datasheet (dense peaks; not measured; approximate)", 2250e12, 4500e12, 8.0e12, 148, 1, 126e6,
      0.0},
@@ -87,7 +91,8 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     g.sms = (int64_t)sms;
     g.ctas_per_sm = (int64_t)ctas;
     g.l2_bytes = l2 * 1e6;
-    g.launch_s = launch * 1e-6;
+    /* / 1e6, not * 1e-6 (inexact): a file equal to a built-in entry must give its exact value */
+    g.launch_s = launch / 1e6;
     *out = g;
 done:
     cJSON_Delete(root);

@@ -6,9 +6,13 @@
 #include <string.h>
 
 int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k) {
-    /* The CTA tiles a Hopper wgmma kernel of moefuse is planned around (one or two consumer
-     * warpgroups of 64-row wgmma, N up to 256). */
-    static const moe_tile menu[] = {{128, 128}, {128, 256}, {256, 128}, {64, 128}};
+    /* The CTA tiles of Hopper wgmma kernels with two consumer warpgroups of 64-row wgmma (moefuse's
+     * engines: 128 rows, N 128 or 256; cuBLAS's cooperative kernels also 256 x 128). A one-warpgroup
+     * 64-row tile is left out: it cannot keep an SM's tensor cores as busy (no second warpgroup to
+     * cover its waits and epilogue), and at the full per-SM rate it predicted the H200's one-wave
+     * cuBLAS times 1.4-3.5x too fast (lab/results/2026-12-02-h200*: 1000^3 bf16, 1000x1040x1000
+     * fp8), which 128-row tiles match. */
+    static const moe_tile menu[] = {{128, 128}, {128, 256}, {256, 128}};
     int n = (int)(sizeof menu / sizeof menu[0]);
     if (tiles)
         for (int i = 0; i < n; i++) tiles[i] = menu[i];

@@ -3,11 +3,8 @@
 # builds the CLI with the CUDA backend, then times with cuBLAS, bf16 and fp8 (--dtype both),
 #   - the four PERF.md shapes (qwen3-30b-a3b, gpt-oss-120b, mixtral-8x7b, deepseek-v3) in
 #     prefill at T = 512, 4096, 16384 (batch 1, seq T), every distinct GEMM of the step;
-#   - one model's whole training step (qwen3-30b-a3b and deepseek-v3, batch 1, seq 4096):
-#     every dense GEMM, Fprop, Dgrad and Wgrad.
-# Writes to $OUT (default ./gpu-out): one JSON per run (roofline_<model>_<mode>_T<T>.json, the
-# raw rows to commit), measure.log (the runs' stderr and exit codes), and measure_table.md
-# (every shape: predicted, measured, ratio, FP8 speedup; and the count within +-25%).
+#   - whole training steps (qwen3-30b-a3b, then deepseek-v3; batch 1, seq 4096): every dense
+#     GEMM, Fprop, Dgrad and Wgrad.
 # The routed-expert rows are timed as one plain cuBLAS GEMM of the expected tokens per expert
 # (rounded up); moefuse's own grouped path is not timed by --measure yet ("moefuse_ms": null).
 # Stage "bench" times it instead with `moefuse bench` (the whole MoE layer forward: router,
@@ -15,9 +12,19 @@
 # set in the table beside the model's predicted GEMM time of one MoE layer (router + routed +
 # shared experts, fprop), which leaves out routing and the elementwise work.
 #
-#   bash tests/gpu/measure_on_device.sh                 # build, measure, bench (not yet timed on a GPU)
-#   STAGES="build measure" bash tests/gpu/measure_on_device.sh   # then STAGES="bench" on the same machine
-#   MODELS="qwen3-30b-a3b" TOKENS="4096" bash tests/gpu/measure_on_device.sh
+# Fits one device call: everything, build included, ends by DEADLINE seconds (default 520)
+# after the start; each run has its own limit too (RUN_LIMIT, BENCH_LIMIT) and a run that would
+# start too late is skipped (logged). Three files come back in $OUT (default ./gpu-out):
+#   measure.log           the runs' stderr and exit codes (a shape not timed is named there), and
+#                         cuBLASLt's own error log if it wrote one (CUBLASLT_LOG_LEVEL=1)
+#   measure_table.md      every shape: predicted, measured, ratio, FP8 speedup; the +-25% counts
+#   measure_json.tar.gz   the raw JSONs to commit: roofline_<model>_<mode>_T<T>.json, bench_<model>.json
+#                         (re-packed after every run, so a cut-off run still leaves the others)
+# Exit status: 0 when every run exited 0 (every shape and dtype timed), else 1.
+#
+#   bash tests/gpu/measure_on_device.sh                 # build, measure, bench
+#   STAGES="build measure" bash tests/gpu/measure_on_device.sh
+#   MODELS="qwen3-30b-a3b" TOKENS="4096" TRAIN_MODELS="" bash tests/gpu/measure_on_device.sh
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -29,8 +36,17 @@ TOKENS=${TOKENS:-"512 4096 16384"}
 TRAIN_MODELS=${TRAIN_MODELS-"qwen3-30b-a3b deepseek-v3"}
 TRAIN_SEQ=${TRAIN_SEQ:-4096}
 STAGES=${STAGES:-"build measure bench"}
+DEADLINE=${DEADLINE:-520}  # seconds from the start; the table and the archive need RESERVE more
+RESERVE=${RESERVE:-15}
+RUN_LIMIT=${RUN_LIMIT:-90}
+BENCH_LIMIT=${BENCH_LIMIT:-60}
 LOG=$OUT/measure.log
+JSON_DIR=$BUILD/measure-json # raw JSONs, packed into $OUT/measure_json.tar.gz
+LT_LOG_DIR=$BUILD/measure-cublaslt-log
+ARCHIVE=$OUT/measure_json.tar.gz
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+left() { echo $((DEADLINE - RESERVE - SECONDS)); }
+pack() { tar -czf "$ARCHIVE" -C "$JSON_DIR" . 2>>"$LOG"; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >>"$LOG" 2>&1
 
@@ -41,30 +57,46 @@ if [ ! -e /usr/include/cjson/cJSON.h ] && [ -e .deps/cjson/include/cjson/cJSON.h
     export LD_LIBRARY_PATH="$PWD/.deps/cjson/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
-t0=$SECONDS
 if has build && ! {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMOEFUSE_CUDA=ON "${CJSON_ARGS[@]}" &&
-        cmake --build "$BUILD" -j "$JOBS" --target moefuse_cli
+        timeout "$(left)" cmake --build "$BUILD" -j "$JOBS" --target moefuse_cli
 } >>"$LOG" 2>&1; then
     tail -n 40 "$LOG"
     echo "build failed (log: $LOG)"
     exit 1
 fi
-has build && echo "build: $((SECONDS - t0)) s" | tee -a "$LOG"
+has build && echo "build: $SECONDS s" | tee -a "$LOG"
 CLI=$BUILD/moefuse
 [ -x "$CLI" ] || { echo "no $CLI: run the build stage first"; exit 1; }
+rm -rf "$JSON_DIR" "$LT_LOG_DIR"
+mkdir -p "$JSON_DIR" "$LT_LOG_DIR"
+# cuBLASLt's own error log (level 1: errors only; it says why a call returned NOT_SUPPORTED),
+# one file per process, appended to measure.log at the end.
+export CUBLASLT_LOG_LEVEL=1 CUBLASLT_LOG_FILE="$LT_LOG_DIR/cublaslt_%i.log"
 
 failed=0
-measure() { # model mode batch seq: one roofline --measure run, JSON to $OUT
-    local model=$1 mode=$2 batch=$3 seq=$4
-    local T=$((batch * seq))
-    local out="$OUT/roofline_${model}_${mode}_T${T}.json"
-    local t=$SECONDS
-    timeout "${RUN_LIMIT:-240}" "$CLI" roofline --model "$model" --batch "$batch" --seq "$seq" --mode "$mode" \
-        --gpu h200 --dtype both --measure --json >"$out" 2>>"$LOG"
+# run NAME LIMIT STDOUT COMMAND...: with the smaller of LIMIT and the time left, stdout to the file
+# STDOUT, stderr to the log; skipped when under 5 s remain.
+run() {
+    local name=$1 limit=$2 stdout=$3 t=$SECONDS
+    shift 3
+    if [ "$(left)" -lt 5 ]; then
+        echo "$name: skipped (deadline of $DEADLINE s reached)" | tee -a "$LOG"
+        failed=1
+        return
+    fi
+    [ "$limit" -gt "$(left)" ] && limit=$(left)
+    timeout "$limit" "$@" >"$stdout" 2>>"$LOG"
     local rc=$?
-    echo "$model $mode T=$T: rc=$rc in $((SECONDS - t)) s" | tee -a "$LOG"
+    echo "$name: rc=$rc in $((SECONDS - t)) s" | tee -a "$LOG"
     [ $rc -eq 0 ] || failed=1
+    pack
+}
+measure() { # model mode batch seq: one roofline --measure run, its JSON to $JSON_DIR
+    local model=$1 mode=$2 batch=$3 seq=$4 T=$(($3 * $4))
+    run "$model $mode T=$T" "$RUN_LIMIT" "$JSON_DIR/roofline_${model}_${mode}_T${T}.json" \
+        "$CLI" roofline --model "$model" --batch "$batch" --seq "$seq" --mode "$mode" --gpu h200 --dtype both \
+        --measure --json
 }
 
 if has measure; then
@@ -75,17 +107,18 @@ if has measure; then
 fi
 if has bench; then
     for model in $MODELS; do
-        t=$SECONDS
-        timeout "${BENCH_LIMIT:-150}" "$CLI" bench --model "$model" --tokens "$(echo $TOKENS | tr ' ' ',')" \
-            --backend cuda --json --out "$OUT/bench_${model}.json" >/dev/null 2>>"$LOG"
-        rc=$?
-        echo "bench $model: rc=$rc in $((SECONDS - t)) s" | tee -a "$LOG"
-        [ $rc -eq 0 ] || failed=1
+        run "bench $model" "$BENCH_LIMIT" /dev/null "$CLI" bench --model "$model" \
+            --tokens "$(echo $TOKENS | tr ' ' ',')" --backend cuda --json --out "$JSON_DIR/bench_${model}.json"
     done
 fi
+pack
+for f in "$LT_LOG_DIR"/*.log; do
+    [ -s "$f" ] && { echo "== cuBLASLt errors, $(basename "$f") (first 40 lines)"; head -n 40 "$f"; } >>"$LOG"
+done
 
-# The table: every shape of every run, and how many fall within +-25% of the prediction.
-python3 - "$OUT" >"$OUT/measure_table.md" 2>>"$LOG" <<'EOF'
+# The table: every shape of every run, and how many fall within +-25% of the prediction:
+# per run, and over the must-show set (every shape of the prefill runs, the dense ones of train).
+python3 - "$JSON_DIR" >"$OUT/measure_table.md" 2>>"$LOG" <<'EOF'
 import glob, json, os, sys
 
 def f(v, fmt="%.4f"):
@@ -95,7 +128,9 @@ out = sys.argv[1]
 print("# roofline --measure: predicted vs measured (cuBLAS), H200\n")
 print("ratio = measured / predicted; fp8x = bf16 time / fp8 time (th: model, ach: measured). "
       "Routed-expert rows: one plain GEMM of the expected tokens per expert, rounded up; "
-      "moefuse's grouped path not measured.\n")
+      "moefuse's grouped path not measured. probe: 128x128x128, about a launch's fixed cost "
+      "(the model adds the GPU's launch_us to every GEMM).\n")
+must = {"bf16": [0, 0], "fp8": [0, 0]}  # within, measured
 for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
     try:
         doc = json.load(open(path))
@@ -103,12 +138,13 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
         print("## %s: unreadable (%s)\n" % (os.path.basename(path), e))
         continue
     meas = doc.get("measured", {})
-    print("## %s %s T=%d\n" % (doc["model"], doc["mode"], doc["tokens"]))
+    print("## %s %s T=%d (launch_us %s)\n" % (doc["model"], doc["mode"], doc["tokens"], doc["gpu"].get("launch_us")))
     print("| M | K | N | rows | kinds | pred bf16 ms | meas bf16 ms | ratio | pred fp8 ms | meas fp8 ms | ratio | fp8x th | fp8x ach |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for s in meas.get("shapes", []):
+    probe = dict(meas.get("probe", {}), names=["probe"], routed_expert=False)
+    for s in ([probe] if "m" in probe else []) + meas.get("shapes", []):
         b, e = s.get("bf16", {}), s.get("fp8", {})
-        kinds = "expert" if s["routed_expert"] else "dense"
+        kinds = "probe" if s["names"] == ["probe"] else "expert" if s["routed_expert"] else "dense"
         print("| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             s["m"], s["k"], s["n"], ", ".join(s["names"]), kinds,
             f(b.get("predicted_ms")), f(b.get("measured_ms")), f(b.get("ratio"), "%.2f"),
@@ -117,6 +153,10 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
         for d in ("bf16", "fp8"):
             if s.get(d, {}).get("error"):
                 print("|  |  |  | %s not timed: %s |  |  |  |  |  |  |  |  |  |" % (d, s[d]["error"]))
+            r = s.get(d, {}).get("ratio")
+            if kinds != "probe" and r is not None and (doc["mode"] == "prefill" or kinds == "dense"):
+                must[d][1] += 1
+                must[d][0] += abs(r - 1) <= 0.25
     w = meas.get("within_25_percent", {})
     print("\nwithin +-25%%: %s\n" % ", ".join("%s %d of %d" % (d, v["within"], v["measured"]) for d, v in w.items()))
     # moefuse's layer forward (stage bench) beside the predicted GEMMs of one MoE layer.
@@ -137,7 +177,10 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
         print("moefuse layer forward (bench, %s): %.4f ms; predicted GEMMs of one MoE layer (router, routed and "
               "shared experts): %.4f ms; ratio %.2f\n" % (rows[0]["timing"], rows[0]["ms"], per_layer,
                                                           rows[0]["ms"] / per_layer))
+print("must-show set (every shape of the prefill runs, the dense shapes of the train runs), within +-25%%: %s" %
+      ", ".join("%s %d of %d" % (d, v[0], v[1]) for d, v in must.items()))
 EOF
 echo "table: rc=$? ($OUT/measure_table.md)" | tee -a "$LOG"
-tail -n 3 "$OUT/measure_table.md"
+tail -n 1 "$OUT/measure_table.md"
+ls "$OUT"
 exit $failed
