@@ -22,6 +22,13 @@
  * (bf16, H and I multiples of 64, ...), elsewhere the forced run is v1 again. Each case line
  * names the path that ran; the last lines count the cases per path.
  *
+ * FP8 (w8a8, fp8-tensor / fp8-block128 weights with fp8-tensor / fp8-row128 activations):
+ * the device quantiser against moe_quantize bit for bit ("fp8 quantiser", double-rounding
+ * traps included), the refusals of the pairs the cuda backend does not run ("fp8 refusals"),
+ * and the forward cases "fp8-*" with weights and x at block-varying magnitudes (fp8_tolerance
+ * says why y may differ by 5e-3 / 3e-3). FP8 models run once: they take the v1 FP8 kernel
+ * whatever MOEFUSE_GEMM says. `--filter fp8` runs all of them and nothing else.
+ *
  * Usage: test_gpu_forward [--quick] [--big] [--gemm v1|hopper|both] [--filter SUBSTRING]
  *   --quick  a reduced case list (for compute-sanitizer)
  *   --big    adds T = 262144 on deepseek-v3's H and I (64-bit offsets; needs ~80 GB)
