@@ -16,6 +16,12 @@
 // Only ceil(T*k / 32) warps (at most the block's) take part in 1-3, so at decode (T*k of a few
 // rows) the per-expert scan of step 2 walks one or two table rows instead of 32.
 // Everything is read back by nothing on the host: the GEMMs read the total from offsets[experts].
+// From PLAN_MB_MIN_ROWS routed rows on, the same plan is built by two launches over up to #SMs
+// blocks instead (plan_count_kernel, plan_place_kernel below): the one block was ~0.34 ms at
+// T*k = 131072.
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels.cuh"
 
 namespace {
@@ -171,14 +177,206 @@ size_t plan_smem_bytes(int64_t experts, int warps) {
     return (size_t)((experts + 1) * 8 + 32 * 8 + experts * 4 + (int64_t)warps * experts * 4);
 }
 
+// ---- the same plan on many blocks (large T*k) --------------------------------------------
+// Two launches over G blocks, block b owning the contiguous id segment [b*seg, (b+1)*seg):
+//  count: block b histograms its segment (shared atomics: counts need no order) and writes
+//         row b of a [G][E] table into sorted_ids, used as scratch (G*E <= max_rows); block 0
+//         zeroes the grid-barrier word block_expert[0].
+//  place: every block reads the whole table (G*E ints from L2, a few us): its start per
+//         expert (the sum of the earlier blocks' rows) and the totals, hence the same counts
+//         and offsets in every block (block 0 writes them). A grid barrier then says that no
+//         block will read the table again, so sorted_ids can be written: each block places its
+//         segment as the one-block kernel does (warp segments, __match_any_sync ranks, so the
+//         order within an expert is ascending id), then a grid-strided share of the shared
+//         rows, padding tails, rows past the total and block owners.
+// The barrier word is block_expert[0]: blocks arrive (+1) and spin until G arrived; each adds
+// 1 again once past the spin, and the block whose add makes 2G (every other block is past its
+// spin, so nobody reads the word again) writes block_expert[0]'s real value. All G blocks must
+// be resident at once: G <= the SM count, one small block per SM at most.
+#define PLAN_MB_THREADS 512
+#define PLAN_MB_WARPS (PLAN_MB_THREADS / 32)
+#define PLAN_MB_IDS_PER_BLOCK 1024 // ids per block at least (fewer blocks below G = #SMs)
+
+struct plan_mb_args {
+    plan_args p;
+    int64_t seg;     // ids per block
+    int blocks;      // G (gridDim.x)
+};
+
+__device__ __forceinline__ int plan_id_expert(const int32_t *ids, int64_t r, int64_t end, int64_t E) {
+    int e = -1;
+    if (r < end) {
+        e = ids[r];
+        if (e < 0 || e >= E) e = -1; // out of range: left out of the plan
+    }
+    return e;
+}
+
+__global__ void __launch_bounds__(PLAN_MB_THREADS) plan_count_kernel(const plan_mb_args a) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    int32_t *hist = (int32_t *)smem_raw; // [E]
+    const plan_args &p = a.p;
+    const int E = (int)p.E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+    __syncthreads();
+    const int64_t begin = (int64_t)blockIdx.x * a.seg, end = min(begin + a.seg, p.rows);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+        const int e = plan_id_expert(p.ids, r, end, p.E);
+        if (e >= 0) atomicAdd(&hist[e], 1);
+    }
+    __syncthreads();
+    int32_t *table = p.sorted_ids + (int64_t)blockIdx.x * E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) table[e] = hist[e];
+    if (blockIdx.x == 0 && threadIdx.x == 0) p.block_expert[0] = 0; // the place kernel's barrier word
+}
+
+__global__ void __launch_bounds__(PLAN_MB_THREADS) plan_place_kernel(const plan_mb_args a) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const plan_args &p = a.p;
+    const int experts = (int)p.experts, E = (int)p.E, G = a.blocks;
+    int64_t *offs = (int64_t *)smem_raw;                  // [experts + 1]
+    int64_t *warp_sums = offs + experts + 1;              // [32]
+    int32_t *cnt = (int32_t *)(warp_sums + 32);           // [experts]
+    int32_t *before = cnt + experts;                      // [E]: this block's start per expert
+    int32_t *table = before + E;                          // [warps][E]
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, b = blockIdx.x;
+
+    // 1. The table: rows before this block, and the totals.
+    for (int e = tid; e < experts; e += blockDim.x) {
+        int32_t pre = 0, all = 0;
+        if (e < E) {
+#pragma unroll 8
+            for (int g = 0; g < G; g++) {
+                const int32_t c = p.sorted_ids[(int64_t)g * E + e];
+                pre += g < b ? c : 0;
+                all += c;
+            }
+            before[e] = pre;
+        }
+        cnt[e] = e < E ? all : (int32_t)p.shared_rows;
+    }
+    __syncthreads();
+    {
+        // Offsets: each thread scans a contiguous run of experts (as plan_kernel).
+        const int per = (experts + blockDim.x - 1) / blockDim.x;
+        const int e0 = min(tid * per, experts), e1 = min(e0 + per, experts);
+        int64_t local = 0;
+        for (int e = e0; e < e1; e++) local += (cnt[e] + p.block - 1) / p.block * p.block;
+        int64_t total;
+        int64_t start = block_exclusive_scan(local, warp_sums, &total);
+        for (int e = e0; e < e1; e++) {
+            offs[e] = start;
+            start += (cnt[e] + p.block - 1) / p.block * p.block;
+        }
+        if (tid == 0) offs[experts] = total;
+    }
+    for (int i = tid; i < PLAN_MB_WARPS * E; i += blockDim.x) table[i] = 0;
+    __syncthreads();
+    if (b == 0)
+        for (int e = tid; e <= experts; e += blockDim.x) {
+            p.offsets[e] = offs[e];
+            if (e < experts) p.counts[e] = cnt[e];
+        }
+
+    // 2. Grid barrier: past it, nobody reads the table in sorted_ids again.
+    unsigned int *bar = (unsigned int *)p.block_expert;
+    if (tid == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        while (*(volatile unsigned int *)bar < (unsigned int)G) __nanosleep(64);
+        __threadfence();
+        if (atomicAdd(bar, 1u) == 2u * G - 1u) // the last one past the spin: the word is free
+            p.block_expert[0] = offs[experts] > 0 ? find_expert(offs, experts, 0) : -1;
+    }
+    __syncthreads();
+
+    // 3. This block's segment: warp w counts its part, then places it (as plan_kernel).
+    const int64_t begin = (int64_t)b * a.seg, end = min(begin + a.seg, p.rows);
+    const int64_t wseg = (a.seg + PLAN_MB_WARPS - 1) / PLAN_MB_WARPS;
+    const int64_t wbegin = min(begin + warp * wseg, end), wend = min(wbegin + wseg, end);
+    int32_t *my = table + warp * E;
+    for (int64_t base = wbegin; base < wend; base += 32) {
+        const int e = plan_id_expert(p.ids, base + lane, wend, p.E);
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        if (e >= 0 && lane == __ffs(peers) - 1) my[e] += __popc(peers);
+        __syncwarp();
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) {
+        int32_t run = before[e];
+        for (int w = 0; w < PLAN_MB_WARPS; w++) {
+            const int32_t c = table[w * E + e];
+            table[w * E + e] = run;
+            run += c;
+        }
+    }
+    __syncthreads();
+    for (int64_t base = wbegin; base < wend; base += 32) {
+        const int64_t r = base + lane;
+        const int e = plan_id_expert(p.ids, r, wend, p.E);
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        int32_t start = 0;
+        if (e >= 0) {
+            start = my[e];
+            const int rank = __popc(peers & ((1u << lane) - 1u));
+            p.sorted_ids[offs[e] + start + rank] = (int32_t)r;
+        }
+        __syncwarp();
+        if (e >= 0 && lane == __ffs(peers) - 1) my[e] = start + __popc(peers);
+        __syncwarp();
+    }
+
+    // 4. Grid-strided: shared rows, padding tails (a warp per expert), rows past the total,
+    // block owners (block 0's owner is the barrier's last block's to write).
+    const int64_t gtid = (int64_t)b * blockDim.x + tid, gthreads = (int64_t)G * blockDim.x;
+    const int64_t total = offs[experts];
+    for (int64_t t = gtid; t < p.shared_rows; t += gthreads) p.sorted_ids[offs[E] + t] = (int32_t)(p.rows + 1 + t);
+    for (int e = b * PLAN_MB_WARPS + warp; e < experts; e += G * PLAN_MB_WARPS)
+        for (int64_t i = offs[e] + cnt[e] + lane; i < offs[e + 1]; i += 32) p.sorted_ids[i] = (int32_t)p.rows;
+    for (int64_t i = total + gtid; i < p.max_rows; i += gthreads) p.sorted_ids[i] = (int32_t)p.rows;
+    for (int64_t blk = 1 + gtid; blk < p.max_blocks; blk += gthreads) {
+        const int64_t i = blk * p.block;
+        p.block_expert[blk] = i < total ? find_expert(offs, experts, i) : -1;
+    }
+}
+
+size_t plan_mb_smem_bytes(int64_t experts, int64_t E) {
+    return (size_t)((experts + 1) * 8 + 32 * 8 + experts * 4 + E * 4 + (int64_t)PLAN_MB_WARPS * E * 4);
+}
+
 } // namespace
 
 static bool plan_ready = false;
+static int plan_sms = 0; // SM count: the multi-block plan's grid bound (its blocks must all be resident)
 
 cudaError_t plan_init(void) {
+    int device = 0;
     cudaError_t err = cudaFuncSetAttribute(plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PLAN_MAX_SMEM);
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(plan_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PLAN_MAX_SMEM);
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(plan_place_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PLAN_MAX_SMEM);
+    if (err == cudaSuccess) err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&plan_sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) plan_ready = true;
     return err;
+}
+
+// Blocks of the multi-block plan for these sizes, or 0 for the one-block kernel: below
+// PLAN_MB_MIN_ROWS routed rows one block is as fast (one launch instead of two); the [G][E]
+// table must fit in sorted_ids; G <= the SM count. MOEFUSE_PLAN=single|multi forces the choice
+// (tests: multi at every size, G >= 1).
+#define PLAN_MB_MIN_ROWS 8192
+static int plan_blocks(int64_t rows, int64_t E, int64_t experts, int64_t max_rows) {
+    const char *env = getenv("MOEFUSE_PLAN");
+    const bool force_single = env && !strcmp(env, "single"), force_multi = env && !strcmp(env, "multi");
+    if (force_single || rows == 0 || plan_sms <= 0) return 0;
+    if (!force_multi && rows < PLAN_MB_MIN_ROWS) return 0;
+    if (plan_mb_smem_bytes(experts, E) > PLAN_MAX_SMEM) return 0;
+    int64_t g = (rows + PLAN_MB_IDS_PER_BLOCK - 1) / PLAN_MB_IDS_PER_BLOCK;
+    if (g > plan_sms) g = plan_sms;
+    if (g > max_rows / E) g = max_rows / E;
+    return (int)(g < 1 ? 0 : g);
 }
 
 extern "C" int64_t moe__cuda_block_rows(void) { return MOE__CUDA_BLOCK_M; }
@@ -231,6 +429,18 @@ extern "C" moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *id
     a.offsets = plan->expert_offsets;
     a.sorted_ids = plan->sorted_ids;
     a.block_expert = plan->block_expert;
-    plan_kernel<<<1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream>>>(a);
-    return cuda_status(ctx, cudaGetLastError(), "plan_kernel launch");
+    const int blocks = plan_blocks(rows, E, experts, plan->max_rows);
+    if (blocks == 0) {
+        plan_kernel<<<1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream>>>(a);
+        return cuda_status(ctx, cudaGetLastError(), "plan_kernel launch");
+    }
+    plan_mb_args m;
+    m.p = a;
+    m.blocks = blocks;
+    m.seg = (rows + blocks - 1) / blocks;
+    plan_count_kernel<<<blocks, PLAN_MB_THREADS, (size_t)E * 4, (cudaStream_t)stream>>>(m);
+    moe_status st = cuda_status(ctx, cudaGetLastError(), "plan_count_kernel launch");
+    if (st != MOE_STATUS_OK) return st;
+    plan_place_kernel<<<blocks, PLAN_MB_THREADS, plan_mb_smem_bytes(experts, E), (cudaStream_t)stream>>>(m);
+    return cuda_status(ctx, cudaGetLastError(), "plan_place_kernel launch");
 }
