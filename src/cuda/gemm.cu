@@ -24,8 +24,10 @@ namespace {
 
 // The decode kernel's ring: stages are added up to ~100 KB of shared memory per CTA (two CTAs
 // per SM), at most 16 (cp.async.wait_group takes an immediate; 14 is the deepest wait used).
+// The K-split variant's slots are 4x larger: ring + reduction area up to 112 KB per CTA.
 #define DECODE_SMEM_TARGET (100 * 1024)
 #define DECODE_MAX_STAGES 16
+#define DECODE_KSPLIT_SMEM (112 * 1024)
 
 __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
     return (uint32_t)(row * GEMM_BK + ((chunk ^ (row & 7)) << 3)); // in elements
@@ -229,43 +231,62 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const gemm_args p
 }
 
 // ---- the decode kernel ---------------------------------------------------------------------
-// At small T each expert owns a few rows (1-8 at decode), the GEMMs stream the touched
-// experts' weights, and what bounds the time is how many bytes of W are in flight per SM.
-// So: a narrow N tile (BN = 32, 64 or 128 columns, from gemm_choose), rows in passes of
-// BMD = 16 * MT (MT = 1 or 2 m16 tiles), and a deep cp.async ring (~100 KB, 5-16 stages) that
-// runs on across passes and tiles: the copies of the CTA's next pass are issued while the
-// current one finishes, so the ring never drains between tiles.
+// At small T each expert owns a few rows (1-8 at decode) and the GEMMs stream the touched
+// experts' weights. The kernel: rows in passes of BMD = 16 * MT (MT = 1 or 2 m16 tiles), a
+// narrow N tile (BN = 32, 64 or 128 columns, from gemm_choose), and a cp.async ring that runs
+// on across passes and items: the copies of the CTA's next pass are issued while the current
+// one finishes, so the ring never drains between items.
 //
 // A work item is (64-row plan block, BN columns): items are the live blocks x the N tiles,
 // block fastest (all items live: the blocks of a plan are live up to its total). An item's rows
 // are covered by passes of BMD rows while a pass's first row is a live one (live rows precede
-// padding inside a block), each pass a full sweep over K into one set of accumulators. Four
-// warps split the BN columns (WN = BN/4 each) and all share the pass's A rows, so nothing is
-// reduced across warps: the epilogue is the 64 x 128 kernel's, straight from registers.
-// No split-K: every output element is one warp's fp32 sum in K order, deterministically.
-// Ring stages of the (BN, MT) kernel: as many as fit DECODE_SMEM_TARGET, at most the maximum.
-__host__ __device__ constexpr int decode_stages(int bn, int mt) {
-    return DECODE_SMEM_TARGET / ((16 * mt + bn) * GEMM_BK * 2) < DECODE_MAX_STAGES
+// padding inside a block), each pass a full sweep over K into one set of accumulators.
+//
+// How the four warps share a ring slot (KS, from gemm_choose / MOEFUSE_V1_DECODE_SPLIT):
+//  - KS = 1, "N split" (first version): a slot is one 64-wide k-tile; the warps split the BN
+//    columns (BN/4 each) and all read the pass's A rows, so the epilogue runs straight from
+//    registers. Every output is one warp's fp32 sum in K order.
+//  - KS = 4, "K split" (BN = 32): a slot is four 64-wide k-tiles (256 of K); warp w multiplies
+//    k-tile w of the slot over all 32 columns, so a block-wide step moves 16 KB of weights
+//    instead of 4 KB. At the pass's end the four partial sums meet in shared memory and warp v
+//    adds them in warp order 0..3 (fixed, so the result is deterministic) for its 8 columns.
+//    Why: the first H200 run streamed 2.0-2.8 TB/s with KS = 1 at BN = 32 while the ring held
+//    far more bytes than needed, i.e. the step rate (barrier, issue, a dependent chain of 4
+//    MMAs per warp) bounded it at ~4 KB per step; KS = 4 moves 4x the bytes per step with 4
+//    independent MMA chains per warp, at the same item count (parallelism) as BN = 32.
+// No split-K across blocks and no workspace in either variant.
+// The reduction area of the K-split kernel: 4 warps' partial tiles, one float4 per lane per
+// mma tile (the fragment layout, so the reading warp finds its lane's values in place).
+__host__ __device__ constexpr int decode_red_bytes(int bn, int mt, int ks) {
+    return ks == 1 ? 0 : 4 * mt * (bn / 8) * 32 * 16;
+}
+// Ring stages: KS = 1 as many 64-wide k-tiles as fit DECODE_SMEM_TARGET (at most the
+// maximum); KS = 4 as many 256-wide slots as fit DECODE_KSPLIT_SMEM with the reduction area
+// (112 KB: two CTAs, each with its 1 KB reserve, still fit the SM's 228 KB).
+__host__ __device__ constexpr int decode_stages(int bn, int mt, int ks) {
+    return ks != 1 ? (DECODE_KSPLIT_SMEM - decode_red_bytes(bn, mt, ks)) / (ks * (16 * mt + bn) * GEMM_BK * 2)
+           : DECODE_SMEM_TARGET / ((16 * mt + bn) * GEMM_BK * 2) < DECODE_MAX_STAGES
                ? DECODE_SMEM_TARGET / ((16 * mt + bn) * GEMM_BK * 2)
                : DECODE_MAX_STAGES;
 }
-__host__ __device__ constexpr int decode_smem(int bn, int mt) {
-    return decode_stages(bn, mt) * (16 * mt + bn) * GEMM_BK * 2;
+__host__ __device__ constexpr int decode_smem(int bn, int mt, int ks) {
+    return decode_stages(bn, mt, ks) * ks * (16 * mt + bn) * GEMM_BK * 2 + decode_red_bytes(bn, mt, ks);
 }
 
-template <int BN, int MT> struct decode_cfg {
+template <int BN, int MT, int KS> struct decode_cfg {
     static constexpr int BMD = 16 * MT;                        // rows per pass
-    static constexpr int WN = BN / 4;                          // columns per warp
+    static constexpr int WN = KS == 1 ? BN / 4 : BN;           // columns per warp
     static constexpr int NJ = WN / 8;                          // n8 mma tiles per warp
-    static constexpr int STAGE_ELEMS = (BMD + BN) * GEMM_BK;   // A then B of one stage
-    static constexpr int STAGES = decode_stages(BN, MT);
-    static constexpr int PASSES_MAX = GEMM_BM / BMD;
-    static constexpr int B_COPIES = BN / 16;                   // B chunks per thread per stage
+    static constexpr int TILE_ELEMS = (BMD + BN) * GEMM_BK;    // one 64-wide k-tile: A then B rows
+    static constexpr int SLOT_ELEMS = KS * TILE_ELEMS;         // one ring slot: KS k-tiles
+    static constexpr int STAGES = decode_stages(BN, MT, KS);
+    static constexpr int B_COPIES = BN / 16;                   // B chunks per thread per k-tile
     static_assert(BN % 32 == 0 && NJ >= 1, "BN: 32, 64 or 128");
+    static_assert(KS == 1 || (KS == 4 && NJ % 4 == 0), "K split: one k-tile per warp, NJ a multiple of 4");
     static_assert(STAGES >= 3, "the ring needs >= 3 stages");
 };
 
-// Where one thread of the CTA stands in the sequence of (item, pass, k-tile) steps. The
+// Where one thread of the CTA stands in the sequence of (item, pass, slot) steps. The
 // producer (cp.async issue) runs STAGES - 1 steps ahead of the consumer (MMA); each thread
 // keeps both cursors, and both walk the same sequence since every thread reads the same plan.
 struct decode_cursor {
@@ -273,28 +294,27 @@ struct decode_cursor {
     int64_t m0;     // first plan row of the current pass
     int64_t n0, expert;
     int pass, passes;
-    int64_t kt;
+    int64_t kt;     // ring slot (KS k-tiles) within the pass
 };
 
 struct decode_grid {
-    int64_t items, live_blocks, k_tiles, padding_id;
+    int64_t items, live_blocks, k_slots, padding_id;
 };
 
 // Moves c to the first item >= item that has rows (passes > 0), striding by the grid.
-template <int BN, int MT>
+template <int BMD>
 __device__ __forceinline__ void decode_seek(const gemm_args &p, const decode_grid &gd, decode_cursor &c,
-                                            int64_t item) {
+                                            int64_t item, int bn) {
     for (; item < gd.items; item += gridDim.x) {
         const int64_t blk = item % gd.live_blocks;
         const int64_t expert = p.block_expert ? p.block_expert[blk] : 0;
         if (expert < 0) continue;
         int passes = 0;
 #pragma unroll
-        for (int j = 0; j < decode_cfg<BN, MT>::PASSES_MAX; j++)
-            passes += row_id(p, blk * GEMM_BM + j * decode_cfg<BN, MT>::BMD) != gd.padding_id;
+        for (int j = 0; j < GEMM_BM / BMD; j++) passes += row_id(p, blk * GEMM_BM + j * BMD) != gd.padding_id;
         if (passes == 0) continue;
         c.m0 = blk * GEMM_BM;
-        c.n0 = item / gd.live_blocks * BN;
+        c.n0 = item / gd.live_blocks * bn;
         c.expert = expert;
         c.pass = 0;
         c.passes = passes;
@@ -304,40 +324,41 @@ __device__ __forceinline__ void decode_seek(const gemm_args &p, const decode_gri
     c.item = item;
 }
 
-template <int BN, int MT>
-__device__ __forceinline__ void decode_advance(const gemm_args &p, const decode_grid &gd, decode_cursor &c) {
-    if (++c.kt < gd.k_tiles) return;
+template <int BMD>
+__device__ __forceinline__ void decode_advance(const gemm_args &p, const decode_grid &gd, decode_cursor &c, int bn) {
+    if (++c.kt < gd.k_slots) return;
     c.kt = 0;
     if (++c.pass < c.passes) {
-        c.m0 += decode_cfg<BN, MT>::BMD;
+        c.m0 += BMD;
         return;
     }
-    decode_seek<BN, MT>(p, gd, c, c.item + gridDim.x);
+    decode_seek<BMD>(p, gd, c, c.item + gridDim.x, bn);
 }
 
-template <typename T, int BN, int MT>
+template <typename T, int BN, int MT, int KS>
 __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p) {
-    using cfg = decode_cfg<BN, MT>;
+    using cfg = decode_cfg<BN, MT, KS>;
+    constexpr int BMD = cfg::BMD;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    T *smem = (T *)smem_raw; // [STAGES][BMD + BN][BK]: each stage A rows then B rows
+    T *smem = (T *)smem_raw; // [STAGES][KS][BMD + BN][BK]: each k-tile A rows then B rows
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     decode_grid gd;
     const int64_t live = p.live_rows ? *p.live_rows : p.rows;
     gd.live_blocks = (live + GEMM_BM - 1) / GEMM_BM;
     gd.items = gd.live_blocks * ((p.n + BN - 1) / BN);
-    gd.k_tiles = (p.k + GEMM_BK - 1) / GEMM_BK;
+    gd.k_slots = ((p.k + GEMM_BK - 1) / GEMM_BK + KS - 1) / KS;
     gd.padding_id = p.tokens * p.top_k;
 
     // The producer's per-pass sources: thread copies MT A chunks and B_COPIES B chunks per
-    // stage, rows tid/8 + 16i, chunk column tid % 8 (as the 64 x 128 kernel).
+    // k-tile, rows tid/8 + 16i, chunk column tid % 8 (as the 64 x 128 kernel).
     const int chunk = tid & 7, row0 = tid >> 3;
     const T *a_src[MT];
     bool a_ok[MT];
     const T *b_src[cfg::B_COPIES];
     bool b_ok[cfg::B_COPIES];
     decode_cursor prod, cons;
-    decode_seek<BN, MT>(p, gd, prod, blockIdx.x);
+    decode_seek<BMD>(p, gd, prod, blockIdx.x, BN);
     cons = prod;
 
     auto issue = [&](int stage) {
@@ -360,21 +381,26 @@ __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p)
                 b_src[j] = b_base + (b_ok[j] ? nrow : 0) * p.k + chunk * 8;
             }
         }
-        const int64_t k0 = prod.kt * GEMM_BK;
-        const bool k_ok = k0 + chunk * 8 < p.k; // K is a multiple of 8: whole chunks
-        const uint32_t sa = smem_address(smem + stage * cfg::STAGE_ELEMS);
-        const uint32_t sb = sa + 2 * cfg::BMD * GEMM_BK;
 #pragma unroll
-        for (int i = 0; i < MT; i++) {
-            const bool ok = a_ok[i] && k_ok;
-            cp_async_16(sa + 2 * tile_offset(row0 + 16 * i, chunk), ok ? (const void *)(a_src[i] + k0) : p.a, ok);
-        }
+        for (int s = 0; s < KS; s++) {
+            const int64_t k0 = (prod.kt * KS + s) * GEMM_BK;
+            const bool k_ok = k0 + chunk * 8 < p.k; // K is a multiple of 8: whole chunks
+            const uint32_t sa = smem_address(smem + stage * cfg::SLOT_ELEMS + s * cfg::TILE_ELEMS);
+            const uint32_t sb = sa + 2 * BMD * GEMM_BK;
 #pragma unroll
-        for (int j = 0; j < cfg::B_COPIES; j++) {
-            const bool ok = b_ok[j] && k_ok;
-            cp_async_16(sb + 2 * tile_offset(row0 + 16 * j, chunk), ok ? (const void *)(b_src[j] + k0) : p.b, ok);
+            for (int i = 0; i < MT; i++) {
+                const bool ok = a_ok[i] && k_ok;
+                cp_async_16(sa + 2 * tile_offset(row0 + 16 * i, chunk), ok ? (const void *)(a_src[i] + k0) : p.a,
+                            ok);
+            }
+#pragma unroll
+            for (int j = 0; j < cfg::B_COPIES; j++) {
+                const bool ok = b_ok[j] && k_ok;
+                cp_async_16(sb + 2 * tile_offset(row0 + 16 * j, chunk), ok ? (const void *)(b_src[j] + k0) : p.b,
+                            ok);
+            }
         }
-        decode_advance<BN, MT>(p, gd, prod);
+        decode_advance<BMD>(p, gd, prod, BN);
     };
 
     // Prologue: STAGES - 1 steps (possibly spanning passes and items); empty groups past the
@@ -387,17 +413,19 @@ __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p)
     float acc[MT][cfg::NJ][4];
     zero_acc(acc);
 
-    const int warp_n = warp * cfg::WN;
+    // N split: warp w's columns; K split: warp w's k-tile of each slot, all columns.
+    const int warp_n = KS == 1 ? warp * cfg::WN : 0;
+    const int warp_tile = KS == 1 ? 0 : warp;
     int stage = 0, fill = cfg::STAGES - 1;
     while (cons.item < gd.items) {
         cp_async_wait<cfg::STAGES - 2>();
-        __syncthreads(); // this step's stage landed for all threads; the previous one is free
+        __syncthreads(); // this step's slot landed for all threads; the previous one is free
         if (prod.item < gd.items) issue(fill);
         cp_async_commit();
         fill = fill + 1 == cfg::STAGES ? 0 : fill + 1;
 
-        const T *sa = smem + stage * cfg::STAGE_ELEMS;
-        const T *sb = sa + cfg::BMD * GEMM_BK;
+        const T *sa = smem + stage * cfg::SLOT_ELEMS + warp_tile * cfg::TILE_ELEMS;
+        const T *sb = sa + BMD * GEMM_BK;
         uint32_t bf_next_0 = 0, bf_next_1 = 0; // NJ == 1: the odd kk's B, loaded on the even kk
 #pragma unroll
         for (int kk = 0; kk < GEMM_BK / 16; kk++) {
@@ -435,11 +463,40 @@ __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p)
         }
         stage = stage + 1 == cfg::STAGES ? 0 : stage + 1;
 
-        if (cons.kt + 1 == gd.k_tiles) { // the pass is complete: its rows out, fresh sums
-            epilogue<T, MT, cfg::NJ>(p, acc, cons.expert, cons.m0, cons.n0 + warp_n);
+        if (cons.kt + 1 == gd.k_slots) { // the pass is complete: its rows out, fresh sums
+            if constexpr (KS == 1) {
+                epilogue<T, MT, cfg::NJ>(p, acc, cons.expert, cons.m0, cons.n0 + warp_n);
+            } else {
+                // Every thread holds the same cursor, so the whole CTA reaches this barrier. The
+                // area is written again only after the next step's barrier, i.e. after all reads.
+                float4 *red = (float4 *)(smem_raw + cfg::STAGES * cfg::SLOT_ELEMS * sizeof(T));
+#pragma unroll
+                for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+                    for (int nj = 0; nj < cfg::NJ; nj++)
+                        red[((warp * MT + mi) * cfg::NJ + nj) * 32 + lane] =
+                            make_float4(acc[mi][nj][0], acc[mi][nj][1], acc[mi][nj][2], acc[mi][nj][3]);
+                __syncthreads();
+#pragma unroll
+                for (int j = 0; j < cfg::NJ / 4; j++) {
+                    const int nj = j * 4 + warp; // this warp's 8 columns of the tile
+                    float sum[MT][1][4];
+#pragma unroll
+                    for (int mi = 0; mi < MT; mi++) {
+                        float4 s = red[(mi * cfg::NJ + nj) * 32 + lane]; // warp 0's partial first
+#pragma unroll
+                        for (int w = 1; w < 4; w++) {
+                            const float4 v = red[((w * MT + mi) * cfg::NJ + nj) * 32 + lane];
+                            s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+                        }
+                        sum[mi][0][0] = s.x, sum[mi][0][1] = s.y, sum[mi][0][2] = s.z, sum[mi][0][3] = s.w;
+                    }
+                    epilogue<T, MT, 1>(p, sum, cons.expert, cons.m0, cons.n0 + nj * 8);
+                }
+            }
             zero_acc(acc);
         }
-        decode_advance<BN, MT>(p, gd, cons);
+        decode_advance<BMD>(p, gd, cons, BN);
     }
     cp_async_wait<0>();
 }
@@ -449,22 +506,28 @@ __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p)
 static int gemm_grid_cap = 0; // resident 64 x 128 blocks on the whole GPU, set by gemm_init
 static int gemm_sm_count = 0; // SMs of the device, set by gemm_init (0: not yet, e.g. describe on a host)
 
-// The decode kernels: BN in {32, 64, 128} x MT in {1, 2} x {bf16, f16}, and their resident CTAs.
+// The decode kernels: N split BN in {32, 64, 128} x MT in {1, 2}, K split BN 32 x MT in {1, 2},
+// each for bf16 and f16; variant index 0-5 (N split: bn index * 2 + mt - 1) and 6-7 (K split).
 typedef void (*decode_fn)(const gemm_args);
 static const int decode_bns[3] = {32, 64, 128};
-static int decode_bn_index(int bn) { return bn == 32 ? 0 : bn == 64 ? 1 : 2; }
+static int decode_variant(int bn, int mt, int ks) {
+    if (ks != 1) return 6 + (mt - 1);
+    return (bn == 32 ? 0 : bn == 64 ? 1 : 2) * 2 + (mt - 1);
+}
 
-template <typename T> static decode_fn decode_pick(int bn, int mt) {
-    switch (decode_bn_index(bn) * 2 + (mt - 1)) {
-    case 0: return decode_kernel<T, 32, 1>;
-    case 1: return decode_kernel<T, 32, 2>;
-    case 2: return decode_kernel<T, 64, 1>;
-    case 3: return decode_kernel<T, 64, 2>;
-    case 4: return decode_kernel<T, 128, 1>;
-    default: return decode_kernel<T, 128, 2>;
+template <typename T> static decode_fn decode_pick(int bn, int mt, int ks) {
+    switch (decode_variant(bn, mt, ks)) {
+    case 0: return decode_kernel<T, 32, 1, 1>;
+    case 1: return decode_kernel<T, 32, 2, 1>;
+    case 2: return decode_kernel<T, 64, 1, 1>;
+    case 3: return decode_kernel<T, 64, 2, 1>;
+    case 4: return decode_kernel<T, 128, 1, 1>;
+    case 5: return decode_kernel<T, 128, 2, 1>;
+    case 6: return decode_kernel<T, 32, 1, DECODE_KSPLIT>;
+    default: return decode_kernel<T, 32, 2, DECODE_KSPLIT>;
     }
 }
-static int decode_cap[6]; // resident CTAs on the GPU per (bn, mt), set by gemm_init
+static int decode_cap[8]; // resident CTAs on the GPU per variant, set by gemm_init
 
 gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n) {
     gemm_choice c;
@@ -478,21 +541,34 @@ gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t rou
     const int64_t shared = has_plan && live > routed_rows ? live - routed_rows : 0; // one expert's rows
     c.live_rows = live;
     c.avg_rows = avg;
-    const char *env = getenv("MOEFUSE_V1_TILE");
-    if (env && !strcmp(env, "wide")) c.decode = 0;
-    else if (env && !strcmp(env, "decode")) c.decode = 1;
-    else c.decode = avg <= DECODE_MAX_AVG_ROWS;
-    if (!c.decode) {
-        c.bn = GEMM_BN, c.mt = GEMM_BM / 16, c.stages = GEMM_STAGES;
-        c.items = (rows + GEMM_BM - 1) / GEMM_BM * ((n + GEMM_BN - 1) / GEMM_BN);
-        return c;
-    }
-    c.mt = avg > DECODE_MT1_MAX_AVG || shared > 16 ? 2 : 1;
-    // Plan blocks with a live row: each touched expert pads to whole 64-row blocks.
+    // Plan blocks with a live row (bound): each touched expert pads to whole 64-row blocks.
     const int64_t blocks = has_plan ? ((live + (GEMM_BM - 1) * touched) / GEMM_BM < live
                                            ? (live + (GEMM_BM - 1) * touched) / GEMM_BM
                                            : live)
                                     : (rows + GEMM_BM - 1) / GEMM_BM;
+    c.wide_tiles = blocks * ((n + GEMM_BN - 1) / GEMM_BN);
+    const char *env = getenv("MOEFUSE_V1_TILE");
+    if (env && !strcmp(env, "wide")) c.decode = 0;
+    else if (env && !strcmp(env, "decode")) c.decode = 1;
+    else c.decode = avg <= DECODE_MAX_AVG_ROWS && c.wide_tiles <= sms * DECODE_MAX_WIDE_TILES_PER_SM;
+    if (!c.decode) {
+        c.bn = GEMM_BN, c.mt = GEMM_BM / 16, c.stages = GEMM_STAGES, c.ksplit = 1;
+        c.items = (rows + GEMM_BM - 1) / GEMM_BM * ((n + GEMM_BN - 1) / GEMM_BN);
+        return c;
+    }
+    c.mt = avg > DECODE_MT1_MAX_AVG || shared > 16 ? 2 : 1;
+    const char *env_mt = getenv("MOEFUSE_V1_DECODE_MT");
+    if (env_mt && (!strcmp(env_mt, "1") || !strcmp(env_mt, "2"))) c.mt = atoi(env_mt);
+    const char *env_split = getenv("MOEFUSE_V1_DECODE_SPLIT");
+    c.ksplit = env_split && !strcmp(env_split, "k") ? DECODE_KSPLIT
+               : env_split && !strcmp(env_split, "n") ? 1
+                                                      : DECODE_DEFAULT_SPLIT;
+    if (c.ksplit != 1) { // the K-split kernel has one tile: 32 columns
+        c.bn = 32;
+        c.items = blocks * ((n + 31) / 32);
+        c.stages = decode_stages(c.bn, c.mt, c.ksplit);
+        return c;
+    }
     // N tile: the fewest weight columns on the busiest SM (items spread evenly over the SMs),
     // ties to the narrower tile: finer items still balance when fewer experts are touched than
     // the bound assumes, and the ring runs on across items, so more of them cost little.
@@ -507,9 +583,7 @@ gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t rou
         c.bn = atoi(env_bn);
         c.items = blocks * ((n + c.bn - 1) / c.bn);
     }
-    const char *env_mt = getenv("MOEFUSE_V1_DECODE_MT");
-    if (env_mt && (!strcmp(env_mt, "1") || !strcmp(env_mt, "2"))) c.mt = atoi(env_mt);
-    c.stages = decode_stages(c.bn, c.mt);
+    c.stages = decode_stages(c.bn, c.mt, 1);
     return c;
 }
 
@@ -518,19 +592,21 @@ int gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t routed_ro
     const gemm_choice c = gemm_choose(rows, experts, has_plan, routed_rows, n);
     if (!c.decode)
         return snprintf(buf, size, "%dx%dx%d tile, %d stages", GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES);
-    return snprintf(buf, size, "decode %dx%dx%d tile (rows in passes of %d), %d stages, ~%lld items", 16 * c.mt,
-                    c.bn, GEMM_BK, 16 * c.mt, c.stages, (long long)c.items);
+    return snprintf(buf, size, "decode %dx%dx%d tile (rows in passes of %d, %s), %d stages, ~%lld items",
+                    16 * c.mt, c.bn, GEMM_BK * c.ksplit, 16 * c.mt,
+                    c.ksplit != 1 ? "K split over the 4 warps" : "N split over the 4 warps", c.stages,
+                    (long long)c.items);
 }
 
-template <typename T> static cudaError_t decode_init_one(int bn, int mt, int sms) {
-    decode_fn f = decode_pick<T>(bn, mt);
-    const int smem = decode_smem(bn, mt);
+template <typename T> static cudaError_t decode_init_one(int bn, int mt, int ks, int sms) {
+    decode_fn f = decode_pick<T>(bn, mt, ks);
+    const int smem = decode_smem(bn, mt, ks);
     cudaError_t err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     int per_sm = 0;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, GEMM_THREADS, smem);
     if (err != cudaSuccess) return err;
-    decode_cap[decode_bn_index(bn) * 2 + (mt - 1)] = sms * (per_sm > 0 ? per_sm : 1);
+    decode_cap[decode_variant(bn, mt, ks)] = sms * (per_sm > 0 ? per_sm : 1);
     return cudaSuccess;
 }
 
@@ -547,11 +623,12 @@ cudaError_t gemm_init(void) {
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel<__nv_bfloat16>, GEMM_THREADS,
                                                         GEMM_SMEM_BYTES);
     if (err != cudaSuccess) return err;
-    for (int i = 0; i < 3 && err == cudaSuccess; i++)
-        for (int mt = 1; mt <= 2 && err == cudaSuccess; mt++) {
-            err = decode_init_one<__nv_bfloat16>(decode_bns[i], mt, sms);
-            if (err == cudaSuccess) err = decode_init_one<__half>(decode_bns[i], mt, sms);
-        }
+    // The N-split kernels at every (BN, MT), then the K-split ones (BN 32).
+    for (int v = 0; v < 8 && err == cudaSuccess; v++) {
+        const int bn = v < 6 ? decode_bns[v / 2] : 32, mt = v % 2 + 1, ks = v < 6 ? 1 : DECODE_KSPLIT;
+        err = decode_init_one<__nv_bfloat16>(bn, mt, ks, sms);
+        if (err == cudaSuccess) err = decode_init_one<__half>(bn, mt, ks, sms);
+    }
     if (err != cudaSuccess) return err;
     gemm_grid_cap = sms * (per_sm > 0 ? per_sm : 1);
     gemm_sm_count = sms;
@@ -566,10 +643,11 @@ cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t str
     if (c.decode) {
         // The host bound of items: every 64-row block of the bound x the N tiles.
         int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * ((args->n + c.bn - 1) / c.bn);
-        const int cap = decode_cap[decode_bn_index(c.bn) * 2 + (c.mt - 1)];
+        const int cap = decode_cap[decode_variant(c.bn, c.mt, c.ksplit)];
         if (blocks > cap) blocks = cap;
-        const int smem = decode_smem(c.bn, c.mt);
-        decode_fn f = dtype == MOE_DTYPE_BF16 ? decode_pick<__nv_bfloat16>(c.bn, c.mt) : decode_pick<__half>(c.bn, c.mt);
+        const int smem = decode_smem(c.bn, c.mt, c.ksplit);
+        decode_fn f = dtype == MOE_DTYPE_BF16 ? decode_pick<__nv_bfloat16>(c.bn, c.mt, c.ksplit)
+                                              : decode_pick<__half>(c.bn, c.mt, c.ksplit);
         f<<<(unsigned)blocks, GEMM_THREADS, smem, stream>>>(*args);
         return cudaGetLastError();
     }

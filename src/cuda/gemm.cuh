@@ -47,25 +47,37 @@ struct gemm_args {
 // bound of plan rows, experts in the stack, whether rows come from a plan or are the identity,
 // routed rows T*k, n) and of the SM count (132 until gemm_init has seen the device).
 //   live = rows - experts*63 (plan) or rows; touched = min(experts, live) (plan) or 1;
-//   avg = ceil(live / touched) rows per touched expert.
-//   avg > DECODE_MAX_AVG_ROWS: the 64 x 128 x 64 kernel (4 stages).
-//   else the decode kernel: rows in passes of 16 (MT = 1), or 32 (MT = 2) when avg > 6 or a
-//   fused shared expert holds > 16 rows; BN in {128, 64, 32} minimising ceil(items / SMs) * BN
-//   with items = (plan blocks with a live row, bounded from live and touched) * ceil(n / BN),
-//   ties to the narrower; stages: as many as fit ~100 KB (at most 16).
+//   avg = ceil(live / touched) rows per touched expert;
+//   blocks = min((live + 63*touched) / 64, live) (plan) or ceil(rows / 64): live 64-row blocks;
+//   wide_tiles = blocks * ceil(n / 128): the 64 x 128 kernel's CTAs.
+//   The decode kernel iff avg <= DECODE_MAX_AVG_ROWS and wide_tiles <= SMs (the 64 x 128 kernel
+//   would run at most one CTA per SM; it moves only ~11-21 GB/s per CTA, MMA-issue bound, so
+//   <= ~2 TB/s there; with 180+ CTAs it reached 2.6-3.6 TB/s); else the 64 x 128 x 64
+//   kernel (4 stages). H200 numbers behind the rule: src/cuda/NOTES.md, "Decode".
+//   Decode tile: rows in passes of 16 (MT = 1), or 32 (MT = 2) when avg > 6 or a fused shared
+//   expert holds > 16 rows. N split (default): BN in {128, 64, 32} minimising
+//   ceil(items / SMs) * BN with items = blocks * ceil(n / BN), ties to the narrower; stages: as
+//   many 64-wide k-tiles as fit ~100 KB (at most 16). K split: BN = 32, slots of 4 k-tiles
+//   (one per warp), 3-4 stages in 112 KB with the reduction area.
 // Environment (tests, tuning): MOEFUSE_V1_TILE=wide|decode forces the kernel;
-// MOEFUSE_V1_DECODE_BN=32|64|128 and MOEFUSE_V1_DECODE_MT=1|2 force the decode tile.
+// MOEFUSE_V1_DECODE_SPLIT=n|k the decode variant; MOEFUSE_V1_DECODE_BN=32|64|128 (N split
+// only) and MOEFUSE_V1_DECODE_MT=1|2 the decode tile.
 #define DECODE_MAX_AVG_ROWS 14
 #define DECODE_MT1_MAX_AVG 6
+#define DECODE_MAX_WIDE_TILES_PER_SM 1
+#define DECODE_KSPLIT 4         // k-tiles per ring slot of the K-split variant (one per warp)
+#define DECODE_DEFAULT_SPLIT 1  // 1: N split (measured on the H200); DECODE_KSPLIT: K split
 struct gemm_choice {
     int decode;          // 1: decode_kernel, 0: the 64 x 128 kernel
     int bn, mt, stages;  // N tile, m16 tiles per pass (the 64 x 128 kernel: 128, 4, 4)
+    int ksplit;          // decode: 1 (N split) or DECODE_KSPLIT (K split); the 64 x 128 kernel: 1
     int64_t items;       // estimated work items (host bound for the 64 x 128 kernel)
     int64_t live_rows, avg_rows;
+    int64_t wide_tiles;  // the 64 x 128 kernel's CTAs for the live-block bound
 };
 gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n);
-// One phrase for moe__cuda_forward_describe, e.g. "decode 16x64x64 tile (rows in passes of
-// 16), 10 stages, ~192 items"; snprintf's return value.
+// One phrase for moe__cuda_forward_describe, e.g. "decode 16x32x64 tile (rows in passes of
+// 16, N split over the 4 warps), 16 stages, ~384 items"; snprintf's return value.
 int gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n, char *buf,
                   size_t size);
 
