@@ -87,6 +87,7 @@ struct variant {
     int epi;
     out_kind out;
     bool shipped_function; // computes what the shipped kernel of its mode computes
+    bool gather = false;   // GEMM1 with A gathered from x by the producer (no permuted copy)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -99,26 +100,33 @@ static const variant VARIANTS[] = {
     {"up_raw", "GEMM1 mainloop, raw accumulator pairs -> bf16 [rows, 2I], no activation", GEMM_UP, GEMM_UP, EPI_REGS_RAW, OUT_RAW_BF16, false},
     {"up_as_down_staged", "GEMM1 data through the GEMM2 kernel (staged): fp32 rows", GEMM_UP, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, false},
     {"up_as_down_regs", "GEMM1 data through the GEMM2 kernel (first version): fp32 rows", GEMM_UP, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, false},
+    // A rows gathered from x by the producer warpgroup (cp.async, MOEFUSE_HOPPER_A=gather):
+    // compare with up_none / up_staged (TMA from the permuted copy, whose permute pass is not
+    // in these times).
+    {"up_none_gather", "GEMM1 mainloop with A gathered from x, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true},
+    {"up_staged_gather", "GEMM1 shipped epilogue, A gathered from x (library: MOEFUSE_HOPPER_A=gather)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
-template <int MODE, int EPI, int ACT> static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b,
-                                                                 const grouped_params &p, unsigned ctas) {
+template <int MODE, int EPI, int ACT, bool GATHER = false>
+static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_params &p, unsigned ctas) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = grouped_set_smem<MODE, EPI, ACT>();
+        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER>();
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    return grouped_kernel_launch<MODE, EPI, ACT>(a, b, p, ctas, 0);
+    return grouped_kernel_launch<MODE, EPI, ACT, GATHER>(a, b, p, ctas, 0);
 }
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_params &, unsigned);
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.gather) return v.epi == EPI_STAGED ? launch_t<GEMM_UP, EPI_STAGED, 0, true>
+                         : v.epi == EPI_NONE ? launch_t<GEMM_UP, EPI_NONE, 0, true> : nullptr;
     if (v.kernel_mode == GEMM_UP) {
         switch (v.epi) {
         case EPI_STAGED: return launch_t<GEMM_UP, EPI_STAGED, 0>;
@@ -141,6 +149,9 @@ static launch_fn pick(const variant &v, int act) {
 }
 
 static const void *kernel_address(const variant &v, int act) {
+    if (v.gather)
+        return v.epi == EPI_STAGED ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, true>
+               : v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true> : nullptr;
     if (v.kernel_mode == GEMM_UP) {
         switch (v.epi) {
         case EPI_STAGED: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0>;
@@ -373,7 +384,7 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     gemm_args a;
     memset(&a, 0, sizeof a);
     a.mode = v.kernel_mode;
-    a.a = O.a;
+    a.a = v.gather ? (const void *)P.d_x : (const void *)O.a; // gather: x [T, H] itself
     a.lda = O.k;
     a.b = O.w;
     a.experts = P.E_all;
@@ -536,6 +547,12 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaMalloc(&out, out_bytes));
                 CUDA_OK(cudaMemset(out, 0xFF, out_bytes)); // NaN in bf16 and fp32
                 gemm_args a = args_for(v, P, O, out, g);
+                if (v.gather && !grouped_gather_ok(&a)) {
+                    printf("%-18s gather cannot run here (k, lda %% 8, alignment)\n", v.name);
+                    ++failed;
+                    cudaFree(out);
+                    continue;
+                }
                 if (v.epi == EPI_STAGED && !grouped_staged_ok(&a)) {
                     printf("%-18s staged epilogue cannot run here (n %% 4, ldo %% 4, alignment)\n", v.name);
                     ++failed;
@@ -545,7 +562,7 @@ int main(int argc, char **argv) {
                 CUtensorMap ma, mb;
                 grouped_params p;
                 unsigned ctas = 0;
-                const CUresult cr = grouped_prepare(&a, sms, &ma, &mb, &p, &ctas);
+                const CUresult cr = grouped_prepare(&a, sms, &ma, &mb, &p, &ctas, v.gather);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
                     ++failed;

@@ -13,8 +13,15 @@
 # 4. unless SUITE=0: the GPU suite with the library as built from this tree
 #    (tests/gpu/run_on_device.sh, STAGES="build test": test_gpu_forward --quick and --perf on
 #    both GEMM paths vs the CPU oracle) into $OUT/suite/ (3 files; carry .deps for cJSON).
-# 7 files in all. Knobs: SHAPES, VARIANTS (comma lists, default all), TOKENS (16384),
-# LAB_SEED, LAB_COMMIT, LAB_LIMIT (seconds for the lab run, default 300).
+# 5. for each setting in A_MODES (e.g. "permute gather": MOEFUSE_HOPPER_A, how GEMM1 gets its A
+#    rows), the bench (bench_gpu_forward --tokens $A_TOKENS --gemm hopper) and, for settings other
+#    than permute (the suite above ran the default), test_gpu_forward --quick and $TEST_ARGS
+#    again, into $OUT/a_<setting>.log; then test_gpu_forward --quick with MOEFUSE_PLAN=multi (the
+#    multi-block plan at every size; the suite above runs it from 8192 routed rows on) into
+#    $OUT/plan_multi.log.
+# 7 files (+1 per A_MODES setting, +1) in all. Knobs: SHAPES, VARIANTS (comma lists, default
+# all), TOKENS (16384), LAB_SEED, LAB_COMMIT, LAB_LIMIT (seconds for the lab run, default 300),
+# A_MODES, A_TOKENS (4096,16384).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/lab-out}
@@ -65,5 +72,34 @@ if [ "${SUITE:-1}" != 0 ]; then
         [[ "$last" =~ ^[0-9]+\ passed,\ 0\ failed ]] || suite_rc=1
     done
 fi
-echo "total: $((SECONDS - t_start)) s; lab rc=$lab_rc, suite rc=$suite_rc"
-[ $lab_rc -eq 0 ] && [ $suite_rc -eq 0 ]
+a_rc=0
+if [ -n "${A_MODES:-}" ] && [ "${SUITE:-1}" != 0 ]; then
+    B=${BUILD:-build-device}
+    [ -e .deps/cjson/lib ] && export LD_LIBRARY_PATH="$PWD/.deps/cjson/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    verdict() { # log file: 0 when its last "N passed, M failed" line has M = 0
+        grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1 | grep -qE ' 0 failed$'
+    }
+    for a in $A_MODES; do
+        log="$OUT/a_$a.log"
+        : >"$log"
+        if [ "$a" != permute ]; then
+            for targs in "--quick" "${TEST_ARGS:---perf 8,512,4096}"; do
+                echo "== MOEFUSE_HOPPER_A=$a test_gpu_forward $targs" >>"$log"
+                MOEFUSE_HOPPER_A=$a timeout 120 "$B/test_gpu_forward" $targs >"$log.tmp" 2>&1
+                echo "rc=$?" >>"$log.tmp"
+                verdict "$log.tmp" || a_rc=1
+                cat "$log.tmp" >>"$log"
+                echo "suite A=$a $targs: $(grep -E '^[0-9]+ passed' "$log.tmp" | tail -n 1)"
+            done
+            rm -f "$log.tmp"
+        fi
+        echo "== MOEFUSE_HOPPER_A=$a bench_gpu_forward --tokens ${A_TOKENS:-4096,16384} --gemm hopper" >>"$log"
+        MOEFUSE_HOPPER_A=$a timeout 90 "$B/bench_gpu_forward" --tokens "${A_TOKENS:-4096,16384}" --gemm hopper >>"$log" 2>&1
+        echo "bench A=$a: rc=$?"
+    done
+    MOEFUSE_PLAN=multi timeout 60 "$B/test_gpu_forward" --quick >"$OUT/plan_multi.log" 2>&1
+    echo "plan multi quick: rc=$?; $(tail -n 1 "$OUT/plan_multi.log")"
+    verdict "$OUT/plan_multi.log" || a_rc=1
+fi
+echo "total: $((SECONDS - t_start)) s; lab rc=$lab_rc, suite rc=$suite_rc, A/plan rc=$a_rc"
+[ $lab_rc -eq 0 ] && [ $suite_rc -eq 0 ] && [ $a_rc -eq 0 ]

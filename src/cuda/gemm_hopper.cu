@@ -2,7 +2,11 @@
 // src/cuda/hopper/grouped_kernel.cuh (shared with the kernel lab, lab/grouped_lab.cu); this file
 // holds the permute kernel and the library's entry points. Shipped epilogue: EPI_STAGED for
 // both GEMMs (see src/cuda/NOTES.md, "GEMM1 epilogue", for why and for the variants).
+#include <stdlib.h>
+#include <string.h>
+
 #include "gemm.cuh"
+#include "hopper/grouped_api.h"
 #include "hopper/grouped_kernel.cuh"
 
 namespace {
@@ -37,6 +41,7 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&hopper_sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -51,11 +56,23 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, cudaStream_t
     return cudaGetLastError();
 }
 
-moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
+bool hopper_a_gather(void) {
+    const char *env = getenv("MOEFUSE_HOPPER_A");
+    return env && !strcmp(env, "gather");
+}
+
+// The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
+static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool gather, cudaStream_t stream) {
     if (g->rows == 0) return MOE_STATUS_OK;
     if (hopper_sms <= 0)
         return moe__error(ctx, MOE_STATUS_INTERNAL, "Hopper GEMM: hopper_gemm_init (moe__cuda_init) was not called");
-    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->n % 2 != 0 || g->k % 8 != 0 || g->lda != g->k)
+    if (gather && !grouped_gather_ok(g))
+        return moe__error(ctx, MOE_STATUS_INTERNAL,
+                          "Hopper GEMM1 (gather): needs GEMM_UP, k and lda multiples of 8 (lda >= k) and x 16-byte "
+                          "aligned; got mode %d, k = %lld, lda = %lld, x %p",
+                          g->mode, (long long)g->k, (long long)g->lda, g->a);
+    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->n % 2 != 0 || g->k % 8 != 0 ||
+        (!gather && g->lda != g->k))
         return moe__error(ctx, MOE_STATUS_INTERNAL,
                           "Hopper GEMM: needs a plan (sorted ids, block owners, live rows), even n and k %% 8 == 0 "
                           "with lda == k; got n = %lld, k = %lld, lda = %lld",
@@ -68,14 +85,25 @@ moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *g, cudaStream
     CUtensorMap map_a, map_b;
     grouped_params p;
     unsigned ctas = 0;
-    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &p, &ctas);
+    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &p, &ctas, gather);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
-    const cudaError_t err = g->mode == GEMM_UP
+    const cudaError_t err = gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, p, ctas, stream)
+                            : g->mode == GEMM_UP
                                 ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI>(map_a, map_b, p, ctas, stream)
                                 : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, p, ctas, stream);
-    return cuda_status(ctx, err, g->mode == GEMM_UP ? "Hopper GEMM1 launch" : "Hopper GEMM2 launch");
+    return cuda_status(ctx, err,
+                       gather ? "Hopper GEMM1 (gather) launch"
+                              : g->mode == GEMM_UP ? "Hopper GEMM1 launch" : "Hopper GEMM2 launch");
+}
+
+moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
+    return grouped_launch(ctx, g, false, stream);
+}
+
+moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
+    return grouped_launch(ctx, g, true, stream);
 }

@@ -74,6 +74,46 @@ struct plan_args {
     int32_t *sorted_ids, *block_expert;
 };
 
+// The expert of id r, or -1 past the segment's end or out of range (left out of the plan).
+__device__ __forceinline__ int plan_id_expert(const int32_t *ids, int64_t r, int64_t end, int64_t E) {
+    int e = -1;
+    if (r < end) {
+        e = ids[r];
+        if (e < 0 || e >= E) e = -1;
+    }
+    return e;
+}
+
+// One warp: my[e] += the ids of expert e in [begin, end) (lanes of one expert grouped by
+// __match_any_sync, their leader adds).
+__device__ __forceinline__ void count_segment(const plan_args &p, int64_t begin, int64_t end, int32_t *my, int lane) {
+    for (int64_t base = begin; base < end; base += 32) {
+        const int e = plan_id_expert(p.ids, base + lane, end, p.E);
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        if (e >= 0 && lane == __ffs(peers) - 1) my[e] += __popc(peers);
+        __syncwarp(); // the next round's leader of e may be another lane
+    }
+}
+
+// One warp: places the ids of [begin, end) in order at offs[e] + my[e] + rank, advancing my[e].
+__device__ __forceinline__ void place_segment(const plan_args &p, int64_t begin, int64_t end, int32_t *my,
+                                              const int64_t *offs, int lane) {
+    for (int64_t base = begin; base < end; base += 32) {
+        const int64_t r = base + lane;
+        const int e = plan_id_expert(p.ids, r, end, p.E);
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        int32_t start = 0;
+        if (e >= 0) {
+            start = my[e];
+            const int rank = __popc(peers & ((1u << lane) - 1u));
+            p.sorted_ids[offs[e] + start + rank] = (int32_t)r;
+        }
+        __syncwarp();
+        if (e >= 0 && lane == __ffs(peers) - 1) my[e] = start + __popc(peers);
+        __syncwarp();
+    }
+}
+
 __global__ void plan_kernel(const plan_args p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int experts = (int)p.experts, warps = blockDim.x >> 5;
@@ -94,17 +134,7 @@ __global__ void plan_kernel(const plan_args p) {
     int32_t *my = table + warp * experts;
 
     // 1. Count.
-    for (int64_t base = begin; base < end; base += 32) {
-        const int64_t r = base + lane;
-        int e = -1;
-        if (r < end) {
-            e = p.ids[r];
-            if (e < 0 || e >= p.E) e = -1; // out of range: left out of the plan
-        }
-        const unsigned peers = __match_any_sync(0xffffffffu, e);
-        if (e >= 0 && lane == __ffs(peers) - 1) my[e] += __popc(peers);
-        __syncwarp(); // the next round's leader of e may be another lane
-    }
+    count_segment(p, begin, end, my, lane);
     __syncthreads();
 
     // 2. Per expert: warps' starts and the count; then offsets.
@@ -139,24 +169,7 @@ __global__ void plan_kernel(const plan_args p) {
     }
 
     // 3. Place the routed ids, in order within each warp's segment.
-    for (int64_t base = begin; base < end; base += 32) {
-        const int64_t r = base + lane;
-        int e = -1;
-        if (r < end) {
-            e = p.ids[r];
-            if (e < 0 || e >= p.E) e = -1;
-        }
-        const unsigned peers = __match_any_sync(0xffffffffu, e);
-        int32_t start = 0;
-        if (e >= 0) {
-            start = my[e];
-            const int rank = __popc(peers & ((1u << lane) - 1u));
-            p.sorted_ids[offs[e] + start + rank] = (int32_t)r;
-        }
-        __syncwarp();
-        if (e >= 0 && lane == __ffs(peers) - 1) my[e] = start + __popc(peers);
-        __syncwarp();
-    }
+    place_segment(p, begin, end, my, offs, lane);
     // The fused shared expert's rows: one per token, ids T*k + 1 + t.
     for (int64_t t = tid; t < p.shared_rows; t += blockDim.x)
         p.sorted_ids[offs[p.E] + t] = (int32_t)(p.rows + 1 + t);
@@ -202,15 +215,6 @@ struct plan_mb_args {
     int64_t seg;     // ids per block
     int blocks;      // G (gridDim.x)
 };
-
-__device__ __forceinline__ int plan_id_expert(const int32_t *ids, int64_t r, int64_t end, int64_t E) {
-    int e = -1;
-    if (r < end) {
-        e = ids[r];
-        if (e < 0 || e >= E) e = -1; // out of range: left out of the plan
-    }
-    return e;
-}
 
 __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_count_kernel(const plan_mb_args a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -295,12 +299,7 @@ __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_place_kernel(const plan_
     const int64_t wseg = (a.seg + PLAN_MB_WARPS - 1) / PLAN_MB_WARPS;
     const int64_t wbegin = min(begin + warp * wseg, end), wend = min(wbegin + wseg, end);
     int32_t *my = table + warp * E;
-    for (int64_t base = wbegin; base < wend; base += 32) {
-        const int e = plan_id_expert(p.ids, base + lane, wend, p.E);
-        const unsigned peers = __match_any_sync(0xffffffffu, e);
-        if (e >= 0 && lane == __ffs(peers) - 1) my[e] += __popc(peers);
-        __syncwarp();
-    }
+    count_segment(p, wbegin, wend, my, lane);
     __syncthreads();
     for (int e = tid; e < E; e += blockDim.x) {
         int32_t run = before[e];
@@ -311,20 +310,7 @@ __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_place_kernel(const plan_
         }
     }
     __syncthreads();
-    for (int64_t base = wbegin; base < wend; base += 32) {
-        const int64_t r = base + lane;
-        const int e = plan_id_expert(p.ids, r, wend, p.E);
-        const unsigned peers = __match_any_sync(0xffffffffu, e);
-        int32_t start = 0;
-        if (e >= 0) {
-            start = my[e];
-            const int rank = __popc(peers & ((1u << lane) - 1u));
-            p.sorted_ids[offs[e] + start + rank] = (int32_t)r;
-        }
-        __syncwarp();
-        if (e >= 0 && lane == __ffs(peers) - 1) my[e] = start + __popc(peers);
-        __syncwarp();
-    }
+    place_segment(p, wbegin, wend, my, offs, lane);
 
     // 4. Grid-strided: shared rows, padding tails (a warp per expert), rows past the total,
     // block owners (block 0's owner is the barrier's last block's to write).

@@ -7,7 +7,9 @@
 //    owned by expert e = block_expert[b]. The live blocks are offsets[experts] / 128, read on
 //    the device by every CTA at start: the grid is the host bound (#SMs), no host sync.
 //  - A tiles: GEMM1 reads the permuted copy of x, GEMM2 reads A2; both are plain [rows, K]
-//    matrices in plan order, so TMA loads them as in the dense case.
+//    matrices in plan order, so TMA loads them as in the dense case. GATHER (GEMM1 only): no
+//    permuted copy; the whole producer warpgroup gathers the tile's x rows itself (see
+//    gather_a_stage), and only B comes by TMA.
 //  - B tiles: one tensor map over the whole weight stack viewed as 2-D [experts * N, K]; the
 //    tile of expert e at column n0 starts at row e * N + n0. A tile that runs past N reads the
 //    next expert's rows (or zeros past the stack): those columns are computed and dropped.
@@ -76,7 +78,53 @@ struct grouped_params {
     int64_t ldo;
     int activation;
     float act_alpha, act_limit;
+    // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
+    const __nv_bfloat16 *x;
+    int64_t ldx, top_k;
 };
+
+// ---- GATHER: the producer warpgroup loads A rows itself --------------------------------------
+// TMA cannot gather rows, so 128 threads copy the 128 x 64 bf16 A tile of a stage with 16-byte
+// cp.async into the layout TMA's 128-byte swizzle would have written (16-byte chunk c of tile
+// row r at chunk c ^ (r % 8) of the row's 128 bytes; the stage base is 1024-byte aligned), so
+// the wgmma descriptors are unchanged. Thread t copies chunk t % 8 of rows 32 (t / 32) +
+// (t % 32) / 8 + 4i, i = 0..7: each warp instruction covers 4 whole 128-byte rows. Padding rows
+// (and columns past k) are zero-filled (src-size 0). Completion: one cp.async.mbarrier.arrive
+// .noinc per thread on the stage's `full` barrier (initialised for 1 + 128 arrivals; the 1 is
+// the B load's arrive.expect_tx).
+constexpr int GATHER_ROWS_PER_THREAD = 8;
+// The gathering producer holds its rows' tokens and smem addresses: 56 registers instead of 40
+// (40 spilled ~7 words); the consumers, which use ~161 of their 232, give 8 back:
+// 128 x 56 + 256 x 224 = 64512 <= 65536.
+constexpr int GATHER_PRODUCER_REGS = 56;
+constexpr int GATHER_CONSUMER_REGS = 224;
+
+// The x row (token) of each of this thread's rows of the tile starting at plan row m0, or -1
+// for padding rows. int32 (tokens < 2^31) to stay inside the producer's 40 registers.
+__device__ __forceinline__ void gather_rows_of_tile(const grouped_params &p, int64_t m0, int t,
+                                                    int32_t (&token)[GATHER_ROWS_PER_THREAD]) {
+    const int row0 = (t / 32) * 32 + (t % 32) / 8;
+#pragma unroll
+    for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) {
+        const int64_t id = p.sorted_ids[m0 + row0 + 4 * i];
+        token[i] = id == p.padding_id ? -1 : (int32_t)(id < p.padding_id ? id / p.top_k : id - p.padding_id - 1);
+    }
+}
+
+__device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t *a_stage, int kb, int t,
+                                               const int32_t (&token)[GATHER_ROWS_PER_THREAD]) {
+    const int row0 = (t / 32) * 32 + (t % 32) / 8, chunk = t % 8;
+    const int col = kb * BK + chunk * 8;
+    const bool in_k = col < p.k; // k % 8 == 0: a chunk is wholly in or out
+    const __nv_bfloat16 *x_col = p.x + col;
+#pragma unroll
+    for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) {
+        const int r = row0 + 4 * i;
+        const bool live = token[i] >= 0 && in_k;
+        cp_async_16(a_stage + r * 128 + ((chunk ^ (r % 8)) << 4), live ? x_col + (int64_t)token[i] * p.ldx : p.x,
+                    live ? 16u : 0u);
+    }
+}
 
 __device__ __forceinline__ int live_blocks(const grouped_params &p) {
     return (int)((*p.live_rows + BM - 1) / BM);
@@ -284,10 +332,11 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
     }
 }
 
-template <int MODE, int EPI, int ACT>
+template <int MODE, int EPI, int ACT, bool GATHER = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const grouped_params p) {
+    static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config;
     extern __shared__ uint8_t smem_raw[];
@@ -307,7 +356,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < GSTAGES; ++s) {
-            mbar_init(&full[s], 1);
+            mbar_init(&full[s], GATHER ? 1 + 128 : 1);
             mbar_init(&empty[s], CFG::EMPTY_ARRIVALS);
         }
         fence_mbarrier_init();
@@ -316,33 +365,65 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (warpgroup == 0) {
         // ---- producer ----
-        setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
-            tma_prefetch_map(&map_a);
-            tma_prefetch_map(&map_b);
+        if (GATHER) {
+            setmaxnreg_dec<GATHER_PRODUCER_REGS>();
+            // Every producer thread copies its share of A; thread 0 also loads B by TMA.
+            const int t = threadIdx.x;
+            if (t == 0) tma_prefetch_map(&map_b);
             int stage = 0;
             uint32_t phase = 0;
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int m_block, n_block;
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                 const int e = p.block_expert[m_block];
-                const int m0 = m_block * BM;
                 const int b_row = e * p.n + n_block * GBN;
+                int32_t token[GATHER_ROWS_PER_THREAD];
+                gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
-                    mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
-                    tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
-                    tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
+                    if (t == 0) {
+                        mbar_arrive_expect_tx(&full[stage], CFG::B_BYTES);
+                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
+                    }
+                    gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
+                    cp_async_mbar_arrive_noinc(&full[stage]);
                     if (++stage == GSTAGES) {
                         stage = 0;
                         phase ^= 1;
                     }
                 }
             }
+            cp_async_wait_all(); // no thread exits with copies in flight
+        } else {
+            setmaxnreg_dec<PRODUCER_REGS>();
+            if (threadIdx.x == 0) {
+                tma_prefetch_map(&map_a);
+                tma_prefetch_map(&map_b);
+                int stage = 0;
+                uint32_t phase = 0;
+                for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                    int m_block, n_block;
+                    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+                    const int e = p.block_expert[m_block];
+                    const int m0 = m_block * BM;
+                    const int b_row = e * p.n + n_block * GBN;
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        mbar_wait(&empty[stage], phase ^ 1);
+                        mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
+                        tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
+                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
+                        if (++stage == GSTAGES) {
+                            stage = 0;
+                            phase ^= 1;
+                        }
+                    }
+                }
+            }
         }
     } else {
         // ---- consumers ----
-        setmaxnreg_inc<CONSUMER_REGS>();
+        if (GATHER) setmaxnreg_inc<GATHER_CONSUMER_REGS>();
+        else setmaxnreg_inc<CONSUMER_REGS>();
         const int half = warpgroup - 1; // rows half*64 .. half*64+63 of the tile
         const int warp = (threadIdx.x / 32) % 4;
         const int lane = threadIdx.x % 32;
@@ -360,6 +441,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
+                // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
+                // async proxy, so order the two in this thread after the barrier's acquire.
+                if (GATHER) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
                 wgmma_fence();
@@ -395,11 +479,19 @@ __global__ void __launch_bounds__(THREADS, 1)
 // ---- host side ---------------------------------------------------------------------------
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
 // Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
+// gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
+// map_a is a copy of map_b, never read).
 inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                grouped_params *p, unsigned *ctas) {
-    CUresult cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
+                                grouped_params *p, unsigned *ctas, bool gather = false) {
+    CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
+    if (cr == CUDA_SUCCESS) {
+        if (gather) *map_a = *map_b;
+        else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
+    }
     if (cr != CUDA_SUCCESS) return cr;
+    p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
+    p->ldx = g->lda;
+    p->top_k = g->top_k;
     p->n = (int)g->n;
     p->k = (int)g->k;
     p->tiles_n = (int)((g->n + GBN - 1) / GBN);
@@ -431,15 +523,22 @@ inline bool grouped_staged_ok(const gemm_args *g) {
     return g->n % 4 == 0 && g->ldo % 4 == 0 && (uintptr_t)g->out % 16 == 0 && (uintptr_t)g->bias % 16 == 0;
 }
 
-template <int MODE, int EPI, int ACT = 0> cudaError_t grouped_set_smem() {
-    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                grouped_smem_bytes<EPI>());
+// What GATHER needs: GEMM1, k and the row stride multiples of 8 and x 16-byte aligned (16-byte
+// cp.async), ids of at most 2^31 rows.
+inline bool grouped_gather_ok(const gemm_args *g) {
+    return g->mode == GEMM_UP && g->k % 8 == 0 && g->lda % 8 == 0 && g->lda >= g->k && (uintptr_t)g->a % 16 == 0;
 }
 
-template <int MODE, int EPI, int ACT = 0>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false> cudaError_t grouped_set_smem() {
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI>());
+}
+
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const grouped_params &p,
                                   unsigned ctas, cudaStream_t stream) {
-    grouped_gemm_kernel<MODE, EPI, ACT><<<ctas, THREADS, grouped_smem_bytes<EPI>(), stream>>>(map_a, map_b, p);
+    grouped_gemm_kernel<MODE, EPI, ACT, GATHER>
+        <<<ctas, THREADS, grouped_smem_bytes<EPI>(), stream>>>(map_a, map_b, p);
     return cudaGetLastError();
 }
 

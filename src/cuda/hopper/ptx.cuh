@@ -111,6 +111,14 @@ __device__ __forceinline__ void cp_async_4(void *dst, const void *src, uint32_t 
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes)
                  : "memory");
 }
+// 16 bytes global -> shared, bypassing L1 (.cg); `src_bytes` 0 writes 16 zero bytes and reads
+// nothing (src must still be a valid address). Used by the grouped GEMM1 to gather A rows.
+__device__ __forceinline__ void cp_async_16(void *dst, const void *src, uint32_t src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+// Waits until all of this thread's cp.async copies have landed.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // One arrival on `bar` once all of this thread's earlier cp.async copies have landed. .noinc:
 // the arrival is one of the `count` the barrier was initialised with (not an extra one).
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t *bar) {
