@@ -27,7 +27,9 @@ int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens)
  * benchmarks; anything else or unset: automatic). Hopper runs only where it is implemented:
  * bf16 weights, H and I multiples of 64 (TMA needs 16-byte row strides; multiples of 64 also
  * keep every K-block whole), E*H and E*I >= 256 (the weight stack is at least one tile of B
- * rows) and coordinates below 2^31; otherwise v1, whatever MOEFUSE_GEMM says. Automatic choice:
+ * rows) and coordinates below 2^31; or E4M3 (FP8) weights, on the Hopper FP8 kernel
+ * (gemm_hopper_fp8.cu), with H and I multiples of 16 and >= 128 instead (K and N tails are
+ * handled there); otherwise v1, whatever MOEFUSE_GEMM says. Automatic choice:
  * Hopper when it can run and the experts average >= 128 rows (T*k >= 128*E), else v1.
  * The library never prints: tests and benchmarks print moe__cuda_gemm_name of the choice. */
 enum { MOE__CUDA_GEMM_V1 = 0, MOE__CUDA_GEMM_HOPPER = 1 };

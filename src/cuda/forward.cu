@@ -39,11 +39,13 @@ struct ws_layout {
     bool fp8_tensor; // act_format fp8-tensor (else 1x128 groups)
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1) or 128 (Hopper)
-    int64_t xperm;  // Hopper: x rows in plan order [max_rows, H] (0 bytes on v1)
+    int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s, out;
     // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I], its codes and scales; the separate
     // shared expert's A2 [T, Is] likewise; 4 amax words (x, routed A2, fused shared A2, shared A2).
-    int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax;
+    // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
+    // column-major [ceil(H/128)][max_rows].
+    int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax, xpq, xpq_scales;
     int64_t total;
 };
 
@@ -80,12 +82,16 @@ bool act_scale_count(const ws_layout *L, int64_t rows, int64_t cols, bool per_ro
 // The FP8 path's arrays, reserved after the common ones.
 bool reserve_fp8(int64_t *c, ws_layout *L) {
     int64_t n, scales;
+    const bool hopper = L->gemm == MOE__CUDA_GEMM_HOPPER;
     return moe__mul64(L->T, L->H, &n) && reserve(c, n, 1, &L->xq) && act_scale_count(L, L->T, L->H, false, &scales) &&
            reserve(c, scales, 4, &L->xq_scales) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 4, &L->a2f) &&
            reserve(c, n, 1, &L->a2q) && act_scale_count(L, L->max_rows, L->I, true, &scales) &&
            reserve(c, scales, 4, &L->a2q_scales) && moe__mul64(L->T, L->Is, &n) && reserve(c, n, 4, &L->a2sf) &&
            reserve(c, n, 1, &L->a2sq) && act_scale_count(L, L->T, L->Is, false, &scales) &&
-           reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax);
+           reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax) &&
+           moe__mul64(hopper ? L->max_rows : 0, L->H, &n) && reserve(c, n, 1, &L->xpq) &&
+           moe__mul64(hopper && !L->fp8_tensor ? L->max_rows : 0, (L->H + 127) / 128, &n) &&
+           reserve(c, n, 4, &L->xpq_scales);
 }
 
 int gemm_path(const moe_weights_t *w, int64_t T) {
@@ -123,7 +129,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows * bf16, L->I, &n) &&
          reserve(&c, n, 2, &L->a2) && moe__mul64(T * bf16, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
-         reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows : 0, L->H, &n) &&
+         reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) && (!L->fp8 || reserve_fp8(&c, L)) &&
          moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
@@ -203,8 +209,10 @@ void identity_plan(gemm_args *g, const void *b, const float *bias, int64_t T) {
 // defines them (src/cpu/forward.c): x quantised once over [T, H] (per token for row128; one
 // scale for tensor), GEMM1 on the codes with the GLU epilogue -> A2 in fp32, A2 quantised (the
 // routed rows [T*k, I] as one tensor, the shared expert's [T, Is] as another, fused or not),
-// GEMM2 on its codes -> the fp32 rows combine reads. All on the v1 FP8 kernel; the A2
-// quantisation is a separate pass (not yet in GEMM1's epilogue).
+// GEMM2 on its codes -> the fp32 rows combine reads. The routed (and fused shared) GEMMs run
+// on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales permuted into plan order
+// first, as TMA cannot gather rows) when L.gemm says so, else on the v1 FP8 kernel; a separate
+// shared expert always on v1. The A2 quantisation is a separate pass (not in GEMM1's epilogue).
 moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
                        const moe_forward_args *args, const moe_dispatch_plan &plan, const float *weights,
                        const float *gate, cudaStream_t stream) {
@@ -248,7 +256,26 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g1.g.act_limit = s->act_limit;
     set_act_scales(&g1, L, xq_scales, L.H, false);
     set_weight_scales(&g1, &d->w13_scales, d->format);
-    if ((st = cuda_status(ctx, fp8_gemm_launch(&g1, stream), "fp8 GEMM1 (W13)")) != MOE_STATUS_OK) return st;
+    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    if (hopper) {
+        // TMA loads A tiles: the x codes (and their row scales) in plan order first.
+        uint8_t *xpq = base + L.xpq;
+        float *xpq_scales = (float *)(base + L.xpq_scales);
+        const int64_t groups = L.fp8_tensor ? 0 : (L.H + 127) / 128;
+        if ((st = cuda_status(ctx, hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, stream),
+                              "permute the x codes")) != MOE_STATUS_OK)
+            return st;
+        fp8_gemm_args h1 = g1;
+        h1.g.a = xpq;
+        if (!L.fp8_tensor) { // scale of (plan row r, k-block kb) at xpq_scales[kb * max_rows + r]
+            h1.a_scales = xpq_scales;
+            h1.a_scale_rs = 1;
+            h1.a_scale_ks = L.max_rows;
+        }
+        if ((st = hopper_fp8_gemm_launch(ctx, &h1, stream)) != MOE_STATUS_OK) return st;
+    } else if ((st = cuda_status(ctx, fp8_gemm_launch(&g1, stream), "fp8 GEMM1 (W13)")) != MOE_STATUS_OK) {
+        return st;
+    }
 
     // A2 in plan order: live rows only; ids above T*k (the fused shared expert) are a tensor of
     // their own for fp8-tensor.
@@ -270,7 +297,11 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g2.g.ldo = L.H;
     set_act_scales(&g2, L, a2q_scales, L.I, true);
     set_weight_scales(&g2, &d->w2_scales, d->format);
-    if ((st = cuda_status(ctx, fp8_gemm_launch(&g2, stream), "fp8 GEMM2 (W2)")) != MOE_STATUS_OK) return st;
+    if (hopper) {
+        if ((st = hopper_fp8_gemm_launch(ctx, &g2, stream)) != MOE_STATUS_OK) return st;
+    } else if ((st = cuda_status(ctx, fp8_gemm_launch(&g2, stream), "fp8 GEMM2 (W2)")) != MOE_STATUS_OK) {
+        return st;
+    }
 
     if (!L.shared || L.fused) return MOE_STATUS_OK;
     // The separate shared expert (Is != I): an identity plan over the T tokens.
@@ -316,9 +347,14 @@ moe_status launch_combine(moe_context_t *ctx, const ws_layout &L, uint8_t *base,
 
 extern "C" int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype) {
     // +1: a fused shared expert is one more matrix of the stacks; 2I: W13's rows when gated.
+    // E4M3 (FP8 weights, gemm_hopper_fp8.cu): K tails and N tails are handled there (TMA zero
+    // fill, dropped columns), so H and I need only be multiples of 16 (16-byte rows; the upload
+    // guarantees it) and >= 128 (one whole k-block box).
     const int64_t lim = (int64_t)1 << 31;
-    const bool can = dtype == MOE_DTYPE_BF16 && E >= 1 && H >= 64 && I >= 64 && H % 64 == 0 && I % 64 == 0 &&
-                     E * H >= 256 && E * I >= 256 && H < lim / (E + 1) && 2 * I < lim / (E + 1);
+    const bool fp8 = dtype == MOE_DTYPE_E4M3;
+    const int64_t mult = fp8 ? 16 : 64, least = fp8 ? 128 : 64;
+    const bool can = (dtype == MOE_DTYPE_BF16 || fp8) && E >= 1 && H >= least && I >= least && H % mult == 0 &&
+                     I % mult == 0 && E * H >= 256 && E * I >= 256 && H < lim / (E + 1) && 2 * I < lim / (E + 1);
     if (!can) return MOE__CUDA_GEMM_V1;
     const char *env = getenv("MOEFUSE_GEMM");
     if (env && !strcmp(env, "v1")) return MOE__CUDA_GEMM_V1;
@@ -364,8 +400,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  (long long)L.rows, L.rows >= threshold ? ">=" : "<", (long long)threshold);
     else if (!can)
         snprintf(why, sizeof why,
-                 "hopper cannot run here (needs bf16 weights, H and I multiples of 64, E*H and E*I >= 256; "
-                 "got %s, H=%lld, I=%lld, E=%lld)%s",
+                 "hopper cannot run here (needs bf16 weights with H and I multiples of 64, or fp8 weights with H "
+                 "and I >= 128, and E*H, E*I >= 256; got %s, H=%lld, I=%lld, E=%lld)%s",
                  moe_dtype_name(dt), (long long)L.H, (long long)L.I, (long long)L.E,
                  force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
     else
@@ -378,13 +414,14 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else
         snprintf(tiles, sizeof tiles, "mma.sync, tile %dx%dx%d, %d stages, x rows gathered", GEMM_BM, GEMM_BN,
                  GEMM_BK, GEMM_STAGES);
-    if (L.fp8) { // gemm_path gives v1 for e4m3 weights whatever MOEFUSE_GEMM says
-        snprintf(why, sizeof why, "FP8 weights run on the v1 FP8 kernel only (no Hopper FP8 grouped path yet)%s",
-                 force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
+    if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config (private there)
+        snprintf(tiles, sizeof tiles,
+                 "fp8 TMA+wgmma e4m3, tile %dx128x128, 6 stages, x codes and scales permuted, partials promoted "
+                 "into fp32 per 128-K block", HOPPER_BLOCK_M);
+    else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), tile %dx%dx%d, %d stages, x codes gathered, "
                  "scales promoted per 128-K block", FP8_BM, FP8_BN, FP8_BK, FP8_STAGES);
-    }
     char shared[160];
     if (!L.shared)
         snprintf(shared, sizeof shared, "none");

@@ -44,6 +44,17 @@ struct fp8_gemm_args {
 cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream);
 cudaError_t fp8_gemm_init(void);
 
+// ---- the Hopper FP8 path (gemm_hopper_fp8.cu: TMA + wgmma e4m3, 128 x 128 x 128 tiles) -----
+// Needs the plan built with block HOPPER_BLOCK_M. x codes [T, k] (args->a, lda = k, k % 16 == 0)
+// into plan order: codes_out [rows, k] and, when groups > 0 (FP8_ROW128: groups = ceil(k/128)
+// scales per row in x_scales [T, groups]), scales_out column-major [groups][rows]. Padding rows
+// get zero codes and scales; rows past *live_rows are not written.
+cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scales, int64_t groups,
+                                      uint8_t *codes_out, float *scales_out, cudaStream_t stream);
+// fp8_gemm_launch's GEMMs with A in plan order for both modes (GEMM_UP: the permuted codes, the
+// a_scale row = the plan row); n, k multiples of 16, lda == k; out and bias 16-byte aligned.
+moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args, cudaStream_t stream);
+
 // ---- the activation quantiser (quant.cu) --------------------------------------------------
 // Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3
 // codes (row stride codes_ld) and fp32 scales, with moe_quantize's rule: scale = amax / 448

@@ -1,0 +1,134 @@
+// The grouped FP8 (w8a8) expert GEMMs on the Hopper engine: the kernel is in
+// src/cuda/hopper/grouped_fp8_kernel.cuh; this file holds the permute of the quantised x rows
+// and the library's entry points (declared in gemm_fp8_v1.cuh beside the v1 FP8 ones).
+#include "gemm_fp8_v1.cuh"
+// gemm_fp8_v1.cuh's tile macros (v1's FP8_BM, ...) would rewrite the Hopper engine's constants
+// of the same names (moe_hopper::FP8_BM, ...); nothing below uses v1's.
+#undef FP8_BM
+#undef FP8_BN
+#undef FP8_BK
+#undef FP8_STAGES
+#undef FP8_THREADS
+#undef FP8_SMEM_BYTES
+#include "hopper/grouped_fp8_kernel.cuh"
+
+namespace {
+
+using namespace moe_hopper;
+
+// Quantised x rows in plan order: codes [rows, h] (16-byte copies, h % 16 == 0) and, for
+// FP8_ROW128, their scales column-major [ceil(h/128)][ld_scales] (the GEMM's scale warp reads a
+// tile's 128 rows of one k-block as 512 contiguous bytes). Padding rows: zero codes and scales.
+// One block per plan row; rows past the live total are not written.
+__global__ void fp8_permute_kernel(const uint4 *codes, uint4 *codes_out, int64_t h16, const float *scales,
+                                   float *scales_out, int64_t groups, int64_t ld_scales, const int32_t *sorted_ids,
+                                   const int64_t *live_rows, int64_t padding_id, int64_t top_k) {
+    const int64_t live = *live_rows;
+    for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
+        const int64_t id = sorted_ids[r];
+        uint4 *dst = codes_out + r * h16;
+        if (id == padding_id) {
+            for (int64_t c = threadIdx.x; c < h16; c += blockDim.x) dst[c] = make_uint4(0, 0, 0, 0);
+            for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) scales_out[g * ld_scales + r] = 0.0f;
+        } else {
+            const int64_t token = id < padding_id ? id / top_k : id - padding_id - 1;
+            const uint4 *src = codes + token * h16;
+            for (int64_t c = threadIdx.x; c < h16; c += blockDim.x) dst[c] = src[c];
+            for (int64_t g = threadIdx.x; g < groups; g += blockDim.x)
+                scales_out[g * ld_scales + r] = scales[token * groups + g];
+        }
+    }
+}
+
+// The kernel's parameters for one grouped GEMM (grouped_kernel.cuh's grouped_prepare for the
+// FP8 tile and scales).
+void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
+    const gemm_args *g = &a->g;
+    grouped_params *q = &p->g;
+    q->n = (int)g->n;
+    q->k = (int)g->k;
+    q->tiles_n = (int)((g->n + FP8_BN - 1) / FP8_BN);
+    const int group = (int)lround(sqrt((double)FP8_BN * sms / FP8_BM));
+    q->group_m = group < 1 ? 1 : group;
+    q->live_rows = g->live_rows;
+    q->block_expert = g->block_expert;
+    q->sorted_ids = g->sorted_ids;
+    q->bias = g->bias;
+    q->padding_id = g->tokens * g->top_k;
+    q->topk_weights = g->topk_weights;
+    q->shared_scale = g->shared_scale;
+    q->weight_on_input = g->weight_on_input;
+    q->out = g->out;
+    q->ldo = g->ldo;
+    q->activation = g->activation;
+    q->act_alpha = g->act_alpha;
+    q->act_limit = g->act_limit;
+    p->sa = a->a_scales;
+    p->sa_rs = (long long)a->a_scale_rs;
+    p->sa_ks = (long long)a->a_scale_ks;
+    p->sw = a->w_scales;
+    p->sw_expert = (long long)(a->w_scale_rows * a->w_scale_cols);
+    p->sw_cols = (long long)a->w_scale_cols;
+    p->sw_kind = a->w_scale_kind == FP8W_TENSOR ? GF8_W_TENSOR
+                 : a->w_scale_kind == FP8W_BLOCK ? GF8_W_BLOCK
+                                                 : GF8_W_PAIRED;
+}
+
+} // namespace
+
+cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales, int64_t groups, uint8_t *codes_out,
+                                      float *scales_out, cudaStream_t stream) {
+    if (g->rows == 0) return cudaSuccess;
+    int device = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    const int64_t cap = (int64_t)sms * 16;
+    const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
+    fp8_permute_kernel<<<blocks, 128, 0, stream>>>((const uint4 *)g->a, (uint4 *)codes_out, g->k / 16, x_scales,
+                                                   scales_out, groups, g->rows, g->sorted_ids, g->live_rows,
+                                                   g->tokens * g->top_k, g->top_k);
+    return cudaGetLastError();
+}
+
+moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
+    const gemm_args *g = &a->g;
+    if (g->rows == 0) return MOE_STATUS_OK;
+    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->n % 16 != 0 || g->k % 16 != 0 ||
+        g->lda != g->k || g->ldo % 4 != 0 || (uintptr_t)g->out % 16 != 0 || (uintptr_t)g->bias % 16 != 0 ||
+        (uintptr_t)g->a % 16 != 0 || (uintptr_t)g->b % 16 != 0)
+        return moe__error(ctx, MOE_STATUS_INTERNAL,
+                          "Hopper FP8 GEMM: needs a plan (sorted ids, block owners, live rows), n and k multiples of "
+                          "16 with lda == k, ldo a multiple of 4 and 16-byte aligned a, b, out and bias; got n = "
+                          "%lld, k = %lld, lda = %lld, ldo = %lld, a %p, b %p, out %p, bias %p",
+                          (long long)g->n, (long long)g->k, (long long)g->lda, (long long)g->ldo, g->a, g->b, g->out,
+                          (const void *)g->bias);
+    char why[256] = "";
+    int sms = 0;
+    moe_status st = device_sms(&sms, why, sizeof why);
+    if (st != MOE_STATUS_OK) return moe__error(ctx, st, "Hopper FP8 GEMM: %s", why);
+
+    CUtensorMap map_a, map_b;
+    CUresult cr = make_tensor_map_e4m3(&map_a, g->a, g->rows, g->k, g->lda);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, g->b, g->experts * g->n, g->k, g->k);
+    if (cr != CUDA_SUCCESS)
+        return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
+                          "Hopper FP8 GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
+                          cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
+                          (long long)g->rows, (long long)g->n, (long long)g->k);
+    grouped_fp8_params p;
+    fill_params(a, sms, &p);
+    // Persistent: at most one CTA per SM, and no more than the host bound of tiles.
+    const int64_t bound = (g->rows + FP8_BM - 1) / FP8_BM * p.g.tiles_n;
+    const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
+    // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
+    // launch does the same), so that no init hook outside this file is needed.
+    auto kernel = g->mode == GEMM_UP ? grouped_fp8_kernel<GEMM_UP> : grouped_fp8_kernel<GEMM_DOWN>;
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_fp8_smem_bytes());
+    if (err == cudaSuccess) {
+        kernel<<<ctas, THREADS, grouped_fp8_smem_bytes(), stream>>>(map_a, map_b, p);
+        err = cudaGetLastError();
+    }
+    return cuda_status(ctx, err, g->mode == GEMM_UP ? "Hopper FP8 GEMM1 launch" : "Hopper FP8 GEMM2 launch");
+}

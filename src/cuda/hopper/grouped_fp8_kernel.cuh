@@ -1,0 +1,292 @@
+// The grouped FP8 (w8a8) expert GEMM of the Hopper engine: the dense FP8 kernel's mainloop
+// (gemm_fp8_kernel.cuh: TMA producer + scale warp, two wgmma e4m3 consumer warpgroups, fp32
+// promotion every 128 of K) walking the dispatch plan's 128-row blocks like the bf16 grouped
+// kernel (grouped_kernel.cuh: block owners and the live total read on the device, B tiles from
+// one tensor map over the weight stack [experts * N, K], A rows already in plan order), with
+// that kernel's staged epilogue shape. Used by src/cuda/gemm_hopper_fp8.cu.
+//
+//   out(r, n) = sum over k-blocks kb of a_scale(r, kb) * w_scale(e, n, kb) * (A8[r, kb] . B8[e*N + n, kb])
+//
+// Tile 128 x 128 x 128 (FP8_BM x FP8_BN x FP8_BK): one k-block is one scale block on both sides.
+//  - A scales: a_scale(r, kb) = sa[r * sa_rs + kb * sa_ks] for plan row r: FP8_ROW128 permuted x
+//    (rs 1, ks rows: coalesced), FP8_ROW128 A2 from the quantiser (rs ceil(K/128), ks 1),
+//    FP8_TENSOR x (0, 0) or A2 with one scale per plan row (1, 0).
+//  - B scales of expert e at sw + e * sw_expert, by kind (gemm_fp8_v1.cuh's fp8_weight_scales):
+//    tensor: one; block: row n0/128; paired W13 (gate/up rows interleaved, each half on its own
+//    128-row grid): the tile's 128 interleaved rows are 64 (gate, up) pairs of one gate block
+//    and one up block, scale rows 2*(n0/256) (even columns) and 2*(n0/256)+1 (odd columns).
+//    So each stage carries two B scales (even, odd; equal unless paired), and the promotion
+//    multiplies the fragment's even and odd columns by their own.
+//  - N need not be a multiple of 128 (gpt-oss H = 2880): columns past N of a tile read the next
+//    expert's rows (or TMA zeros) and are dropped by the epilogue. K need not be either: the
+//    last k-block's missing columns are TMA zeros on both sides and it has its own scales.
+//  - Epilogues (staged through shared memory per consumer warp, 32 columns at a time, as
+//    grouped_kernel.cuh's EPI_STAGED; small code, one activation switch per chunk):
+//    GEMM_UP: (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or
+//    RELU2 per column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does);
+//    GEMM_DOWN: (acc + bias) x routing weight / shared gate -> fp32 rows out[id] (or id - 1),
+//    grouped_kernel.cuh's staged_down_chunk. Padding rows are not written.
+#ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
+#define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
+
+#include "gemm_fp8_launch.cuh"
+#include "grouped_kernel.cuh"
+
+namespace moe_hopper {
+
+using grouped_fp8_config = fp8_config<6>;
+constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
+static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
+static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a stage holds 128 A scales and two B scales");
+
+constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES; }
+static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
+
+enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
+
+struct grouped_fp8_params {
+    grouped_params g;          // n, k, tiles_n (128-wide), group_m, the plan, the epilogue; out fp32
+    const float *sa;           // a_scale(r, kb) = sa[r * sa_rs + kb * sa_ks]
+    long long sa_rs, sa_ks;
+    const float *sw;           // expert e's scales at sw + e * sw_expert
+    long long sw_expert, sw_cols; // sw_cols: scale columns (k-blocks) per scale row
+    int sw_kind;               // GF8_W_*
+};
+
+// Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
+// column n0, and their stride per k-block.
+__device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int e, int n0, long long &even,
+                                                long long &odd, int &ks) {
+    even = (long long)e * p.sw_expert;
+    ks = 1;
+    if (p.sw_kind == GF8_W_TENSOR) {
+        ks = 0;
+        odd = even;
+    } else if (p.sw_kind == GF8_W_BLOCK) {
+        even += (long long)(n0 / FP8_BN) * p.sw_cols;
+        odd = even;
+    } else {
+        even += (long long)(2 * (n0 / 256)) * p.sw_cols;
+        odd = even + p.sw_cols;
+    }
+}
+
+// fp8_retire (gemm_fp8_kernel.cuh) with the fragment's odd columns scaled by their own B scale:
+// part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e.
+__device__ __forceinline__ void retire_paired(float *acc, float *part, const fp8_kblock &kb, float odd_lo,
+                                              float odd_hi, uint64_t *empty, int lane) {
+    fence_registers<64>(part);
+    release_stage<1>(&empty[kb.stage], lane);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        acc[4 * j + 0] = fmaf(part[4 * j + 0], kb.s_lo, acc[4 * j + 0]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1], odd_lo, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(part[4 * j + 2], kb.s_hi, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3], odd_hi, acc[4 * j + 3]);
+    }
+}
+
+// Chunk c (columns 32c .. 32c+31) of this lane's 64-float fragment into the warp's staging
+// rows (grouped_kernel.cuh's stage_chunk for the 128-wide tile).
+__device__ __forceinline__ void stage_chunk_128(const float *acc, int c, float *stage, int lane) {
+    float *dst = stage + (lane / 4) * STAGE_LD + 2 * (lane % 4);
+#pragma unroll
+    for (int C = 0; C < GF8_CHUNKS; ++C) {
+        if (C == c) {
+#pragma unroll
+            for (int jj = 0; jj < STAGE_COLS / 8; ++jj) {
+                const int j = C * (STAGE_COLS / 8) + jj;
+                *(float2 *)(dst + 8 * jj) = make_float2(acc[4 * j + 0], acc[4 * j + 1]);
+                *(float2 *)(dst + 8 * STAGE_LD + 8 * jj) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+            }
+        }
+    }
+}
+
+// GEMM_UP, one chunk, activation fixed, fp32 A2: lane reads 4 columns (granule lane%8) of rows
+// 4i + lane/8 of the warp's 16, i.e. 2 (gate, up) pairs -> 2 floats (RELU2: 4 -> 4).
+template <int ACT>
+__device__ __forceinline__ void staged_up_chunk_f32(const grouped_params &p, const float *stage,
+                                                    const int64_t *row_off, const float *row_scale, float4 b, int col,
+                                                    int lane) {
+    float *out = (float *)p.out;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int rr = 4 * i + lane / 8;
+        const int64_t off = row_off[rr];
+        if (off < 0) continue;
+        const float s = row_scale[rr];
+        const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
+        // Scaling the accumulator by the input weight = scaling the gathered row.
+        const float x0 = v.x * s + b.x, x1 = v.y * s + b.y, x2 = v.z * s + b.z, x3 = v.w * s + b.w;
+        if (ACT == MOE_ACT_RELU2) {
+            *(float4 *)(out + off + col) = make_float4(glu_activate(ACT, 0.0f, 0.0f, x0, 0.0f),
+                                                       glu_activate(ACT, 0.0f, 0.0f, x1, 0.0f),
+                                                       glu_activate(ACT, 0.0f, 0.0f, x2, 0.0f),
+                                                       glu_activate(ACT, 0.0f, 0.0f, x3, 0.0f));
+        } else {
+            *(float2 *)(out + off + col / 2) = make_float2(glu_activate(ACT, p.act_alpha, p.act_limit, x0, x1),
+                                                           glu_activate(ACT, p.act_alpha, p.act_limit, x2, x3));
+        }
+    }
+}
+
+// The epilogue of one consumer warp: rows warp_row .. +15, columns n0 .. n0 + 127 (those below
+// n). grouped_kernel.cuh's staged_epilogue over a 128-wide tile, GEMM_UP writing fp32.
+template <int MODE>
+__device__ __forceinline__ void staged_fp8_epilogue(const grouped_params &p, const float *acc, int e,
+                                                    int64_t warp_row, int n0, int lane, float *stage, uint8_t *info) {
+    int64_t *row_off = (int64_t *)info; // 16 output row offsets (elements), -1: padding
+    float *row_scale = (float *)(info + 16 * 8);
+    __syncwarp(); // the previous tile's reads of the row table are done
+    if (lane < 16) {
+        int64_t off = -1;
+        float s = 1.0f;
+        if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
+        row_off[lane] = off;
+        row_scale[lane] = s;
+    }
+    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
+#pragma unroll 1
+    for (int c = 0; c < GF8_CHUNKS; ++c) {
+        const int chunk_col = n0 + c * STAGE_COLS;
+        if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
+        __syncwarp(); // the previous chunk's reads (and the row table writes) are done
+        stage_chunk_128(acc, c, stage, lane);
+        __syncwarp();
+        const int col = chunk_col + 4 * (lane % 8);
+        if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside
+        const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (MODE == GEMM_DOWN) {
+            staged_down_chunk(p, stage, row_off, row_scale, b, col, lane);
+        } else {
+            switch (p.activation) {
+            case MOE_ACT_SWIGLU: staged_up_chunk_f32<MOE_ACT_SWIGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_GEGLU: staged_up_chunk_f32<MOE_ACT_GEGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_GEGLU_TANH:
+                staged_up_chunk_f32<MOE_ACT_GEGLU_TANH>(p, stage, row_off, row_scale, b, col, lane);
+                break;
+            case MOE_ACT_REGLU: staged_up_chunk_f32<MOE_ACT_REGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_RELU2: staged_up_chunk_f32<MOE_ACT_RELU2>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_SWIGLU_OAI:
+                staged_up_chunk_f32<MOE_ACT_SWIGLU_OAI>(p, stage, row_off, row_scale, b, col, lane);
+                break;
+            }
+        }
+    }
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(THREADS, 1)
+    grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                       const grouped_fp8_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using CFG = grouped_fp8_config;
+    constexpr int STAGES = CFG::STAGES;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint8_t *smem_a = smem;                                        // [STAGES][128 rows][128 bytes]
+    uint8_t *smem_b = smem + STAGES * CFG::A_BYTES;                // [STAGES][128 rows][128 bytes]
+    float *smem_scale = (float *)(smem_b + STAGES * CFG::B_BYTES); // [STAGES][FP8_SCALE_SLOTS]
+    uint64_t *full = (uint64_t *)(smem_scale + STAGES * FP8_SCALE_SLOTS);
+    uint64_t *empty = full + STAGES;
+    uint8_t *staging = (uint8_t *)(empty + STAGES);                // per consumer warp
+    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
+
+    const int warpgroup = threadIdx.x / 128;
+    const int warp = (threadIdx.x / 32) % 4;
+    const int lane = threadIdx.x % 32;
+    const int units_m = live_blocks(p.g);
+    const int units = units_m * p.g.tiles_n;
+    const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], CFG::FULL_ARRIVALS);
+            mbar_init(&empty[s], CFG::EMPTY_ARRIVALS);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (warp == 0 && lane == 0) {
+            tma_prefetch_map(&map_a);
+            tma_prefetch_map(&map_b);
+        }
+        if ((warp == 0 && lane == 0) || warp == 1) {
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                int m_block, n_block;
+                raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
+                const int e = p.g.block_expert[m_block];
+                const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
+                long long sb_even, sb_odd;
+                int sb_ks;
+                b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    if (warp == 0) {
+                        mbar_arrive_expect_tx(&full[stage], CFG::TMA_BYTES);
+                        tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * FP8_BK, m0);
+                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * FP8_BK,
+                                    e * p.g.n + n0);
+                    } else {
+                        // cp.async copies that arrive on `full` when they land (see the dense kernel).
+                        float *dst = smem_scale + stage * FP8_SCALE_SLOTS;
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int r = lane + 32 * i;
+                            cp_async_4(dst + r, p.sa + (long long)(m0 + r) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                        }
+                        if (lane < 2)
+                            cp_async_4(dst + FP8_BM + lane, p.sw + (lane ? sb_odd : sb_even) + (long long)kb * sb_ks,
+                                       4u);
+                        cp_async_mbar_arrive_noinc(&full[stage]);
+                    }
+                    if (++stage == STAGES) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+    } else {
+        // ---- consumers ----
+        setmaxnreg_inc<CONSUMER_REGS>();
+        const int half = warpgroup - 1;                    // rows half*64 .. half*64+63 of the tile
+        const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
+        const int cw = half * 4 + warp;                    // consumer warp 0..7
+        float acc[64], part[64];
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            int m_block, n_block;
+            raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
+            const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
+#pragma unroll
+            for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+            for (int kb = 0; kb < num_kb; ++kb) {
+                const fp8_kblock now = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                // The odd columns' scales (the stage is ours until retire_paired releases it).
+                const float *sc = smem_scale + now.stage * FP8_SCALE_SLOTS;
+                const float sb_odd = sc[FP8_BM + 1];
+                const float odd_lo = sc[r_lo] * sb_odd, odd_hi = sc[r_lo + 8] * sb_odd;
+                wgmma_wait_group<0>();
+                retire_paired(acc, part, now, odd_lo, odd_hi, empty, lane);
+            }
+            const int e = p.g.block_expert[m_block];
+            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
+            staged_fp8_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
+                                      row_info + cw * ROWINFO_WARP_BYTES);
+        }
+    }
+#endif
+}
+
+} // namespace moe_hopper
+
+#endif
