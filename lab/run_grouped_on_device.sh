@@ -74,7 +74,7 @@ if [ "${SUITE:-1}" != 0 ]; then
 fi
 a_rc=0
 if [ -n "${A_MODES:-}" ] && [ "${SUITE:-1}" != 0 ]; then
-    B=${BUILD:-build-device}
+    B=build-device # tests/gpu/run_on_device.sh's build (this script's BUILD is the lab's)
     [ -e .deps/cjson/lib ] && export LD_LIBRARY_PATH="$PWD/.deps/cjson/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     verdict() { # log file: 0 when its last "N passed, M failed" line has M = 0
         grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1 | grep -qE ' 0 failed$'
