@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels.cuh"
+#include "hopper/grouped_api.h"
 
 namespace {
 
@@ -597,7 +598,10 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
-    if (hopper) {
+    if (hopper && hopper_a_gather()) {
+        // MOEFUSE_HOPPER_A=gather: GEMM1's producer gathers the x rows itself (no permute).
+        if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
+    } else if (hopper) {
         // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and
         // H % 64 == 0, and x is 16-byte-aligned rows here).
         LAUNCH(hopper_permute_launch(&g, WS(void, xperm), stream), "permute x rows");
