@@ -43,6 +43,7 @@ __global__ void fp8_permute_kernel(const uint4 *codes, uint4 *codes_out, int64_t
 // The kernel's parameters for one grouped GEMM (grouped_kernel.cuh's grouped_prepare for the
 // FP8 tile and scales).
 void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
+    *p = grouped_fp8_params{}; // fields of grouped_params this kernel does not read stay zero
     const gemm_args *g = &a->g;
     grouped_params *q = &p->g;
     q->n = (int)g->n;
