@@ -151,7 +151,10 @@ typedef struct moe_gpu_spec {
     int64_t sms;
     int64_t ctas_per_sm; /* resident GEMM CTAs per SM (1 for Hopper's big-tile kernels) */
     double l2_bytes;
-    double launch_s;     /* fixed cost per kernel launch, added to each GEMM (0 if unknown) */
+    double launch_s;     /* fixed cost per GEMM call (launch, first tile's latency), added to each (0 if unknown) */
+    double epilogue_exposed; /* 0..1: share of each wave's output store (its tiles x tm·tn x 2 B, or 4 B
+                              * for split-K partials, at read_bw) not hidden behind the mainloop and
+                              * added to the wave's time (0: perfect overlap, the plain model) */
 } moe_gpu_spec;
 
 /* Built-in: "h200" (measured on the project's H200: 751 / 1335 TFLOP/s, 4.19 TB/s), "h100"
@@ -160,8 +163,8 @@ moe_status moe_gpu_builtin(moe_context_t *ctx, const char *name, moe_gpu_spec *o
 int moe_gpu_builtin_count(void);
 const char *moe_gpu_builtin_name(int index); /* NULL past the end */
 /* A JSON object with keys (numbers): "bf16_tflops", "fp8_tflops", "read_tbps", "sms" (all
- * required), "l2_mb", "ctas_per_sm" (default 1), "launch_us" (default 0); "name" (string,
- * default the file name). */
+ * required), "l2_mb", "ctas_per_sm" (default 1), "launch_us" (default 0), "epilogue_exposed"
+ * (0..1, default 0); "name" (string, default the file name). */
 moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_gpu_spec *out);
 moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out);
 

@@ -825,7 +825,10 @@ static moe_shape_list one_row(moe_gemm_row *row, double m, double k, double n, i
 static void test_roofline_dense(void) {
     moe_gpu_spec h200;
     moe_gpu_builtin(NULL, "h200", &h200);
-    h200.launch_s = 0; /* the hand computations below leave the launch cost out; it is tested last */
+    /* the hand computations below leave the launch cost and the exposed epilogue out; both are
+     * tested last */
+    h200.launch_s = 0;
+    h200.epilogue_exposed = 0;
     const double rate = 751e12 / 132; /* FLOP/s of one SM (one CTA per SM) */
     moe_gemm_row row;
     moe_roofline *rf = NULL;
@@ -900,6 +903,25 @@ static void test_roofline_dense(void) {
         CHECK(close_rel(rf->rows[0].time_s, t, 1e-12), "launch: %.6g s, expected %.6g", rf->rows[0].time_s, t);
     }
     moe_roofline_free(rf);
+    rf = NULL;
+
+    /* epilogue_exposed 1 (the built-in h200's): A again, 1536 x 8192 x 1408, one wave of 132
+     * 128x128 tiles, now + the wave's output store 132 * 128*128 * 2 B / 4.19 TB/s = 1.032 us
+     * after its mainloop (47.18 us); still compute-bound, same tile, no split (a split's store
+     * is of fp32 partials, twice the bytes, on top of more waves). Plus launch 5 us. */
+    h200.epilogue_exposed = 1;
+    l = one_row(&row, 1536, 8192, 1408, 1);
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    if (rf) {
+        const moe_roofline_row *o = &rf->rows[0];
+        double t = 2.0 * 128 * 128 * 8192 / rate + 132.0 * 128 * 128 * 2 / 4.19e12 + 5e-6;
+        CHECK(close_rel(o->time_s, t, 1e-12) && o->split_k == 1 && o->tile.m == 128 && o->tile.n == 128,
+              "epilogue: %.6g s %dx%d/k%d, expected %.6g 128x128", o->time_s, o->tile.m, o->tile.n, o->split_k, t);
+    }
+    moe_roofline_free(rf);
+    h200.epilogue_exposed = 1.5;
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_INVALID_ARGUMENT, "epilogue_exposed 1.5 accepted");
+    h200.epilogue_exposed = 0;
     h200.launch_s = -1;
     CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_INVALID_ARGUMENT, "negative launch accepted");
 }

@@ -12,10 +12,14 @@ static void usage(FILE *f) {
     fputs("usage: moefuse roofline (--model NAME | --config PATH) --batch B --seq S --mode train|prefill|decode\n"
           "                        --gpu h200|h100|b200|FILE.json [--context C] [--tp N] [--ep N]\n"
           "                        [--dtype bf16|fp8] [--svg FILE] [--json] [--measure]\n"
+          "       moefuse roofline --gemm MxKxN[,MxKxN...] --gpu h200|h100|b200|FILE.json [--dtype bf16|fp8|both]\n"
           "Per GEMM of the step (moefuse shapes): memory- or compute-bound, predicted time with tile and wave\n"
           "quantisation over the tile menu (128x128, 128x256, 256x128; the best tile wins), MoE padding\n"
           "waste with 128-row blocks, expected max load and experts touched (Binomial routing); a step summary.\n"
-          "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us, name.\n"
+          "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us,\n"
+          "epilogue_exposed, name.\n"
+          "--gemm: the model's time for plain GEMMs (no model needed), one line each: M K N dtype predicted_ms,\n"
+          "as --measure predicts them (tools/check_measured.py re-checks committed --measure JSONs with it).\n"
           "--measure times each distinct GEMM shape (fractional expert token counts rounded up) on the GPU with\n"
           "cuBLAS (bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales), median of 20 after\n"
           "warm-up, and prints predicted vs measured per shape, and a 128x128x128 probe (about a launch's fixed\n"
@@ -94,9 +98,9 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
     printf(", \"source\": ");
     cli_json_string(stdout, g->source);
     printf(", \"bf16_tflops\": %.6g, \"fp8_tflops\": %.6g, \"read_tbps\": %.6g, \"sms\": %lld, \"ctas_per_sm\": %lld, "
-           "\"l2_mb\": %.6g, \"launch_us\": %.6g, \"ridge\": %.6g},\n",
+           "\"l2_mb\": %.6g, \"launch_us\": %.6g, \"epilogue_exposed\": %.6g, \"ridge\": %.6g},\n",
            g->bf16_flops / 1e12, g->fp8_flops / 1e12, g->read_bw / 1e12, (long long)g->sms, (long long)g->ctas_per_sm,
-           g->l2_bytes / 1e6, g->launch_s * 1e6, rf->ridge);
+           g->l2_bytes / 1e6, g->launch_s * 1e6, g->epilogue_exposed, rf->ridge);
     analysis_json_notes(stdout, l);
     printf(",\n\"gemms\": [\n");
     for (int64_t i = 0; i < l->num_rows; i++) {
@@ -445,12 +449,40 @@ static void print_measurement_json(const moe_shape_list *l, const measurement *m
     printf("}}");
 }
 
+/* --gemm MxKxN[,MxKxN...]: the model's time for each plain GEMM, in bf16 and/or fp8, exactly as
+ * --measure predicts it (predict_plain), so that committed measurements can be re-checked
+ * against the current model without a GPU. */
+static int predict_gemm_list(moe_context_t *ctx, const char *spec, const moe_gpu_spec *gpu, int both, moe_dtype dtype) {
+    moe_shape_list list;
+    memset(&list, 0, sizeof list);
+    moe_shape_options_init(&list.options);
+    printf("# m k n dtype predicted_ms (gpu %s, launch %.6g us, epilogue_exposed %.6g)\n", gpu->name, gpu->launch_s * 1e6,
+           gpu->epilogue_exposed);
+    const char *p = spec;
+    while (*p) {
+        long long m = 0, k = 0, n = 0;
+        int used = 0;
+        if (sscanf(p, "%lldx%lldx%lld%n", &m, &k, &n, &used) != 3 || m < 1 || k < 1 || n < 1 || m > INT32_MAX ||
+            k > INT32_MAX || n > INT32_MAX || (p[used] && p[used] != ','))
+            return cli_fail(2, "roofline: --gemm: '%.40s' is not MxKxN with whole numbers in 1..2^31-1", p);
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
+            if (!both && measure_dtype[d] != dtype) continue;
+            double ms = 0;
+            if (predict_plain(ctx, &list, gpu, m, k, n, measure_dtype[d], &ms)) return 1;
+            printf("%lld %lld %lld %s %.17g\n", m, k, n, measure_dtype_name[d], ms);
+        }
+        p += used;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
 int cmd_roofline(int argc, char **argv) {
     moe_context_t *ctx = NULL;
     if (analysis_context_create(&ctx)) return 1;
     moe_shape_options opt;
     moe_shape_options_init(&opt);
-    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL;
+    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL, *gemm = NULL;
     unsigned seen = 0;
     int json = 0, measure = 0, both = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -472,11 +504,23 @@ int cmd_roofline(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(argv[i], "--measure")) {
             measure = 1;
+        } else if (cli_option(argc, argv, &i, "--gemm", &gemm)) {
+            if (!gemm) rc = 2;
         } else if (!strcmp(argv[i], "--csv")) {
             rc = cli_fail(2, "roofline: --csv is not offered here (moefuse shapes --csv lists the GEMMs); use --json");
         } else {
             rc = cli_fail(2, "roofline: unknown option '%s' (moefuse roofline --help)", argv[i]);
         }
+    }
+    if (!rc && gemm) {
+        if (model || config || seen || measure || json || svg_path)
+            rc = cli_fail(2, "roofline: --gemm takes only --gpu and --dtype (no model, step, --measure, --json, --svg)");
+        if (!rc && !gpu_name) rc = cli_fail(2, "roofline: --gpu h200|h100|b200|FILE.json is required");
+        moe_gpu_spec gpu;
+        if (!rc) rc = analysis_load_gpu(ctx, gpu_name, &gpu);
+        if (!rc) rc = predict_gemm_list(ctx, gemm, &gpu, both, opt.dtype);
+        moe_context_free(ctx);
+        return rc;
     }
     if (!rc) rc = analysis_require_step(seen, "roofline");
     if (!rc && !gpu_name) rc = cli_fail(2, "roofline: --gpu h200|h100|b200|FILE.json is required");

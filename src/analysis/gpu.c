@@ -9,17 +9,27 @@
 #include <strings.h>
 
 /* H200: the figures measured on the project's machine (shared/PERF.md): cuBLAS bf16 8192^3,
- * torch._scaled_mm fp8 8192^3, streaming read of a 2 GiB tensor. Launch: the fixed cost of one
- * GEMM (launch, pipeline fill, epilogue), 2.5 us: the median of (measured - math at the ceiling)
- * over the one- and two-wave cuBLAS / cuBLASLt shapes of lab/results/2026-12-02-h200* (0 to 3.7
- * us, median 2.6); roofline --measure times a 128^3 probe beside it. H100 SXM and B200: vendor
- * datasheet figures (dense, no sparsity), not measured here: real kernels reach less. */
+ * torch._scaled_mm fp8 8192^3, streaming read of a 2 GiB tensor. H100 SXM and B200: vendor
+ * datasheet figures (dense, no sparsity), not measured here: real kernels reach less.
+ *
+ * The two H200 terms for small GEMMs, from tests/gpu/logs/2026-12-02-measure-h200 (roofline
+ * --measure, cuBLAS / cuBLASLt, 14 runs):
+ *  - launch_s 5.5 us: the fixed cost of one GEMM call, as timed there (one call between two
+ *    events). It is the 128x128x128 probe's measured time: 5.33-5.74 us over the 28 probe
+ *    timings (14 runs x bf16/fp8), median 5.5. Measured directly, not fitted to the shapes. The
+ *    probe's own math (0.4-0.7 us at the per-SM peak) is left in: a one-tile GEMM is latency-
+ *    bound, not at the peak. (Was 2.5 us: the median of measured minus math over the lab's one-
+ *    and two-wave shapes of lab/results/2026-12-02-h200*, which the probe contradicts.)
+ *  - epilogue_exposed 1: each wave's output tiles are stored after its mainloop at the full
+ *    read bandwidth shared by the wave, not overlapped. Not fitted: the physical worst case;
+ *    the data agree (the K = 128..512 shapes, whose time is mostly the output store: e.g.
+ *    4096x256x7168 bf16 measured 39.5 us, 26.1 us with launch 5.5 and no store term, 40.6 with it). */
 static const moe_gpu_spec builtin[] = {
-    {"h200", "measured on the project's H200 (PERF.md, lab/results)", 751e12, 1335e12, 4.19e12, 132, 1, 60e6,
-     2.5e-6},
-    {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0},
+    {"h200", "measured on the project's H200 (PERF.md, lab/results, tests/gpu/logs/2026-12-02-measure-h200)",
+     751e12, 1335e12, 4.19e12, 132, 1, 60e6, 5.5e-6, 1.0},
+    {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0, 0.0},
     {"b200", "B200 datasheet (dense peaks; not measured; approximate)", 2250e12, 4500e12, 8.0e12, 148, 1, 126e6,
-     0.0},
+     0.0, 0.0},
 };
 #define BUILTIN_COUNT ((int)(sizeof builtin / sizeof builtin[0]))
 
@@ -67,7 +77,7 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     moe_status st = MOE_STATUS_OK;
     moe_gpu_spec g;
     memset(&g, 0, sizeof g);
-    double bf16 = 0, fp8 = 0, read = 0, sms = 0, l2 = 0, ctas = 1, launch = 0;
+    double bf16 = 0, fp8 = 0, read = 0, sms = 0, l2 = 0, ctas = 1, launch = 0, exposed = 0;
     if (!cJSON_IsObject(root)) {
         st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: expected a JSON object");
         goto done;
@@ -75,8 +85,14 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     if ((st = get_number(ctx, root, "bf16_tflops", 1, 0, &bf16)) || (st = get_number(ctx, root, "fp8_tflops", 1, 0, &fp8)) ||
         (st = get_number(ctx, root, "read_tbps", 1, 0, &read)) || (st = get_number(ctx, root, "sms", 1, 0, &sms)) ||
         (st = get_number(ctx, root, "l2_mb", 0, 0, &l2)) || (st = get_number(ctx, root, "ctas_per_sm", 0, 1, &ctas)) ||
-        (st = get_number(ctx, root, "launch_us", 0, 0, &launch)))
+        (st = get_number(ctx, root, "launch_us", 0, 0, &launch)) ||
+        (st = get_number(ctx, root, "epilogue_exposed", 0, 0, &exposed)))
         goto done;
+    if (exposed > 1) {
+        st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: \"epilogue_exposed\" must be in 0..1, got %g",
+                        exposed);
+        goto done;
+    }
     if (sms != floor(sms) || sms > 100000 || ctas != floor(ctas) || ctas < 1 || ctas > 64) {
         st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                         "GPU file: sms (%g) and ctas_per_sm (%g) must be whole numbers (ctas_per_sm 1..64)", sms, ctas);
@@ -87,12 +103,15 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     snprintf(g.source, sizeof g.source, "GPU file");
     g.bf16_flops = bf16 * 1e12;
     g.fp8_flops = fp8 * 1e12;
-    g.read_bw = read * 1e12;
+    /* 4.19 * 1e12 is one ulp off the literal 4.19e12: whole MB/s (exact in a double) make a
+     * file equal to a built-in entry give its exact value */
+    g.read_bw = round(read * 1e6) * 1e6;
     g.sms = (int64_t)sms;
     g.ctas_per_sm = (int64_t)ctas;
     g.l2_bytes = l2 * 1e6;
     /* / 1e6, not * 1e-6 (inexact): a file equal to a built-in entry must give its exact value */
     g.launch_s = launch / 1e6;
+    g.epilogue_exposed = exposed;
     *out = g;
 done:
     cJSON_Delete(root);

@@ -79,7 +79,11 @@ static launch_model model_launch(const row_context *rc, const moe_gemm_row *r, m
     lm.waves = ceil(lm.tiles / rc->slots - 1e-9);
     if (lm.waves < 1) lm.waves = 1;
     lm.wave_eff = lm.tiles / (lm.waves * rc->slots);
-    lm.compute = lm.waves * 2.0 * tm * tn * k_eff / tile_rate;
+    /* the wave's output store after its mainloop (epilogue_exposed of it not overlapped): its
+     * tiles' outputs (bf16, or split-K's fp32 partials) at the read bandwidth they share */
+    double out_bytes = split > 1 ? 4.0 : 2.0;
+    double store = rc->gpu->epilogue_exposed * fmin(lm.tiles, rc->slots) * tm * tn * out_bytes / rc->gpu->read_bw;
+    lm.compute = lm.waves * (2.0 * tm * tn * k_eff / tile_rate + store);
     double memory = launch_bytes / rc->gpu->read_bw;
     lm.time = fmax(lm.compute, memory) + rc->gpu->launch_s;
     return lm;
@@ -99,11 +103,12 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
     if (!list || !gpu)
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_create: %s is NULL", !list ? "list" : "gpu");
     if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0) || gpu->sms < 1 ||
-        gpu->ctas_per_sm < 1 || gpu->launch_s < 0)
+        gpu->ctas_per_sm < 1 || gpu->launch_s < 0 || !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1))
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM)",
+                          "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM), "
+                          "launch_s >= 0 (%g), epilogue_exposed in 0..1 (%g)",
                           gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
-                          (long long)gpu->ctas_per_sm);
+                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->epilogue_exposed);
     moe_roofline *rf = calloc(1, sizeof *rf);
     if (rf) rf->rows = calloc((size_t)(list->num_rows > 0 ? list->num_rows : 1), sizeof *rf->rows);
     if (!rf || !rf->rows) {

@@ -181,6 +181,8 @@ print("must-show set (every shape of the prefill runs, the dense shapes of the t
       ", ".join("%s %d of %d" % (d, v[0], v[1]) for d, v in must.items()))
 EOF
 echo "table: rc=$? ($OUT/measure_table.md)" | tee -a "$LOG"
+# The same JSONs re-checked by tools/check_measured.py (what CI runs on the committed copy).
+{ echo; echo '```'; python3 tools/check_measured.py "$CLI" "$JSON_DIR"; echo '```'; } >>"$OUT/measure_table.md" 2>>"$LOG"
 tail -n 1 "$OUT/measure_table.md"
 ls "$OUT"
 exit $failed
