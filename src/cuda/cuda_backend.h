@@ -30,7 +30,8 @@ int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens)
  * rows) and coordinates below 2^31; or E4M3 (FP8) weights, on the Hopper FP8 kernel
  * (gemm_hopper_fp8.cu), with H and I multiples of 16 and >= 128 instead (K and N tails are
  * handled there); otherwise v1, whatever MOEFUSE_GEMM says. Automatic choice:
- * Hopper when it can run and the experts average >= 128 rows (T*k >= 128*E), else v1.
+ * bf16: Hopper when it can run and the experts average >= 128 rows (T*k >= 128*E), else v1;
+ * FP8: Hopper whenever it can run (faster than v1's emulated e4m3 mma.sync at every T measured).
  * The library never prints: tests and benchmarks print moe__cuda_gemm_name of the choice. */
 enum { MOE__CUDA_GEMM_V1 = 0, MOE__CUDA_GEMM_HOPPER = 1 };
 int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype);

@@ -360,6 +360,10 @@ extern "C" int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, 
     const char *env = getenv("MOEFUSE_GEMM");
     if (env && !strcmp(env, "v1")) return MOE__CUDA_GEMM_V1;
     if (env && !strcmp(env, "hopper")) return MOE__CUDA_GEMM_HOPPER;
+    // FP8: the wgmma path at every T. v1's e4m3 mma.sync has no native instruction on sm_90
+    // (ptxas unpacks to f16), and on the H200 the Hopper FP8 path was faster at every T measured,
+    // T = 1 included (bench/results/2026-12-02-h200-call4/bench/fp8.log).
+    if (fp8) return MOE__CUDA_GEMM_HOPPER;
     return routed_rows >= (int64_t)HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
 }
 
@@ -405,6 +409,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "and I >= 128, and E*H, E*I >= 256; got %s, H=%lld, I=%lld, E=%lld)%s",
                  moe_dtype_name(dt), (long long)L.H, (long long)L.I, (long long)L.E,
                  force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
+    else if (L.fp8)
+        snprintf(why, sizeof why, "fp8 weights run the wgmma path at every T%s%s%s", env ? " (MOEFUSE_GEMM=" : "",
+                 env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     else
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",

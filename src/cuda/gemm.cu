@@ -550,7 +550,7 @@ gemm_choice gemm_choose(int64_t rows, int64_t experts, int has_plan, int64_t rou
     const char *env = getenv("MOEFUSE_V1_TILE");
     if (env && !strcmp(env, "wide")) c.decode = 0;
     else if (env && !strcmp(env, "decode")) c.decode = 1;
-    else c.decode = avg <= DECODE_MAX_AVG_ROWS && c.wide_tiles <= sms * DECODE_MAX_WIDE_TILES_PER_SM;
+    else c.decode = avg <= DECODE_MAX_AVG_ROWS;
     if (!c.decode) {
         c.bn = GEMM_BN, c.mt = GEMM_BM / 16, c.stages = GEMM_STAGES, c.ksplit = 1;
         c.items = (rows + GEMM_BM - 1) / GEMM_BM * ((n + GEMM_BN - 1) / GEMM_BN);

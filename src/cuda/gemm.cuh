@@ -50,23 +50,24 @@ struct gemm_args {
 //   avg = ceil(live / touched) rows per touched expert;
 //   blocks = min((live + 63*touched) / 64, live) (plan) or ceil(rows / 64): live 64-row blocks;
 //   wide_tiles = blocks * ceil(n / 128): the 64 x 128 kernel's CTAs.
-//   The decode kernel iff avg <= DECODE_MAX_AVG_ROWS and wide_tiles <= SMs (the 64 x 128 kernel
-//   would run at most one CTA per SM; it moves only ~11-21 GB/s per CTA, MMA-issue bound, so
-//   <= ~2 TB/s there; with 180+ CTAs it reached 2.6-3.6 TB/s); else the 64 x 128 x 64
-//   kernel (4 stages). H200 numbers behind the rule: src/cuda/NOTES.md, "Decode".
+//   The decode kernel iff avg <= DECODE_MAX_AVG_ROWS, else the 64 x 128 x 64 kernel (4 stages).
+//   H200, bench_gpu_forward at T = 1, 8, 64 on PERF.md's four shapes (every cell has avg <= 16;
+//   bench/results/2026-12-02-h200-call4/bench/decode_*.log): the K-split decode kernel was the
+//   fastest v1 variant in all 12 cells (e.g. qwen3 T=1 0.040 ms vs 0.064 with the 64 x 128 kernel,
+//   deepseek T=64 4.64 vs 5.12, mixtral T=64 (avg 16) 0.688 vs 0.776; qwen3 T=64 0.367 vs 0.366).
+//   Above 16 rows per expert it has not been measured, so the 64 x 128 kernel keeps those.
 //   Decode tile: rows in passes of 16 (MT = 1), or 32 (MT = 2) when avg > 6 or a fused shared
-//   expert holds > 16 rows. N split (default): BN in {128, 64, 32} minimising
+//   expert holds > 16 rows. K split (default): BN = 32, slots of 4 k-tiles (one per warp), 3-4
+//   stages in 112 KB with the reduction area. N split: BN in {128, 64, 32} minimising
 //   ceil(items / SMs) * BN with items = blocks * ceil(n / BN), ties to the narrower; stages: as
-//   many 64-wide k-tiles as fit ~100 KB (at most 16). K split: BN = 32, slots of 4 k-tiles
-//   (one per warp), 3-4 stages in 112 KB with the reduction area.
+//   many 64-wide k-tiles as fit ~100 KB (at most 16).
 // Environment (tests, tuning): MOEFUSE_V1_TILE=wide|decode forces the kernel;
 // MOEFUSE_V1_DECODE_SPLIT=n|k the decode variant; MOEFUSE_V1_DECODE_BN=32|64|128 (N split
 // only) and MOEFUSE_V1_DECODE_MT=1|2 the decode tile.
-#define DECODE_MAX_AVG_ROWS 14
+#define DECODE_MAX_AVG_ROWS 16
 #define DECODE_MT1_MAX_AVG 6
-#define DECODE_MAX_WIDE_TILES_PER_SM 1
 #define DECODE_KSPLIT 4         // k-tiles per ring slot of the K-split variant (one per warp)
-#define DECODE_DEFAULT_SPLIT 1  // 1: N split (measured on the H200); DECODE_KSPLIT: K split
+#define DECODE_DEFAULT_SPLIT DECODE_KSPLIT // K split: fastest in every measured cell (above)
 struct gemm_choice {
     int decode;          // 1: decode_kernel, 0: the 64 x 128 kernel
     int bn, mt, stages;  // N tile, m16 tiles per pass (the 64 x 128 kernel: 128, 4, 4)
