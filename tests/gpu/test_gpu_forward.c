@@ -1273,7 +1273,8 @@ static void selection_cases(void) {
     unsetenv("MOEFUSE_GEMM");
     /* FP8 (e4m3) weights: the Hopper FP8 kernel takes K and N tails, so H, I >= 128 and % 16. */
     CHECK(moe__cuda_gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_E4M3) == HOP, "fp8 qwen3 T=16384 auto");
-    CHECK(moe__cuda_gemm_select(512 * 8, 128, 2048, 768, MOE_DTYPE_E4M3) == V1, "fp8 qwen3 T=512 auto");
+    CHECK(moe__cuda_gemm_select(512 * 8, 128, 2048, 768, MOE_DTYPE_E4M3) == HOP, "fp8 qwen3 T=512 auto");
+    CHECK(moe__cuda_gemm_select(1 * 8, 128, 2048, 768, MOE_DTYPE_E4M3) == HOP, "fp8 qwen3 T=1 auto (every T)");
     CHECK(moe__cuda_gemm_select(16384 * 4, 128, 2880, 2880, MOE_DTYPE_E4M3) == HOP, "fp8 gpt-oss (2880 = 22.5 x 128)");
     CHECK(moe__cuda_gemm_select(16384 * 8, 16, 320, 208, MOE_DTYPE_E4M3) == HOP, "fp8 H = 320, I = 208 (tails)");
     CHECK(moe__cuda_gemm_select(16384 * 8, 16, 256, 96, MOE_DTYPE_E4M3) == V1, "fp8 I = 96 < 128");
