@@ -39,6 +39,18 @@
 #include "test_gpu_forward.c"
 #undef main
 
+/* The suite's fp8-relu2-stale-rows-tensor model (fp8_model_cases), built: weights drawn from
+ * the rng and packed on both contexts. */
+static void stale_rows_model(model *m) {
+    moe_layer_spec s;
+    moe_layer_spec_init(&s, 8, 256, 144, 2);
+    s.activation = MOE_ACT_RELU2;
+    model_init(m, "fp8-relu2-stale-rows-tensor", &s, MOE_FORMAT_FP8_BLOCK128, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
+               MOE_DTYPE_BF16);
+    m->act_format = MOE_FORMAT_FP8_TENSOR;
+    model_build(m);
+}
+
 /* ---- the workspace offsets (forward.cu's ws_layout, FP8 weights, no shared expert) ---- */
 typedef struct ws_offsets {
     int64_t max_rows, block;
@@ -462,13 +474,7 @@ static int selftest(void) {
     gpu_ctx = cpu_ctx; /* model_build packs on both */
     rng_state = 12345;
     model m;
-    moe_layer_spec s;
-    moe_layer_spec_init(&s, 8, 256, 144, 2);
-    s.activation = MOE_ACT_RELU2;
-    model_init(&m, "fp8-relu2-stale-rows-tensor", &s, MOE_FORMAT_FP8_BLOCK128, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
-               MOE_DTYPE_BF16);
-    m.act_format = MOE_FORMAT_FP8_TENSOR;
-    model_build(&m);
+    stale_rows_model(&m);
     host_model h = host_model_make(&m);
     inputs A = {0};
     inputs_draw(&m, &A, 33, R_IDS);
@@ -538,13 +544,7 @@ int main(int argc, char **argv) {
     char worst_run[2][200] = {"", ""};
     for (int trial = 0; trial < trials; trial++) {
         model m;
-        moe_layer_spec s;
-        moe_layer_spec_init(&s, 8, 256, 144, 2);
-        s.activation = MOE_ACT_RELU2;
-        model_init(&m, "fp8-relu2-stale-rows-tensor", &s, MOE_FORMAT_FP8_BLOCK128, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
-                   MOE_DTYPE_BF16);
-        m.act_format = MOE_FORMAT_FP8_TENSOR;
-        model_build(&m);
+        stale_rows_model(&m);
         host_model h = host_model_make(&m);
         inputs A = {0}, B = {0};
         inputs_draw(&m, &A, 33, R_IDS);
