@@ -136,16 +136,9 @@ __device__ __forceinline__ void staged_up_chunk_f32(const grouped_params &p, con
 template <int MODE>
 __device__ __forceinline__ void staged_fp8_epilogue(const grouped_params &p, const float *acc, int e,
                                                     int64_t warp_row, int n0, int lane, float *stage, uint8_t *info) {
-    int64_t *row_off = (int64_t *)info; // 16 output row offsets (elements), -1: padding
-    float *row_scale = (float *)(info + 16 * 8);
-    __syncwarp(); // the previous tile's reads of the row table are done
-    if (lane < 16) {
-        int64_t off = -1;
-        float s = 1.0f;
-        if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
-        row_off[lane] = off;
-        row_scale[lane] = s;
-    }
+    int64_t *row_off;
+    float *row_scale;
+    fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
     for (int c = 0; c < GF8_CHUNKS; ++c) {

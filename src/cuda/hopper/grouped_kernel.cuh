@@ -286,13 +286,14 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
     }
 }
 
-// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
-// n0 + 255 (those below n). `stage` is the warp's staging buffer, `info` its row table.
+// The row table of one consumer warp's 16 output rows, in `info`: row_off[i] the element offset
+// of row warp_row + i's output (-1: padding, nothing stored), row_scale[i] its epilogue scale.
+// Shared by the bf16 and FP8 staged epilogues.
 template <int MODE>
-__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
-                                                int n0, int lane, float *stage, uint8_t *info) {
-    int64_t *row_off = (int64_t *)info; // 16 output row offsets (elements), -1: padding
-    float *row_scale = (float *)(info + 16 * 8);
+__device__ __forceinline__ void fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
+                                               int64_t *&row_off, float *&row_scale) {
+    row_off = (int64_t *)info;
+    row_scale = (float *)(info + 16 * 8);
     __syncwarp(); // the previous tile's reads of the row table are done
     if (lane < 16) {
         int64_t off = -1;
@@ -301,6 +302,16 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
         row_off[lane] = off;
         row_scale[lane] = s;
     }
+}
+
+// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
+// n0 + 255 (those below n). `stage` is the warp's staging buffer, `info` its row table.
+template <int MODE>
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                                int n0, int lane, float *stage, uint8_t *info) {
+    int64_t *row_off;
+    float *row_scale;
+    fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
     for (int c = 0; c < STAGE_CHUNKS; ++c) {
