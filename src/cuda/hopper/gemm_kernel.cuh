@@ -130,11 +130,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const uint32_t cta_rank = CLUSTER_M > 1 ? cluster_cta_rank() : 0;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CFG::EMPTY_ARRIVALS);
-        }
-        fence_mbarrier_init();
+        ring_init(full, empty, STAGES, 1, CFG::EMPTY_ARRIVALS);
     }
     // The peer CTA's barriers must exist before our multicast signals them.
     if (CLUSTER_M > 1) cluster_sync();

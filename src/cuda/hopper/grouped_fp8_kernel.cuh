@@ -194,11 +194,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], CFG::FULL_ARRIVALS);
-            mbar_init(&empty[s], CFG::EMPTY_ARRIVALS);
-        }
-        fence_mbarrier_init();
+        ring_init(full, empty, STAGES, CFG::FULL_ARRIVALS, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
 

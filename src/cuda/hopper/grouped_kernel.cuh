@@ -366,11 +366,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < GSTAGES; ++s) {
-            mbar_init(&full[s], GATHER ? 1 + 128 : 1);
-            mbar_init(&empty[s], CFG::EMPTY_ARRIVALS);
-        }
-        fence_mbarrier_init();
+        ring_init(full, empty, GSTAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
 

@@ -28,6 +28,17 @@ __device__ __forceinline__ void fence_mbarrier_init() {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
+// The stage ring's barriers, by one thread: full[s] expects `full_arrivals`, empty[s]
+// `empty_arrivals` per phase; then the init fence. Follow with a CTA or cluster barrier.
+__device__ __forceinline__ void ring_init(uint64_t *full, uint64_t *empty, int stages, uint32_t full_arrivals,
+                                          uint32_t empty_arrivals) {
+    for (int s = 0; s < stages; ++s) {
+        mbar_init(&full[s], full_arrivals);
+        mbar_init(&empty[s], empty_arrivals);
+    }
+    fence_mbarrier_init();
+}
+
 // One arrival that also announces `bytes` more bytes to come on this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
