@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gemm.cuh"
+#include "gemm_epilogue.cuh"
 
 namespace {
 
@@ -33,12 +34,6 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
     return (uint32_t)(row * GEMM_BK + ((chunk ^ (row & 7)) << 3)); // in elements
 }
 
-// The plan row's id (see gemm_args).
-__device__ __forceinline__ int64_t row_id(const gemm_args &p, int64_t r) {
-    if (p.sorted_ids) return p.sorted_ids[r];
-    int64_t padding = p.tokens * p.top_k;
-    return r < p.rows ? padding + 1 + r : padding;
-}
 
 template <int MI, int NJ> __device__ __forceinline__ void zero_acc(float (&acc)[MI][NJ][4]) {
 #pragma unroll
@@ -47,66 +42,6 @@ template <int MI, int NJ> __device__ __forceinline__ void zero_acc(float (&acc)[
         for (int nj = 0; nj < NJ; nj++)
 #pragma unroll
             for (int c = 0; c < 4; c++) acc[mi][nj][c] = 0.0f;
-}
-
-// Epilogue of a warp's MI x NJ mma tiles at rows row0.., columns col0.. . Thread holds, per
-// mma tile, rows g and g+8 and columns 2q, 2q+1 (g = lane/4, q = lane%4): with W13's rows
-// interleaved, columns 2q and 2q+1 are one (gate, up) pair.
-template <typename T, int MI, int NJ>
-__device__ __forceinline__ void epilogue(const gemm_args &p, const float (&acc)[MI][NJ][4], int64_t expert,
-                                         int64_t row0, int64_t col0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int64_t padding_id = p.tokens * p.top_k;
-    const float *bias = p.bias ? p.bias + expert * p.n : nullptr;
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int64_t r = row0 + mi * 16 + g + half * 8;
-            const int64_t id = row_id(p, r);
-            if (id == padding_id) continue;
-            const bool routed = id < padding_id;
-            if (p.mode == GEMM_UP) {
-                const float in_scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
-                T *out_row = (T *)p.out + r * p.ldo;
-#pragma unroll
-                for (int nj = 0; nj < NJ; nj++) {
-                    const int64_t col = col0 + nj * 8 + 2 * q;
-                    if (col >= p.n) continue;
-                    // x.(w W)^T = w (x W^T): the input weight scales the accumulator, before
-                    // the bias, which is the same product as scaling the gathered A row.
-                    float v0 = acc[mi][nj][half * 2] * in_scale, v1 = acc[mi][nj][half * 2 + 1] * in_scale;
-                    if (bias) {
-                        v0 += bias[col];
-                        if (col + 1 < p.n) v1 += bias[col + 1];
-                    }
-                    if (p.activation == MOE_ACT_RELU2) {
-                        out_row[col] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f));
-                        if (col + 1 < p.n) out_row[col + 1] = from_float<T>(glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f));
-                    } else {
-                        out_row[col >> 1] = from_float<T>(glu_activate(p.activation, p.act_alpha, p.act_limit, v0, v1));
-                    }
-                }
-            } else {
-                float w;
-                if (routed) w = p.weight_on_input ? 1.0f : p.topk_weights[id];
-                else w = p.shared_scale ? p.shared_scale[id - padding_id - 1] : 1.0f;
-                const int64_t out_row_index = routed ? id : id - 1;
-                float *out_row = (float *)p.out + out_row_index * p.ldo;
-#pragma unroll
-                for (int nj = 0; nj < NJ; nj++) {
-                    const int64_t col = col0 + nj * 8 + 2 * q;
-                    if (col >= p.n) continue;
-                    float v0 = acc[mi][nj][half * 2], v1 = acc[mi][nj][half * 2 + 1];
-                    if (bias) {
-                        v0 += bias[col];
-                        v1 += bias[col + 1];
-                    }
-                    // n (= H) is a multiple of 8, so col + 1 < n and the pair is 8-byte aligned.
-                    *(float2 *)(out_row + col) = make_float2(v0 * w, v1 * w);
-                }
-            }
-        }
 }
 
 // One BM x BN output tile: row block m_block (owned by one expert), columns n0 .. n0+BN-1.

@@ -20,6 +20,7 @@
 // zero-filled on both sides (zero codes add nothing) and it has its own scales, exactly as
 // moe_quantize's short last group. K must be a multiple of 16 (whole 16-byte copies).
 #include "gemm_fp8_v1.cuh"
+#include "gemm_epilogue.cuh"
 
 namespace {
 
@@ -33,14 +34,6 @@ __device__ __forceinline__ void mma_fp8_16832(float *d, const uint32_t *a, const
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// The plan row's id (gemm_args in gemm.cuh): sorted_ids, or the identity plan of a separate
-// shared expert (ids padding + 1 + r).
-__device__ __forceinline__ int64_t fp8_row_id(const gemm_args &p, int64_t r) {
-    if (p.sorted_ids) return p.sorted_ids[r];
-    const int64_t padding = p.tokens * p.top_k;
-    return r < p.rows ? padding + 1 + r : padding;
 }
 
 // The A row of plan row r with id `id` (not padding): the token for GEMM_UP, r for GEMM_DOWN.
@@ -69,7 +62,7 @@ __device__ __forceinline__ void fp8_tile(const fp8_gemm_args &P, uint8_t *smem, 
     bool a_ok[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int64_t r = m0 + row0 + 32 * i, id = fp8_row_id(p, r);
+        const int64_t r = m0 + row0 + 32 * i, id = row_id(p, r);
         a_ok[i] = id != padding_id;
         a_src[i] = (const uint8_t *)p.a + (a_ok[i] ? fp8_a_row(p, r, id) : 0) * p.lda + chunk * 16;
     }
@@ -103,13 +96,13 @@ __device__ __forceinline__ void fp8_tile(const fp8_gemm_args &P, uint8_t *smem, 
     // The rows this thread's accumulators hold (epilogue layout): mi, half -> row
     // m0 + warp_m + 16 mi + 8 half + g; their activation-scale rows (a dead row gets scale 0:
     // its partials are 0 and its scale memory may be anything).
-    const int g = lane >> 2, q = lane & 3;
+    const int g = lane >> 2;
     const int warp_m = (warp >> 2) * 32, warp_n = (warp & 3) * 32;
     const float *a_scale_row[4];
     bool a_scale_ok[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int64_t r = m0 + warp_m + (i >> 1) * 16 + (i & 1) * 8 + g, id = fp8_row_id(p, r);
+        const int64_t r = m0 + warp_m + (i >> 1) * 16 + (i & 1) * 8 + g, id = row_id(p, r);
         a_scale_ok[i] = id != padding_id;
         a_scale_row[i] = P.a_scales + (a_scale_ok[i] ? fp8_a_row(p, r, id) : 0) * P.a_scale_rs;
     }
@@ -191,56 +184,8 @@ __device__ __forceinline__ void fp8_tile(const fp8_gemm_args &P, uint8_t *smem, 
     }
     cp_async_wait<0>();
 
-    // Epilogue: gemm.cu's, with GEMM_UP writing fp32 A2. Columns 2q, 2q+1 of each mma tile are
-    // one (gate, up) pair of the interleaved W13.
-    const float *bias = p.bias ? p.bias + expert * p.n : nullptr;
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int64_t r = m0 + warp_m + mi * 16 + g + half * 8;
-            const int64_t id = fp8_row_id(p, r);
-            if (id == padding_id) continue;
-            const bool routed = id < padding_id;
-            if (p.mode == GEMM_UP) {
-                const float in_scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
-                float *out_row = (float *)p.out + r * p.ldo;
-#pragma unroll
-                for (int nj = 0; nj < 4; nj++) {
-                    const int64_t col = n0 + warp_n + nj * 8 + 2 * q;
-                    if (col >= p.n) continue;
-                    float v0 = acc[mi][nj][half * 2] * in_scale, v1 = acc[mi][nj][half * 2 + 1] * in_scale;
-                    if (bias) {
-                        v0 += bias[col];
-                        if (col + 1 < p.n) v1 += bias[col + 1];
-                    }
-                    if (p.activation == MOE_ACT_RELU2) {
-                        out_row[col] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v0, 0.0f);
-                        if (col + 1 < p.n) out_row[col + 1] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, v1, 0.0f);
-                    } else {
-                        out_row[col >> 1] = glu_activate(p.activation, p.act_alpha, p.act_limit, v0, v1);
-                    }
-                }
-            } else {
-                float w;
-                if (routed) w = p.weight_on_input ? 1.0f : p.topk_weights[id];
-                else w = p.shared_scale ? p.shared_scale[id - padding_id - 1] : 1.0f;
-                const int64_t out_row_index = routed ? id : id - 1;
-                float *out_row = (float *)p.out + out_row_index * p.ldo;
-#pragma unroll
-                for (int nj = 0; nj < 4; nj++) {
-                    const int64_t col = n0 + warp_n + nj * 8 + 2 * q;
-                    if (col >= p.n) continue;
-                    float v0 = acc[mi][nj][half * 2], v1 = acc[mi][nj][half * 2 + 1];
-                    if (bias) {
-                        v0 += bias[col];
-                        v1 += bias[col + 1];
-                    }
-                    // n (= H) is a multiple of 16, so col + 1 < n and the pair is 8-byte aligned.
-                    *(float2 *)(out_row + col) = make_float2(v0 * w, v1 * w);
-                }
-            }
-        }
+    // Epilogue: gemm.cu's, with GEMM_UP writing fp32 A2 (T = float).
+    epilogue<float, 2, 4>(p, acc, expert, m0 + warp_m, n0 + warp_n);
 }
 
 // Persistent grid over the live tiles with gemm.cu's grouped raster (GEMM_GROUP_M row blocks).
