@@ -38,15 +38,8 @@
 #include <vector>
 
 #include "lab_fp8.h"
+#include "lab_util.h"
 
-#define CUDA_OK(call)                                                                                       \
-    do {                                                                                                    \
-        cudaError_t err_ = (call);                                                                          \
-        if (err_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-            exit(2);                                                                                        \
-        }                                                                                                   \
-    } while (0)
 
 static const double TOLERANCE = 5e-3; // relative Frobenius error against the fp64 reference
 static const int TIMED = 20;
@@ -343,7 +336,6 @@ static double time_impl(const impl &im, const shape &sh, const std::vector<opera
                         cudaStream_t stream) {
     char why[256] = "";
     cudaGraph_t graph;
-    cudaGraphExec_t exec;
     moe_status st = MOE_STATUS_OK;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (int r = 0; r < REPS && st == MOE_STATUS_OK; ++r)
@@ -354,26 +346,7 @@ static double time_impl(const impl &im, const shape &sh, const std::vector<opera
         cudaGetLastError();
         return -1.0;
     }
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t start, stop;
-    CUDA_OK(cudaEventCreate(&start));
-    CUDA_OK(cudaEventCreate(&stop));
-    std::vector<float> ms;
-    for (int i = 0; i < WARMUP + TIMED; ++i) {
-        CUDA_OK(cudaEventRecord(start, stream));
-        CUDA_OK(cudaGraphLaunch(exec, stream));
-        CUDA_OK(cudaEventRecord(stop, stream));
-        CUDA_OK(cudaEventSynchronize(stop));
-        float t;
-        CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-        if (i >= WARMUP) ms.push_back(t / REPS);
-    }
-    std::sort(ms.begin(), ms.end());
-    CUDA_OK(cudaEventDestroy(start));
-    CUDA_OK(cudaEventDestroy(stop));
-    CUDA_OK(cudaGraphExecDestroy(exec));
-    CUDA_OK(cudaGraphDestroy(graph));
-    return (ms[TIMED / 2 - 1] + ms[TIMED / 2]) / 2.0;
+    return lab_graph_median_ms(graph, stream, WARMUP, TIMED, REPS);
 }
 
 // Host only (no GPU): the chunked quantisation above must equal one moe_quantize call over the

@@ -28,15 +28,8 @@
 #include <vector>
 
 #include "lab.h"
+#include "lab_util.h"
 
-#define CUDA_OK(call)                                                                                   \
-    do {                                                                                                \
-        cudaError_t err_ = (call);                                                                      \
-        if (err_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-            exit(2);                                                                                    \
-        }                                                                                               \
-    } while (0)
 #define CUBLAS_OK(call)                                                                    \
     do {                                                                                   \
         cublasStatus_t st_ = (call);                                                       \
@@ -245,7 +238,6 @@ static moe_status launch(const impl &im, const shape &sh, const operands &op, in
 static double time_impl(const impl &im, const shape &sh, const operands &op, void *c, cudaStream_t stream) {
     char why[256] = "";
     cudaGraph_t graph;
-    cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     moe_status st = MOE_STATUS_OK;
     for (int r = 0; r < REPS && st == MOE_STATUS_OK; ++r) st = launch(im, sh, op, r % op.sets, c, stream, why, sizeof why);
@@ -255,26 +247,7 @@ static double time_impl(const impl &im, const shape &sh, const operands &op, voi
         cudaGetLastError();
         return -1.0;
     }
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t start, stop;
-    CUDA_OK(cudaEventCreate(&start));
-    CUDA_OK(cudaEventCreate(&stop));
-    std::vector<float> ms;
-    for (int i = 0; i < WARMUP + TIMED; ++i) {
-        CUDA_OK(cudaEventRecord(start, stream));
-        CUDA_OK(cudaGraphLaunch(exec, stream));
-        CUDA_OK(cudaEventRecord(stop, stream));
-        CUDA_OK(cudaEventSynchronize(stop));
-        float t;
-        CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-        if (i >= WARMUP) ms.push_back(t / REPS);
-    }
-    std::sort(ms.begin(), ms.end());
-    CUDA_OK(cudaEventDestroy(start));
-    CUDA_OK(cudaEventDestroy(stop));
-    CUDA_OK(cudaGraphExecDestroy(exec));
-    CUDA_OK(cudaGraphDestroy(graph));
-    return (ms[TIMED / 2 - 1] + ms[TIMED / 2]) / 2.0;
+    return lab_graph_median_ms(graph, stream, WARMUP, TIMED, REPS);
 }
 
 int main(int argc, char **argv) {

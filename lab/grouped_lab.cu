@@ -35,17 +35,10 @@
 #include <vector>
 
 #include "hopper/grouped_kernel.cuh"
+#include "lab_util.h"
 
 using namespace moe_hopper;
 
-#define CUDA_OK(call)                                                                                   \
-    do {                                                                                                \
-        cudaError_t err_ = (call);                                                                      \
-        if (err_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-            exit(2);                                                                                    \
-        }                                                                                               \
-    } while (0)
 
 static const int WARMUP = 3, TIMED = 15, SAMPLES = 768;
 static const double TOL = 1e-2;
