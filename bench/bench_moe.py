@@ -1,6 +1,6 @@
 """moefuse against its PyTorch peers, in one process on the same tensors (PERF.md's protocol).
 
-Per PERF.md shape and token count T, on the same random inputs and the same routing (softmax +
+Per shape and token count T, on the same random inputs and the same routing (softmax +
 top-k over random logits, drawn once with torch; routing itself is not timed):
 
 --dtype bf16 (the default), bf16 weights and activations:
@@ -29,8 +29,15 @@ sample of tokens after one replay and again after the timed replays; a relative 
 error above the dtype's tolerance (bf16 1e-2, fp8 5e-2), a non-finite value or a raised error
 makes the row "failed" (ms null) and the process exits 1 after writing everything. FP8
 references use exactly the quantised weights the impl was given, and x and (where its rows
-alone decide the scales) the GLU output quantised by the impl's own activation rule. All
-shapes use the SiLU GLU without biases, as PERF.md's peers do.
+alone decide the scales) the GLU output quantised by the impl's own activation rule.
+
+Shapes: PERF.md's four by default (qwen3-30b-a3b, gpt-oss-120b, mixtral-8x7b, deepseek-v3);
+--shapes also takes four no bench was tuned on (PERF.md's P7): qwen3-235b-a22b, glm-4.5-air,
+qwen3-next-80b-a3b, gpt-oss-20b. Each is (E, H, I, k) of moefuse's preset of the same name.
+Every impl runs only the routed experts, each a SiLU GLU without biases, as PERF.md's peers
+do. Left out: gpt-oss's clamped SwiGLU and expert biases, and the shared expert of deepseek-v3,
+glm-4.5-air and qwen3-next-80b-a3b (gated there). With moefuse loaded, the notes name per
+shape what its preset has beyond that (--selftest checks these claims against the presets).
 
 Before the first capture of each (shape, T) the inputs are checked on the host (ids in range
 and distinct per token, weights finite, and for the grouped peers their offsets and operands
@@ -46,6 +53,7 @@ stem, .md). Both are rewritten after every row, so a run cut short still leaves 
 --budget-s stops starting new rows (noted as skipped) once that many seconds have passed.
 
     python3 bench/bench_moe.py [--dtype bf16|fp8] [--shapes a,b] [--tokens 1,8,64] [--quick] [--out F.json]
+    python3 bench/bench_moe.py --shapes qwen3-235b-a22b,glm-4.5-air,qwen3-next-80b-a3b,gpt-oss-20b
     python3 bench/bench_moe.py --selftest   # no GPU: pure parts; with torch also its CPU checks
 """
 
@@ -61,13 +69,20 @@ import subprocess
 import sys
 import time
 
-# PERF.md's shapes: name -> (E, H, I, k). Checked against moefuse.preset(name) at run time.
+# name -> (E, H, I, k) of moefuse's preset of that name; checked against moefuse.preset(name)
+# at run time and by --selftest. PERF.md's four first (the default), then four no bench was
+# tuned on (PERF.md's P7: other E, I, k).
 SHAPES = {
     "qwen3-30b-a3b": (128, 2048, 768, 8),
     "gpt-oss-120b": (128, 2880, 2880, 4),
     "mixtral-8x7b": (8, 4096, 14336, 2),
     "deepseek-v3": (256, 7168, 2048, 8),
+    "qwen3-235b-a22b": (128, 4096, 1536, 8),
+    "glm-4.5-air": (128, 4096, 1408, 8),
+    "qwen3-next-80b-a3b": (512, 2048, 512, 10),
+    "gpt-oss-20b": (32, 2880, 2880, 4),
 }
+PERF_SHAPES = ["qwen3-30b-a3b", "gpt-oss-120b", "mixtral-8x7b", "deepseek-v3"]
 PRESET_SHAPES = set(SHAPES)  # checked against moefuse's presets (the selftest adds tiny shapes)
 DEFAULT_TOKENS = [1, 8, 64, 512, 4096, 16384]
 QUICK_TOKENS = [1, 64, 4096]
@@ -163,16 +178,41 @@ def moefuse_variants(gemm_values, env=None, dtype="bf16"):
     return [(f"{name}-{scheme}", gemm, scheme) for name, gemm in base for scheme in FP8_SCHEMES]
 
 
+def left_out(layer):
+    """What of a preset's layer (moefuse.LayerSpec) no impl here computes: they all run the
+    routed experts only, as the SiLU GLU without biases (routing is the bench's own)."""
+    out = []
+    if layer.activation != "swiglu":
+        out.append(f"{layer.activation} activation (limit {layer.act_limit:g})")
+    if layer.expert_has_bias:
+        out.append("expert biases")
+    if layer.num_shared_experts:
+        gated = "gated " if layer.shared_gate else ""
+        out.append(f"{layer.num_shared_experts} {gated}shared expert (I = {layer.shared_intermediate})")
+    return out
+
+
+def import_moefuse():
+    """The moefuse package: the installed one, else this repository's python/."""
+    try:
+        import moefuse
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+        import moefuse
+    return moefuse
+
+
 def utc_date():
     return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="moefuse vs PyTorch peers on PERF.md's shapes (one process, one GPU)")
+    p = argparse.ArgumentParser(description="moefuse vs PyTorch peers on public MoE shapes (one process, one GPU)")
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16",
                    help="bf16 (default) or fp8 (e4m3 w8a8: moefuse block128 and tensor schemes, "
                         "torch._scaled_grouped_mm, torch._scaled_mm)")
-    p.add_argument("--shapes", type=name_list, default=list(SHAPES), help="comma list (default: all four)")
+    p.add_argument("--shapes", type=name_list, default=list(PERF_SHAPES),
+                   help=f"comma list of {', '.join(SHAPES)} (default: the first four, PERF.md's)")
     p.add_argument("--tokens", type=int_list, default=None,
                    help=f"comma list of T (default {','.join(map(str, DEFAULT_TOKENS))}; "
                         f"--quick: {','.join(map(str, QUICK_TOKENS))})")
@@ -937,10 +977,10 @@ def run(args, gpu=None):
     tol = cfg["tol"]
     fp8 = args.dtype == "fp8"
     variants = moefuse_variants(args.moefuse_gemm, dtype=args.dtype)
-    notes = [f"torch {torch.__version__}; --dtype {args.dtype}; all shapes use the SiLU GLU without biases; routing "
-             f"softmax + top-k (not renormalised), identical for every impl; err = rel Frobenius vs fp64 on <= "
-             f"{SAMPLE_TOKENS} sampled tokens per input set, after one replay and again after the timed ones, "
-             f"pass <= {tol}",
+    notes = [f"torch {torch.__version__}; --dtype {args.dtype}; all shapes: routed experts only, SiLU GLU without "
+             f"biases; routing softmax + top-k (not renormalised), identical for every impl; err = rel Frobenius "
+             f"vs fp64 on <= {SAMPLE_TOKENS} sampled tokens per input set, after one replay and again after the "
+             f"timed ones, pass <= {tol}",
              f"replays per row: >= {args.min_reps}, until {args.target_s} s (<= {args.max_reps}); "
              f"{ROTATE_SETS} rotated input sets when one set (x + routing) is <= {L2_BYTES // 10**6} MB",
              f"gbps = PERF.md's memory-floor bytes ({cfg['weight_bytes']}-byte weights) / ms (dense_equiv: one "
@@ -977,11 +1017,7 @@ def run(args, gpu=None):
     mf = None
     if "moefuse" in args.impls:
         try:
-            try:
-                import moefuse
-            except ImportError:  # not on PYTHONPATH: this repository's python/
-                sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
-                import moefuse
+            moefuse = import_moefuse()
             import moefuse.torch as mft
             notes.append(f"moefuse {moefuse.version()} ({os.path.dirname(moefuse.__file__)}), "
                          f"MOEFUSE_LIB={os.environ.get('MOEFUSE_LIB', '(unset)')}")
@@ -1025,7 +1061,7 @@ def run(args, gpu=None):
         if lost:
             doc["skipped"].append((name, T, impl))
             return
-        label = f"{name:14s} T={T:6d} {impl:24s}"
+        label = f"{name:18s} T={T:6d} {impl:24s}"
         t1 = time.time()
         try:
             ms, err, reps = fn()
@@ -1210,7 +1246,9 @@ def run(args, gpu=None):
                 layer = mf[0].preset(name).layer
                 got = (layer.num_experts, layer.hidden, layer.intermediate, layer.top_k)
                 if got != dims:
-                    raise BenchError(f"moefuse.preset({name!r}) has (E, H, I, k) = {got}, PERF.md says {dims}")
+                    raise BenchError(f"moefuse.preset({name!r}) has (E, H, I, k) = {got}, SHAPES says {dims}")
+                if left_out(layer):
+                    notes.append(f"{name}: every impl leaves out its preset's {'; '.join(left_out(layer))}")
             except Exception as e:
                 fail(str(e))
         t0 = time.time()
@@ -1259,7 +1297,10 @@ def _selftest_args(check):
     import contextlib
     import io
     a = parse_args([])
-    check(a.tokens == DEFAULT_TOKENS and a.shapes == list(SHAPES) and a.impls == DTYPES["bf16"]["impls"], "defaults")
+    check(a.tokens == DEFAULT_TOKENS and a.shapes == PERF_SHAPES and a.impls == DTYPES["bf16"]["impls"], "defaults")
+    check(len(SHAPES) == 8 and set(PERF_SHAPES) < set(SHAPES) == PRESET_SHAPES, "SHAPES: PERF.md's four and four more")
+    untuned = ["qwen3-235b-a22b", "glm-4.5-air", "qwen3-next-80b-a3b", "gpt-oss-20b"]
+    check(parse_args(["--shapes", ",".join(untuned)]).shapes == untuned, "the untuned shapes parse")
     check(a.target_s == 0.5 and a.min_reps == 20 and a.dtype == "bf16", "default replays, dtype")
     check(a.out.endswith(f"results/{utc_date()}-h200-bench.json"), f"default out {a.out}")
     a = parse_args(["--dtype", "fp8"])
@@ -1290,6 +1331,42 @@ def _selftest_args(check):
                                                  ("moefuse-tensor", None, "tensor")], "fp8 variants")
     check([v[0] for v in moefuse_variants(["hopper"], {}, "fp8")] == ["moefuse-hopper-block128",
                                                                       "moefuse-hopper-tensor"], "fp8 gemm variants")
+
+
+def _selftest_left_out(check):
+    from types import SimpleNamespace as Spec
+    plain = dict(activation="swiglu", act_limit=0.0, expert_has_bias=False, num_shared_experts=0,
+                 shared_intermediate=0, shared_gate=False)
+    check(left_out(Spec(**plain)) == [], "left_out: nothing for a plain SiLU GLU")
+    oai = Spec(**dict(plain, activation="swiglu-oai", act_limit=7.0, expert_has_bias=True))
+    check(left_out(oai) == ["swiglu-oai activation (limit 7)", "expert biases"], f"left_out gpt-oss: {left_out(oai)}")
+    shared = Spec(**dict(plain, num_shared_experts=1, shared_intermediate=512, shared_gate=True))
+    check(left_out(shared) == ["1 gated shared expert (I = 512)"], f"left_out qwen3-next: {left_out(shared)}")
+
+
+def _selftest_presets(check):
+    """Every SHAPES entry against moefuse's preset of that name, and what the module docstring
+    says the impls leave out of each. Skipped when the library does not load."""
+    try:
+        moefuse = import_moefuse()
+        moefuse.version()  # loads the library
+    except Exception as e:
+        print(f"skipped: SHAPES against moefuse's presets ({type(e).__name__}: {e})")
+        return
+    oai = ["swiglu-oai activation (limit 7)", "expert biases"]
+    expected = {"qwen3-30b-a3b": [], "gpt-oss-120b": oai, "mixtral-8x7b": [],
+                "deepseek-v3": ["1 shared expert (I = 2048)"], "qwen3-235b-a22b": [],
+                "glm-4.5-air": ["1 shared expert (I = 1408)"],
+                "qwen3-next-80b-a3b": ["1 gated shared expert (I = 512)"], "gpt-oss-20b": oai}
+    for name in SHAPES:
+        try:
+            layer = moefuse.preset(name).layer
+        except Exception as e:
+            check(False, f"{name}: no such preset: {type(e).__name__}: {e}")
+            continue
+        got = (layer.num_experts, layer.hidden, layer.intermediate, layer.top_k)
+        check(got == SHAPES[name], f"{name}: SHAPES {SHAPES[name]}, preset {got}")
+        check(left_out(layer) == expected[name], f"{name}: left out {left_out(layer)}, expected {expected[name]}")
 
 
 def _selftest_formulas(check):
@@ -1567,7 +1644,7 @@ def _selftest_moefuse_cpu(check, gpu, sets, W, W8, E, I, T):
     references: bf16, and the FP8 API the GPU rows assume (use_fp8_w8a8, w1_scale/w2_scale,
     block_shape [128, 128] or None). Skipped when the library does not load."""
     try:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+        import_moefuse()
         import moefuse.torch as mft
         mft.clear_cache()
     except Exception as e:
@@ -1721,6 +1798,8 @@ def _selftest_dry_run(check):
 def selftest():
     check = _Checks()
     _selftest_args(check)
+    _selftest_left_out(check)
+    _selftest_presets(check)
     _selftest_formulas(check)
     _selftest_input_checks(check)
     _selftest_writers(check)

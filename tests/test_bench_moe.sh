@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/bench_moe.py --selftest: the bench's parts that need no GPU. Without torch (CI): argument
 # parsing, the floor formulas against PERF.md, the input checks (routing, torch._grouped_mm's
-# offsets and operands), rows, JSON and markdown. With torch importable, also its CPU checks: the
+# offsets and operands), rows, JSON and markdown. With this build's library loadable, also every
+# SHAPES entry (PERF.md's four and the four untuned ones) against moefuse's preset of that name
+# and what the bench leaves out of each. With torch importable, also its CPU checks: the
 # peers, the FP8 quantisers, the fp64 reference, run() end to end on a CPU stand-in, and moefuse's
 # CPU backend through the binding (this build's library).
 #   ctest runs: bash tests/test_bench_moe.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
