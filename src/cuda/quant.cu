@@ -122,6 +122,18 @@ __device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
     return id == p.padding_id ? -1 : id > p.padding_id ? 1 : 0;
 }
 
+// A padding row of a plan (dead, but inside a block the GEMM reads): zero codes and scale 0,
+// as the x permute writes them (gemm_hopper_fp8.cu), so GEMM2 never reads unwritten or stale
+// workspace; its products are dropped by the epilogue anyway. Here one warp's (row, group).
+__device__ __forceinline__ void zero_dead_group(const fp8_quant_args &p, int64_t r, int64_t c0, int64_t g,
+                                                int64_t groups, int lane) {
+    for (int j = 0; j < 4; j++) {
+        const int64_t c = c0 + lane + 32 * j;
+        if (c < p.cols) p.codes[r * p.codes_ld + c] = 0;
+    }
+    if (lane == 0) p.scales[r * groups + g] = 0.0f;
+}
+
 // FP8_ROW128: one warp per (row, group); lane holds columns c0 + lane + 32 j, j < 4.
 __global__ void quant_row128_kernel(const fp8_quant_args p) {
     const int64_t groups = (p.cols + 127) / 128, live = live_rows_of(p), items = live * groups;
@@ -129,7 +141,10 @@ __global__ void quant_row128_kernel(const fp8_quant_args p) {
     const int64_t warps = (int64_t)gridDim.x * warps_per_block;
     for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
         const int64_t r = item / groups, g = item % groups, c0 = g * 128;
-        if (row_kind(p, r) < 0) continue; // the same for the whole warp
+        if (row_kind(p, r) < 0) { // the same for the whole warp
+            zero_dead_group(p, r, c0, g, groups, lane);
+            continue;
+        }
         float v[4];
         uint32_t amax = 0;
 #pragma unroll
@@ -174,7 +189,11 @@ __global__ void quant_tensor_kernel(const fp8_quant_args p) {
     const int64_t live = live_rows_of(p);
     for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
         const int kind = row_kind(p, r);
-        if (kind < 0) continue;
+        if (kind < 0) {
+            for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x) p.codes[r * p.codes_ld + c] = 0;
+            if (threadIdx.x == 0) p.scales[r] = 0.0f;
+            continue;
+        }
         const float s = fp8_scale(p.amax[kind]);
         for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x)
             p.codes[r * p.codes_ld + c] = fp8_encode(load_as_float(p.src, r * p.src_ld + c, p.src_dtype), s);
