@@ -175,7 +175,9 @@ moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out)
  * (SMs·ctas_per_sm)⌉, compute time = waves · 2·tm·tn·⌈K/tk⌉·tk / (peak / (SMs·ctas_per_sm)),
  * memory time = bytes / read_bw, time = max of the two (+ launch_s); the best tile wins. Plain
  * GEMMs may also split K over 2..32 CTAs per output tile (fp32 partials cost 2·split·M·N·4
- * bytes more), as decode-sized GEMMs need to fill the GPU.
+ * bytes more), as decode-sized GEMMs need to fill the GPU, or run stream-K (all tiles' k-steps
+ * dealt out evenly to the CTAs: no wave quantisation; a tile shared by several CTAs costs its
+ * owner a read of each peer's fp32 partial).
  * Routed experts run as one grouped launch per layer: the row tiles are E[Σ_e ⌈n_e/tm⌉]
  * (Binomial), and Wgrad's reduction length is E[⌈n_e/tk⌉·tk] per touched expert.
  * ------------------------------------------------------------------------------------- */
@@ -190,7 +192,7 @@ typedef struct moe_roofline_row {
     double ideal_s;        /* max(flops/peak, bytes/bw) over all instances: the plain roofline */
     double time_s;         /* predicted, all instances, with tiles and waves */
     moe_tile tile;         /* the best tile */
-    int32_t split_k;       /* and its split-K factor (1: none; routed experts: always 1) */
+    int32_t split_k;       /* and its split-K factor (1: none; 0: stream-K, waves then fractional; routed: 1) */
     double tiles, waves;   /* per launch (routed experts: expected values) */
     double tile_efficiency, wave_efficiency;
     double achieved_flops; /* flops / time_s */

@@ -2,15 +2,17 @@
 # The current roofline model against the committed H200 measurements (no GPU needed):
 # tools/check_measured.py re-predicts every measured shape of tests/gpu/logs/*-measure-h200/json
 # with `moefuse roofline --gemm` and fails when the must-show counts (issue 5) drop below the
-# floors set when the model last changed. The floors guard against regressions; they are
-# calibration numbers (the H200 constants were chosen on this same data), not a validation.
+# floors set when the model last changed (136 / 139 with launch_us 5.5 and the exposed store;
+# 142 / 142 with stream-K, docs/roofline_model.md). The floors guard against regressions; they are
+# calibration numbers (the H200 constants and the stream-K term were chosen on this same data), not
+# a validation.
 # Usage: bash tests/test_measured_model.sh path/to/moefuse
 set -u
 BIN=${1:?usage: test_measured_model.sh path/to/moefuse}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 DATA="$SRC/tests/gpu/logs/2026-12-02-measure-h200/json"
 if ! command -v python3 >/dev/null; then echo "SKIP: no python3"; echo "0 passed, 0 failed"; exit 0; fi
-if python3 "$SRC/tools/check_measured.py" "$BIN" "$DATA" --min bf16=136,fp8=139; then
+if python3 "$SRC/tools/check_measured.py" "$BIN" "$DATA" --min bf16=142,fp8=142; then
     echo "PASS measured model"; echo "1 passed, 0 failed"; exit 0
 fi
 echo "FAIL measured model"; echo "0 passed, 1 failed"; exit 1

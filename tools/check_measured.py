@@ -12,8 +12,9 @@ the 128^3 probe is left out) and the worst ratios.
   ... --min bf16=136,fp8=139   # exit 1 when the must-show counts fall below these
 
 Calibration, honestly: the H200 entry's launch_us is the probe of these same runs, so the probe
-is not an independent check, and any constant of the model chosen after looking at this data
-(src/analysis/gpu.c says which) is calibration, not validation; only new runs validate it.
+is not an independent check, and any constant or mechanism of the model chosen after looking at
+this data (src/analysis/gpu.c and docs/roofline_model.md say which: launch_us, epilogue_exposed,
+the stream-K schedule) is calibration, not validation; only new runs validate it.
 """
 import glob
 import json

@@ -89,6 +89,59 @@ static launch_model model_launch(const row_context *rc, const moe_gemm_row *r, m
     return lm;
 }
 
+/* Greatest common divisor of two whole numbers held in doubles (each < 2^63). */
+static double gcd64(double a, double b) {
+    int64_t x = (int64_t)a, y = (int64_t)b;
+    while (y) {
+        int64_t r = x % y;
+        x = y;
+        y = r;
+    }
+    return (double)x;
+}
+
+/* Stream-K, a plain GEMM's other way to fill the GPU (assumed of cuBLAS's Hopper kernels, as
+ * CUTLASS's SM90 scheduler has it: cuBLAS ran N = 576 and M = 512 GEMMs with no wave loss, see
+ * docs/roofline_model.md): the output tiles' k-steps, laid end to end, are dealt out in equal
+ * runs of ⌈tiles·ksteps/slots⌉ to the CTAs, so no wave is left part empty. A tile whose k-steps fall in several CTAs' runs is finished by one of them (its owner),
+ * which adds its peers' fp32 partials. Returns the launch with tiles = output tiles, waves = one
+ * CTA's k-steps in tiles (fractional). */
+static launch_model model_stream_k(const row_context *rc, const moe_gemm_row *r, moe_tile t, double launch_bytes) {
+    launch_model lm;
+    double tm = t.m, tn = t.n, tk = rc->tile_k, tile_rate = rc->peak / rc->slots;
+    double out_tiles = ceil_div(r->m, tm) * ceil_div(r->n, tn), ksteps = ceil_div(r->k, tk);
+    double total = out_tiles * ksteps; /* < 2^61 (T <= 2^32): whole numbers, exact below 2^53 */
+    if (!(total >= 1)) { /* an empty GEMM: nothing to deal out (the grid model handles it) */
+        memset(&lm, 0, sizeof lm);
+        lm.time = INFINITY;
+        return lm;
+    }
+    double per_cta = ceil(total / rc->slots), ctas = ceil(total / per_cta);
+    /* runs start every per_cta k-steps, tiles every ksteps: a tile boundary inside a run splits it */
+    double aligned_every = per_cta / gcd64(ksteps, per_cta); /* every so many tiles the two coincide */
+    double segments = ctas + (out_tiles - 1) - floor((out_tiles - 1) / aligned_every);
+    double partials = segments - out_tiles; /* (run, tile) pieces that are not their tile's owner */
+    /* CTAs sharing one tile, at most: its k-steps over a run's, plus one for a run boundary inside */
+    double sharers = fmin(ctas, ceil(ksteps / per_cta) + (fmod(ksteps, per_cta) != 0));
+    double partial_bytes = tm * tn * 4.0;
+    /* a peer stores its partial when its piece ends, overlapped with the rest of its run; the owner
+     * reads them after its own piece, one after another, and the owners do so together at the end
+     * of their runs, each at its SM's share of the read bandwidth (pessimistic when a few owners
+     * read many partials: then split-K's grid wins, as it does in the libraries) */
+    double fixup = partials > 0 ? (sharers - 1) * partial_bytes / (rc->gpu->read_bw / rc->slots) : 0.0;
+    /* each tile's output is stored once, by its owner, after its mainloop (as in model_launch) */
+    double store = rc->gpu->epilogue_exposed * out_tiles * tm * tn * 2.0 / rc->gpu->read_bw;
+    lm.tiles = out_tiles;
+    lm.waves = per_cta / ksteps;
+    lm.wave_eff = total / (per_cta * rc->slots);
+    lm.tile_eff = (r->m * r->n * r->k) / (out_tiles * tm * tn * ksteps * tk);
+    lm.compute = per_cta * 2.0 * tm * tn * tk / tile_rate + store + fixup;
+    /* the partials are written and read back once each */
+    double memory = (launch_bytes + 2.0 * partials * partial_bytes) / rc->gpu->read_bw;
+    lm.time = fmax(lm.compute, memory) + rc->gpu->launch_s;
+    return lm;
+}
+
 void moe_roofline_free(moe_roofline *roof) {
     if (!roof) return;
     free(roof->rows);
@@ -156,6 +209,15 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
                     best = lm;
                     o->tile = menu[t];
                     o->split_k = split;
+                }
+            }
+        if (!routed) /* moefuse's grouped expert kernels have no stream-K schedule */
+            for (int t = 0; t < ntiles; t++) {
+                launch_model lm = model_stream_k(&rc, r, menu[t], launch_bytes);
+                if (lm.time < best.time * (1.0 - 1e-9)) { /* ties keep the data-parallel or split-K grid */
+                    best = lm;
+                    o->tile = menu[t];
+                    o->split_k = 0;
                 }
             }
         o->time_s = best.time * launches;
