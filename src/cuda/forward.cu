@@ -360,10 +360,18 @@ extern "C" int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, 
     const char *env = getenv("MOEFUSE_GEMM");
     if (env && !strcmp(env, "v1")) return MOE__CUDA_GEMM_V1;
     if (env && !strcmp(env, "hopper")) return MOE__CUDA_GEMM_HOPPER;
-    // FP8: the wgmma path at every T. v1's e4m3 mma.sync has no native instruction on sm_90
-    // (ptxas unpacks to f16), and on the H200 the Hopper FP8 path was faster at every T measured,
-    // T = 1 included (bench/results/2026-12-02-h200-call4/bench/fp8.log).
-    if (fp8) return MOE__CUDA_GEMM_HOPPER;
+    // FP8: v1 while the touched experts average <= DECODE_MAX_AVG_ROWS (16) rows, where v1's
+    // launch runs its K-split decode kernel (gemm_fp8_v1.cu: streams the touched experts' e4m3
+    // weights, 32-column items, no padding tiles); above, the wgmma path. The wgmma path's
+    // 128-row tiles are mostly padding at decode: 42-73% of the memory floor at T <= 64 on the
+    // H200 (bench/results/2026-12-02-h200-session3/fp8/). avg = ceil(T*k / min(E, T*k)), the
+    // routed rows only (a fused shared expert is not in these arguments). Not yet measured.
+    if (fp8) {
+        const int64_t touched = E < routed_rows ? E : routed_rows;
+        if (touched < 1) return MOE__CUDA_GEMM_V1;
+        const int64_t avg = routed_rows / touched + (routed_rows % touched != 0); // no overflow at INT64_MAX
+        return avg <= DECODE_MAX_AVG_ROWS ? MOE__CUDA_GEMM_V1 : MOE__CUDA_GEMM_HOPPER;
+    }
     return routed_rows >= (int64_t)HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
 }
 
@@ -410,7 +418,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  moe_dtype_name(dt), (long long)L.H, (long long)L.I, (long long)L.E,
                  force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
     else if (L.fp8)
-        snprintf(why, sizeof why, "fp8 weights run the wgmma path at every T%s%s%s", env ? " (MOEFUSE_GEMM=" : "",
+        snprintf(why, sizeof why,
+                 "fp8 weights: v1 (its decode kernel) while T*k / min(E, T*k) <= 16 rows per expert, else wgmma%s%s%s",
+                 env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     else
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",

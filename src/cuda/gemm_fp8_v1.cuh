@@ -40,7 +40,11 @@ struct fp8_gemm_args {
     int w_scale_kind;      // fp8_weight_scales
 };
 
-// Launches the FP8 grouped GEMM on stream (moe__cuda_init must have run: fp8_gemm_init).
+// Launches the FP8 grouped GEMM on stream (moe__cuda_init must have run: fp8_gemm_init): the
+// 64 x 128 x 128 kernel above, or, where gemm.cu's gemm_choose picks its decode kernel (touched
+// experts average <= DECODE_MAX_AVG_ROWS rows; MOEFUSE_V1_TILE=wide|decode and
+// MOEFUSE_V1_DECODE_MT=1|2 override), the FP8 decode kernel: always its K split (32 columns,
+// 512-wide K slots, one 128-wide k-tile per warp; MOEFUSE_V1_DECODE_SPLIT and _BN do not apply).
 cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream);
 cudaError_t fp8_gemm_init(void);
 
