@@ -1,5 +1,6 @@
 // The small memory-bound kernels around the GEMMs: dtype conversion of x, copies of the
-// routing arrays between layouts, and the deterministic combine.
+// routing arrays between layouts, and the deterministic combine of GEMM2's rows (fp32, or
+// bf16 when y is bf16).
 #include "kernels.cuh"
 
 namespace {
@@ -22,29 +23,58 @@ __global__ void copy_topk_kernel(topk_view src, topk_view dst, int64_t T, int64_
     }
 }
 
-// One thread per 4 consecutive columns of one token (H is a multiple of 8): 16-byte loads of
-// the fp32 rows, summed in slot order, the shared row last.
-__global__ void combine_kernel(const combine_args p) {
-    const int64_t quads = p.H / 4, n = p.T * quads;
+// 16 bytes of a row as floats: 4 fp32 or 8 bf16 (bf16 -> fp32 is exact).
+__device__ __forceinline__ void row_chunk_to_float(uint4 raw, float (&v)[4]) {
+    v[0] = __uint_as_float(raw.x);
+    v[1] = __uint_as_float(raw.y);
+    v[2] = __uint_as_float(raw.z);
+    v[3] = __uint_as_float(raw.w);
+}
+__device__ __forceinline__ void row_chunk_to_float(uint4 raw, float (&v)[8]) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) { // little-endian: the lower column in the low half
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+// One thread per 16 bytes of a row (4 fp32 or 8 bf16 columns: R's; H is a multiple of 8) of
+// one token: 16-byte loads of its rows, summed in fp32 in slot order, the shared row last.
+template <typename R> __global__ void combine_kernel(const combine_args p) {
+    constexpr int COLS = 16 / sizeof(R);
+    const R *rows = (const R *)p.rows;
+    const int64_t chunks = p.H / COLS, n = p.T * chunks;
+    // bf16 rows go with bf16 y: contiguous 16-byte-aligned y rows take packed stores.
+    const bool y_packed = p.y_dtype == MOE_DTYPE_BF16 && p.y_s1 == 1 && p.y_s0 % 8 == 0 && (uintptr_t)p.y % 16 == 0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = i / quads, h = (i % quads) * 4;
-        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const int64_t t = i / chunks, h = (i % chunks) * COLS;
+        float acc[COLS], v[COLS];
+#pragma unroll
+        for (int c = 0; c < COLS; c++) acc[c] = 0.0f;
         for (int64_t j = 0; j < p.k; j++) {
             const int64_t row = t * p.k + j;
             const int32_t e = p.ids[row];
             if (e < 0 || e >= p.E) continue; // left out of the plan: contributes nothing
-            const float4 v = *(const float4 *)(p.out + row * p.H + h);
-            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+            row_chunk_to_float(*(const uint4 *)(rows + row * p.H + h), v);
+#pragma unroll
+            for (int c = 0; c < COLS; c++) acc[c] += v[c];
         }
         if (p.has_shared) {
-            const float4 v = *(const float4 *)(p.out + (p.T * p.k + t) * p.H + h);
-            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+            row_chunk_to_float(*(const uint4 *)(rows + (p.T * p.k + t) * p.H + h), v);
+#pragma unroll
+            for (int c = 0; c < COLS; c++) acc[c] += v[c];
         }
         const int64_t base = t * p.y_s0 + h * p.y_s1;
-        store_from_float(p.y, base, p.y_dtype, acc.x);
-        store_from_float(p.y, base + p.y_s1, p.y_dtype, acc.y);
-        store_from_float(p.y, base + 2 * p.y_s1, p.y_dtype, acc.z);
-        store_from_float(p.y, base + 3 * p.y_s1, p.y_dtype, acc.w);
+        if (COLS == 8 && y_packed) { // 8 bf16 of y in one 16-byte store
+            __nv_bfloat162 y2[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) y2[c] = __floats2bfloat162_rn(acc[2 * c], acc[2 * c + 1]);
+            *(uint4 *)((__nv_bfloat16 *)p.y + base) = *(const uint4 *)y2;
+        } else {
+#pragma unroll
+            for (int c = 0; c < COLS; c++) store_from_float(p.y, base + c * p.y_s1, p.y_dtype, acc[c]);
+        }
     }
 }
 
@@ -72,8 +102,11 @@ cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k,
 }
 
 cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
-    const int64_t n = args->T * (args->H / 4);
+    const bool bf16 = args->rows_dtype == MOE_DTYPE_BF16;
+    if (!bf16 && args->rows_dtype != MOE_DTYPE_F32) return cudaErrorInvalidValue;
+    const int64_t n = args->T * (args->H / (bf16 ? 8 : 4));
     if (n == 0) return cudaSuccess;
-    combine_kernel<<<grid_for(n, 256), 256, 0, stream>>>(*args);
+    if (bf16) combine_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, stream>>>(*args);
+    else combine_kernel<float><<<grid_for(n, 256), 256, 0, stream>>>(*args);
     return cudaGetLastError();
 }

@@ -8,14 +8,16 @@
 //                in as expert E when its width is I); block 64 (v1) or 128 (Hopper)
 //   [permute x]  Hopper path only: x rows copied in plan order (TMA cannot gather)
 //   GEMM1        gathered x rows . W13^T, bias + activation -> A2
-//   GEMM2        A2 . W2^T, bias x routing weight -> fp32 rows out[token*k + slot]
+//   GEMM2        A2 . W2^T, bias x routing weight -> rows out[token*k + slot]: bf16 when y is
+//                bf16, else fp32 (rows_in_bf16)
 // GEMM1/GEMM2 run on the v1 kernel (gemm.cu) or the Hopper engine (gemm_hopper.cu), chosen by
 // moe__cuda_gemm_select (cuda_backend.h).
 //   [shared]     GEMM1 + GEMM2 over all tokens when the shared width differs from I
-//   combine      y[t] = sum of its rows in slot order (+ the shared row)
+//   combine      y[t] = sum of its rows in slot order (+ the shared row), in fp32
 // With FP8 weights (w8a8, act_format fp8-row128 or fp8-tensor) the GEMM steps are forward_fp8's:
 // x quantised once per token, GEMM1 on e4m3 codes -> fp32 A2, A2 quantised, GEMM2 on e4m3
-// (gemm_fp8_v1.cu, quant.cu); routing, plan and combine are the same.
+// (gemm_fp8_v1.cu, quant.cu) -> fp32 rows whatever y's dtype; routing, plan and combine are the
+// same.
 //
 // Nothing is read back to the host and nothing is allocated: grids come from host-known
 // bounds (T*k + E*(BM-1) plan rows), blocks past the device-side total exit at once, and the
@@ -41,7 +43,10 @@ struct ws_layout {
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1) or 128 (Hopper)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
-    int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s, out;
+    int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
+    // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
+    // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
+    int64_t out;
     // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I], its codes and scales; the separate
     // shared expert's A2 [T, Is] likewise; 4 amax words (x, routed A2, fused shared A2, shared A2).
     // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
@@ -326,11 +331,20 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     return cuda_status(ctx, fp8_gemm_launch(&sg2, stream), "fp8 shared GEMM2");
 }
 
+// GEMM2's rows, which combine sums: bf16 when y is bf16 on the 16-bit weight path (half the
+// store and the read of fp32 rows; the value is the fp32 epilogue's, rounded once), else fp32:
+// f32 and f16 y keep the precision a bf16 rounding of each contribution would take away, and
+// the w8a8 path (forward_fp8) keeps fp32 rows.
+bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
+    return !L.fp8 && y_dtype == MOE_DTYPE_BF16;
+}
+
 // combine: y[t] = its routed rows in slot order (+ the shared row), in y's dtype.
 moe_status launch_combine(moe_context_t *ctx, const ws_layout &L, uint8_t *base, const int32_t *ids,
                           const moe_forward_args *args, cudaStream_t stream) {
     combine_args c;
-    c.out = (const float *)(base + L.out);
+    c.rows = base + L.out;
+    c.rows_dtype = rows_in_bf16(L, args->y.dtype) ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
     c.ids = ids;
     c.T = L.T;
     c.k = L.k;
@@ -388,10 +402,11 @@ extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t 
 }
 
 // One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes
-// and why, its tiles, the plan block, the shared expert and the workspace. Returns the line's
-// length as snprintf does (the caller sizes buf), or -1 when the layout overflows (the caller
-// has checked T first). Tiles: v1 from gemm.cuh; Hopper is gemm_hopper.cu's grouped_config
-// (128 x 256 x 64, 4 stages), written out here because that file keeps it private.
+// and why, its tiles, the plan block, the shared expert, GEMM2's row dtype and the workspace.
+// Returns the line's length as snprintf does (the caller sizes buf), or -1 when the layout
+// overflows (the caller has checked T first). Tiles: v1 from gemm.cuh; Hopper is
+// gemm_hopper.cu's grouped_config (128 x 256 x 64, 4 stages), written out here because that
+// file keeps it private.
 extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe_format act_format, char *buf,
                                           size_t size) {
     ws_layout L;
@@ -458,11 +473,11 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                            : L.fp8 ? " (x quantised once per token, A2 by a separate kernel after GEMM1)"
                                    : "";
     return snprintf(buf, size, "backend=cuda T=%lld weights=%s gemm=%s (%s) because %s; plan block=%lld rows; "
-                               "shared expert: %s; act_format=%s%s; workspace=%lld bytes",
+                               "shared expert: %s; act_format=%s%s; GEMM2 rows %s; workspace=%lld bytes",
                     (long long)T, L.fp8 ? moe_format_name(w->format) : moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm),
                     tiles, why, (long long)L.block,
                     shared, moe_format_name(act_format), act_note,
-                    (long long)L.total);
+                    L.fp8 ? "fp32" : "bf16 when y is bf16, else fp32", (long long)L.total);
 }
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
@@ -583,7 +598,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, stream);
     if (st != MOE_STATUS_OK) return st;
 
-    if (L.fp8) { // w8a8: its own GEMM steps, the same fp32 rows for combine
+    if (L.fp8) { // w8a8: its own GEMM steps, fp32 rows for combine
         st = forward_fp8(ctx, w, L, base, args, plan, weights, gate, stream);
         if (st != MOE_STATUS_OK) return st;
         return launch_combine(ctx, L, base, ids, args, stream);
@@ -638,7 +653,8 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g2.bias = d->b2;
     g2.n = H;
     g2.k = L.I;
-    g2.out = WS(float, out);
+    g2.out = WS(void, out);
+    g2.out_bf16 = rows_in_bf16(L, args->y.dtype);
     g2.ldo = H;
     if (hopper) {
         if ((st = hopper_gemm_launch(ctx, &g2, stream)) != MOE_STATUS_OK) return st;

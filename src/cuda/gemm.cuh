@@ -15,11 +15,11 @@
 
 enum gemm_mode {
     GEMM_UP = 0,   // GEMM1: gathered x rows . W13^T, epilogue bias + activation -> A2 rows (T dtype)
-    GEMM_DOWN = 1  // GEMM2: A2 rows . W2^T, epilogue bias x routing weight -> fp32 rows of out
+    GEMM_DOWN = 1  // GEMM2: A2 rows . W2^T, epilogue bias x routing weight -> rows of out (fp32/bf16)
 };
 
 // Row ids (the plan's): id < T*k is token id / k, slot id % k; id == T*k is padding; id > T*k
-// is the shared expert's row of token id - T*k - 1. Its fp32 output row is id (routed) or
+// is the shared expert's row of token id - T*k - 1. Its GEMM_DOWN output row is id (routed) or
 // id - 1 (shared), so `out` holds T*k routed rows then T shared rows.
 struct gemm_args {
     int mode;
@@ -37,7 +37,9 @@ struct gemm_args {
     const float *topk_weights;   // [T*k]
     const float *shared_scale;   // [T] (sigmoid shared gate) or NULL for weight 1
     int weight_on_input;
-    void *out;                   // GEMM_UP: A2 [rows, ldo]; GEMM_DOWN: fp32 [T*k + T, ldo]
+    int out_bf16;                // GEMM_DOWN: rows in bf16 (the fp32 value rounded once), else fp32;
+                                 // 16-bit A2 only (the FP8 kernels write fp32 rows)
+    void *out;                   // GEMM_UP: A2 [rows, ldo]; GEMM_DOWN: [T*k + T, ldo] fp32 or bf16
     int64_t ldo;
     int activation;              // moe_activation (GEMM_UP)
     float act_alpha, act_limit;

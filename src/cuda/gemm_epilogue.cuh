@@ -58,7 +58,11 @@ __device__ __forceinline__ void epilogue(const gemm_args &p, const float (&acc)[
                 if (routed) w = p.weight_on_input ? 1.0f : p.topk_weights[id];
                 else w = p.shared_scale ? p.shared_scale[id - padding_id - 1] : 1.0f;
                 const int64_t out_row_index = routed ? id : id - 1;
+                // bf16 rows only behind a 16-bit A2 (T = float is the FP8 kernel's fp32 A2: its
+                // rows stay fp32, and this test folds away there).
+                const bool rows_bf16 = sizeof(T) == 2 && p.out_bf16;
                 float *out_row = (float *)p.out + out_row_index * p.ldo;
+                __nv_bfloat16 *out_row_bf16 = (__nv_bfloat16 *)p.out + out_row_index * p.ldo;
 #pragma unroll
                 for (int nj = 0; nj < NJ; nj++) {
                     const int64_t col = col0 + nj * 8 + 2 * q;
@@ -68,8 +72,11 @@ __device__ __forceinline__ void epilogue(const gemm_args &p, const float (&acc)[
                         v0 += bias[col];
                         v1 += bias[col + 1];
                     }
-                    // n (= H) is a multiple of 8, so col + 1 < n and the pair is 8-byte aligned.
-                    *(float2 *)(out_row + col) = make_float2(v0 * w, v1 * w);
+                    // n (= H) is a multiple of 8, so col + 1 < n and the pair is aligned.
+                    if (rows_bf16)
+                        *(__nv_bfloat162 *)(out_row_bf16 + col) = __floats2bfloat162_rn(v0 * w, v1 * w);
+                    else
+                        *(float2 *)(out_row + col) = make_float2(v0 * w, v1 * w);
                 }
             }
         }

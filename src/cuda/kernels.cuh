@@ -20,10 +20,12 @@ struct topk_view {
     int64_t ids_s0, ids_s1, w_s0, w_s1;
 };
 cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k, cudaStream_t stream);
-// y[t] = sum over slots of out[t*k + slot] (rows whose id is in [0, E)), then + out[T*k + t]
-// when has_shared; rounded to y's dtype. out is fp32 [T*k (+T), H].
+// y[t] = sum over slots of rows[t*k + slot] (rows whose id is in [0, E)), then + rows[T*k + t]
+// when has_shared, in fp32; rounded to y's dtype. rows is [T*k (+T), H] of rows_dtype: F32, or
+// BF16 (GEMM2's rows when y is bf16; forward.cu's rows_in_bf16).
 struct combine_args {
-    const float *out;
+    const void *rows;
+    moe_dtype rows_dtype;
     const int32_t *ids;
     int64_t T, k, E, H;
     int has_shared;

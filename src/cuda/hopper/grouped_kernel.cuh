@@ -15,8 +15,10 @@
 //    next expert's rows (or zeros past the stack): those columns are computed and dropped.
 //  - Epilogues. GEMM1 (GEMM_UP): (x routing weight when weight_on_input) + bias, activation of
 //    the interleaved (gate, up) column pairs -> A2 [rows, I] bf16 (RELU2: not gated, A2 has the
-//    tile's columns). GEMM2 (GEMM_DOWN): + bias, x routing weight (or shared gate) -> fp32 rows
-//    out[id] (routed) or out[id - 1] (shared). Padding rows are not written.
+//    tile's columns). GEMM2 (GEMM_DOWN): + bias, x routing weight (or shared gate) -> rows
+//    out[id] (routed) or out[id - 1] (shared), fp32, or bf16 when out_bf16 (the fp32 value
+//    rounded once; EPI_STAGED only, the lab's other epilogues write fp32). Padding rows are not
+//    written.
 //
 // Epilogue variants (template argument EPI; the library ships EPI_STAGED, the others exist so
 // that the lab can compare them in one run, see src/cuda/NOTES.md "GEMM1 epilogue"):
@@ -74,10 +76,11 @@ struct grouped_params {
     const float *topk_weights;
     const float *shared_scale;
     int weight_on_input;
-    void *out;                // GEMM_UP: bf16 A2 [rows, ldo]; GEMM_DOWN: fp32 [T*k + T, ldo]
+    void *out;                // GEMM_UP: bf16 A2 [rows, ldo]; GEMM_DOWN: [T*k + T, ldo] fp32 or bf16
     int64_t ldo;
     int activation;
     float act_alpha, act_limit;
+    int out_bf16;             // GEMM_DOWN, EPI_STAGED: rows in bf16, else fp32 (0 on the FP8 path)
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     const __nv_bfloat16 *x;
     int64_t ldx, top_k;
@@ -132,7 +135,7 @@ __device__ __forceinline__ int live_blocks(const grouped_params &p) {
 
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
 // GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
-// GEMM_DOWN: fp32 row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
+// GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
 template <int MODE>
 __device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
     const int64_t id = p.sorted_ids[r];
@@ -270,10 +273,13 @@ __device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const f
     }
 }
 
-// GEMM_DOWN, one chunk: (acc + bias) x scale, 16-byte stores (4 fp32 of one row).
+// GEMM_DOWN, one chunk: (acc + bias) x scale -> 4 values of one row per lane and row, in R:
+// float, 16-byte stores; __nv_bfloat16 (each value rounded once), 8-byte stores, so a warp's
+// 8 lanes still cover whole 32-byte sectors of a row. col % 4 == 0 and ldo % 4 == 0: aligned.
+template <typename R = float>
 __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const float *stage, const int64_t *row_off,
                                                   const float *row_scale, float4 b, int col, int lane) {
-    float *out = (float *)p.out;
+    R *out = (R *)p.out;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int rr = 4 * i + lane / 8;
@@ -281,8 +287,14 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
         if (off < 0) continue;
         const float s = row_scale[rr];
         const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
-        *(float4 *)(out + off + col) =
-            make_float4((v.x + b.x) * s, (v.y + b.y) * s, (v.z + b.z) * s, (v.w + b.w) * s);
+        if constexpr (sizeof(R) == 4) {
+            *(float4 *)(out + off + col) =
+                make_float4((v.x + b.x) * s, (v.y + b.y) * s, (v.z + b.z) * s, (v.w + b.w) * s);
+        } else {
+            const __nv_bfloat162 lo = __floats2bfloat162_rn((v.x + b.x) * s, (v.y + b.y) * s);
+            const __nv_bfloat162 hi = __floats2bfloat162_rn((v.z + b.z) * s, (v.w + b.w) * s);
+            *(uint2 *)(out + off + col) = make_uint2(*(const uint32_t *)&lo, *(const uint32_t *)&hi);
+        }
     }
 }
 
@@ -324,7 +336,8 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
         const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
-            staged_down_chunk(p, stage, row_off, row_scale, b, col, lane);
+            if (p.out_bf16) staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
+            else staged_down_chunk<float>(p, stage, row_off, row_scale, b, col, lane);
         } else {
             // One uniform branch per chunk, each case a specialised straight-line body.
             switch (p.activation) {
@@ -517,15 +530,16 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     p->activation = g->activation;
     p->act_alpha = g->act_alpha;
     p->act_limit = g->act_limit;
+    p->out_bf16 = g->out_bf16;
     // Persistent: at most one CTA per SM, and no more than the host bound of tiles.
     const int64_t bound = (g->rows + BM - 1) / BM * p->tiles_n;
     *ctas = (unsigned)(bound < sms ? bound : sms);
     return CUDA_SUCCESS;
 }
 
-// What EPI_STAGED needs beyond the other epilogues (16-byte granules of 4 columns): n and
-// ldo multiples of 4, out and bias 16-byte aligned. The forward's shapes (H, I multiples of
-// 64, 256-aligned workspace and cudaMalloc'd biases) always pass.
+// What EPI_STAGED needs beyond the other epilogues (granules of 4 columns: 16-byte stores, 8
+// for bf16 rows): n and ldo multiples of 4, out and bias 16-byte aligned. The forward's shapes
+// (H, I multiples of 64, 256-aligned workspace and cudaMalloc'd biases) always pass.
 inline bool grouped_staged_ok(const gemm_args *g) {
     return g->n % 4 == 0 && g->ldo % 4 == 0 && (uintptr_t)g->out % 16 == 0 && (uintptr_t)g->bias % 16 == 0;
 }
