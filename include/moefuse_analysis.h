@@ -296,7 +296,7 @@ moe_status moe_roofline_svg(moe_context_t *ctx, const moe_shape_list *list, cons
 moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *advice, char **svg);
 
 /* ---------------------------------------------------------------------------------------
- * Measurement on the GPU (roofline --measure). The only call of this header that touches a
+ * Measurement on the GPU (roofline --measure). The only calls of this header that touch a
  * device.
  * ------------------------------------------------------------------------------------- */
 /* Times one plain GEMM y[m,n] = x[m,k] · W[n,k]^T (a linear layer in the TE convention) on
@@ -310,6 +310,59 @@ moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *advice, char **s
  * k a multiple of 16, n of 8). */
 moe_status moe_analysis_measure_gemm(moe_context_t *ctx, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
                                      int32_t reps, double *ms);
+
+/* moefuse's own kernels, timed with the same protocol (fresh random inputs, sets rotated
+ * through twice the L2, warm-up, median of `reps` launches behind a spin kernel). */
+
+/* The Hopper engine's dense GEMM on the same plain GEMM y[m,n] = x[m,k] · W[n,k]^T: BF16
+ * (src/cuda/hopper/gemm_dense.h: fp32 accumulation, bf16 output) or E4M3
+ * (src/cuda/hopper/gemm_fp8.h: x with FP8_ROW128 scales, W with FP8_BLOCK128 scales, bf16
+ * output). MOE_STATUS_UNSUPPORTED without CUDA, on a GPU other than sm_90 (the engine's own
+ * check), or when k is not a multiple of 8 (bf16) / 16 (fp8): TMA needs 16-byte rows. */
+moe_status moe_analysis_measure_dense(moe_context_t *ctx, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
+                                      int32_t reps, double *ms);
+
+/* One grouped expert GEMM launch as moe_forward runs it: `experts` weight matrices, a
+ * dispatch plan built on the host (moe_dispatch_plan_build) from tokens x top_k routed rows,
+ * row r = token·top_k + slot sent to expert r % experts (so each expert gets
+ * tokens·top_k/experts rows, a few one more), blocks of the path's plan block, uploaded once.
+ * The path (v1 mma.sync or the Hopper TMA+wgmma engine) is moe__cuda_gemm_select's for
+ * (tokens·top_k, num_experts, hidden, intermediate, dtype), as the forward picks it (the
+ * environment variable MOEFUSE_GEMM included). BF16: bf16 x and weights [experts, n, k].
+ * E4M3: e4m3 codes, x / A2 with FP8_ROW128 scales, weights with FP8_BLOCK128 scales (W13's
+ * gate/up rows interleaved, the paired grid, when the activation is gated).
+ *   GEMM1 (down = 0): x rows . W13^T [experts, R13, H] (R13 = 2I gated, else I), bias and the
+ *     activation in the epilogue -> A2 [plan rows, I] (bf16; fp32 for E4M3). On the Hopper
+ *     path the A rows are already in plan order (the forward's permute pass is not timed).
+ *   GEMM2 (down = 1): A2 [plan rows, I] . W2^T [experts, H, I], bias x routing weight ->
+ *     the output rows [tokens·top_k, H] (bf16 on the BF16 path when the kernels offer bf16
+ *     rows, as the forward writes them for bf16 y; else fp32).
+ * The fused shared expert and the routing, plan, permute, quantisation and combine passes are
+ * not in the launch. */
+typedef struct moe_grouped_measure {
+    /* in */
+    int32_t down;                 /* 0: GEMM1 (W13), 1: GEMM2 (W2) */
+    int64_t num_experts;          /* E of the layer on this GPU: the path selection's E */
+    int64_t experts;              /* weight matrices in the launch, 1..num_experts */
+    int64_t tokens, top_k;        /* top_k in 1..experts; tokens·top_k < 2^31 */
+    int64_t hidden, intermediate; /* H and I of one expert, 1..2^31-1 */
+    moe_activation activation;    /* GEMM1's epilogue (the model's) */
+    float act_alpha, act_limit;
+    int32_t has_bias;             /* bias rows in the epilogue (expert_has_bias) */
+    /* out (path, block and plan_rows are set once chosen, also when the timing then fails) */
+    double ms;                    /* median of the timed launches */
+    int32_t path;                 /* MOE__CUDA_GEMM_V1 (0) or _HOPPER (1); -1 before the choice */
+    char path_name[16];           /* "v1", "hopper" ("" before the choice) */
+    int64_t block;                /* plan rows per block: 64 (v1) or 128 (Hopper) */
+    int64_t plan_rows;            /* live plan rows, padding included */
+    int32_t rows_bf16;            /* GEMM2: output rows written in bf16 (else fp32) */
+} moe_grouped_measure;
+
+/* Times the launch g describes in dtype BF16 or E4M3; fills g's outputs. Allocates and frees
+ * device memory within the call. ctx must be a CUDA context (MOE_STATUS_UNSUPPORTED
+ * otherwise, and always in a build without CUDA); MOE_STATUS_UNSUPPORTED too when H or I is
+ * not a multiple of 8 (bf16) / 16 (fp8), as the weight upload refuses them. */
+moe_status moe_analysis_measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, moe_grouped_measure *g);
 
 #ifdef __cplusplus
 }

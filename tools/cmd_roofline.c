@@ -25,8 +25,13 @@ static void usage(FILE *f) {
           "warm-up, and prints predicted vs measured per shape, and a 128x128x128 probe (about a launch's fixed\n"
           "cost); --dtype both (with --measure only) times bf16 and fp8 and gives the FP8-over-BF16 speedup,\n"
           "theoretical (the model) and achieved. A shape or dtype that cannot be timed is reported with its reason\n"
-          "(JSON: \"error\") and the others go on; the exit status is then 1. moefuse's own grouped path is not\n"
-          "timed yet (column 'moefuse_ms': not measured). Needs the CUDA backend and a GPU.\n",
+          "(JSON: \"error\") and the others go on; the exit status is then 1. Beside cuBLAS, moefuse's own\n"
+          "kernels: a routed-expert shape (fprop) as one grouped launch of GEMM1 (gate_up, with the model's\n"
+          "activation) or GEMM2 (down, routing weights) over the experts touched per layer, each with its share\n"
+          "of the expected rows, on the path the forward picks (v1 or hopper; MOEFUSE_GEMM forces one), set\n"
+          "against the model's time for that grouped launch; any other shape on the Hopper dense engine\n"
+          "(bf16, and fp8 with 128-blocks of scales), against the plain-GEMM prediction. Routed Dgrad/Wgrad\n"
+          "shapes: no moefuse kernel (null). Needs the CUDA backend and a GPU.\n",
           f);
 }
 
@@ -151,6 +156,10 @@ enum { MEASURE_BF16 = 0, MEASURE_FP8 = 1, MEASURE_DTYPES = 2 };
 static const moe_dtype measure_dtype[MEASURE_DTYPES] = {MOE_DTYPE_BF16, MOE_DTYPE_E4M3};
 static const char *const measure_dtype_name[MEASURE_DTYPES] = {"bf16", "fp8"};
 
+/* Which of moefuse's kernels a shape is timed on. */
+enum { MOEFUSE_NONE = 0, MOEFUSE_DENSE = 1, MOEFUSE_GROUPED = 2 };
+static const char *const moefuse_kind_name[] = {"none", "dense", "grouped"};
+
 /* One distinct GEMM shape (m, k, n rounded up to whole numbers) and the rows that have it. */
 typedef struct measured_shape {
     int64_t m, k, n;
@@ -160,6 +169,16 @@ typedef struct measured_shape {
     double predicted_ms[MEASURE_DTYPES]; /* the model for one plain GEMM of exactly this shape */
     double measured_ms[MEASURE_DTYPES];  /* 0 when not measured */
     char error[MEASURE_DTYPES][MEASURE_ERROR_LEN];
+    /* moefuse's kernel: the grouped launch of a routed-expert fprop row (grouped_row), the
+     * Hopper dense engine for a shape with no routed row, or none (routed Dgrad/Wgrad) */
+    int moefuse;
+    int64_t grouped_row;
+    moe_grouped_measure launch; /* grouped: the launch's inputs */
+    char moefuse_note[MEASURE_ERROR_LEN]; /* why there is no moefuse kernel (MOEFUSE_NONE) */
+    double moefuse_predicted_ms[MEASURE_DTYPES]; /* grouped: the model's grouped launch; dense: predicted_ms */
+    double moefuse_ms[MEASURE_DTYPES];           /* 0 when not measured */
+    char moefuse_kernel[MEASURE_DTYPES][48];     /* "grouped hopper, block 128", "hopper dense engine" */
+    char moefuse_error[MEASURE_DTYPES][MEASURE_ERROR_LEN];
 } measured_shape;
 
 typedef struct measurement {
@@ -235,10 +254,102 @@ static int collect_shapes(const moe_shape_list *list, measurement *me) {
             x->n = nn;
             x->first_row = i;
         }
-        me->shapes[s].num_rows++;
-        me->shapes[s].routed |= is_routed(r);
+        measured_shape *x = &me->shapes[s];
+        x->num_rows++;
+        x->routed |= is_routed(r);
         me->shape_of_row[i] = s;
+        /* a routed fprop row makes it a grouped launch; else any plain row, the dense engine */
+        if (is_routed(r) && r->pass == MOE_PASS_FPROP && x->moefuse != MOEFUSE_GROUPED) {
+            x->moefuse = MOEFUSE_GROUPED;
+            x->grouped_row = i;
+        } else if (!is_routed(r) && x->moefuse == MOEFUSE_NONE) {
+            x->moefuse = MOEFUSE_DENSE;
+        }
     }
+    for (int64_t s = 0; s < me->num_shapes; s++)
+        if (me->shapes[s].moefuse == MOEFUSE_NONE)
+            snprintf(me->shapes[s].moefuse_note, sizeof me->shapes[s].moefuse_note,
+                     "routed-expert %s only: moefuse has no grouped backward kernel",
+                     moe_gemm_pass_name(list->rows[me->shapes[s].first_row].pass));
+    return 0;
+}
+
+/* The grouped launch the forward runs for routed row `row` (one layer, this GPU): the experts
+ * expected to be touched, E_here·(1-(1-k/E)^T), sharing the expected T·k·E_here/E routed rows
+ * (E_here = E/ep), the row's H and I, the model's activation and biases. */
+static void describe_grouped(const moe_shape_list *list, const moe_gemm_row *r, moe_grouped_measure *g) {
+    const moe_layer_spec *spec = &list->config.layer;
+    const int64_t E = spec->num_experts, ep = list->options.ep > 0 ? list->options.ep : 1;
+    const int64_t here = E / ep > 0 ? E / ep : 1;
+    memset(g, 0, sizeof *g);
+    g->down = r->kind == MOE_GEMM_EXPERT_DOWN;
+    g->num_experts = here;
+    int64_t touched = llround(list->experts_touched * (double)here / (double)E);
+    g->experts = touched < 1 ? 1 : touched > here ? here : touched;
+    g->top_k = spec->top_k < g->experts ? spec->top_k : g->experts;
+    double rows = ceil((double)list->tokens * (double)spec->top_k * (double)here / (double)E - 1e-9);
+    if (rows < 1) rows = 1;
+    g->tokens = (int64_t)ceil(rows / (double)g->top_k);
+    const int gated = moe_activation_is_gated(spec->activation);
+    const int64_t k = (int64_t)ceil(r->k), n = (int64_t)ceil(r->n);
+    g->hidden = g->down ? n : k;
+    g->intermediate = g->down ? k : (gated ? n / 2 : n);
+    g->activation = spec->activation;
+    g->act_alpha = spec->act_alpha;
+    g->act_limit = spec->act_limit;
+    g->has_bias = spec->expert_has_bias;
+}
+
+/* The roofline's time for one layer's grouped launch of routed row `row` in `dtype`: the same
+ * model and step listed in that dtype, that row's time over its launches (one per layer). */
+static int predict_grouped(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu, int64_t row,
+                           moe_dtype dtype, double *ms) {
+    moe_shape_options opt = list->options;
+    opt.dtype = dtype;
+    moe_shape_list *l = NULL;
+    moe_roofline *rf = NULL;
+    int rc = 0;
+    if (moe_shape_list_create(ctx, &list->config, &opt, &l) != MOE_STATUS_OK)
+        rc = cli_fail(1, "roofline: listing the step in %s: %s", moe_dtype_name(dtype), moe_last_error(ctx));
+    else if (l->num_rows != list->num_rows || strcmp(l->rows[row].name, list->rows[row].name) ||
+             l->rows[row].pass != list->rows[row].pass || l->rows[row].layer_count < 1)
+        rc = cli_fail(1, "roofline: the step listed in %s has other rows than in %s (row %lld)", moe_dtype_name(dtype),
+                      moe_dtype_name(list->options.dtype), (long long)row);
+    else if (moe_roofline_create(ctx, l, gpu, &rf) != MOE_STATUS_OK)
+        rc = cli_fail(1, "roofline: predicting the grouped launch: %s", moe_last_error(ctx));
+    else
+        *ms = rf->rows[row].time_s * 1e3 / (double)l->rows[row].layer_count;
+    moe_roofline_free(rf);
+    moe_shape_list_free(l);
+    return rc;
+}
+
+/* moefuse's kernel on shape x in dtype d: the grouped launch or the dense engine, with its
+ * prediction. A timing that fails keeps its reason in x->moefuse_error; only a failed
+ * prediction returns non-zero. */
+static int measure_moefuse(moe_context_t *ctx, moe_context_t *dev, const moe_shape_list *list, const moe_gpu_spec *gpu,
+                           int d, measured_shape *x) {
+    moe_status st;
+    double ms = 0.0;
+    if (x->moefuse == MOEFUSE_DENSE) {
+        x->moefuse_predicted_ms[d] = x->predicted_ms[d];
+        snprintf(x->moefuse_kernel[d], sizeof x->moefuse_kernel[d], "hopper dense engine");
+        st = moe_analysis_measure_dense(dev, x->m, x->k, x->n, measure_dtype[d], MEASURE_REPS, &ms);
+    } else if (x->moefuse == MOEFUSE_GROUPED) {
+        if (predict_grouped(ctx, list, gpu, x->grouped_row, measure_dtype[d], &x->moefuse_predicted_ms[d])) return 1;
+        moe_grouped_measure g = x->launch;
+        st = moe_analysis_measure_grouped(dev, measure_dtype[d], MEASURE_REPS, &g);
+        ms = g.ms;
+        if (g.path >= 0)
+            snprintf(x->moefuse_kernel[d], sizeof x->moefuse_kernel[d], "grouped %s, block %lld%s", g.path_name,
+                     (long long)g.block, g.down ? (g.rows_bf16 ? ", bf16 rows" : ", fp32 rows") : "");
+        else
+            snprintf(x->moefuse_kernel[d], sizeof x->moefuse_kernel[d], "grouped");
+    } else {
+        return 0;
+    }
+    if (st == MOE_STATUS_OK) x->moefuse_ms[d] = ms;
+    else snprintf(x->moefuse_error[d], sizeof x->moefuse_error[d], "%s", moe_last_error(dev));
     return 0;
 }
 
@@ -255,6 +366,7 @@ static int measure_shape(moe_context_t *ctx, moe_context_t *dev, const moe_shape
             x->measured_ms[d] = ms;
         else
             snprintf(x->error[d], sizeof x->error[d], "%s", moe_last_error(dev));
+        if (measure_moefuse(ctx, dev, list, gpu, d, x)) return 1;
     }
     return 0;
 }
@@ -275,7 +387,11 @@ static int run_measurement(moe_context_t *ctx, const moe_shape_list *list, const
         return cli_fail(1, "roofline: --measure needs a GPU and the CUDA backend: %s", moe_last_error(NULL));
     }
     int rc = collect_shapes(list, me);
+    for (int64_t s = 0; s < me->num_shapes && !rc; s++)
+        if (me->shapes[s].moefuse == MOEFUSE_GROUPED)
+            describe_grouped(list, &list->rows[me->shapes[s].grouped_row], &me->shapes[s].launch);
     me->probe.m = me->probe.k = me->probe.n = PROBE_DIM;
+    me->probe.moefuse = MOEFUSE_DENSE;
     if (!rc) rc = measure_shape(ctx, dev, list, gpu, me->wanted, &me->probe);
     for (int64_t s = 0; s < me->num_shapes && !rc; s++)
         rc = measure_shape(ctx, dev, list, gpu, me->wanted, &me->shapes[s]);
@@ -288,13 +404,20 @@ static int report_failures(const measurement *me) {
     int failed = 0;
     for (int64_t s = -1; s < me->num_shapes; s++) {
         const measured_shape *x = s < 0 ? &me->probe : &me->shapes[s];
-        for (int d = 0; d < MEASURE_DTYPES; d++)
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
             if (x->wanted[d] && x->error[d][0]) {
                 cli_fail(1, "roofline: --measure: %lld x %lld x %lld %s%s not timed: %s", (long long)x->m,
                          (long long)x->k, (long long)x->n, measure_dtype_name[d], s < 0 ? " (probe)" : "",
                          x->error[d]);
                 failed++;
             }
+            if (x->wanted[d] && x->moefuse_error[d][0]) {
+                cli_fail(1, "roofline: --measure: %lld x %lld x %lld %s%s not timed on moefuse's %s: %s",
+                         (long long)x->m, (long long)x->k, (long long)x->n, measure_dtype_name[d],
+                         s < 0 ? " (probe)" : "", x->moefuse_kernel[d], x->moefuse_error[d]);
+                failed++;
+            }
+        }
     }
     if (failed) cli_fail(1, "roofline: --measure: %d timing(s) failed (the others are in the output)", failed);
     return failed;
@@ -302,11 +425,14 @@ static int report_failures(const measurement *me) {
 
 static double ratio_or_nan(double a, double b) { return a > 0 && b > 0 ? a / b : NAN; }
 
-/* Shapes measured in `d` whose measured/predicted ratio is within 1 +- 0.25. */
-static void count_within(const measurement *me, int d, int *within, int *measured) {
+/* Shapes measured in `d` whose measured/predicted ratio is within 1 +- 0.25: cuBLAS's, or
+ * (moefuse) moefuse's kernel's against its own prediction. */
+static void count_within(const measurement *me, int d, int moefuse, int *within, int *measured) {
     *within = *measured = 0;
     for (int64_t s = 0; s < me->num_shapes; s++) {
-        double r = ratio_or_nan(me->shapes[s].measured_ms[d], me->shapes[s].predicted_ms[d]);
+        const measured_shape *x = &me->shapes[s];
+        double r = moefuse ? ratio_or_nan(x->moefuse_ms[d], x->moefuse_predicted_ms[d])
+                           : ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]);
         if (isnan(r)) continue;
         ++*measured;
         if (fabs(r - 1.0) <= 0.25) ++*within;
@@ -323,18 +449,25 @@ static void format_ratio(double r, char *buf, size_t size) {
     else snprintf(buf, size, "%.2f", r);
 }
 
-static void print_measured_row(const char *label, const char *rows, const measured_shape *x, const char *moefuse) {
-    char col[6][24], th[16], ach[16];
+static void print_measured_row(const char *label, const char *rows, const measured_shape *x) {
+    char col[6][24], th[16], ach[16], mf[6][24], kernel[48];
     for (int d = 0; d < MEASURE_DTYPES; d++) {
         format_ms(x->wanted[d] ? x->predicted_ms[d] : 0.0, col[3 * d], sizeof col[0]);
         if (x->wanted[d] && x->error[d][0]) snprintf(col[3 * d + 1], sizeof col[0], "failed");
         else format_ms(x->measured_ms[d], col[3 * d + 1], sizeof col[0]);
         format_ratio(ratio_or_nan(x->measured_ms[d], x->predicted_ms[d]), col[3 * d + 2], sizeof col[0]);
+        format_ms(x->wanted[d] ? x->moefuse_predicted_ms[d] : 0.0, mf[3 * d], sizeof mf[0]);
+        if (x->wanted[d] && x->moefuse_error[d][0]) snprintf(mf[3 * d + 1], sizeof mf[0], "failed");
+        else format_ms(x->moefuse_ms[d], mf[3 * d + 1], sizeof mf[0]);
+        format_ratio(ratio_or_nan(x->moefuse_ms[d], x->moefuse_predicted_ms[d]), mf[3 * d + 2], sizeof mf[0]);
     }
     format_ratio(ratio_or_nan(x->predicted_ms[MEASURE_BF16], x->predicted_ms[MEASURE_FP8]), th, sizeof th);
     format_ratio(ratio_or_nan(x->measured_ms[MEASURE_BF16], x->measured_ms[MEASURE_FP8]), ach, sizeof ach);
-    printf("%5s %7lld %7lld %7lld %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", label, (long long)x->m,
-           (long long)x->k, (long long)x->n, rows, col[0], col[1], col[2], col[3], col[4], col[5], th, ach, moefuse);
+    const int d = x->wanted[MEASURE_BF16] ? MEASURE_BF16 : MEASURE_FP8; /* the kernel named: bf16's if timed */
+    snprintf(kernel, sizeof kernel, "%s", x->moefuse == MOEFUSE_NONE ? "none" : x->moefuse_kernel[d]);
+    printf("%5s %7lld %7lld %7lld %-30s %10s %10s %6s %10s %10s %6s %7s %8s | %10s %10s %6s %10s %10s %6s %s\n", label,
+           (long long)x->m, (long long)x->k, (long long)x->n, rows, col[0], col[1], col[2], col[3], col[4], col[5], th,
+           ach, mf[0], mf[1], mf[2], mf[3], mf[4], mf[5], kernel);
 }
 
 static void print_measurement_table(const moe_shape_list *l, const moe_gpu_spec *g, const measurement *me) {
@@ -343,33 +476,52 @@ static void print_measurement_table(const moe_shape_list *l, const moe_gpu_spec 
            "accumulation; bf16 output), median of %d after warm-up, fresh random inputs, rotated when they fit in L2.\n"
            "pred = the model for that one GEMM (best tile, waves, split-K, + launch %.2f us). ratio = measured / "
            "predicted. fp8x = bf16 time / fp8 time: theory (model), achieved (cuBLAS).\n"
-           "probe: a %dx%dx%d GEMM, about the fixed cost of one launch. moefuse_ms: moefuse's grouped path for routed "
-           "experts is not measured in this version.\n\n",
+           "probe: a %dx%dx%d GEMM, about the fixed cost of one launch.\n"
+           "After |: moefuse's own kernel (mf_): routed-expert fprop shapes as one grouped launch per layer (GEMM1 "
+           "gate_up with the activation, GEMM2 down with routing weights) over the touched experts sharing the "
+           "expected rows, A rows already in plan order, against the model's time for that grouped launch; other "
+           "shapes on the Hopper dense engine, against the plain prediction. Routed Dgrad/Wgrad: none.\n\n",
            (long long)me->num_shapes, MEASURE_REPS, g->launch_s * 1e6, PROBE_DIM, PROBE_DIM, PROBE_DIM);
-    printf("%5s %7s %7s %7s %-30s %10s %10s %6s %10s %10s %6s %7s %8s %-12s\n", "#", "M", "K", "N", "rows (first, count)",
-           "pred_bf16", "meas_bf16", "ratio", "pred_fp8", "meas_fp8", "ratio", "fp8x_th", "fp8x_ach", "moefuse_ms");
-    print_measured_row("probe", "(not in the step)", &me->probe, "-");
+    printf("%5s %7s %7s %7s %-30s %10s %10s %6s %10s %10s %6s %7s %8s | %10s %10s %6s %10s %10s %6s %s\n", "#", "M", "K",
+           "N", "rows (first, count)", "pred_bf16", "meas_bf16", "ratio", "pred_fp8", "meas_fp8", "ratio", "fp8x_th",
+           "fp8x_ach", "mfpred_bf16", "mf_bf16", "ratio", "mfpred_fp8", "mf_fp8", "ratio", "moefuse kernel");
+    print_measured_row("probe", "(not in the step)", &me->probe);
     for (int64_t s = 0; s < me->num_shapes; s++) {
         const measured_shape *x = &me->shapes[s];
         const moe_gemm_row *r = &l->rows[x->first_row];
         char label[24], rows[64];
         snprintf(label, sizeof label, "%lld", (long long)s);
         snprintf(rows, sizeof rows, "%.18s.%s x%lld", r->name, moe_gemm_pass_name(r->pass), (long long)x->num_rows);
-        print_measured_row(label, rows, x, x->routed ? "not measured" : "-");
+        print_measured_row(label, rows, x);
+    }
+    for (int64_t s = 0; s < me->num_shapes; s++) {
+        const measured_shape *x = &me->shapes[s];
+        if (x->moefuse == MOEFUSE_GROUPED)
+            printf("shape %lld: moefuse's grouped %s launch: %lld experts of %lld, %lld tokens x top-%lld, H %lld, I "
+                   "%lld, %s%s\n",
+                   (long long)s, x->launch.down ? "GEMM2 (down)" : "GEMM1 (gate_up)", (long long)x->launch.experts,
+                   (long long)x->launch.num_experts, (long long)x->launch.tokens, (long long)x->launch.top_k,
+                   (long long)x->launch.hidden, (long long)x->launch.intermediate,
+                   moe_activation_name(x->launch.activation), x->launch.has_bias ? ", biases" : "");
     }
     for (int64_t s = -1; s < me->num_shapes; s++) {
         const measured_shape *x = s < 0 ? &me->probe : &me->shapes[s];
-        for (int d = 0; d < MEASURE_DTYPES; d++)
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
             if (x->wanted[d] && x->error[d][0])
                 printf("%s %lld %s not timed: %s\n", s < 0 ? "probe" : "shape", (long long)(s < 0 ? 0 : s),
                        measure_dtype_name[d], x->error[d]);
+            if (x->wanted[d] && x->moefuse_error[d][0])
+                printf("%s %lld %s not timed on moefuse's %s: %s\n", s < 0 ? "probe" : "shape",
+                       (long long)(s < 0 ? 0 : s), measure_dtype_name[d], x->moefuse_kernel[d], x->moefuse_error[d]);
+        }
     }
     for (int d = 0; d < MEASURE_DTYPES; d++) {
-        int within, measured;
-        count_within(me, d, &within, &measured);
-        if (measured)
-            printf("%s: %d of %d measured shapes within +-25%% of the prediction\n", measure_dtype_name[d], within,
-                   measured);
+        int within, measured, mf_within, mf_measured;
+        count_within(me, d, 0, &within, &measured);
+        count_within(me, d, 1, &mf_within, &mf_measured);
+        if (measured || mf_measured)
+            printf("%s: %d of %d measured shapes within +-25%% of the prediction (cuBLAS); moefuse's kernels: %d of "
+                   "%d\n", measure_dtype_name[d], within, measured, mf_within, mf_measured);
     }
 }
 
@@ -392,6 +544,21 @@ static void print_measured_json(const measurement *me, const measured_shape *x) 
             printf(", \"error\": ");
             cli_json_string(stdout, x->error[d]);
         }
+        /* moefuse's kernel (null where the shape has none or its timing failed) */
+        printf(", \"moefuse_predicted_ms\": ");
+        json_ms_or_null(x->moefuse_predicted_ms[d]);
+        printf(", \"moefuse_ms\": ");
+        json_ms_or_null(x->moefuse_ms[d]);
+        printf(", \"moefuse_ratio\": ");
+        analysis_json_number(stdout, ratio_or_nan(x->moefuse_ms[d], x->moefuse_predicted_ms[d]));
+        if (x->moefuse != MOEFUSE_NONE) {
+            printf(", \"moefuse_kernel\": ");
+            cli_json_string(stdout, x->moefuse_kernel[d]);
+        }
+        if (x->moefuse_error[d][0]) {
+            printf(", \"moefuse_error\": ");
+            cli_json_string(stdout, x->moefuse_error[d]);
+        }
         printf("}");
     }
     if (me->both) {
@@ -406,8 +573,14 @@ static void print_measurement_json(const moe_shape_list *l, const measurement *m
     printf(",\n\"measured\": {\"method\": \"one plain GEMM y = x W^T per distinct shape (m, k, n rounded up); bf16: "
            "cublasGemmEx fp32 compute; fp8: cublasLtMatmul e4m3 per-tensor scales, cuBLASLt's default promoting "
            "accumulation; bf16 output; median of reps after warm-up; fresh random inputs rotated when they fit in "
-           "L2\", \"reps\": %d, \"predicted\": \"the roofline model of that one plain GEMM\", \"moefuse_grouped\": "
-           "\"not measured\",\n\"probe\": {\"m\": %d, \"k\": %d, \"n\": %d, \"what\": \"about the fixed cost of one "
+           "L2\", \"reps\": %d, \"predicted\": \"the roofline model of that one plain GEMM\", \"moefuse\": "
+           "\"per dtype moefuse_ms, moefuse_predicted_ms, moefuse_ratio, moefuse_kernel (moefuse_error when it failed): "
+           "a routed-expert fprop shape as one grouped launch per layer, as moe_forward runs it (GEMM1 gate_up with the "
+           "model's activation into A2, GEMM2 down with routing weights; over the touched experts sharing the "
+           "expected routed rows; host-built plan; A rows already in plan order; path by moe__cuda_gemm_select; fp8: "
+           "row128 activation and block128 weight scales), predicted by the model's grouped launch of that row for "
+           "one layer; any other shape on the Hopper dense engine (fp8: row128 x and block128 W scales), predicted "
+           "as the plain GEMM; routed Dgrad/Wgrad shapes: none (null)\",\n\"probe\": {\"m\": %d, \"k\": %d, \"n\": %d, \"what\": \"about the fixed cost of one "
            "launch, beside the GPU's launch_us\"",
            MEASURE_REPS, PROBE_DIM, PROBE_DIM, PROBE_DIM);
     print_measured_json(me, &me->probe);
@@ -434,19 +607,37 @@ static void print_measurement_json(const moe_shape_list *l, const measurement *m
             }
         printf("]");
         print_measured_json(me, x);
-        printf(", \"moefuse_ms\": null}%s\n", s + 1 < me->num_shapes ? "," : "");
+        printf(", \"moefuse\": {\"kernel\": \"%s\"", moefuse_kind_name[x->moefuse]);
+        if (x->moefuse == MOEFUSE_GROUPED) {
+            const moe_grouped_measure *g = &x->launch;
+            printf(", \"gemm\": \"%s\", \"row\": %lld, \"experts\": %lld, \"num_experts\": %lld, \"tokens\": "
+                   "%lld, \"top_k\": %lld, \"hidden\": %lld, \"intermediate\": %lld, \"activation\": \"%s\", "
+                   "\"bias\": %s",
+                   g->down ? "GEMM2" : "GEMM1", (long long)x->grouped_row, (long long)g->experts,
+                   (long long)g->num_experts, (long long)g->tokens, (long long)g->top_k, (long long)g->hidden,
+                   (long long)g->intermediate, moe_activation_name(g->activation), g->has_bias ? "true" : "false");
+        }
+        if (x->moefuse_note[0]) {
+            printf(", \"note\": ");
+            cli_json_string(stdout, x->moefuse_note);
+        }
+        printf("}}%s\n", s + 1 < me->num_shapes ? "," : "");
     }
-    printf("], \"within_25_percent\": {");
-    int first = 1;
-    for (int d = 0; d < MEASURE_DTYPES; d++) {
-        int within, measured;
-        count_within(me, d, &within, &measured);
-        if (!me->wanted[d]) continue;
-        printf("%s\"%s\": {\"within\": %d, \"measured\": %d}", first ? "" : ", ", measure_dtype_name[d], within,
-               measured);
-        first = 0;
+    printf("]");
+    for (int mf = 0; mf < 2; mf++) { /* cuBLAS's counts, then moefuse's kernels' */
+        printf(", \"%s\": {", mf ? "moefuse_within_25_percent" : "within_25_percent");
+        int first = 1;
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
+            int within, measured;
+            count_within(me, d, mf, &within, &measured);
+            if (!me->wanted[d]) continue;
+            printf("%s\"%s\": {\"within\": %d, \"measured\": %d}", first ? "" : ", ", measure_dtype_name[d],
+                   within, measured);
+            first = 0;
+        }
+        printf("}");
     }
-    printf("}}");
+    printf("}");
 }
 
 /* --gemm MxKxN[,MxKxN...]: the model's time for each plain GEMM, in bf16 and/or fp8, exactly as

@@ -44,3 +44,25 @@ moe_status moe_analysis_measure_gemm(moe_context_t *ctx, int64_t m, int64_t k, i
     return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "moe_analysis_measure_gemm: this build of moefuse has no CUDA "
                                                    "backend");
 }
+
+moe_status moe_analysis_measure_dense(moe_context_t *ctx, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
+                                      int32_t reps, double *ms) {
+    (void)m, (void)k, (void)n, (void)dtype, (void)reps;
+    moe__clear_error(ctx);
+    if (ms) *ms = 0.0;
+    return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "moe_analysis_measure_dense: this build of moefuse has no CUDA "
+                                                   "backend");
+}
+
+moe_status moe_analysis_measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, moe_grouped_measure *g) {
+    (void)dtype, (void)reps;
+    moe__clear_error(ctx);
+    if (!g) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_analysis_measure_grouped: g is NULL");
+    g->ms = 0.0;
+    g->path = -1;
+    g->path_name[0] = '\0';
+    g->block = g->plan_rows = 0;
+    g->rows_bf16 = 0;
+    return moe__error(ctx, MOE_STATUS_UNSUPPORTED, "moe_analysis_measure_grouped: this build of moefuse has no CUDA "
+                                                   "backend");
+}

@@ -6,8 +6,11 @@
 #   - whole training steps (qwen3-30b-a3b, then deepseek-v3; batch 1, seq 4096): every dense
 #     GEMM, Fprop, Dgrad and Wgrad.
 # The routed-expert rows are timed as one plain cuBLAS GEMM of the expected tokens per expert
-# (rounded up); moefuse's own grouped path is not timed by --measure yet ("moefuse_ms": null).
-# Stage "bench" times it instead with `moefuse bench` (the whole MoE layer forward: router,
+# (rounded up), and (moefuse_ms) as moefuse's own grouped launch of one layer (GEMM1 gate_up or
+# GEMM2 down over the touched experts, on the path the forward picks), against the model's time
+# for that grouped launch; the other shapes on moefuse's Hopper dense engine. The table counts the
+# routed-expert shapes at T >= 512 whose moefuse time is within +-25% of that prediction.
+# Stage "bench" times the whole layer with `moefuse bench` (the MoE layer forward: router,
 # routing, grouped experts, shared expert; CUDA graph replay) at the same T: bench_<model>.json,
 # set in the table beside the model's predicted GEMM time of one MoE layer (router + routed +
 # shared experts, fprop), which leaves out routing and the elementwise work.
@@ -17,7 +20,8 @@
 # start too late is skipped (logged). Three files come back in $OUT (default ./gpu-out):
 #   measure.log           the runs' stderr and exit codes (a shape not timed is named there), and
 #                         cuBLASLt's own error log if it wrote one (CUBLASLT_LOG_LEVEL=1)
-#   measure_table.md      every shape: predicted, measured, ratio, FP8 speedup; the +-25% counts
+#   measure_table.md      every shape: predicted, measured (cuBLAS), ratio, FP8 speedup, moefuse's
+#                         kernel's time and ratio; the +-25% counts
 #   measure_json.tar.gz   the raw JSONs to commit: roofline_<model>_<mode>_T<T>.json, bench_<model>.json
 #                         (re-packed after every run, so a cut-off run still leaves the others)
 # Exit status: 0 when every run exited 0 (every shape and dtype timed), else 1.
@@ -127,10 +131,15 @@ def f(v, fmt="%.4f"):
 out = sys.argv[1]
 print("# roofline --measure: predicted vs measured (cuBLAS), H200\n")
 print("ratio = measured / predicted; fp8x = bf16 time / fp8 time (th: model, ach: measured). "
-      "Routed-expert rows: one plain GEMM of the expected tokens per expert, rounded up; "
-      "moefuse's grouped path not measured. probe: 128x128x128, about a launch's fixed cost "
+      "Routed-expert rows: one plain cuBLAS GEMM of the expected tokens per expert, rounded up. "
+      "mf: moefuse's own kernel, mf ratio = its time / its prediction: routed-expert fprop shapes as one "
+      "grouped launch per layer (touched experts, expected rows; prediction: the model's grouped launch), "
+      "other shapes on the Hopper dense engine (prediction: the plain GEMM's); kernel: bf16's (fp8's "
+      "if bf16 was not timed). probe: 128x128x128, about a launch's fixed cost "
       "(the model adds the GPU's launch_us to every GEMM).\n")
 must = {"bf16": [0, 0], "fp8": [0, 0]}  # within, measured
+grouped = {"bf16": [0, 0], "fp8": [0, 0]}  # moefuse grouped, routed-expert shapes at T >= 512: within, measured
+dense_mf = {"bf16": [0, 0], "fp8": [0, 0]}  # moefuse dense engine, all runs
 for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
     try:
         doc = json.load(open(path))
@@ -139,26 +148,47 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
         continue
     meas = doc.get("measured", {})
     print("## %s %s T=%d (launch_us %s)\n" % (doc["model"], doc["mode"], doc["tokens"], doc["gpu"].get("launch_us")))
-    print("| M | K | N | rows | kinds | pred bf16 ms | meas bf16 ms | ratio | pred fp8 ms | meas fp8 ms | ratio | fp8x th | fp8x ach |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| M | K | N | rows | kinds | pred bf16 ms | meas bf16 ms | ratio | pred fp8 ms | meas fp8 ms | ratio | fp8x th | fp8x ach "
+          "| mf pred bf16 | mf bf16 ms | mf ratio | mf pred fp8 | mf fp8 ms | mf ratio | moefuse kernel |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     probe = dict(meas.get("probe", {}), names=["probe"], routed_expert=False)
     for s in ([probe] if "m" in probe else []) + meas.get("shapes", []):
         b, e = s.get("bf16", {}), s.get("fp8", {})
         kinds = "probe" if s["names"] == ["probe"] else "expert" if s["routed_expert"] else "dense"
-        print("| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        mf_kind = s.get("moefuse", {}).get("kernel", "dense" if kinds == "probe" and "moefuse_ms" in b else "-")
+        kernel = b.get("moefuse_kernel") or e.get("moefuse_kernel") or mf_kind
+        if mf_kind == "grouped":
+            l = s["moefuse"]
+            kernel += " (%s, %d of %d experts, %d tokens x top-%d)" % (l["gemm"], l["experts"], l["num_experts"],
+                                                                      l["tokens"], l["top_k"])
+        print("| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             s["m"], s["k"], s["n"], ", ".join(s["names"]), kinds,
             f(b.get("predicted_ms")), f(b.get("measured_ms")), f(b.get("ratio"), "%.2f"),
             f(e.get("predicted_ms")), f(e.get("measured_ms")), f(e.get("ratio"), "%.2f"),
-            f(s.get("fp8_speedup_theoretical"), "%.2f"), f(s.get("fp8_speedup_achieved"), "%.2f")))
+            f(s.get("fp8_speedup_theoretical"), "%.2f"), f(s.get("fp8_speedup_achieved"), "%.2f"),
+            f(b.get("moefuse_predicted_ms")), f(b.get("moefuse_ms")), f(b.get("moefuse_ratio"), "%.2f"),
+            f(e.get("moefuse_predicted_ms")), f(e.get("moefuse_ms")), f(e.get("moefuse_ratio"), "%.2f"), kernel))
         for d in ("bf16", "fp8"):
             if s.get(d, {}).get("error"):
-                print("|  |  |  | %s not timed: %s |  |  |  |  |  |  |  |  |  |" % (d, s[d]["error"]))
+                print("|  |  |  | %s not timed: %s |" % (d, s[d]["error"]) + "  |" * 16)
+            if s.get(d, {}).get("moefuse_error"):
+                print("|  |  |  | %s not timed on moefuse's kernel: %s |" % (d, s[d]["moefuse_error"]) + "  |" * 16)
+            mr = s.get(d, {}).get("moefuse_ratio")
+            if mr is not None and mf_kind == "grouped" and doc["tokens"] >= 512:
+                grouped[d][1] += 1
+                grouped[d][0] += abs(mr - 1) <= 0.25
+            if mr is not None and mf_kind == "dense" and kinds != "probe":
+                dense_mf[d][1] += 1
+                dense_mf[d][0] += abs(mr - 1) <= 0.25
             r = s.get(d, {}).get("ratio")
             if kinds != "probe" and r is not None and (doc["mode"] == "prefill" or kinds == "dense"):
                 must[d][1] += 1
                 must[d][0] += abs(r - 1) <= 0.25
     w = meas.get("within_25_percent", {})
-    print("\nwithin +-25%%: %s\n" % ", ".join("%s %d of %d" % (d, v["within"], v["measured"]) for d, v in w.items()))
+    print("\nwithin +-25%%: %s" % ", ".join("%s %d of %d" % (d, v["within"], v["measured"]) for d, v in w.items()))
+    w = meas.get("moefuse_within_25_percent", {})
+    print("moefuse's kernels within +-25%% of their prediction: %s\n" %
+          (", ".join("%s %d of %d" % (d, v["within"], v["measured"]) for d, v in w.items()) or "-"))
     # moefuse's layer forward (stage bench) beside the predicted GEMMs of one MoE layer.
     bench_path = os.path.join(out, "bench_%s.json" % doc["model"])
     if doc["mode"] != "prefill" or not os.path.exists(bench_path):
@@ -177,6 +207,10 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
         print("moefuse layer forward (bench, %s): %.4f ms; predicted GEMMs of one MoE layer (router, routed and "
               "shared experts): %.4f ms; ratio %.2f\n" % (rows[0]["timing"], rows[0]["ms"], per_layer,
                                                           rows[0]["ms"] / per_layer))
+print("moefuse's grouped launch, routed-expert shapes at T >= 512, within +-25%% of the model's grouped "
+      "prediction: %s" % ", ".join("%s %d of %d" % (d, v[0], v[1]) for d, v in grouped.items()))
+print("moefuse's Hopper dense engine, other shapes (all runs), within +-25%% of the plain prediction: %s\n" %
+      ", ".join("%s %d of %d" % (d, v[0], v[1]) for d, v in dense_mf.items()))
 print("must-show set (every shape of the prefill runs, the dense shapes of the train runs), within +-25%%: %s" %
       ", ".join("%s %d of %d" % (d, v[0], v[1]) for d, v in must.items()))
 EOF
