@@ -138,6 +138,20 @@ float moe__activate(const moe_layer_spec *spec, float gate, float up);
 /* CPU backend entry points (src/cpu/). */
 moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args);
 size_t moe__cpu_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format);
+/* The CPU forward with its A2 (the activation's output, GEMM2's input) exchanged, for the GPU
+ * test's stage-wise FP8 checks (tests/gpu/test_gpu_forward.c); not public API. Any pointer may
+ * be NULL; all NULL (or a2 NULL) is moe__cpu_forward.
+ *   a2_out, shared_a2_out: receive A2 as GEMM1 + activation made it, before act_format's
+ *     quantisation: routed [T*k, I] by row id token*k + slot, shared [T, Is] (if any);
+ *   a2_in, shared_a2_in: GEMM2 uses these values (same layouts) as A2 instead, as given:
+ *     neither computed (that GEMM1 is skipped) nor quantised here.
+ * args as moe_forward has validated them: nothing is checked here. */
+typedef struct moe__cpu_a2_exchange {
+    const float *a2_in, *shared_a2_in;
+    float *a2_out, *shared_a2_out;
+} moe__cpu_a2_exchange;
+moe_status moe__cpu_forward_a2(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args,
+                               const moe__cpu_a2_exchange *a2);
 
 /* CUDA backend entry points (src/cuda/). Without CUDA (src/core/nocuda.c) the device count is
  * -1 and the others answer MOE_STATUS_UNSUPPORTED. */

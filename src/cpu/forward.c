@@ -253,7 +253,9 @@ static float load(const moe_tensor *x, int64_t t, int64_t h, int64_t s0, int64_t
     }
 }
 
-moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args) {
+/* The forward, with the A2 exchange of moe__cpu_forward_a2 (all NULL: moe__cpu_forward). */
+static moe_status cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args,
+                              const moe__cpu_a2_exchange *xa) {
     const moe_layer_spec *spec = &w->spec;
     cpu_state st;
     memset(&st, 0, sizeof st);
@@ -363,8 +365,11 @@ moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const mo
     moe__cpu_plan_build(ids, T, k, E, 1, &plan);
 
     /* (d) GEMM1 + activation. Items are (job, chunk of W13_CHUNK units); every item writes
-     * its own A2 columns, and each element is one fixed-order dot product. */
+     * its own A2 columns, and each element is one fixed-order dot product. An A2 the caller
+     * gives (moe__cpu_forward_a2) is copied in instead, and its GEMM1 skipped. */
     const int64_t jobs = E + (shared ? 1 : 0);
+    if (xa->a2_in) memcpy(st.a2, xa->a2_in, (size_t)(L->rows * L->I) * sizeof(float));
+    if (shared && xa->shared_a2_in) memcpy(st.a2s, xa->shared_a2_in, (size_t)(T * L->Is) * sizeof(float));
     {
         const int64_t chunks = (max64(L->I, L->Is) + W13_CHUNK - 1) / W13_CHUNK;
         const int64_t items = jobs * chunks;
@@ -372,17 +377,23 @@ moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const mo
         for (int64_t item = 0; item < items; item++) {
             const expert_job job = job_of(&st, item / chunks);
             const int64_t u0 = (item % chunks) * W13_CHUNK;
-            if (job.nrows == 0 || u0 >= job.inter) continue;
+            const bool given = item / chunks < E ? xa->a2_in != NULL : xa->shared_a2_in != NULL;
+            if (job.nrows == 0 || u0 >= job.inter || given) continue;
             gemm1_units(&st, &job, u0, u0 + W13_CHUNK < job.inter ? u0 + W13_CHUNK : job.inter);
         }
     }
 
     /* (d, continued) w8a8: A2 quantised to FP8 and back before the down projection. The
      * routed A2 [T*k, I] (every row is live: each (token, slot) is one row) and the shared
-     * A2 [T, Is] are separate tensors with their own FP8_TENSOR scale. */
+     * A2 [T, Is] are separate tensors with their own FP8_TENSOR scale. The test hook may take
+     * a copy of A2 first, and an A2 it gave is used as it is. */
+    if (xa->a2_out) memcpy(xa->a2_out, st.a2, (size_t)(L->rows * L->I) * sizeof(float));
+    if (shared && xa->shared_a2_out) memcpy(xa->shared_a2_out, st.a2s, (size_t)(T * L->Is) * sizeof(float));
     if (args->act_format != MOE_FORMAT_F32) {
-        status = fake_quantize(ctx, args->act_format, st.a2, L->rows, L->I, qcodes, qscales, "the routed A2");
-        if (status == MOE_STATUS_OK && shared)
+        status = MOE_STATUS_OK;
+        if (!xa->a2_in)
+            status = fake_quantize(ctx, args->act_format, st.a2, L->rows, L->I, qcodes, qscales, "the routed A2");
+        if (status == MOE_STATUS_OK && shared && !xa->shared_a2_in)
             status = fake_quantize(ctx, args->act_format, st.a2s, T, L->Is, qcodes, qscales, "the shared A2");
         if (status != MOE_STATUS_OK) return status;
     }
@@ -420,4 +431,14 @@ moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const mo
         }
     }
     return MOE_STATUS_OK;
+}
+
+moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args) {
+    return moe__cpu_forward_a2(ctx, w, args, NULL);
+}
+
+moe_status moe__cpu_forward_a2(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args,
+                               const moe__cpu_a2_exchange *a2) {
+    const moe__cpu_a2_exchange none = {NULL, NULL, NULL, NULL};
+    return cpu_forward(ctx, w, args, a2 ? a2 : &none);
 }

@@ -94,6 +94,44 @@ moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *ids, int64_t 
 moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format format, const void *x, moe_dtype dtype,
                                   int64_t rows, int64_t cols, int64_t ld, uint8_t *codes, float *scales,
                                   uint32_t *amax, void *stream);
+/* Where the w8a8 forward (FP8 weights) leaves its quantised activations in its workspace, for
+ * the GPU tests' stage-wise checks (tests/gpu/test_gpu_forward.c, fp8_a2_probe.c); not public
+ * API. Device pointers into `workspace`, as moe_forward lays it out for T tokens on w with
+ * act_format (forward.cu's own layout; ask under the MOEFUSE_GEMM the forward ran with: the
+ * path sets the plan block). What they hold is that of the last forward run in it.
+ * One activation: codes [rows, cols] e4m3 (row stride cols); the scale of (row r, 128-column
+ * group g) at scales[r * scale_row_stride + g], g < groups (fp8-tensor: groups 1, and
+ * scale_row_stride 0 when the tensor has one scale); values: the fp32 matrix that was
+ * quantised, [rows, cols] (NULL for x). */
+typedef struct moe__cuda_fp8_act {
+    const uint8_t *codes;
+    const float *scales;
+    const float *values;
+    int64_t rows, cols, groups, scale_row_stride;
+} moe__cuda_fp8_act;
+
+typedef struct moe__cuda_fp8_view {
+    int gemm;                  /* the path the layout is for: MOE__CUDA_GEMM_V1 or _HOPPER */
+    int64_t block, experts;    /* plan block; E, or E + 1 with the shared expert fused (expert E) */
+    int64_t max_rows;          /* plan rows reserved */
+    /* Row ids of the plan: T*k is padding; ids in [0, T*k) are routed rows token*k + slot; an
+     * id above T*k is the fused shared expert's row of token id - (T*k + 1). */
+    int64_t padding_id;
+    const int64_t *offsets;    /* [experts + 1]; offsets[experts] = the live plan rows */
+    const int32_t *sorted_ids; /* [max_rows] */
+    moe__cuda_fp8_act x;       /* [T, H]: one scale (fp8-tensor) or [T, ceil(H/128)] */
+    /* A2 in plan order [max_rows, I], rows past the live count and padding rows unused;
+     * fp8-tensor: one scale per plan row (scale_row_stride 1), that of the row's tensor (the
+     * routed rows', or the fused shared rows'); fp8-row128: [max_rows, ceil(I/128)]. */
+    moe__cuda_fp8_act a2;
+    /* The separate shared expert's A2 (Is != I), [T, Is] by token: one scale or
+     * [T, ceil(Is/128)]. rows = 0 (all NULL) when there is none or it is fused. */
+    moe__cuda_fp8_act shared_a2;
+} moe__cuda_fp8_view;
+
+moe_status moe__cuda_fp8_workspace_view(moe_context_t *ctx, const moe_weights_t *w, int64_t T, moe_format act_format,
+                                        void *workspace, moe__cuda_fp8_view *out);
+
 /* The e4m3 code of x / s as the device quantiser forms it (the same code, compiled for the
  * host): for tests of the rounding rule against moe_quantize without a GPU. */
 uint8_t moe__cuda_fp8_encode_host(float x, float s);

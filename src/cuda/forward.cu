@@ -692,3 +692,47 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
 #undef WS
     return launch_combine(ctx, L, base, ids, args, stream);
 }
+
+// The FP8 path's activations in a forward's workspace, from this file's own ws_layout (see
+// cuda_backend.h): the GPU tests read them back for their stage-wise checks.
+extern "C" moe_status moe__cuda_fp8_workspace_view(moe_context_t *ctx, const moe_weights_t *w, int64_t T,
+                                                   moe_format act_format, void *workspace,
+                                                   moe__cuda_fp8_view *out) {
+    static const char fn[] = "moe__cuda_fp8_workspace_view";
+    if (!w || !workspace || !out)
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: w, workspace and out must be set", fn);
+    memset(out, 0, sizeof *out);
+    if (!is_fp8_weights(w->format))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: weights format %s, expected fp8-tensor or "
+                          "fp8-block128 (only the w8a8 path quantises its activations)", fn, moe_format_name(w->format));
+    if (act_format != MOE_FORMAT_FP8_ROW128 && act_format != MOE_FORMAT_FP8_TENSOR)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: act_format %s, expected fp8-row128 or fp8-tensor", fn,
+                          moe_format_name(act_format));
+    ws_layout L;
+    if (T < 0 || !layout_compute(w, T, act_format, &L))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: T = %lld: expected T >= 0 with a workspace layout "
+                          "that fits in 64 bits", fn, (long long)T);
+    uint8_t *base = (uint8_t *)(((uintptr_t)workspace + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN);
+    const bool tensor = L.fp8_tensor;
+    out->gemm = L.gemm;
+    out->block = L.block;
+    out->experts = L.experts;
+    out->max_rows = L.max_rows;
+    out->padding_id = L.rows;
+    out->offsets = (const int64_t *)(base + L.offsets);
+    out->sorted_ids = (const int32_t *)(base + L.sorted_ids);
+    // x: one scale (tensor), or [T, ceil(H/128)] (row128).
+    const int64_t gh = (L.H + 127) / 128, gi = (L.I + 127) / 128, gs = (L.Is + 127) / 128;
+    out->x = moe__cuda_fp8_act{base + L.xq, (const float *)(base + L.xq_scales), NULL, T, L.H, tensor ? 1 : gh,
+                               tensor ? 0 : gh};
+    // A2 in plan order: one scale per plan row (tensor; that row's tensor: routed or fused
+    // shared), or [max_rows, ceil(I/128)] (row128). See forward_fp8 and quant.cu.
+    out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales), (const float *)(base + L.a2f),
+                                L.max_rows, L.I, tensor ? 1 : gi, tensor ? 1 : gi};
+    // The separate shared expert (Is != I): [T, Is] by token, one scale or [T, ceil(Is/128)].
+    if (L.shared && !L.fused)
+        out->shared_a2 = moe__cuda_fp8_act{base + L.a2sq, (const float *)(base + L.a2sq_scales),
+                                           (const float *)(base + L.a2sf), T, L.Is, tensor ? 1 : gs,
+                                           tensor ? 0 : gs};
+    return MOE_STATUS_OK;
+}

@@ -10,9 +10,9 @@
  *   B-graph      the forward captured, B uploaded, the graph replayed (the suite's replay)
  *   B-after-A    eager A again, then eager B (stale rows without a graph)
  *   B-clean      eager B on a zeroed workspace (no stale rows at all)
- * After each run the workspace is read back (offsets mirror forward.cu's ws_layout for FP8;
- * checked: total = moe_forward_workspace_size, device plan = moe_dispatch_plan_build's, x codes
- * = moe_quantize's): plan order, the fp32 A2, its codes and per-row scales. On the host, from
+ * After each run the workspace is read back (where forward.cu's layout puts things, from
+ * moe__cuda_fp8_workspace_view; checked: device plan = moe_dispatch_plan_build's, x codes =
+ * moe_quantize's): plan order, the fp32 A2, its codes and per-row scales. On the host, from
  * the oracle's x codes and the packed weights: g = x.W1 (+b) in fp64 (as the CPU oracle),
  * A2 = relu(g)^2, the oracle's float A2, its codes and scale (moe_quantize over [T*k, I]).
  *
@@ -51,53 +51,16 @@ static void stale_rows_model(model *m) {
     model_build(m);
 }
 
-/* ---- the workspace offsets (forward.cu's ws_layout, FP8 weights, no shared expert) ---- */
-typedef struct ws_offsets {
+/* ---- the plan's shape: rows reserved and rows per block (the workspace itself is read through
+ * moe__cuda_fp8_workspace_view, in forward.cu's own layout) ---- */
+typedef struct plan_shape {
     int64_t max_rows, block;
-    int64_t offsets, sorted_ids, xq, xq_scales, a2f, a2q, a2q_scales, total;
-} ws_offsets;
+} plan_shape;
 
-static int64_t ws_take(int64_t *cursor, int64_t bytes) {
-    const int64_t start = (*cursor + 255) / 256 * 256;
-    *cursor = start + bytes;
-    return start;
-}
-
-static ws_offsets ws_layout_fp8(const model *m, int64_t T, bool hopper) {
-    const int64_t E = m->spec.num_experts, H = m->spec.hidden, I = m->spec.intermediate, k = m->spec.top_k;
-    const bool tensor = m->act_format == MOE_FORMAT_FP8_TENSOR;
-    ws_offsets o;
-    memset(&o, 0, sizeof o);
+static plan_shape plan_shape_of(const model *m, int64_t T, bool hopper) {
+    plan_shape o;
     o.block = hopper ? 128 : 64;
-    const int64_t rows = T * k;
-    o.max_rows = rows + E * (o.block - 1);
-    const int64_t max_blocks = (o.max_rows + o.block - 1) / o.block;
-    int64_t c = 0;
-    ws_take(&c, 0);                    /* xc (bf16 path only) */
-    ws_take(&c, T * E * 4);            /* logits */
-    ws_take(&c, rows * 4);             /* ids */
-    ws_take(&c, rows * 4);             /* weights */
-    ws_take(&c, T * 4);                /* gate */
-    ws_take(&c, E * 8);                /* counts */
-    o.offsets = ws_take(&c, (E + 1) * 8);
-    o.sorted_ids = ws_take(&c, o.max_rows * 4);
-    ws_take(&c, max_blocks * 4);       /* block_expert */
-    ws_take(&c, 0);                    /* a2 (bf16) */
-    ws_take(&c, 0);                    /* a2s (bf16) */
-    ws_take(&c, rows * H * 4);         /* out */
-    ws_take(&c, 0);                    /* xperm (bf16) */
-    o.xq = ws_take(&c, T * H);
-    o.xq_scales = ws_take(&c, (tensor ? 1 : T * ((H + 127) / 128)) * 4);
-    o.a2f = ws_take(&c, o.max_rows * I * 4);
-    o.a2q = ws_take(&c, o.max_rows * I);
-    o.a2q_scales = ws_take(&c, (tensor ? o.max_rows : o.max_rows * ((I + 127) / 128)) * 4);
-    ws_take(&c, 0);                    /* a2sf, a2sq: no separate shared expert */
-    ws_take(&c, 0);
-    ws_take(&c, (tensor ? 1 : 0) * 4); /* a2sq_scales */
-    ws_take(&c, 16);                   /* amax */
-    ws_take(&c, hopper ? o.max_rows * H : 0);                               /* xpq */
-    ws_take(&c, hopper && !tensor ? o.max_rows * ((H + 127) / 128) * 4 : 0); /* xpq_scales */
-    o.total = c + 256;
+    o.max_rows = T * m->spec.top_k + m->spec.num_experts * (o.block - 1);
     return o;
 }
 
@@ -249,7 +212,7 @@ typedef struct readback {
     void *y;            /* [T, H + y_pad] in y's dtype */
 } readback;
 
-static readback readback_alloc(const model *m, int64_t T, const ws_offsets *o) {
+static readback readback_alloc(const model *m, int64_t T, const plan_shape *o) {
     const int64_t E = m->spec.num_experts, H = m->spec.hidden, I = m->spec.intermediate, R = o->max_rows;
     readback w;
     w.offsets = xmalloc((size_t)(E + 1) * 8);
@@ -267,23 +230,24 @@ static void readback_free(readback *w) {
     free(w->offsets), free(w->sorted), free(w->xq), free(w->a2q), free(w->a2f), free(w->scales), free(w->y);
 }
 
-static readback readback_device(const model *m, const device_buffers *b, int64_t T, const ws_offsets *o) {
+static readback readback_device(const model *m, const device_buffers *b, int64_t T, const plan_shape *o) {
     const int64_t E = m->spec.num_experts, H = m->spec.hidden, I = m->spec.intermediate, R = o->max_rows;
     readback w = readback_alloc(m, T, o);
-    const uint8_t *base = b->workspace;
-    CUDA_OK(cudaMemcpy(w.offsets, base + o->offsets, (size_t)(E + 1) * 8, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(w.sorted, base + o->sorted_ids, (size_t)R * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(w.xq, base + o->xq, (size_t)(T * H), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(&w.xs, base + o->xq_scales, 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(w.a2f, base + o->a2f, (size_t)(R * I) * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(w.a2q, base + o->a2q, (size_t)(R * I), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(w.scales, base + o->a2q_scales, (size_t)R * 4, cudaMemcpyDeviceToHost));
+    moe__cuda_fp8_view v; /* fp8-tensor: x has one scale, A2 one per plan row */
+    MOE_OK(gpu_ctx, moe__cuda_fp8_workspace_view(gpu_ctx, m->w_gpu, T, m->act_format, b->workspace, &v));
+    CUDA_OK(cudaMemcpy(w.offsets, v.offsets, (size_t)(E + 1) * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(w.sorted, v.sorted_ids, (size_t)R * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(w.xq, v.x.codes, (size_t)(T * H), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&w.xs, v.x.scales, 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(w.a2f, v.a2.values, (size_t)(R * I) * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(w.a2q, v.a2.codes, (size_t)(R * I), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(w.scales, v.a2.scales, (size_t)R * 4, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(w.y, b->y, y_bytes(m, T), cudaMemcpyDeviceToHost));
     return w;
 }
 
 static run_result analyse(const model *m, const host_model *h, const inputs *in, const exact_a2 *x,
-                          const ws_offsets *o, const readback *w) {
+                          const plan_shape *o, const readback *w) {
     const int64_t T = in->T, H = h->H, I = h->I, k = h->k, E = h->E, rows = T * k;
     run_result r;
     memset(&r, 0, sizeof r);
@@ -428,7 +392,7 @@ static void print_tables(const char *path, int trial, const char *what, const ru
 }
 
 static run_result analyse_device(const model *m, const host_model *h, const device_buffers *b, const inputs *in,
-                                 const exact_a2 *x, const ws_offsets *o) {
+                                 const exact_a2 *x, const plan_shape *o) {
     readback w = readback_device(m, b, in->T, o);
     const run_result r = analyse(m, h, in, x, o, &w);
     readback_free(&w);
@@ -439,7 +403,7 @@ static run_result analyse_device(const model *m, const host_model *h, const devi
  * (the CPU plan, the oracle's A2, codes and scale in plan order, padding rows poisoned, y = the
  * oracle's rounded to bf16) must read "ok"; with plan block 1's A2 1% high it must name block 1;
  * with every A2 scale 2^16 too large (a stale amax) it must name the scale. */
-static readback fake_readback(const model *m, const inputs *in, const exact_a2 *x, const ws_offsets *o, int plant) {
+static readback fake_readback(const model *m, const inputs *in, const exact_a2 *x, const plan_shape *o, int plant) {
     const int64_t T = in->T, H = m->spec.hidden, I = m->spec.intermediate, E = m->spec.num_experts, k = m->spec.top_k;
     readback w = readback_alloc(m, T, o);
     moe_dispatch_plan cp = {0};
@@ -483,7 +447,7 @@ static int selftest(void) {
     int failed = 0;
     for (int hopper = 0; hopper < 2; hopper++)
         for (int plant = 0; plant < 3; plant++) {
-            const ws_offsets o = ws_layout_fp8(&m, 33, hopper);
+            const plan_shape o = plan_shape_of(&m, 33, hopper);
             readback w = fake_readback(&m, &A, &xa, &o, plant);
             const run_result r = analyse(&m, &h, &A, &xa, &o, &w);
             print_run(hopper ? "hopper" : "v1", 0, names[plant], &r, &xa);
@@ -556,10 +520,12 @@ int main(int argc, char **argv) {
             const bool hopper = moe__cuda_forward_gemm(m.w_gpu, 33) == MOE__CUDA_GEMM_HOPPER;
             device_buffers b;
             device_alloc(&m, &b, 33, R_IDS);
-            const ws_offsets o = ws_layout_fp8(&m, 33, hopper);
-            if ((size_t)o.total != b.workspace_size) {
-                printf("FATAL: probe workspace layout %lld bytes, moe_forward_workspace_size %zu: forward.cu's layout "
-                       "changed, update ws_layout_fp8\n", (long long)o.total, b.workspace_size);
+            const plan_shape o = plan_shape_of(&m, 33, hopper);
+            moe__cuda_fp8_view v;
+            MOE_OK(gpu_ctx, moe__cuda_fp8_workspace_view(gpu_ctx, m.w_gpu, 33, m.act_format, b.workspace, &v));
+            if (v.max_rows != o.max_rows || v.block != o.block) {
+                printf("FATAL: the forward's plan has %lld rows in blocks of %lld, the probe expects %lld in blocks of "
+                       "%lld\n", (long long)v.max_rows, (long long)v.block, (long long)o.max_rows, (long long)o.block);
                 return 1;
             }
             const char *names[4] = {"A", "B-graph", "B-after-A", "B-clean"};
