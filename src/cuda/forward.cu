@@ -374,18 +374,13 @@ extern "C" int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, 
     const char *env = getenv("MOEFUSE_GEMM");
     if (env && !strcmp(env, "v1")) return MOE__CUDA_GEMM_V1;
     if (env && !strcmp(env, "hopper")) return MOE__CUDA_GEMM_HOPPER;
-    // FP8: v1 while the touched experts average <= DECODE_MAX_AVG_ROWS (16) rows, where v1's
-    // launch runs its K-split decode kernel (gemm_fp8_v1.cu: streams the touched experts' e4m3
-    // weights, 32-column items, no padding tiles); above, the wgmma path. The wgmma path's
-    // 128-row tiles are mostly padding at decode: 42-73% of the memory floor at T <= 64 on the
-    // H200 (bench/results/2026-12-02-h200-session3/fp8/). avg = ceil(T*k / min(E, T*k)), the
-    // routed rows only (a fused shared expert is not in these arguments). Not yet measured.
-    if (fp8) {
-        const int64_t touched = E < routed_rows ? E : routed_rows;
-        if (touched < 1) return MOE__CUDA_GEMM_V1;
-        const int64_t avg = routed_rows / touched + (routed_rows % touched != 0); // no overflow at INT64_MAX
-        return avg <= DECODE_MAX_AVG_ROWS ? MOE__CUDA_GEMM_V1 : MOE__CUDA_GEMM_HOPPER;
-    }
+    // FP8: the wgmma path at every T. At decode v1 runs its K-split decode kernel
+    // (gemm_fp8_v1.cu), but e4m3 mma.sync has no native instruction on sm_90 (ptxas unpacks
+    // it to f16 conversions + HMMA) and on the H200 that kernel was slower than the wgmma path
+    // at T = 8 and 64 on qwen3-30b-a3b (0.148 vs 0.136 ms, 0.327 vs 0.288) and gpt-oss-120b
+    // T = 8 (0.284 vs 0.268), equal at qwen3 T = 1, faster only at gpt-oss T = 1 (0.072 vs
+    // 0.074): bench/results/2026-12-02-h200-session3/fp8*/ (callC2 vs callB).
+    if (fp8) return MOE__CUDA_GEMM_HOPPER;
     return routed_rows >= (int64_t)HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
 }
 
@@ -434,7 +429,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  force_hopper ? ", MOEFUSE_GEMM=hopper ignored" : "");
     else if (L.fp8)
         snprintf(why, sizeof why,
-                 "fp8 weights: v1 (its decode kernel) while T*k / min(E, T*k) <= 16 rows per expert, else wgmma%s%s%s",
+                 "fp8 weights run the wgmma path at every T%s%s%s",
                  env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     else
