@@ -11,7 +11,8 @@ set -u
 BIN=${1:?usage: test_measured_model.sh path/to/moefuse}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 # Second data set: the run after the launch_us / exposed-store calibration (session 3, call A),
-# which the stream-K change was not chosen on; its floors are that model's counts on it.
+# which the stream-K change was not chosen on; its floors are that model's counts on it. Third:
+# the first run with stream-K in place (session 3, call C2), its counts as measured.
 LOGS="$SRC/tests/gpu/logs"
 if ! command -v python3 >/dev/null; then echo "SKIP: no python3"; echo "0 passed, 0 failed"; exit 0; fi
 passed=0 failed=0
@@ -24,5 +25,6 @@ check() { # folder floors
 }
 check 2026-12-02-measure-h200 bf16=142,fp8=142
 check 2026-12-02-measure-h200-validation bf16=140,fp8=144
+check 2026-12-02-measure-h200-moefuse bf16=144,fp8=143
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
