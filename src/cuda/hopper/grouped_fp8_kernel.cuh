@@ -258,7 +258,20 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+            // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
+            // enough that row m0 + 64 * half is padding) only takes and releases the stages: at
+            // decode most blocks hold a few live rows, and this halves the tensor-core work.
+            const bool idle = p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
             for (int kb = 0; kb < num_kb; ++kb) {
+                if (idle) {
+                    mbar_wait(&full[stage], phase);
+                    release_stage<1>(&empty[stage], lane);
+                    if (++stage == STAGES) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                    continue;
+                }
                 const fp8_kblock now = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
                 // The odd columns' scales (the stage is ours until retire_paired releases it).
                 const float *sc = smem_scale + now.stage * FP8_SCALE_SLOTS;
