@@ -70,6 +70,8 @@ void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
     p->sw = a->w_scales;
     p->sw_expert = (long long)(a->w_scale_rows * a->w_scale_cols);
     p->sw_cols = (long long)a->w_scale_cols;
+    // Under 64 routed rows per expert on average most blocks have an all-padding half.
+    p->check_idle = g->sorted_ids && g->tokens * g->top_k < 64 * g->experts;
     p->sw_kind = a->w_scale_kind == FP8W_TENSOR ? GF8_W_TENSOR
                  : a->w_scale_kind == FP8W_BLOCK ? GF8_W_BLOCK
                                                  : GF8_W_PAIRED;

@@ -51,6 +51,7 @@ struct grouped_fp8_params {
     const float *sw;           // expert e's scales at sw + e * sw_expert
     long long sw_expert, sw_cols; // sw_cols: scale columns (k-blocks) per scale row
     int sw_kind;               // GF8_W_*
+    int check_idle;            // decode-sized plans: look for all-padding warpgroups (below)
 };
 
 // Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
@@ -260,8 +261,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
             // enough that row m0 + 64 * half is padding) only takes and releases the stages: at
-            // decode most blocks hold a few live rows, and this halves the tensor-core work.
-            const bool idle = p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
+            // decode most blocks hold a few live rows, and this halves the tensor-core work. Only
+            // when the host says the plan is decode-sized: the id's load latency at every tile's
+            // start cost 5-9% at T = 16384 (src/cuda/NOTES.md, last section).
+            const bool idle = p.check_idle && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
             for (int kb = 0; kb < num_kb; ++kb) {
                 if (idle) {
                     mbar_wait(&full[stage], phase);
