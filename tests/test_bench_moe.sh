@@ -24,7 +24,10 @@ fi
 # an uninstrumented interpreter without preloading its runtime, so the moefuse checks are
 # skipped there (a path that does not exist makes the binding say so).
 lib="$build_dir/libmoefuse.so"
-if [ -f "$lib" ] && ! ldd "$lib" 2>/dev/null | grep -q libasan; then
+# ldd's whole output first: `ldd | grep -q` under pipefail fails when grep's early exit makes
+# ldd die of SIGPIPE, which sent the ASan library into python now and then (CI, 2026-12-02).
+deps=$([ -f "$lib" ] && ldd "$lib" 2>/dev/null)
+if [ -f "$lib" ] && [[ "$deps" != *libasan* ]]; then
   export MOEFUSE_LIB="$lib"
 else
   export MOEFUSE_LIB="$build_dir/no-uninstrumented-libmoefuse.so"
