@@ -408,6 +408,8 @@ int main(int argc, char **argv) {
         {"fp8v1", "128x128x128 tile, 6 stages, TMA + cp.async scales, 2 wgmma consumer warpgroups, promotion every 128 of K",
          lab_gemm_fp8_v1, 0},
         {"fp8v2", "fp8v1 with two partial accumulators: k-block kb+1's wgmmas overlap kb's promotion", lab_gemm_fp8_v2, 0},
+        {"fp8v3", "fp8v1 in clusters of 2 CTAs along M: each CTA loads half of the B tile and multicasts it to both",
+         lab_gemm_fp8_v3, 0},
         {"fp8engine", "library entry moe__hopper_gemm_fp8", engine_entry, 0},
     };
     std::vector<impl> impls;
