@@ -56,7 +56,8 @@ struct shape {
 // Squares for the floors; DeepSeek-V3's per-expert GEMMs at T = 16384 (uniform routing: rows =
 // T*8/256 = 512; GEMM1 N = 2*2048 gate+up, K = 7168; GEMM2 N = 7168, K = 2048); 16 experts'
 // rows stacked (what a grouped kernel sees per column block); tails in M, N and K (K = 1040 =
-// 8 blocks + 16: the last scale block is partial).
+// 8 blocks + 16: the last scale block is partial); an odd number of 128-row blocks (9), so a
+// cluster-of-2 variant's last cluster has a CTA without rows.
 static const shape SHAPES[] = {
     {"square-4096", 4096, 4096, 4096, false},
     {"square-8192", 8192, 8192, 8192, true},
@@ -65,6 +66,7 @@ static const shape SHAPES[] = {
     {"deepseek-v3-gemm1-x16-experts", 8192, 4096, 7168, true},
     {"deepseek-v3-gemm2-x16-experts", 8192, 7168, 2048, true},
     {"tails-1000x1000x1040", 1000, 1000, 1040, false},
+    {"tails-1100x1000x1040", 1100, 1000, 1040, false},
 };
 
 // ---- device kernels ------------------------------------------------------------------------
