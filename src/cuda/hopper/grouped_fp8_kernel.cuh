@@ -20,12 +20,11 @@
 //  - N need not be a multiple of 128 (gpt-oss H = 2880): columns past N of a tile read the next
 //    expert's rows (or TMA zeros) and are dropped by the epilogue. K need not be either: the
 //    last k-block's missing columns are TMA zeros on both sides and it has its own scales.
-//  - Epilogues (staged through shared memory per consumer warp, 32 columns at a time, as
-//    grouped_kernel.cuh's EPI_STAGED; small code, one activation switch per chunk):
-//    GEMM_UP: (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or
-//    RELU2 per column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does);
-//    GEMM_DOWN: (acc + bias) x routing weight / shared gate -> fp32 rows out[id] (or id - 1),
-//    grouped_kernel.cuh's staged_down_chunk. Padding rows are not written.
+//  - Epilogue: grouped_kernel.cuh's staged_epilogue over the 128-wide tile (4 chunks of 32
+//    columns), with A2 in fp32: GEMM_UP: (x routing weight when weight_on_input) + bias, GLU of
+//    the interleaved pairs (or RELU2 per column) -> fp32 A2 [rows, ldo] (quantised next, as the
+//    CPU oracle does); GEMM_DOWN: (acc + bias) x routing weight / shared gate -> fp32 rows out[id]
+//    (or id - 1). Padding rows are not written.
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -84,89 +83,6 @@ __device__ __forceinline__ void retire_paired(float *acc, float *part, const fp8
         acc[4 * j + 1] = fmaf(part[4 * j + 1], odd_lo, acc[4 * j + 1]);
         acc[4 * j + 2] = fmaf(part[4 * j + 2], kb.s_hi, acc[4 * j + 2]);
         acc[4 * j + 3] = fmaf(part[4 * j + 3], odd_hi, acc[4 * j + 3]);
-    }
-}
-
-// Chunk c (columns 32c .. 32c+31) of this lane's 64-float fragment into the warp's staging
-// rows (grouped_kernel.cuh's stage_chunk for the 128-wide tile).
-__device__ __forceinline__ void stage_chunk_128(const float *acc, int c, float *stage, int lane) {
-    float *dst = stage + (lane / 4) * STAGE_LD + 2 * (lane % 4);
-#pragma unroll
-    for (int C = 0; C < GF8_CHUNKS; ++C) {
-        if (C == c) {
-#pragma unroll
-            for (int jj = 0; jj < STAGE_COLS / 8; ++jj) {
-                const int j = C * (STAGE_COLS / 8) + jj;
-                *(float2 *)(dst + 8 * jj) = make_float2(acc[4 * j + 0], acc[4 * j + 1]);
-                *(float2 *)(dst + 8 * STAGE_LD + 8 * jj) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-            }
-        }
-    }
-}
-
-// GEMM_UP, one chunk, activation fixed, fp32 A2: lane reads 4 columns (granule lane%8) of rows
-// 4i + lane/8 of the warp's 16, i.e. 2 (gate, up) pairs -> 2 floats (RELU2: 4 -> 4).
-template <int ACT>
-__device__ __forceinline__ void staged_up_chunk_f32(const grouped_params &p, const float *stage,
-                                                    const int64_t *row_off, const float *row_scale, float4 b, int col,
-                                                    int lane) {
-    float *out = (float *)p.out;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int rr = 4 * i + lane / 8;
-        const int64_t off = row_off[rr];
-        if (off < 0) continue;
-        const float s = row_scale[rr];
-        const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
-        // Scaling the accumulator by the input weight = scaling the gathered row.
-        const float x0 = v.x * s + b.x, x1 = v.y * s + b.y, x2 = v.z * s + b.z, x3 = v.w * s + b.w;
-        if (ACT == MOE_ACT_RELU2) {
-            *(float4 *)(out + off + col) = make_float4(glu_activate(ACT, 0.0f, 0.0f, x0, 0.0f),
-                                                       glu_activate(ACT, 0.0f, 0.0f, x1, 0.0f),
-                                                       glu_activate(ACT, 0.0f, 0.0f, x2, 0.0f),
-                                                       glu_activate(ACT, 0.0f, 0.0f, x3, 0.0f));
-        } else {
-            *(float2 *)(out + off + col / 2) = make_float2(glu_activate(ACT, p.act_alpha, p.act_limit, x0, x1),
-                                                           glu_activate(ACT, p.act_alpha, p.act_limit, x2, x3));
-        }
-    }
-}
-
-// The epilogue of one consumer warp: rows warp_row .. +15, columns n0 .. n0 + 127 (those below
-// n). grouped_kernel.cuh's staged_epilogue over a 128-wide tile, GEMM_UP writing fp32.
-template <int MODE>
-__device__ __forceinline__ void staged_fp8_epilogue(const grouped_params &p, const float *acc, int e,
-                                                    int64_t warp_row, int n0, int lane, float *stage, uint8_t *info) {
-    int64_t *row_off;
-    float *row_scale;
-    fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
-    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
-#pragma unroll 1
-    for (int c = 0; c < GF8_CHUNKS; ++c) {
-        const int chunk_col = n0 + c * STAGE_COLS;
-        if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
-        __syncwarp(); // the previous chunk's reads (and the row table writes) are done
-        stage_chunk_128(acc, c, stage, lane);
-        __syncwarp();
-        const int col = chunk_col + 4 * (lane % 8);
-        if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside
-        const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (MODE == GEMM_DOWN) {
-            staged_down_chunk(p, stage, row_off, row_scale, b, col, lane);
-        } else {
-            switch (p.activation) {
-            case MOE_ACT_SWIGLU: staged_up_chunk_f32<MOE_ACT_SWIGLU>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_GEGLU: staged_up_chunk_f32<MOE_ACT_GEGLU>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_GEGLU_TANH:
-                staged_up_chunk_f32<MOE_ACT_GEGLU_TANH>(p, stage, row_off, row_scale, b, col, lane);
-                break;
-            case MOE_ACT_REGLU: staged_up_chunk_f32<MOE_ACT_REGLU>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_RELU2: staged_up_chunk_f32<MOE_ACT_RELU2>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_SWIGLU_OAI:
-                staged_up_chunk_f32<MOE_ACT_SWIGLU_OAI>(p, stage, row_off, row_scale, b, col, lane);
-                break;
-            }
-        }
     }
 }
 
@@ -285,8 +201,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             const int e = p.g.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
-            staged_fp8_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
-                                      row_info + cw * ROWINFO_WARP_BYTES);
+            staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
+                                                     (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                     row_info + cw * ROWINFO_WARP_BYTES);
         }
     }
 #endif

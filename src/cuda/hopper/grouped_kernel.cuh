@@ -225,11 +225,12 @@ __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const flo
 // Copies chunk c (columns 32c .. 32c+31 of the tile) of this lane's fragment into the warp's
 // staging rows: acc[4j + 2h + e] is fragment row lane/4 + 8h, column 8j + 2*(lane%4) + e.
 // The branch per chunk keeps every accumulator index a compile-time constant (registers),
-// while the loop around the caller stays rolled.
+// while the loop around the caller stays rolled. CHUNKS: the tile's width / STAGE_COLS.
+template <int CHUNKS = STAGE_CHUNKS>
 __device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stage, int lane) {
     float *dst = stage + (lane / 4) * STAGE_LD + 2 * (lane % 4);
 #pragma unroll
-    for (int C = 0; C < STAGE_CHUNKS; ++C) {
+    for (int C = 0; C < CHUNKS; ++C) {
         if (C == c) {
 #pragma unroll
             for (int jj = 0; jj < STAGE_COLS / 8; ++jj) {
@@ -241,12 +242,31 @@ __device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stag
     }
 }
 
+// 4 and 2 consecutive values of a row packed as O for one store: fp32 (float4 / float2: 16- /
+// 8-byte stores) or bf16 (each value rounded once: uint2 / __nv_bfloat162, 8- / 4-byte stores).
+template <typename O> __device__ __forceinline__ auto pack4(float a, float b, float c, float d) {
+    if constexpr (sizeof(O) == 4) {
+        return make_float4(a, b, c, d);
+    } else {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(c, d);
+        return make_uint2(*(const uint32_t *)&lo, *(const uint32_t *)&hi);
+    }
+}
+template <typename O> __device__ __forceinline__ auto pack2(float a, float b) {
+    if constexpr (sizeof(O) == 4) return make_float2(a, b);
+    else return __floats2bfloat162_rn(a, b);
+}
+// *(packed type *)dst = v: dst aligned to the store.
+template <typename V, typename O> __device__ __forceinline__ void store_packed(O *dst, const V &v) { *(V *)dst = v; }
+
 // GEMM_UP, one chunk, activation fixed: lane reads 4 columns (granule lane%8) of rows
-// 4i + lane/8 of the warp's 16, i.e. 2 (gate, up) pairs -> 2 bf16 (RELU2: 4 columns -> 4).
-template <int ACT>
+// 4i + lane/8 of the warp's 16, i.e. 2 (gate, up) pairs -> 2 values of A2 (RELU2: 4 columns
+// -> 4), in A2's type O: bf16, or fp32 on the FP8 path (quantised next).
+template <int ACT, typename O = __nv_bfloat16>
 __device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const float *stage, const int64_t *row_off,
                                                 const float *row_scale, float4 b, int col, int lane) {
-    __nv_bfloat16 *out = (__nv_bfloat16 *)p.out;
+    O *out = (O *)p.out;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int rr = 4 * i + lane / 8;
@@ -256,19 +276,16 @@ __device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const f
         const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
         // Scaling the accumulator by the input weight = scaling the gathered row.
         const float x0 = v.x * s + b.x, x1 = v.y * s + b.y, x2 = v.z * s + b.z, x3 = v.w * s + b.w;
-        if (ACT == MOE_ACT_RELU2) {
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(glu_activate(ACT, 0.0f, 0.0f, x0, 0.0f),
-                                                            glu_activate(ACT, 0.0f, 0.0f, x1, 0.0f));
-            const __nv_bfloat162 hi = __floats2bfloat162_rn(glu_activate(ACT, 0.0f, 0.0f, x2, 0.0f),
-                                                            glu_activate(ACT, 0.0f, 0.0f, x3, 0.0f));
-            uint2 pack;
-            pack.x = *(const uint32_t *)&lo;
-            pack.y = *(const uint32_t *)&hi;
-            *(uint2 *)(out + off + col) = pack; // col % 4 == 0, ldo % 4 == 0: 8-byte aligned
+        if (ACT == MOE_ACT_RELU2) { // col % 4 == 0, ldo % 4 == 0: aligned
+            const float y0 = glu_activate(ACT, 0.0f, 0.0f, x0, 0.0f), y1 = glu_activate(ACT, 0.0f, 0.0f, x1, 0.0f);
+            const float y2 = glu_activate(ACT, 0.0f, 0.0f, x2, 0.0f), y3 = glu_activate(ACT, 0.0f, 0.0f, x3, 0.0f);
+            const auto q = pack4<O>(y0, y1, y2, y3);
+            store_packed(out + off + col, q);
         } else {
-            *(__nv_bfloat162 *)(out + off + col / 2) =
-                __floats2bfloat162_rn(glu_activate(ACT, p.act_alpha, p.act_limit, x0, x1),
-                                      glu_activate(ACT, p.act_alpha, p.act_limit, x2, x3));
+            const float y0 = glu_activate(ACT, p.act_alpha, p.act_limit, x0, x1);
+            const float y1 = glu_activate(ACT, p.act_alpha, p.act_limit, x2, x3);
+            const auto q = pack2<O>(y0, y1);
+            store_packed(out + off + col / 2, q);
         }
     }
 }
@@ -287,14 +304,9 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
         if (off < 0) continue;
         const float s = row_scale[rr];
         const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
-        if constexpr (sizeof(R) == 4) {
-            *(float4 *)(out + off + col) =
-                make_float4((v.x + b.x) * s, (v.y + b.y) * s, (v.z + b.z) * s, (v.w + b.w) * s);
-        } else {
-            const __nv_bfloat162 lo = __floats2bfloat162_rn((v.x + b.x) * s, (v.y + b.y) * s);
-            const __nv_bfloat162 hi = __floats2bfloat162_rn((v.z + b.z) * s, (v.w + b.w) * s);
-            *(uint2 *)(out + off + col) = make_uint2(*(const uint32_t *)&lo, *(const uint32_t *)&hi);
-        }
+        const float y0 = (v.x + b.x) * s, y1 = (v.y + b.y) * s, y2 = (v.z + b.z) * s, y3 = (v.w + b.w) * s;
+        const auto q = pack4<R>(y0, y1, y2, y3);
+        store_packed(out + off + col, q);
     }
 }
 
@@ -317,8 +329,10 @@ __device__ __forceinline__ void fill_row_table(const grouped_params &p, int64_t 
 }
 
 // The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
-// n0 + 255 (those below n). `stage` is the warp's staging buffer, `info` its row table.
-template <int MODE>
+// n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128). `stage` is
+// the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
+// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16 on the bf16 path.
+template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
 __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                 int n0, int lane, float *stage, uint8_t *info) {
     int64_t *row_off;
@@ -326,30 +340,32 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
     fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
-    for (int c = 0; c < STAGE_CHUNKS; ++c) {
+    for (int c = 0; c < CHUNKS; ++c) {
         const int chunk_col = n0 + c * STAGE_COLS;
         if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
         __syncwarp(); // the previous chunk's reads (and the row table writes) are done
-        stage_chunk(acc, c, stage, lane);
+        stage_chunk<CHUNKS>(acc, c, stage, lane);
         __syncwarp();
         const int col = chunk_col + 4 * (lane % 8);
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
         const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
-            if (p.out_bf16) staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
-            else staged_down_chunk<float>(p, stage, row_off, row_scale, b, col, lane);
+            if (sizeof(A2T) == 2 && p.out_bf16)
+                staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
+            else
+                staged_down_chunk<float>(p, stage, row_off, row_scale, b, col, lane);
         } else {
             // One uniform branch per chunk, each case a specialised straight-line body.
             switch (p.activation) {
-            case MOE_ACT_SWIGLU: staged_up_chunk<MOE_ACT_SWIGLU>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_GEGLU: staged_up_chunk<MOE_ACT_GEGLU>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_SWIGLU: staged_up_chunk<MOE_ACT_SWIGLU, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_GEGLU: staged_up_chunk<MOE_ACT_GEGLU, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
             case MOE_ACT_GEGLU_TANH:
-                staged_up_chunk<MOE_ACT_GEGLU_TANH>(p, stage, row_off, row_scale, b, col, lane);
+                staged_up_chunk<MOE_ACT_GEGLU_TANH, A2T>(p, stage, row_off, row_scale, b, col, lane);
                 break;
-            case MOE_ACT_REGLU: staged_up_chunk<MOE_ACT_REGLU>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_RELU2: staged_up_chunk<MOE_ACT_RELU2>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_REGLU: staged_up_chunk<MOE_ACT_REGLU, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_RELU2: staged_up_chunk<MOE_ACT_RELU2, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
             case MOE_ACT_SWIGLU_OAI:
-                staged_up_chunk<MOE_ACT_SWIGLU_OAI>(p, stage, row_off, row_scale, b, col, lane);
+                staged_up_chunk<MOE_ACT_SWIGLU_OAI, A2T>(p, stage, row_off, row_scale, b, col, lane);
                 break;
             }
         }
