@@ -54,6 +54,24 @@ __device__ int64_t block_exclusive_scan(int64_t v, int64_t *warp_sums, int64_t *
     return before + x - v;
 }
 
+// offs[e] = the start of expert e's rows in the plan, each expert's count rounded up to whole
+// blocks; offs[experts] = the total. Each thread scans a contiguous run of experts.
+__device__ __forceinline__ void block_offsets(const int32_t *cnt, int experts, int64_t block, int64_t *offs,
+                                              int64_t *warp_sums) {
+    const int tid = threadIdx.x;
+    const int per = (experts + blockDim.x - 1) / blockDim.x;
+    const int e0 = min(tid * per, experts), e1 = min(e0 + per, experts);
+    int64_t local = 0;
+    for (int e = e0; e < e1; e++) local += (cnt[e] + block - 1) / block * block;
+    int64_t total;
+    int64_t start = block_exclusive_scan(local, warp_sums, &total);
+    for (int e = e0; e < e1; e++) {
+        offs[e] = start;
+        start += (cnt[e] + block - 1) / block * block;
+    }
+    if (tid == 0) offs[experts] = total;
+}
+
 // The expert e whose rows [offs[e], offs[e+1]) hold row i (i < offs[experts]).
 __device__ __forceinline__ int find_expert(const int64_t *offs, int experts, int64_t i) {
     int lo = 0, hi = experts - 1;
@@ -148,20 +166,7 @@ __global__ void plan_kernel(const plan_args p) {
         cnt[e] = e < p.E ? run : (int32_t)p.shared_rows;
     }
     __syncthreads();
-    {
-        // Each thread scans a contiguous run of experts.
-        const int per = (experts + blockDim.x - 1) / blockDim.x;
-        const int e0 = min(tid * per, experts), e1 = min(e0 + per, experts);
-        int64_t local = 0;
-        for (int e = e0; e < e1; e++) local += (cnt[e] + p.block - 1) / p.block * p.block;
-        int64_t total;
-        int64_t start = block_exclusive_scan(local, warp_sums, &total);
-        for (int e = e0; e < e1; e++) {
-            offs[e] = start;
-            start += (cnt[e] + p.block - 1) / p.block * p.block;
-        }
-        if (tid == 0) offs[experts] = total;
-    }
+    block_offsets(cnt, experts, p.block, offs, warp_sums);
     __syncthreads();
     for (int e = tid; e <= experts; e += blockDim.x) {
         p.offsets[e] = offs[e];
@@ -260,20 +265,7 @@ __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_place_kernel(const plan_
         cnt[e] = e < E ? all : (int32_t)p.shared_rows;
     }
     __syncthreads();
-    {
-        // Offsets: each thread scans a contiguous run of experts (as plan_kernel).
-        const int per = (experts + blockDim.x - 1) / blockDim.x;
-        const int e0 = min(tid * per, experts), e1 = min(e0 + per, experts);
-        int64_t local = 0;
-        for (int e = e0; e < e1; e++) local += (cnt[e] + p.block - 1) / p.block * p.block;
-        int64_t total;
-        int64_t start = block_exclusive_scan(local, warp_sums, &total);
-        for (int e = e0; e < e1; e++) {
-            offs[e] = start;
-            start += (cnt[e] + p.block - 1) / p.block * p.block;
-        }
-        if (tid == 0) offs[experts] = total;
-    }
+    block_offsets(cnt, experts, p.block, offs, warp_sums);
     for (int i = tid; i < PLAN_MB_WARPS * E; i += blockDim.x) table[i] = 0;
     __syncthreads();
     if (b == 0)
