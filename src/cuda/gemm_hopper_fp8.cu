@@ -45,25 +45,7 @@ __global__ void fp8_permute_kernel(const uint4 *codes, uint4 *codes_out, int64_t
 void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
     *p = grouped_fp8_params{}; // fields of grouped_params this kernel does not read stay zero
     const gemm_args *g = &a->g;
-    grouped_params *q = &p->g;
-    q->n = (int)g->n;
-    q->k = (int)g->k;
-    q->tiles_n = (int)((g->n + FP8_BN - 1) / FP8_BN);
-    const int group = (int)lround(sqrt((double)FP8_BN * sms / FP8_BM));
-    q->group_m = group < 1 ? 1 : group;
-    q->live_rows = g->live_rows;
-    q->block_expert = g->block_expert;
-    q->sorted_ids = g->sorted_ids;
-    q->bias = g->bias;
-    q->padding_id = g->tokens * g->top_k;
-    q->topk_weights = g->topk_weights;
-    q->shared_scale = g->shared_scale;
-    q->weight_on_input = g->weight_on_input;
-    q->out = g->out;
-    q->ldo = g->ldo;
-    q->activation = g->activation;
-    q->act_alpha = g->act_alpha;
-    q->act_limit = g->act_limit;
+    grouped_plan_params(g, sms, FP8_BN, &p->g); // FP8_BM == BM (static_assert in the kernel)
     p->sa = a->a_scales;
     p->sa_rs = (long long)a->a_scale_rs;
     p->sa_ks = (long long)a->a_scale_ks;

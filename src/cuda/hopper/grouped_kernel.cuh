@@ -513,25 +513,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // ---- host side ---------------------------------------------------------------------------
-// Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
-// Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
-// gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
-// map_a is a copy of map_b, never read).
-inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                grouped_params *p, unsigned *ctas, bool gather = false) {
-    CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
-    if (cr == CUDA_SUCCESS) {
-        if (gather) *map_a = *map_b;
-        else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
-    }
-    if (cr != CUDA_SUCCESS) return cr;
-    p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
-    p->ldx = g->lda;
-    p->top_k = g->top_k;
+// The fields of grouped_params that the bf16 and the FP8 grouped GEMMs fill alike: sizes, the
+// tile raster for a tile `bn` wide, the plan and the epilogue's inputs and output.
+inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_params *p) {
     p->n = (int)g->n;
     p->k = (int)g->k;
-    p->tiles_n = (int)((g->n + GBN - 1) / GBN);
-    const int group = (int)lround(sqrt((double)GBN * sms / BM));
+    p->tiles_n = (int)((g->n + bn - 1) / bn);
+    const int group = (int)lround(sqrt((double)bn * sms / BM));
     p->group_m = group < 1 ? 1 : group;
     p->live_rows = g->live_rows;
     p->block_expert = g->block_expert;
@@ -546,6 +534,24 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     p->activation = g->activation;
     p->act_alpha = g->act_alpha;
     p->act_limit = g->act_limit;
+}
+
+// Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
+// Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
+// gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
+// map_a is a copy of map_b, never read).
+inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
+                                grouped_params *p, unsigned *ctas, bool gather = false) {
+    CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
+    if (cr == CUDA_SUCCESS) {
+        if (gather) *map_a = *map_b;
+        else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
+    }
+    if (cr != CUDA_SUCCESS) return cr;
+    grouped_plan_params(g, sms, GBN, p);
+    p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
+    p->ldx = g->lda;
+    p->top_k = g->top_k;
     p->out_bf16 = g->out_bf16;
     // Persistent: at most one CTA per SM, and no more than the host bound of tiles.
     const int64_t bound = (g->rows + BM - 1) / BM * p->tiles_n;
