@@ -436,20 +436,23 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
                  env ? " is neither v1 nor hopper: automatic)" : "");
-    char tiles[160];
-    if (hopper)
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, x rows permuted", HOPPER_BLOCK_M);
-    else
-        snprintf(tiles, sizeof tiles, "mma.sync, tile %dx%dx%d, %d stages, x rows gathered", GEMM_BM, GEMM_BN,
-                 GEMM_BK, GEMM_STAGES);
+    // v1: the kernel its launch picks for GEMM1 (the 64-row tile, or the decode kernel).
+    char v1[128];
+    if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
+    else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
+    char tiles[256];
     if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config (private there)
         snprintf(tiles, sizeof tiles,
                  "fp8 TMA+wgmma e4m3, tile %dx128x128, 6 stages, x codes and scales permuted, partials promoted "
                  "into fp32 per 128-K block", HOPPER_BLOCK_M);
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
-                 "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), tile %dx%dx%d, %d stages, x codes gathered, "
-                 "scales promoted per 128-K block", FP8_BM, FP8_BN, FP8_BK, FP8_STAGES);
+                 "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
+                 "128-K block", v1);
+    else if (hopper)
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, x rows permuted", HOPPER_BLOCK_M);
+    else
+        snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);
     char shared[160];
     if (!L.shared)
         snprintf(shared, sizeof shared, "none");

@@ -24,6 +24,8 @@
 // differ in the tile, the ring and the order the promoted partials are summed in (see
 // fp8_decode_kernel). fp8_gemm_launch picks one with gemm.cu's gemm_choose (same rule, same
 // MOEFUSE_V1_TILE / MOEFUSE_V1_DECODE_MT overrides as the bf16 kernels).
+#include <stdio.h>
+
 #include "gemm_fp8_v1.cuh"
 #include "gemm_epilogue.cuh"
 
@@ -481,6 +483,16 @@ cudaError_t fp8_gemm_init(void) {
     if (err != cudaSuccess) return err;
     fp8_grid_cap = sms * (per_sm > 0 ? per_sm : 1);
     return cudaSuccess;
+}
+
+int fp8_gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n, char *buf,
+                      size_t size) {
+    const gemm_choice c = gemm_choose(rows, experts, has_plan, routed_rows, n);
+    if (!c.decode)
+        return snprintf(buf, size, "tile %dx%dx%d, %d stages", FP8_BM, FP8_BN, FP8_BK, FP8_STAGES);
+    return snprintf(buf, size, "decode %dx%dx%d tile (rows in passes of %d, K split over the 4 warps), %d stages",
+                    16 * c.mt, FP8D_BN, FP8D_KS * FP8_BK, 16 * c.mt,
+                    c.mt == 1 ? fp8d_cfg<1>::STAGES : fp8d_cfg<2>::STAGES);
 }
 
 cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream) {

@@ -47,6 +47,10 @@ struct fp8_gemm_args {
 // 512-wide K slots, one 128-wide k-tile per warp; MOEFUSE_V1_DECODE_SPLIT and _BN do not apply).
 cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream);
 cudaError_t fp8_gemm_init(void);
+// The kernel fp8_gemm_launch picks for these sizes, as one phrase for moe__cuda_forward_describe
+// (gemm.cu's gemm_describe for the FP8 kernels); snprintf's return value.
+int fp8_gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t routed_rows, int64_t n, char *buf,
+                      size_t size);
 
 // ---- the Hopper FP8 path (gemm_hopper_fp8.cu: TMA + wgmma e4m3, 128 x 128 x 128 tiles) -----
 // Needs the plan built with block HOPPER_BLOCK_M. x codes [T, k] (args->a, lda = k, k % 16 == 0)
