@@ -52,8 +52,6 @@ void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
     p->sw = a->w_scales;
     p->sw_expert = (long long)(a->w_scale_rows * a->w_scale_cols);
     p->sw_cols = (long long)a->w_scale_cols;
-    // Under 64 routed rows per expert on average most blocks have an all-padding half.
-    p->check_idle = g->sorted_ids && g->tokens * g->top_k < 64 * g->experts;
     p->sw_kind = a->w_scale_kind == FP8W_TENSOR ? GF8_W_TENSOR
                  : a->w_scale_kind == FP8W_BLOCK ? GF8_W_BLOCK
                                                  : GF8_W_PAIRED;
@@ -108,7 +106,10 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = g->mode == GEMM_UP ? grouped_fp8_kernel<GEMM_UP> : grouped_fp8_kernel<GEMM_DOWN>;
+    // Under 64 routed rows per expert on average most blocks have an all-padding half.
+    const bool decode = g->tokens * g->top_k < 64 * g->experts;
+    auto kernel = g->mode == GEMM_UP ? (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>)
+                                     : (decode ? grouped_fp8_kernel<GEMM_DOWN, true> : grouped_fp8_kernel<GEMM_DOWN, false>);
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_fp8_smem_bytes());
     if (err == cudaSuccess) {

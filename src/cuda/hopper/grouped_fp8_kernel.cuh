@@ -50,7 +50,6 @@ struct grouped_fp8_params {
     const float *sw;           // expert e's scales at sw + e * sw_expert
     long long sw_expert, sw_cols; // sw_cols: scale columns (k-blocks) per scale row
     int sw_kind;               // GF8_W_*
-    int check_idle;            // decode-sized plans: look for all-padding warpgroups (below)
 };
 
 // Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
@@ -86,7 +85,8 @@ __device__ __forceinline__ void retire_paired(float *acc, float *part, const fp8
     }
 }
 
-template <int MODE>
+// SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below).
+template <int MODE, bool SKIP_IDLE>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
@@ -177,12 +177,12 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
             // enough that row m0 + 64 * half is padding) only takes and releases the stages: at
-            // decode most blocks hold a few live rows, and this halves the tensor-core work. Only
-            // when the host says the plan is decode-sized: the id's load latency at every tile's
-            // start cost 5-9% at T = 16384 (src/cuda/NOTES.md, last section).
-            const bool idle = p.check_idle && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
+            // decode most blocks hold a few live rows, and this halves the tensor-core work. A
+            // separate instantiation: the id's load at every tile's start cost 5-9% at T = 16384,
+            // and with a runtime flag the prefill loop still compiled differently (src/cuda/NOTES.md).
+            const bool idle = SKIP_IDLE && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
             for (int kb = 0; kb < num_kb; ++kb) {
-                if (idle) {
+                if (SKIP_IDLE && idle) {
                     mbar_wait(&full[stage], phase);
                     release_stage<1>(&empty[stage], lane);
                     if (++stage == STAGES) {
