@@ -2,8 +2,8 @@
  * from? GEMM1's fp32 A2 off by wgmma's accumulation (precision), or a structured error (BUG)?
  *
  * The case of tests/gpu/test_gpu_forward.c (E=8 H=256 I=144 k=2, relu2, fp8-block128 weights,
- * fp8-tensor activations, bf16 x/y, T=33), drawn with that file's own helpers (it is included
- * below, its main renamed): eager routing "ids" with x as drawn (A), replay routing
+ * fp8-tensor activations, bf16 x/y, T=33), drawn with that suite's own helpers (gpu_test.h,
+ * gpu_test_data.c, linked in): eager routing "ids" with x as drawn (A), replay routing
  * "ids-one-expert" with x scaled by 2^-8 (B). Per trial (fresh weights and inputs), on each path
  * (MOEFUSE_GEMM=v1, =hopper), four runs in one workspace:
  *   A            eager on A (workspace zeroed first)
@@ -35,9 +35,7 @@
  * Usage: fp8_a2_probe [trials] (default 6), or --selftest (host only, no GPU: the analysis on a
  * readback made from the oracle, clean and with two planted bugs); MOEFUSE_SEED repeats a run. Exit 0 precision, 1 BUG,
  * 77 no CUDA device. Built and run by tests/gpu/fp8_a2_probe.sh. */
-#define main test_gpu_forward_main
-#include "test_gpu_forward.c"
-#undef main
+#include "gpu_test.h"
 
 /* The suite's fp8-relu2-stale-rows-tensor model (fp8_model_cases), built: weights drawn from
  * the rng and packed on both contexts. */
