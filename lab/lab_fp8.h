@@ -14,16 +14,5 @@ extern "C" moe_status lab_gemm_fp8_v1(const moe__hopper_gemm_fp8_args *args, cud
                                       size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v2(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v3(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                      size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v4(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                      size_t why_len);
-// Timing-only ablations (gemm_fp8_ablate.cu): not the block-scaled GEMM, not checked.
-extern "C" moe_status lab_gemm_fp8_ablate_noscale(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream,
-                                                  char *why, size_t why_len);
-extern "C" moe_status lab_gemm_fp8_ablate_nopromo(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream,
-                                                  char *why, size_t why_len);
-extern "C" moe_status lab_gemm_fp8_ablate_plain(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream,
-                                                char *why, size_t why_len);
 
 #endif

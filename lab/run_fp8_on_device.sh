@@ -3,7 +3,6 @@
 #
 #   bash lab/run_fp8_on_device.sh             # (or: LAB=fp8 bash lab/run_on_device.sh)
 #   VARIANTS="fp8v1" QUICK=1 bash lab/run_fp8_on_device.sh
-#   VARIANTS="fp8v1 fp8v3" bash lab/run_fp8_on_device.sh   # the cluster-of-2 multicast variant
 #
 # Builds lab/gemm_fp8_lab.cu, the variants, src/cuda/hopper/gemm_fp8.cu (nvcc, ptxas -v in
 # build.log) and the library's quantiser src/core/formats.c (cc, with lab/fp8_quant_shim.c),
@@ -20,7 +19,7 @@ source "$(dirname "$0")/lab_lib.sh"
 
 lab_header "FP8 lab: "
 lab_find_cublas cuBLASLt cublasLt.h cublasLt
-lab_build gemm_fp8_lab "lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu lab/gemm_fp8_v3_cluster2.cu lab/gemm_fp8_ablate.cu src/cuda/hopper/gemm_fp8.cu" \
+lab_build gemm_fp8_lab "lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu src/cuda/hopper/gemm_fp8.cu" \
     "src/core/formats.c lab/fp8_quant_shim.c"
 # What the kernels compiled to (QGMMA = FP8 wgmma; LDGSTS + ARRIVES = the scale copies).
 lab_sass gemm_fp8_lab 'QGMMA|HGMMA|UTMALDG|SYNCS|USETMAXREG|WARPGROUP|MEMBAR|LDL|STL|LDGSTS|ARRIVES'

@@ -9,14 +9,20 @@
 // Same skeleton as the bf16 kernel (gemm_kernel.cuh; persistent grid, grouped raster, one
 // producer and two consumer warpgroups, a STAGES-deep mbarrier ring), with these changes:
 //   - BK = 128 elements = 128 bytes: one k-block is exactly one 128-byte swizzle row and one
-//     scale block, so a stage holds the A tile (128 x 128 B), the B tile (128 x 128 B) and the
-//     stage's scales (128 A scales, one per tile row, and the tile's one B scale: BN = 128).
+//     scale block, so a stage holds the A tile (128 x 128 B) and the B tile (128 x 128 B), and
+//     a scale slot the k-block's scales (128 A scales, one per tile row, and the tile's one B
+//     scale: BN = 128).
 //   - The scales come from a second producer warp with 4-byte cp.async copies into shared
 //     memory (TMA cannot box sa's strided column: a box's inner extent must be >= 16 bytes).
-//     Each of its 32 lanes then makes a cp.async.mbarrier.arrive.noinc on `full`, which fires
-//     when that lane's copies have landed, so `full` counts 1 + 32 arrivals, the warp never
-//     stalls on load latency, and a consumer that waited on `full` reads the scales with
-//     ordinary ld.shared.
+//     Each of its 32 lanes then makes a cp.async.mbarrier.arrive.noinc on the scale slot's
+//     barrier, which fires when that lane's copies have landed, so the warp never stalls on
+//     load latency, and a consumer that waited on it reads the scales with ordinary ld.shared.
+//   - The scales have their own ring, SCALE_STAGES = 2 x STAGES slots deep, apart from the
+//     tiles' ring: a consumer frees a scale slot as soon as it has read it (early in the
+//     k-block, before its wgmmas finish), so the scale warp runs up to 12 k-blocks ahead and
+//     the gathers' latency, longer than TMA's, never holds a tile stage. (With the scales in
+//     the tiles' stages, `full` waited for them: 750 TFLOP/s at 4096^3 against 1005 with the
+//     copies left out, bench/results/2026-12-02-h200-session4/callE2/lab/.)
 //   - Promotion: per k-block each consumer warpgroup runs its 4 wgmma m64n128k32 into a fresh
 //     register accumulator `part` (first one with accumulate = 0), waits for them, and adds
 //     part * sa[row][kb] * sb[kb] into the fp32 accumulator `acc`. The tensor core's reduced-
@@ -37,23 +43,75 @@ namespace moe_hopper {
 constexpr int FP8_BM = 128;
 constexpr int FP8_BN = 128;  // one B scale block per tile column block
 constexpr int FP8_BK = 128;  // one scale block per k-block; 128 bytes = the swizzle row
-constexpr int FP8_SCALE_SLOTS = 132;  // per stage: 128 A scales, the B scale, padding to 16 B
+constexpr int FP8_SCALE_SLOTS = 132;  // per scale slot: 128 A scales, the B scale(s), padding to 16 B
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote).
 template <int STAGES_, bool OVERLAP_ = false> struct fp8_config {
     static constexpr int STAGES = STAGES_;
+    static constexpr int SCALE_STAGES = 2 * STAGES_;
     static constexpr bool OVERLAP = OVERLAP_;
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = FP8_BN * FP8_BK;  // 16 KB
     static constexpr int TMA_BYTES = A_BYTES + B_BYTES;
     static constexpr int SCALE_BYTES = FP8_SCALE_SLOTS * 4;
-    static constexpr int FULL_ARRIVALS = 1 + 32;      // TMA thread + the scale warp's lanes
-    static constexpr int EMPTY_ARRIVALS = 2 * 4;      // consumer warps
-    static constexpr int SMEM_BYTES = 1024 + STAGES * (TMA_BYTES + SCALE_BYTES) + 2 * STAGES * 8;
+    static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
+    static constexpr int SCALE_FULL_ARRIVALS = 32;    // the scale warp's lanes
+    static constexpr int EMPTY_ARRIVALS = 2 * 4;      // consumer warps (both rings)
+    static constexpr int SMEM_BYTES =
+        1024 + STAGES * TMA_BYTES + SCALE_STAGES * SCALE_BYTES + 2 * (STAGES + SCALE_STAGES) * 8;
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
     static_assert(SCALE_BYTES % 16 == 0, "keeps the barriers 8-byte aligned");
 };
+
+// The shared memory of an FP8 kernel, carved from the 1024-aligned base: the tiles' ring
+// (A, B, full, empty) and the scale ring (slots, scale_full, scale_empty).
+struct fp8_smem {
+    uint8_t *a;           // [STAGES][128 rows][128 bytes]
+    uint8_t *b;           // [STAGES][128 rows][128 bytes]
+    float *scale;         // [SCALE_STAGES][FP8_SCALE_SLOTS]: 128 A scales, then the B scale(s)
+    uint64_t *full, *empty, *scale_full, *scale_empty;
+    uint8_t *end;         // first byte past the barriers (the grouped kernel's staging)
+};
+
+template <class CFG> __device__ __forceinline__ fp8_smem fp8_carve(uint8_t *smem) {
+    fp8_smem s;
+    s.a = smem;
+    s.b = smem + CFG::STAGES * CFG::A_BYTES;
+    s.scale = (float *)(s.b + CFG::STAGES * CFG::B_BYTES);
+    s.full = (uint64_t *)(s.scale + CFG::SCALE_STAGES * FP8_SCALE_SLOTS);
+    s.empty = s.full + CFG::STAGES;
+    s.scale_full = s.empty + CFG::STAGES;
+    s.scale_empty = s.scale_full + CFG::SCALE_STAGES;
+    s.end = (uint8_t *)(s.scale_empty + CFG::SCALE_STAGES);
+    return s;
+}
+
+// Thread 0, before the block's first barrier wait.
+template <class CFG> __device__ __forceinline__ void fp8_rings_init(const fp8_smem &s) {
+    for (int i = 0; i < CFG::STAGES; ++i) {
+        mbar_init(&s.full[i], CFG::FULL_ARRIVALS);
+        mbar_init(&s.empty[i], CFG::EMPTY_ARRIVALS);
+    }
+    for (int i = 0; i < CFG::SCALE_STAGES; ++i) {
+        mbar_init(&s.scale_full[i], CFG::SCALE_FULL_ARRIVALS);
+        mbar_init(&s.scale_empty[i], CFG::EMPTY_ARRIVALS);
+    }
+    fence_mbarrier_init();
+}
+
+// A position in a ring of `stages` slots: the slot and the parity its barriers are in.
+struct ring_pos {
+    int slot;
+    uint32_t phase;
+};
+
+__device__ __forceinline__ void ring_next(ring_pos &r, int stages) {
+    if (++r.slot == stages) {
+        r.slot = 0;
+        r.phase ^= 1;
+    }
+}
 
 struct fp8_params {
     int m, n, k;
@@ -64,49 +122,62 @@ struct fp8_params {
     dense_params out;     // C (bf16), ldc, pair_ok, raster group; out.m/n = m/n
 };
 
-// One k-block in flight in a consumer warpgroup: its stage (released after its wgmmas are
-// done) and this thread's two combined scales sa[row] * sb for it.
+// One k-block in flight in a consumer warpgroup: its tile stage (released after its wgmmas are
+// done) and this thread's combined scales sa[row] * sb for its two rows; with PAIRED, the odd
+// columns' own B scale too (the grouped kernel's interleaved gate/up rows).
 struct fp8_kblock {
     int stage;
     float s_lo, s_hi;
+    float odd_lo, odd_hi;
 };
 
-// Waits for the next stage, issues its 4 wgmma k32 steps into `part` (overwriting it) as one
-// commit group, reads the stage's scales while they run, and advances (stage, phase).
-template <class CFG>
-__device__ __forceinline__ fp8_kblock fp8_issue(float *part, uint8_t *smem_a, uint8_t *smem_b, const float *smem_scale,
-                                                uint64_t *full, int &stage, uint32_t &phase, int half, int r_lo) {
-    mbar_wait(&full[stage], phase);
-    const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * FP8_BK);
-    const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
+// Waits for the next tile stage, issues its 4 wgmma k32 steps into `part` (overwriting it) as
+// one commit group, and while they run takes this thread's scales from the next scale slot and
+// frees that slot; advances both rings.
+template <class CFG, bool PAIRED>
+__device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
+                                                int half, int r_lo, int lane) {
+    mbar_wait(&s.full[tiles.slot], tiles.phase);
+    const uint64_t desc_a = smem_desc_k_sw128(s.a + tiles.slot * CFG::A_BYTES + half * 64 * FP8_BK);
+    const uint64_t desc_b = smem_desc_k_sw128(s.b + tiles.slot * CFG::B_BYTES);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < FP8_BK / 32; ++kk)
         wgmma_m64n128k32_e4m3(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
                               kk > 0 ? 1 : 0);
     wgmma_commit_group();
-    // The stage stays ours (its scales too) until fp8_retire releases it.
-    const float *sc = smem_scale + stage * FP8_SCALE_SLOTS;
-    const float sb = sc[FP8_BM];
-    fp8_kblock kb = {stage, sc[r_lo] * sb, sc[r_lo + 8] * sb};
-    if (++stage == CFG::STAGES) {
-        stage = 0;
-        phase ^= 1;
-    }
+    fp8_kblock kb;
+    kb.stage = tiles.slot;
+    mbar_wait(&s.scale_full[scales.slot], scales.phase);
+    const float *sc = s.scale + scales.slot * FP8_SCALE_SLOTS;
+    const float a_lo = sc[r_lo], a_hi = sc[r_lo + 8], sb = sc[FP8_BM];
+    kb.s_lo = a_lo * sb;
+    kb.s_hi = a_hi * sb;
+    const float sb_odd = PAIRED ? sc[FP8_BM + 1] : sb;
+    kb.odd_lo = a_lo * sb_odd;
+    kb.odd_hi = a_hi * sb_odd;
+    // The loads are done (their products exist) before the slot is given back.
+    asm volatile("" : "+f"(kb.s_lo), "+f"(kb.s_hi), "+f"(kb.odd_lo), "+f"(kb.odd_hi)::"memory");
+    release_stage<1>(&s.scale_empty[scales.slot], lane);
+    ring_next(tiles, CFG::STAGES);
+    ring_next(scales, CFG::SCALE_STAGES);
     return kb;
 }
 
 // After a wgmma wait proved `part`'s group complete: release its stage to the producer and
-// promote: acc += part * scale, in fp32.
+// promote: acc += part * scale, in fp32 (PAIRED: the odd columns with their own scales;
+// part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e).
+template <bool PAIRED>
 __device__ __forceinline__ void fp8_retire(float *acc, float *part, const fp8_kblock &kb, uint64_t *empty, int lane) {
     fence_registers<64>(part);
     release_stage<1>(&empty[kb.stage], lane);
+    const float odd_lo = PAIRED ? kb.odd_lo : kb.s_lo, odd_hi = PAIRED ? kb.odd_hi : kb.s_hi; // equal unless PAIRED
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         acc[4 * j + 0] = fmaf(part[4 * j + 0], kb.s_lo, acc[4 * j + 0]);
-        acc[4 * j + 1] = fmaf(part[4 * j + 1], kb.s_lo, acc[4 * j + 1]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1], odd_lo, acc[4 * j + 1]);
         acc[4 * j + 2] = fmaf(part[4 * j + 2], kb.s_hi, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(part[4 * j + 3], kb.s_hi, acc[4 * j + 3]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3], odd_hi, acc[4 * j + 3]);
     }
 }
 
@@ -115,14 +186,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const fp8_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int STAGES = CFG::STAGES;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    uint8_t *smem_a = smem;                                     // [STAGES][128 rows][128 bytes]
-    uint8_t *smem_b = smem + STAGES * CFG::A_BYTES;             // [STAGES][128 rows][128 bytes]
-    float *smem_scale = (float *)(smem_b + STAGES * CFG::B_BYTES);  // [STAGES][FP8_SCALE_SLOTS]
-    uint64_t *full = (uint64_t *)(smem_scale + STAGES * FP8_SCALE_SLOTS);
-    uint64_t *empty = full + STAGES;
+    const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
 
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
@@ -132,9 +197,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = tiles_m * tiles_n;
     const int num_kb = (p.k + FP8_BK - 1) / FP8_BK;
 
-    if (threadIdx.x == 0) {
-        ring_init(full, empty, STAGES, CFG::FULL_ARRIVALS, CFG::EMPTY_ARRIVALS);
-    }
+    if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
     __syncthreads();
 
     if (warpgroup == 0) {
@@ -145,36 +208,34 @@ __global__ void __launch_bounds__(THREADS, 1)
             tma_prefetch_map(&map_b);
         }
         if ((warp == 0 && lane == 0) || warp == 1) {
-            int stage = 0;
-            uint32_t phase = 0;
+            ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int m_block, n_block;
                 raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
                 const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    mbar_wait(&empty[stage], phase ^ 1);
                     if (warp == 0) {
-                        mbar_arrive_expect_tx(&full[stage], CFG::TMA_BYTES);
-                        tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * FP8_BK, m0);
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * FP8_BK, n0);
+                        mbar_wait(&s.empty[r.slot], r.phase ^ 1);
+                        mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
+                        tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
+                        tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK, n0);
+                        ring_next(r, CFG::STAGES);
                     } else {
-                        // Asynchronous copies that arrive on `full` when they land: the warp
-                        // never waits on a global load's latency (~1 us, two k-blocks of math).
-                        float *dst = smem_scale + stage * FP8_SCALE_SLOTS;
+                        // Asynchronous copies that arrive on the slot's barrier when they land:
+                        // the warp never waits on a global load's latency.
+                        mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
+                        float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {
-                            const int r = lane + 32 * i;
-                            const int row = m0 + r;
+                            const int row = m0 + lane + 32 * i;
                             // Rows past M read as 0: their products are zero-filled by TMA and never stored.
                             const bool in = row < p.m;
-                            cp_async_4(dst + r, in ? p.sa + (long long)row * p.lds_a + kb : p.sa, in ? 4u : 0u);
+                            cp_async_4(dst + lane + 32 * i, in ? p.sa + (long long)row * p.lds_a + kb : p.sa,
+                                       in ? 4u : 0u);
                         }
                         if (lane == 0) cp_async_4(dst + FP8_BM, p.sb + (long long)(n0 / FP8_BN) * p.lds_b + kb, 4u);
-                        cp_async_mbar_arrive_noinc(&full[stage]);
-                    }
-                    if (++stage == STAGES) {
-                        stage = 0;
-                        phase ^= 1;
+                        cp_async_mbar_arrive_noinc(&s.scale_full[r.slot]);
+                        ring_next(r, CFG::SCALE_STAGES);
                     }
                 }
             }
@@ -186,8 +247,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int r_lo = half * 64 + warp * 16 + lane / 4;  // this thread's rows: r_lo, r_lo + 8
         float acc[64], part[64];
         float part2[CFG::OVERLAP ? 64 : 1];  // the second partial accumulator (OVERLAP only)
-        int stage = 0;
-        uint32_t phase = 0;
+        ring_pos tiles = {0, 0}, scales = {0, 0};
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
@@ -196,34 +256,34 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
             if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    fp8_kblock kb_now = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<0>();
-                    fp8_retire(acc, part, kb_now, empty, lane);
+                    fp8_retire<false>(acc, part, now, s.empty, lane);
                 }
             } else {
                 // Two partial accumulators: k-block kb+1's wgmmas run while kb's are promoted.
                 // Straight-line steady state (every wait_group 1 leaves exactly one group in
                 // flight) and an explicit tail, so that ptxas can prove which accumulators
                 // are complete when they are read (it serialises the wgmmas otherwise: C7514).
-                fp8_kblock even = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
                 int kb = 0;
                 for (; kb + 2 < num_kb; kb += 2) {
-                    fp8_kblock odd = fp8_issue<CFG>(part2, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<1>();
-                    fp8_retire(acc, part, even, empty, lane);
-                    even = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    fp8_retire<false>(acc, part, even, s.empty, lane);
+                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<1>();
-                    fp8_retire(acc, part2, odd, empty, lane);
+                    fp8_retire<false>(acc, part2, odd, s.empty, lane);
                 }
                 if (kb + 1 < num_kb) {
-                    fp8_kblock odd = fp8_issue<CFG>(part2, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<1>();
-                    fp8_retire(acc, part, even, empty, lane);
+                    fp8_retire<false>(acc, part, even, s.empty, lane);
                     wgmma_wait_group<0>();
-                    fp8_retire(acc, part2, odd, empty, lane);
+                    fp8_retire<false>(acc, part2, odd, s.empty, lane);
                 } else {
                     wgmma_wait_group<0>();
-                    fp8_retire(acc, part, even, empty, lane);
+                    fp8_retire<false>(acc, part, even, s.empty, lane);
                 }
             }
 

@@ -60,12 +60,8 @@ inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, 
     return MOE_STATUS_OK;
 }
 
-typedef void (*fp8_kernel_fn)(const CUtensorMap, const CUtensorMap, const fp8_params);
-
-// Launches `kernel` (fp8_gemm_kernel<CFG>, or a lab variant with CFG's ring and shared memory).
 template <class CFG>
-moe_status fp8_launch_kernel(fp8_kernel_fn kernel, const moe__hopper_gemm_fp8_args *args, cudaStream_t stream,
-                             char *why, size_t why_len) {
+moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
     int sms = 0;
@@ -100,6 +96,7 @@ moe_status fp8_launch_kernel(fp8_kernel_fn kernel, const moe__hopper_gemm_fp8_ar
     p.out.group_m = group < 1 ? 1 : group;
 
     const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + FP8_BN - 1) / FP8_BN);
+    auto kernel = fp8_gemm_kernel<CFG>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
@@ -111,11 +108,6 @@ moe_status fp8_launch_kernel(fp8_kernel_fn kernel, const moe__hopper_gemm_fp8_ar
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));
     return MOE_STATUS_OK;
-}
-
-template <class CFG>
-moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
-    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, args, stream, why, why_len);
 }
 
 } // namespace moe_hopper

@@ -15,7 +15,7 @@
 //    tensor: one; block: row n0/128; paired W13 (gate/up rows interleaved, each half on its own
 //    128-row grid): the tile's 128 interleaved rows are 64 (gate, up) pairs of one gate block
 //    and one up block, scale rows 2*(n0/256) (even columns) and 2*(n0/256)+1 (odd columns).
-//    So each stage carries two B scales (even, odd; equal unless paired), and the promotion
+//    So each scale slot carries two B scales (even, odd; equal unless paired), and the promotion
 //    multiplies the fragment's even and odd columns by their own.
 //  - N need not be a multiple of 128 (gpt-oss H = 2880): columns past N of a tile read the next
 //    expert's rows (or TMA zeros) and are dropped by the epilogue. K need not be either: the
@@ -36,7 +36,7 @@ namespace moe_hopper {
 using grouped_fp8_config = fp8_config<6>;
 constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
-static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a stage holds 128 A scales and two B scales");
+static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
 constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES; }
 static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -70,21 +70,6 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
     }
 }
 
-// fp8_retire (gemm_fp8_kernel.cuh) with the fragment's odd columns scaled by their own B scale:
-// part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e.
-__device__ __forceinline__ void retire_paired(float *acc, float *part, const fp8_kblock &kb, float odd_lo,
-                                              float odd_hi, uint64_t *empty, int lane) {
-    fence_registers<64>(part);
-    release_stage<1>(&empty[kb.stage], lane);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        acc[4 * j + 0] = fmaf(part[4 * j + 0], kb.s_lo, acc[4 * j + 0]);
-        acc[4 * j + 1] = fmaf(part[4 * j + 1], odd_lo, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(part[4 * j + 2], kb.s_hi, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(part[4 * j + 3], odd_hi, acc[4 * j + 3]);
-    }
-}
-
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below).
 template <int MODE, bool SKIP_IDLE>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -92,15 +77,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                        const grouped_fp8_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config;
-    constexpr int STAGES = CFG::STAGES;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    uint8_t *smem_a = smem;                                        // [STAGES][128 rows][128 bytes]
-    uint8_t *smem_b = smem + STAGES * CFG::A_BYTES;                // [STAGES][128 rows][128 bytes]
-    float *smem_scale = (float *)(smem_b + STAGES * CFG::B_BYTES); // [STAGES][FP8_SCALE_SLOTS]
-    uint64_t *full = (uint64_t *)(smem_scale + STAGES * FP8_SCALE_SLOTS);
-    uint64_t *empty = full + STAGES;
-    uint8_t *staging = (uint8_t *)(empty + STAGES);                // per consumer warp
+    const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
+    uint8_t *staging = s.end;                                      // per consumer warp
     uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
 
     const int warpgroup = threadIdx.x / 128;
@@ -110,9 +89,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = units_m * p.g.tiles_n;
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
-    if (threadIdx.x == 0) {
-        ring_init(full, empty, STAGES, CFG::FULL_ARRIVALS, CFG::EMPTY_ARRIVALS);
-    }
+    if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
     __syncthreads();
 
     if (warpgroup == 0) {
@@ -123,8 +100,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             tma_prefetch_map(&map_b);
         }
         if ((warp == 0 && lane == 0) || warp == 1) {
-            int stage = 0;
-            uint32_t phase = 0;
+            ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int m_block, n_block;
                 raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
@@ -134,28 +110,27 @@ __global__ void __launch_bounds__(THREADS, 1)
                 int sb_ks;
                 b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    mbar_wait(&empty[stage], phase ^ 1);
                     if (warp == 0) {
-                        mbar_arrive_expect_tx(&full[stage], CFG::TMA_BYTES);
-                        tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * FP8_BK, m0);
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * FP8_BK,
+                        mbar_wait(&s.empty[r.slot], r.phase ^ 1);
+                        mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
+                        tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
+                        tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
                                     e * p.g.n + n0);
+                        ring_next(r, CFG::STAGES);
                     } else {
-                        // cp.async copies that arrive on `full` when they land (see the dense kernel).
-                        float *dst = smem_scale + stage * FP8_SCALE_SLOTS;
+                        // cp.async copies that arrive on the slot's barrier when they land (see the dense kernel).
+                        mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
+                        float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {
-                            const int r = lane + 32 * i;
-                            cp_async_4(dst + r, p.sa + (long long)(m0 + r) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                            const int row = lane + 32 * i;
+                            cp_async_4(dst + row, p.sa + (long long)(m0 + row) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
                         }
                         if (lane < 2)
                             cp_async_4(dst + FP8_BM + lane, p.sw + (lane ? sb_odd : sb_even) + (long long)kb * sb_ks,
                                        4u);
-                        cp_async_mbar_arrive_noinc(&full[stage]);
-                    }
-                    if (++stage == STAGES) {
-                        stage = 0;
-                        phase ^= 1;
+                        cp_async_mbar_arrive_noinc(&s.scale_full[r.slot]);
+                        ring_next(r, CFG::SCALE_STAGES);
                     }
                 }
             }
@@ -167,8 +142,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
         const int cw = half * 4 + warp;                    // consumer warp 0..7
         float acc[64], part[64];
-        int stage = 0;
-        uint32_t phase = 0;
+        ring_pos tiles = {0, 0}, scales = {0, 0};
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
@@ -176,28 +150,25 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
-            // enough that row m0 + 64 * half is padding) only takes and releases the stages: at
-            // decode most blocks hold a few live rows, and this halves the tensor-core work. A
-            // separate instantiation: the id's load at every tile's start cost 5-9% at T = 16384,
-            // and with a runtime flag the prefill loop still compiled differently (src/cuda/NOTES.md).
+            // enough that row m0 + 64 * half is padding) only takes and releases the stages and
+            // scale slots: at decode most blocks hold a few live rows, and this halves the
+            // tensor-core work. A separate instantiation: the id's load at every tile's start cost
+            // 5-9% at T = 16384, and with a runtime flag the prefill loop still compiled
+            // differently (src/cuda/NOTES.md).
             const bool idle = SKIP_IDLE && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
             for (int kb = 0; kb < num_kb; ++kb) {
                 if (SKIP_IDLE && idle) {
-                    mbar_wait(&full[stage], phase);
-                    release_stage<1>(&empty[stage], lane);
-                    if (++stage == STAGES) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
+                    mbar_wait(&s.full[tiles.slot], tiles.phase);
+                    release_stage<1>(&s.empty[tiles.slot], lane);
+                    mbar_wait(&s.scale_full[scales.slot], scales.phase);
+                    release_stage<1>(&s.scale_empty[scales.slot], lane);
+                    ring_next(tiles, CFG::STAGES);
+                    ring_next(scales, CFG::SCALE_STAGES);
                     continue;
                 }
-                const fp8_kblock now = fp8_issue<CFG>(part, smem_a, smem_b, smem_scale, full, stage, phase, half, r_lo);
-                // The odd columns' scales (the stage is ours until retire_paired releases it).
-                const float *sc = smem_scale + now.stage * FP8_SCALE_SLOTS;
-                const float sb_odd = sc[FP8_BM + 1];
-                const float odd_lo = sc[r_lo] * sb_odd, odd_hi = sc[r_lo + 8] * sb_odd;
+                const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
                 wgmma_wait_group<0>();
-                retire_paired(acc, part, now, odd_lo, odd_hi, empty, lane);
+                fp8_retire<true>(acc, part, now, s.empty, lane);
             }
             const int e = p.g.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
