@@ -139,7 +139,7 @@ float moe__activate(const moe_layer_spec *spec, float gate, float up);
 moe_status moe__cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args);
 size_t moe__cpu_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format);
 /* The CPU forward with its A2 (the activation's output, GEMM2's input) exchanged, for the GPU
- * test's stage-wise FP8 checks (tests/gpu/test_gpu_forward.c); not public API. Any pointer may
+ * test's stage-wise FP8 checks (tests/gpu/gpu_test_fp8.c); not public API. Any pointer may
  * be NULL; all NULL (or a2 NULL) is moe__cpu_forward.
  *   a2_out, shared_a2_out: receive A2 as GEMM1 + activation made it, before act_format's
  *     quantisation: routed [T*k, I] by row id token*k + slot, shared [T, Is] (if any);

@@ -95,7 +95,7 @@ moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format format, const v
                                   int64_t rows, int64_t cols, int64_t ld, uint8_t *codes, float *scales,
                                   uint32_t *amax, void *stream);
 /* Where the w8a8 forward (FP8 weights) leaves its quantised activations in its workspace, for
- * the GPU tests' stage-wise checks (tests/gpu/test_gpu_forward.c, fp8_a2_probe.c); not public
+ * the GPU tests' stage-wise checks (tests/gpu/gpu_test_fp8.c, fp8_a2_probe.c); not public
  * API. Device pointers into `workspace`, as moe_forward lays it out for T tokens on w with
  * act_format (forward.cu's own layout; ask under the MOEFUSE_GEMM the forward ran with: the
  * path sets the plan block). What they hold is that of the last forward run in it.

@@ -1,4 +1,4 @@
-# Emulation behind fp8_tolerance's Hopper term (test_gpu_forward.c): how far do A2 code flips
+# Emulation behind fp8_tolerance's Hopper term (gpu_test_fp8.c): how far do A2 code flips
 # move y when GEMM1's 128-K partials are off by a relative D (the wgmma FP8 accumulator keeps
 # fewer than fp32's bits), on the test's data model (x groups and 128x128 weight blocks at
 # magnitudes 1/4..4, block128 weights, row128 or tensor activations)? Exact fp64 arithmetic

@@ -1,4 +1,4 @@
-# The numbers behind test_gpu_forward.c's stage-wise FP8 bounds for the Hopper path (A2_FLIP_FRACTION,
+# The numbers behind gpu_test_fp8.c's stage-wise FP8 bounds for the Hopper path (A2_FLIP_FRACTION,
 # A2_NEAR_Q, A2_SCALE_REL, Y_GIVEN_A2_*): a model of the wgmma e4m3 accumulator on the test's data
 # model, GEMM1 -> A2 -> quantised A2 codes compared with the exact (fp64) path, then GEMM2 on the same
 # A2 codes with and without the model.
@@ -10,7 +10,7 @@
 # of the relu2 case (A2 error relative to sum |x w|: median 4.3e-6 vs 4.6e-6 measured, max 1.0e-4 vs
 # 0.65-1.1e-4; flips 0.12-0.22% of the codes vs 0.07-0.35%; tensor scale off by <= 3.7e-4 vs 6.4e-4);
 # BITS = 14 doubles the error, the margin the bounds are set against.
-# Data model as test_gpu_forward.c: weights uniform +-3/sqrt(K) times a power of two in [1/4, 4] per
+# Data model as the GPU suite (gpu_test_data.c): weights uniform +-3/sqrt(K) times a power of two in [1/4, 4] per
 # 128x128 block, quantised fp8-block128 (or fp8-tensor); x uniform +-1 times a power of two per 1x128
 # group, quantised as the activations (row128 or tensor); bias +-0.1.
 #
