@@ -155,6 +155,12 @@ typedef struct moe_gpu_spec {
     double epilogue_exposed; /* 0..1: share of each wave's output store (its tiles x tm·tn x 2 B, or 4 B
                               * for split-K partials, at read_bw) not hidden behind the mainloop and
                               * added to the wave's time (0: perfect overlap, the plain model) */
+    /* Sustained FLOP/s of moefuse's own grouped expert kernels (the routed-expert launches), per
+     * kernel family (moe_kernel_family); 0: the dtype's peak above. bf16_flops and fp8_flops are
+     * the libraries' (cuBLAS / cuBLASLt) rates and stay the plain GEMMs' ceilings. */
+    double hopper_bf16_flops; /* MOE_KERNEL_HOPPER_BF16 */
+    double hopper_fp8_flops;  /* MOE_KERNEL_HOPPER_FP8 */
+    double v1_flops;          /* MOE_KERNEL_V1 (bf16, and FP8 whose e4m3 MMAs run as f16 ones) */
 } moe_gpu_spec;
 
 /* Built-in: "h200" (measured on the project's H200: 751 / 1335 TFLOP/s, 4.19 TB/s), "h100"
@@ -164,7 +170,8 @@ int moe_gpu_builtin_count(void);
 const char *moe_gpu_builtin_name(int index); /* NULL past the end */
 /* A JSON object with keys (numbers): "bf16_tflops", "fp8_tflops", "read_tbps", "sms" (all
  * required), "l2_mb", "ctas_per_sm" (default 1), "launch_us" (default 0), "epilogue_exposed"
- * (0..1, default 0); "name" (string, default the file name). */
+ * (0..1, default 0), "hopper_bf16_tflops", "hopper_fp8_tflops", "v1_tflops" (moefuse's kernel
+ * families; default 0 = the dtype's peak); "name" (string, default the file name). */
 moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_gpu_spec *out);
 moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out);
 
@@ -179,18 +186,44 @@ moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out)
  * dealt out evenly to the CTAs: no wave quantisation; a tile shared by several CTAs costs its
  * owner a read of each peer's fp32 partial).
  * Routed experts run as one grouped launch per layer: the row tiles are E[Σ_e ⌈n_e/tm⌉]
- * (Binomial), and Wgrad's reduction length is E[⌈n_e/tk⌉·tk] per touched expert.
+ * (Binomial), and Wgrad's reduction length is E[⌈n_e/tk⌉·tk] per touched expert. Routed Fprop
+ * launches are moefuse's grouped kernels: the one tile of the kernel family the forward picks
+ * (moe_grouped_kernel_select), its resident CTAs per SM, its plan block (= the tile's rows)
+ * and its sustained rate (moe_gpu_spec's hopper_bf16_flops, ...). Routed Dgrad / Wgrad (moefuse
+ * has no grouped backward kernel) and all other rows use the library menu and peaks.
  * ------------------------------------------------------------------------------------- */
 #define MOE_TILE_MENU_MAX 8
 typedef struct moe_tile { int32_t m, n; } moe_tile;
-/* The tile menu assumed for moefuse's kernels: 128x128, 128x256, 256x128 (k step 64 for
- * bf16, 128 for fp8). Returns the count written (<= MOE_TILE_MENU_MAX). */
+/* The tile menu assumed for a library's (cuBLAS-like) Hopper kernels: 128x128, 128x256, 256x128
+ * (k step 64 for bf16, 128 for fp8). Returns the count written (<= MOE_TILE_MENU_MAX). */
 int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k);
+
+/* Which kernel a row's launch is modelled as. */
+typedef enum moe_kernel_family {
+    MOE_KERNEL_LIBRARY = 0,     /* a library kernel: the tile menu, split-K / stream-K, the dtype's peak */
+    MOE_KERNEL_HOPPER_BF16 = 1, /* moefuse's grouped wgmma kernel, 128 x 256 x 64, 1 CTA per SM */
+    MOE_KERNEL_HOPPER_FP8 = 2,  /* moefuse's grouped FP8 wgmma kernel, 128 x 128 x 128, 1 CTA per SM */
+    MOE_KERNEL_V1 = 3           /* moefuse's grouped mma.sync kernel, 64 x 128 x 64, 2 CTAs per SM */
+} moe_kernel_family;
+const char *moe_kernel_family_name(moe_kernel_family kernel); /* "library", "hopper", "hopper-fp8", "v1" */
+/* The grouped kernel the cuda forward runs (moe__cuda_gemm_select's rule, src/cuda/forward.cu):
+ * dtype bf16 or e4m3, routed rows per local expert (T·k/E), the layer's hidden and intermediate
+ * sizes. MOE_KERNEL_LIBRARY for other dtypes. */
+moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, double rows_per_expert, int64_t hidden,
+                                            int64_t intermediate);
+/* One grouped launch as `moefuse roofline --measure` times it: `rows` routed rows spread as evenly
+ * as possible over `experts` experts (each gets ⌊rows/experts⌋ or one more), per expert K x N, on
+ * kernel family `kernel` (not MOE_KERNEL_LIBRARY), operands in `dtype` (bf16 or e4m3); *seconds =
+ * the predicted time, launch_s included. */
+moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype,
+                                   moe_kernel_family kernel, int64_t experts, int64_t rows, int64_t k, int64_t n,
+                                   double *seconds);
 
 typedef struct moe_roofline_row {
     int32_t compute_bound; /* 1 when the ideal compute time exceeds the ideal memory time */
     double ideal_s;        /* max(flops/peak, bytes/bw) over all instances: the plain roofline */
     double time_s;         /* predicted, all instances, with tiles and waves */
+    moe_kernel_family kernel; /* the kernel its launches are modelled as */
     moe_tile tile;         /* the best tile */
     int32_t split_k;       /* and its split-K factor (1: none; 0: stream-K, waves then fractional; routed: 1) */
     double tiles, waves;   /* per launch (routed experts: expected values) */

@@ -119,6 +119,14 @@ for svg in roof_train roof_decode roof_fp8 advise advise_ds; do
     [ -n "${MOEFUSE_KEEP_PNG:-}" ] && cp "$png" "$MOEFUSE_KEEP_PNG/"
 done
 
+# ---- roofline --grouped: moefuse's launches as --measure times them ------------------------
+if run_ok "roofline grouped" roofline --grouped 32768x7168x4096/256,4096x2048x7168/252:v1 --gpu h200 --dtype both; then
+    if [ "$(grep -vc '^#' "$OUT")" = 4 ] && grep -q '^32768 7168 4096 256 bf16 hopper ' "$OUT" &&
+        grep -q '^32768 7168 4096 256 fp8 hopper-fp8 ' "$OUT" && grep -q '^4096 2048 7168 252 fp8 v1 ' "$OUT"; then
+        pass "roofline grouped"
+    else fail "roofline grouped" "lines or kernels wrong: $(tr '\n' ';' <"$OUT")"; fi
+fi
+
 # ---- bad input: one line, non-zero exit ----------------------------------------------------
 run_error "unknown model" any "unknown model 'no-such-model'" shapes --model no-such-model $STEP
 run_error "batch 0" any "--batch" shapes --model deepseek-v3 --batch 0 --seq 2048 --mode train
@@ -138,6 +146,8 @@ run_error "bad mode" any "infer" shapes --model deepseek-v3 --batch 2 --seq 2048
 run_error "model and config" any "not both" shapes --model deepseek-v3 --config "$TMP/no_heads.json" $STEP
 run_error "measure without CUDA kernels" any "--measure needs" roofline --model deepseek-v3 $STEP --gpu h200 --measure
 run_error "roofline without gpu" any "--gpu" roofline --model deepseek-v3 $STEP
+run_error "grouped launch malformed" 2 "'4096x7168'" roofline --grouped 32768x7168x4096/256,4096x7168 --gpu h200
+run_error "grouped launch kernel" 2 "kernel 'v' is not v1 or hopper" roofline --grouped 4096x7168x4096/252:v --gpu h200
 run_error "advise with mode" any "--mode does not apply" advise --model qwen3-30b-a3b --mode train
 run_error "unknown option" any "--bogus" shapes --model deepseek-v3 $STEP --bogus
 

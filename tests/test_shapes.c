@@ -961,6 +961,10 @@ static void test_roofline_experts(void) {
         double row_tiles = 128.0 * moe_binomial_expected_ceil(4096, 8.0 / 128.0, o->tile.m);
         double expect_tiles = row_tiles * ceil(r->n / o->tile.n);
         CHECK(close_rel(o->tiles, expect_tiles, 1e-12), "%s: %g tiles, expected %g", r->name, o->tiles, expect_tiles);
+        /* 256 rows per expert: the forward's Hopper bf16 kernel, its one tile */
+        CHECK(o->kernel == MOE_KERNEL_HOPPER_BF16 && o->tile.m == 128 && o->tile.n == 256 && o->split_k == 1,
+              "%s: kernel %s, tile %dx%d/%d", r->name, moe_kernel_family_name(o->kernel), o->tile.m, o->tile.n,
+              o->split_k);
         CHECK(o->time_s >= o->ideal_s * (1 - 1e-12), "%s: predicted below the roofline", r->name);
     }
     /* PERF.md: the bf16 compute floor of this MoE layer at T = 4096 is 0.412 ms (6*T*k*H*I at
@@ -984,6 +988,85 @@ static void test_roofline_experts(void) {
     free(svg);
     moe_roofline_free(rf);
     moe_shape_list_free(l);
+}
+
+/* moefuse's grouped kernels: the forward's choice, and one launch as roofline --measure times it
+ * (rows spread evenly over the experts), derived by hand from the kernels' tiles. */
+static void test_roofline_grouped(void) {
+    /* the rule of moe__cuda_gemm_select: FP8 on wgmma at every T; bf16 from 128 rows per expert */
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 32, 2048, 768) == MOE_KERNEL_V1, "bf16 32 rows: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 127.9, 7168, 2048) == MOE_KERNEL_V1, "bf16 127.9 rows: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 128, 7168, 2048) == MOE_KERNEL_HOPPER_BF16, "bf16 128 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 512, 1000, 2048) == MOE_KERNEL_V1, "bf16 H 1000: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 16, 2880, 2880) == MOE_KERNEL_HOPPER_FP8, "fp8 16 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 512, 2880, 120) == MOE_KERNEL_V1, "fp8 I 120: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_F32, 512, 2048, 768) == MOE_KERNEL_LIBRARY, "f32: library");
+
+    moe_gpu_spec h200;
+    moe_gpu_builtin(NULL, "h200", &h200);
+    const double bw = 4.19e12, launch = 5.5e-6;
+    /* deepseek-v3 GEMM1 at T = 4096: 32768 rows on 256 experts, 128 each: one 128-row block each;
+     * 16 columns of 256 (N 4096): 4096 tiles of 128x256x7168 on 132 CTAs = 32 waves, each a tile's
+     * math at 724/132 TFLOP/s plus the wave's exposed store (132 tiles of 128x256 bf16). Memory:
+     * A 32768x7168 + out 32768x4096 + 256 W of 7168x4096, 2 B each: it is memory-bound. */
+    double s = 0;
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16, 256, 32768, 7168, 4096, &s) ==
+              MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    double compute = 32 * (2.0 * 128 * 256 * 7168 / (724e12 / 132) + 132.0 * 128 * 256 * 2 / bw);
+    double memory = (32768.0 * 7168 * 2 + 32768.0 * 4096 * 2 + 256.0 * 7168 * 4096 * 2) / bw;
+    CHECK(memory > compute && close_rel(s, memory + launch, 1e-12), "hopper bf16: %.6g s, expected %.6g", s,
+          memory + launch);
+    /* deepseek-v3 GEMM2 at T = 512 in FP8 on v1: 4096 rows on 252 experts (64 of them get 17, the
+     * rest 16): 252 blocks of 64 rows, 56 columns of 128 (N 7168): 14112 tiles of 64x128 (K 2048,
+     * 16 k-steps of 128) on 2 x 132 CTAs = 54 waves at 224/264 TFLOP/s each, plus each wave's store
+     * (264 tiles of 64x128 bf16). Memory: A 4096x2048 fp8 + out 4096x7168 bf16 + 252 W of 2048x7168
+     * fp8: compute-bound. */
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_V1, 252, 4096, 2048, 7168, &s) ==
+              MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    compute = 54 * (2.0 * 64 * 128 * 2048 / (224e12 / 264) + 264.0 * 64 * 128 * 2 / bw);
+    memory = (4096.0 * 2048 + 4096.0 * 7168 * 2 + 252.0 * 2048 * 7168) / bw;
+    CHECK(compute > memory && close_rel(s, compute + launch, 1e-12), "v1 fp8: %.6g s, expected %.6g", s,
+          compute + launch);
+    /* the same on the FP8 wgmma kernel: 252 blocks of 128 rows x 56 columns of 128 = 14112 tiles of
+     * 128x128x2048 on 132 CTAs = 107 waves (106.9) at 834/132 TFLOP/s, store 132 tiles of 128x128 */
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_HOPPER_FP8, 252, 4096, 2048, 7168, &s) ==
+              MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    compute = 107 * (2.0 * 128 * 128 * 2048 / (834e12 / 132) + 132.0 * 128 * 128 * 2 / bw);
+    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "hopper fp8: %.6g s, expected %.6g", s,
+          fmax(compute, memory) + launch);
+    /* an uneven spread: 300 rows on 2 experts of K 64, N 256 -> 150 each, 2 blocks of 128 each:
+     * 4 tiles on hopper bf16, one wave */
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16, 2, 300, 64, 256, &s) ==
+              MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    compute = 2.0 * 128 * 256 * 64 / (724e12 / 132) + 4.0 * 128 * 256 * 2 / bw;
+    memory = (300.0 * 64 * 2 + 300.0 * 256 * 2 + 2.0 * 64 * 256 * 2) / bw;
+    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "uneven: %.6g s, expected %.6g", s,
+          fmax(compute, memory) + launch);
+    /* a GPU without kernel rates (h100: datasheet) runs the kernels at its peaks */
+    moe_gpu_spec h100;
+    moe_gpu_builtin(NULL, "h100", &h100);
+    CHECK(moe_grouped_launch_time(NULL, &h100, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16, 2, 300, 64, 256, &s) ==
+              MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    compute = 2.0 * 128 * 256 * 64 / (989.4e12 / 132) + 4.0 * 128 * 256 * 2 / 3.35e12 * h100.epilogue_exposed;
+    memory = (300.0 * 64 * 2 + 300.0 * 256 * 2 + 2.0 * 64 * 256 * 2) / 3.35e12;
+    CHECK(close_rel(s, fmax(compute, memory) + h100.launch_s, 1e-12), "h100: %.6g s", s);
+    /* bad arguments */
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_LIBRARY, 2, 300, 64, 256, &s) ==
+              MOE_STATUS_INVALID_ARGUMENT, "library kernel accepted");
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_F32, MOE_KERNEL_V1, 2, 300, 64, 256, &s) ==
+              MOE_STATUS_INVALID_ARGUMENT, "f32 accepted");
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_V1, 0, 300, 64, 256, &s) ==
+              MOE_STATUS_INVALID_ARGUMENT, "0 experts accepted");
+    /* the GPU file's kernel rates */
+    const char *file = "{\"bf16_tflops\": 751, \"fp8_tflops\": 1335, \"read_tbps\": 4.19, \"sms\": 132, "
+                       "\"hopper_bf16_tflops\": 724, \"hopper_fp8_tflops\": 834, \"v1_tflops\": 224}";
+    moe_gpu_spec g;
+    CHECK(moe_gpu_parse(NULL, file, strlen(file), &g) == MOE_STATUS_OK && g.hopper_bf16_flops == 724e12 &&
+              g.hopper_fp8_flops == 834e12 && g.v1_flops == 224e12,
+          "kernel rates: %s", moe_last_error(NULL));
+    const char *negative = "{\"bf16_tflops\": 751, \"fp8_tflops\": 1335, \"read_tbps\": 4.19, \"sms\": 132, "
+                           "\"v1_tflops\": -1}";
+    CHECK(moe_gpu_parse(NULL, negative, strlen(negative), &g) == MOE_STATUS_INVALID_ARGUMENT, "negative v1 accepted");
 }
 
 /* The model against measurements: PERF.md's "dense-equiv cuBLAS" column timed on the project's
@@ -1095,6 +1178,7 @@ int main(void) {
     harness_run_case("gpu specs: built in, JSON", test_gpu_specs);
     harness_run_case("roofline: tiles, waves, split-K, memory-bound (hand-derived)", test_roofline_dense);
     harness_run_case("roofline: routed experts (qwen3-30b-a3b T=4096 vs PERF.md floor), chart", test_roofline_experts);
+    harness_run_case("roofline: moefuse's grouped kernels (choice, launch as timed, hand-derived)", test_roofline_grouped);
     harness_run_case("roofline vs PERF.md dense-equiv cuBLAS times on the H200 (+-25%)", test_roofline_vs_perf);
     harness_run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
     return harness_finish(cases_passed, cases_failed);

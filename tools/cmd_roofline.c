@@ -13,13 +13,18 @@ static void usage(FILE *f) {
           "                        --gpu h200|h100|b200|FILE.json [--context C] [--tp N] [--ep N]\n"
           "                        [--dtype bf16|fp8] [--svg FILE] [--json] [--measure]\n"
           "       moefuse roofline --gemm MxKxN[,MxKxN...] --gpu h200|h100|b200|FILE.json [--dtype bf16|fp8|both]\n"
+          "       moefuse roofline --grouped ROWSxKxN/EXPERTS[:v1|:hopper][,...] --gpu ... [--dtype bf16|fp8|both]\n"
           "Per GEMM of the step (moefuse shapes): memory- or compute-bound, predicted time with tile and wave\n"
           "quantisation over the tile menu (128x128, 128x256, 256x128; the best tile wins), MoE padding\n"
           "waste with 128-row blocks, expected max load and experts touched (Binomial routing); a step summary.\n"
+          "Routed-expert Fprop rows run on moefuse's grouped kernel the forward picks (hopper 128x256 bf16,\n"
+          "hopper-fp8 128x128, or v1 64x128 with 2 CTAs per SM), at that kernel's sustained rate.\n"
           "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us,\n"
-          "epilogue_exposed, name.\n"
+          "epilogue_exposed, hopper_bf16_tflops, hopper_fp8_tflops, v1_tflops, name.\n"
           "--gemm: the model's time for plain GEMMs (no model needed), one line each: M K N dtype predicted_ms,\n"
           "as --measure predicts them (tools/check_measured.py re-checks committed --measure JSONs with it).\n"
+          "--grouped: the same for moefuse's grouped launches as --measure times them (ROWS spread evenly over\n"
+          "EXPERTS, K x N each; kernel v1 or hopper, default the forward's rule): rows k n experts dtype kernel ms.\n"
           "--measure times each distinct GEMM shape (fractional expert token counts rounded up) on the GPU with\n"
           "cuBLAS (bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales), median of 20 after\n"
           "warm-up, and prints predicted vs measured per shape, and a 128x128x128 probe (about a launch's fixed\n"
@@ -29,7 +34,8 @@ static void usage(FILE *f) {
           "kernels: a routed-expert shape (fprop) as one grouped launch of GEMM1 (gate_up, with the model's\n"
           "activation) or GEMM2 (down, routing weights) over the experts touched per layer, each with its share\n"
           "of the expected rows, on the path the forward picks (v1 or hopper; MOEFUSE_GEMM forces one), set\n"
-          "against the model's time for that grouped launch; any other shape on the Hopper dense engine\n"
+          "against the model's time for that grouped launch (as timed: rows spread evenly, on the kernel that\n"
+          "ran); any other shape on the Hopper dense engine\n"
           "(bf16, and fp8 with 128-blocks of scales), against the plain-GEMM prediction. Routed Dgrad/Wgrad\n"
           "shapes: no moefuse kernel (null). Needs the CUDA backend and a GPU.\n",
           f);
@@ -103,9 +109,11 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
     printf(", \"source\": ");
     cli_json_string(stdout, g->source);
     printf(", \"bf16_tflops\": %.6g, \"fp8_tflops\": %.6g, \"read_tbps\": %.6g, \"sms\": %lld, \"ctas_per_sm\": %lld, "
-           "\"l2_mb\": %.6g, \"launch_us\": %.6g, \"epilogue_exposed\": %.6g, \"ridge\": %.6g},\n",
+           "\"l2_mb\": %.6g, \"launch_us\": %.6g, \"epilogue_exposed\": %.6g, \"hopper_bf16_tflops\": %.6g, "
+           "\"hopper_fp8_tflops\": %.6g, \"v1_tflops\": %.6g, \"ridge\": %.6g},\n",
            g->bf16_flops / 1e12, g->fp8_flops / 1e12, g->read_bw / 1e12, (long long)g->sms, (long long)g->ctas_per_sm,
-           g->l2_bytes / 1e6, g->launch_s * 1e6, g->epilogue_exposed, rf->ridge);
+           g->l2_bytes / 1e6, g->launch_s * 1e6, g->epilogue_exposed, g->hopper_bf16_flops / 1e12,
+           g->hopper_fp8_flops / 1e12, g->v1_flops / 1e12, rf->ridge);
     analysis_json_notes(stdout, l);
     printf(",\n\"gemms\": [\n");
     for (int64_t i = 0; i < l->num_rows; i++) {
@@ -115,11 +123,11 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
         analysis_format_layers(r, layers, sizeof layers);
         printf("  {\"layers\": \"%s\", \"name\": \"%s\", \"kind\": \"%s\", \"pass\": \"%s\", \"m\": %.17g, \"k\": %.17g, "
                "\"n\": %.17g, \"count\": %lld, \"flops\": %.17g, \"bytes\": %.17g, \"intensity\": %.17g, \"bound\": "
-               "\"%s\", \"tile\": \"%dx%d\", \"split_k\": %d, \"tiles\": %.17g, \"waves\": %.17g, \"tile_efficiency\": %.6g, "
+               "\"%s\", \"kernel\": \"%s\", \"tile\": \"%dx%d\", \"split_k\": %d, \"tiles\": %.17g, \"waves\": %.17g, \"tile_efficiency\": %.6g, "
                "\"wave_efficiency\": %.6g, \"ideal_ms\": %.17g, \"predicted_ms\": %.17g, \"tflops\": %.6g",
                layers, r->name, moe_gemm_kind_name(r->kind), moe_gemm_pass_name(r->pass), r->m, r->k, r->n,
                (long long)r->count, r->flops, r->bytes, r->intensity, x->compute_bound ? "compute" : "memory",
-               x->tile.m, x->tile.n, x->split_k, x->tiles, x->waves, x->tile_efficiency, x->wave_efficiency, x->ideal_s * 1e3,
+               moe_kernel_family_name(x->kernel), x->tile.m, x->tile.n, x->split_k, x->tiles, x->waves, x->tile_efficiency, x->wave_efficiency, x->ideal_s * 1e3,
                x->time_s * 1e3, x->achieved_flops / 1e12);
         if (r->kind == MOE_GEMM_EXPERT_GATE_UP || r->kind == MOE_GEMM_EXPERT_DOWN)
             printf(", \"padding_waste\": %.6g, \"expected_max_load\": %.6g, \"experts_touched\": %.6g", x->padding_waste,
@@ -300,35 +308,35 @@ static void describe_grouped(const moe_shape_list *list, const moe_gemm_row *r, 
     g->has_bias = spec->expert_has_bias;
 }
 
-/* The roofline's time for one layer's grouped launch of routed row `row` in `dtype`: the same
- * model and step listed in that dtype, that row's time over its launches (one per layer). */
-static int predict_grouped(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu, int64_t row,
-                           moe_dtype dtype, double *ms) {
-    moe_shape_options opt = list->options;
-    opt.dtype = dtype;
-    moe_shape_list *l = NULL;
-    moe_roofline *rf = NULL;
-    int rc = 0;
-    if (moe_shape_list_create(ctx, &list->config, &opt, &l) != MOE_STATUS_OK)
-        rc = cli_fail(1, "roofline: listing the step in %s: %s", moe_dtype_name(dtype), moe_last_error(ctx));
-    else if (l->num_rows != list->num_rows || strcmp(l->rows[row].name, list->rows[row].name) ||
-             l->rows[row].pass != list->rows[row].pass || l->rows[row].layer_count < 1)
-        rc = cli_fail(1, "roofline: the step listed in %s has other rows than in %s (row %lld)", moe_dtype_name(dtype),
-                      moe_dtype_name(list->options.dtype), (long long)row);
-    else if (moe_roofline_create(ctx, l, gpu, &rf) != MOE_STATUS_OK)
-        rc = cli_fail(1, "roofline: predicting the grouped launch: %s", moe_last_error(ctx));
-    else
-        *ms = rf->rows[row].time_s * 1e3 / (double)l->rows[row].layer_count;
-    moe_roofline_free(rf);
-    moe_shape_list_free(l);
-    return rc;
+/* The kernel family of a timed grouped launch: the path it ran on (g->path_name), or, when the
+ * timing failed before the choice, the forward's rule. */
+static moe_kernel_family grouped_family(const moe_grouped_measure *g, moe_dtype dtype) {
+    if (!strcmp(g->path_name, "v1")) return MOE_KERNEL_V1;
+    if (!strcmp(g->path_name, "hopper")) return dtype == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
+    return moe_grouped_kernel_select(dtype, (double)g->tokens * (double)g->top_k / (double)g->num_experts, g->hidden,
+                                     g->intermediate);
+}
+
+/* The roofline's time for the grouped launch g as it is timed (its tokens x top_k rows spread
+ * evenly over its experts, on its kernel), in `dtype`. */
+static int predict_grouped(moe_context_t *ctx, const moe_gpu_spec *gpu, const moe_grouped_measure *g, moe_dtype dtype,
+                           double *ms) {
+    const int gated = moe_activation_is_gated(g->activation);
+    const int64_t n = g->down ? g->hidden : (gated ? 2 * g->intermediate : g->intermediate);
+    const int64_t k = g->down ? g->intermediate : g->hidden;
+    double s = 0;
+    if (moe_grouped_launch_time(ctx, gpu, dtype, grouped_family(g, dtype), g->experts, g->tokens * g->top_k, k, n, &s) !=
+        MOE_STATUS_OK)
+        return cli_fail(1, "roofline: predicting the grouped launch: %s", moe_last_error(ctx));
+    *ms = s * 1e3;
+    return 0;
 }
 
 /* moefuse's kernel on shape x in dtype d: the grouped launch or the dense engine, with its
  * prediction. A timing that fails keeps its reason in x->moefuse_error; only a failed
  * prediction returns non-zero. */
-static int measure_moefuse(moe_context_t *ctx, moe_context_t *dev, const moe_shape_list *list, const moe_gpu_spec *gpu,
-                           int d, measured_shape *x) {
+static int measure_moefuse(moe_context_t *ctx, moe_context_t *dev, const moe_gpu_spec *gpu, int d,
+                           measured_shape *x) {
     moe_status st;
     double ms = 0.0;
     if (x->moefuse == MOEFUSE_DENSE) {
@@ -336,10 +344,10 @@ static int measure_moefuse(moe_context_t *ctx, moe_context_t *dev, const moe_sha
         snprintf(x->moefuse_kernel[d], sizeof x->moefuse_kernel[d], "hopper dense engine");
         st = moe_analysis_measure_dense(dev, x->m, x->k, x->n, measure_dtype[d], MEASURE_REPS, &ms);
     } else if (x->moefuse == MOEFUSE_GROUPED) {
-        if (predict_grouped(ctx, list, gpu, x->grouped_row, measure_dtype[d], &x->moefuse_predicted_ms[d])) return 1;
         moe_grouped_measure g = x->launch;
         st = moe_analysis_measure_grouped(dev, measure_dtype[d], MEASURE_REPS, &g);
         ms = g.ms;
+        if (predict_grouped(ctx, gpu, &g, measure_dtype[d], &x->moefuse_predicted_ms[d])) return 1;
         if (g.path >= 0)
             snprintf(x->moefuse_kernel[d], sizeof x->moefuse_kernel[d], "grouped %s, block %lld%s", g.path_name,
                      (long long)g.block, g.down ? (g.rows_bf16 ? ", bf16 rows" : ", fp32 rows") : "");
@@ -366,7 +374,7 @@ static int measure_shape(moe_context_t *ctx, moe_context_t *dev, const moe_shape
             x->measured_ms[d] = ms;
         else
             snprintf(x->error[d], sizeof x->error[d], "%s", moe_last_error(dev));
-        if (measure_moefuse(ctx, dev, list, gpu, d, x)) return 1;
+        if (measure_moefuse(ctx, dev, gpu, d, x)) return 1;
     }
     return 0;
 }
@@ -668,12 +676,65 @@ static int predict_gemm_list(moe_context_t *ctx, const char *spec, const moe_gpu
     return 0;
 }
 
+/* One item of --grouped at *p: ROWSxKxN/EXPERTS[:v1|:hopper]; path "" when no kernel is named.
+ * Advances *p past the item and its comma; returns 0, or 2 (with the message) when malformed. */
+static int parse_grouped_item(const char **p, long long v[4], char path[8]) {
+    int used = 0;
+    path[0] = '\0';
+    if (sscanf(*p, "%lldx%lldx%lld/%lld%n", &v[0], &v[1], &v[2], &v[3], &used) != 4 || v[0] < 1 || v[1] < 1 ||
+        v[2] < 1 || v[3] < 1 || v[0] > INT32_MAX || v[1] > INT32_MAX || v[2] > INT32_MAX || v[3] > INT32_MAX)
+        return cli_fail(2, "roofline: --grouped: '%.40s' is not ROWSxKxN/EXPERTS with whole numbers in 1..2^31-1", *p);
+    const char *q = *p + used;
+    if (*q == ':') {
+        size_t len = strcspn(q + 1, ",");
+        if (!((len == 2 && !strncmp(q + 1, "v1", 2)) || (len == 6 && !strncmp(q + 1, "hopper", 6))))
+            return cli_fail(2, "roofline: --grouped: kernel '%.*s' is not v1 or hopper", (int)(len < 16 ? len : 16),
+                            q + 1);
+        memcpy(path, q + 1, len);
+        path[len] = '\0';
+        q += 1 + len;
+    }
+    if (*q && *q != ',') return cli_fail(2, "roofline: --grouped: '%.40s' is not ROWSxKxN/EXPERTS[:v1|:hopper]", *p);
+    *p = *q == ',' ? q + 1 : q;
+    return 0;
+}
+
+/* --grouped ROWSxKxN/EXPERTS[:v1|:hopper][,...]: the model's time for grouped launches as --measure
+ * times them (ROWS routed rows spread evenly over EXPERTS experts, K x N each), on the kernel named
+ * (default: the forward's rule, with K and N standing in for H and I in its size checks), so that
+ * committed moefuse timings can be re-checked against the current model without a GPU. The whole
+ * list is checked before anything is printed. */
+static int predict_grouped_list(moe_context_t *ctx, const char *spec, const moe_gpu_spec *gpu, int both,
+                                moe_dtype dtype) {
+    long long v[4];
+    char path[8];
+    for (const char *p = spec; *p;)
+        if (parse_grouped_item(&p, v, path)) return 2;
+    printf("# rows k n experts dtype kernel predicted_ms (gpu %s)\n", gpu->name);
+    for (const char *p = spec; *p;) {
+        parse_grouped_item(&p, v, path);
+        for (int d = 0; d < MEASURE_DTYPES; d++) {
+            const moe_dtype dt = measure_dtype[d];
+            if (!both && dt != dtype) continue;
+            moe_kernel_family kernel = !strcmp(path, "v1") ? MOE_KERNEL_V1
+                                       : path[0] ? (dt == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16)
+                                                 : moe_grouped_kernel_select(dt, (double)v[0] / (double)v[3], v[1], v[2]);
+            double s = 0;
+            if (moe_grouped_launch_time(ctx, gpu, dt, kernel, v[3], v[0], v[1], v[2], &s) != MOE_STATUS_OK)
+                return cli_fail(1, "roofline: --grouped: %s", moe_last_error(ctx));
+            printf("%lld %lld %lld %lld %s %s %.17g\n", v[0], v[1], v[2], v[3], measure_dtype_name[d],
+                   moe_kernel_family_name(kernel), s * 1e3);
+        }
+    }
+    return 0;
+}
+
 int cmd_roofline(int argc, char **argv) {
     moe_context_t *ctx = NULL;
     if (analysis_context_create(&ctx)) return 1;
     moe_shape_options opt;
     moe_shape_options_init(&opt);
-    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL, *gemm = NULL;
+    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL, *gemm = NULL, *grouped = NULL;
     unsigned seen = 0;
     int json = 0, measure = 0, both = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -697,19 +758,23 @@ int cmd_roofline(int argc, char **argv) {
             measure = 1;
         } else if (cli_option(argc, argv, &i, "--gemm", &gemm)) {
             if (!gemm) rc = 2;
+        } else if (cli_option(argc, argv, &i, "--grouped", &grouped)) {
+            if (!grouped) rc = 2;
         } else if (!strcmp(argv[i], "--csv")) {
             rc = cli_fail(2, "roofline: --csv is not offered here (moefuse shapes --csv lists the GEMMs); use --json");
         } else {
             rc = cli_fail(2, "roofline: unknown option '%s' (moefuse roofline --help)", argv[i]);
         }
     }
-    if (!rc && gemm) {
-        if (model || config || seen || measure || json || svg_path)
-            rc = cli_fail(2, "roofline: --gemm takes only --gpu and --dtype (no model, step, --measure, --json, --svg)");
+    if (!rc && (gemm || grouped)) {
+        if (model || config || seen || measure || json || svg_path || (gemm && grouped))
+            rc = cli_fail(2, "roofline: --gemm and --grouped take only --gpu and --dtype (no model, step, --measure, "
+                             "--json, --svg, nor each other)");
         if (!rc && !gpu_name) rc = cli_fail(2, "roofline: --gpu h200|h100|b200|FILE.json is required");
         moe_gpu_spec gpu;
         if (!rc) rc = analysis_load_gpu(ctx, gpu_name, &gpu);
-        if (!rc) rc = predict_gemm_list(ctx, gemm, &gpu, both, opt.dtype);
+        if (!rc) rc = gemm ? predict_gemm_list(ctx, gemm, &gpu, both, opt.dtype)
+                           : predict_grouped_list(ctx, grouped, &gpu, both, opt.dtype);
         moe_context_free(ctx);
         return rc;
     }

@@ -23,13 +23,31 @@
  *  - epilogue_exposed 1: each wave's output tiles are stored after its mainloop at the full
  *    read bandwidth shared by the wave, not overlapped. Not fitted: the physical worst case;
  *    the data agree (the K = 128..512 shapes, whose time is mostly the output store: e.g.
- *    4096x256x7168 bf16 measured 39.5 us, 26.1 us with launch 5.5 and no store term, 40.6 with it). */
+ *    4096x256x7168 bf16 measured 39.5 us, 26.1 us with launch 5.5 and no store term, 40.6 with it).
+ *
+ * The sustained rates of moefuse's grouped kernel families (routed-expert launches), each the
+ * kernel's speed relative to cuBLAS / cuBLASLt timed in the same process on the same GPU, times
+ * the library peak above (so that they share its clock and timing conventions). All three were
+ * measured before, and apart from, the roofline --measure runs they are checked on
+ * (docs/roofline_model.md):
+ *  - hopper bf16 724 TFLOP/s: lab/results/2026-12-02-h200/lab_engine.log (commit 334a62e), 8192^3
+ *    on the dense engine, whose 128x256x64 persistent mainloop the grouped kernel shares: 1.6900 ms
+ *    vs cuBLAS 1.6288 ms -> 751 x 0.9638.
+ *  - hopper fp8 834 TFLOP/s: lab/results/2026-12-02-h200-fp8/lab_fp8.json (commit a28ef12), 4096^3
+ *    on the dense FP8 engine (fp8engine), the 128x128x128 mainloop of the grouped FP8 kernel:
+ *    0.166354 ms vs cuBLASLt 0.103954 ms -> 1335 x 0.6249.
+ *  - v1 224 TFLOP/s: bench/results/2026-12-02-h200-cuda-v1-vs-hopper.json (commit 9d016dd), the
+ *    mixtral-8x7b T = 16384 layer forward on the v1 path, 235.45 TFLOP/s against that run's
+ *    cuBLAS 8192^3 ceiling of 788.5 -> 751 x 0.2986. A whole layer (routing, permute and combine
+ *    included), so a lower bound of the GEMMs' rate; v1's 64x128 mainloop is unchanged since.
+ *    v1's FP8 kernel takes the same rate: ptxas runs its e4m3 MMAs as f16 ones (forward.cu). */
 static const moe_gpu_spec builtin[] = {
     {"h200", "measured on the project's H200 (PERF.md, lab/results, tests/gpu/logs/2026-12-02-measure-h200)",
-     751e12, 1335e12, 4.19e12, 132, 1, 60e6, 5.5e-6, 1.0},
-    {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0, 0.0},
+     751e12, 1335e12, 4.19e12, 132, 1, 60e6, 5.5e-6, 1.0, 724e12, 834e12, 224e12},
+    {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0, 0.0,
+     0.0, 0.0, 0.0},
     {"b200", "B200 datasheet (dense peaks; not measured; approximate)", 2250e12, 4500e12, 8.0e12, 148, 1, 126e6,
-     0.0, 0.0},
+     0.0, 0.0, 0.0, 0.0, 0.0},
 };
 #define BUILTIN_COUNT ((int)(sizeof builtin / sizeof builtin[0]))
 
@@ -78,6 +96,7 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     moe_gpu_spec g;
     memset(&g, 0, sizeof g);
     double bf16 = 0, fp8 = 0, read = 0, sms = 0, l2 = 0, ctas = 1, launch = 0, exposed = 0;
+    double hopper_bf16 = 0, hopper_fp8 = 0, v1 = 0;
     if (!cJSON_IsObject(root)) {
         st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: expected a JSON object");
         goto done;
@@ -86,7 +105,10 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
         (st = get_number(ctx, root, "read_tbps", 1, 0, &read)) || (st = get_number(ctx, root, "sms", 1, 0, &sms)) ||
         (st = get_number(ctx, root, "l2_mb", 0, 0, &l2)) || (st = get_number(ctx, root, "ctas_per_sm", 0, 1, &ctas)) ||
         (st = get_number(ctx, root, "launch_us", 0, 0, &launch)) ||
-        (st = get_number(ctx, root, "epilogue_exposed", 0, 0, &exposed)))
+        (st = get_number(ctx, root, "epilogue_exposed", 0, 0, &exposed)) ||
+        (st = get_number(ctx, root, "hopper_bf16_tflops", 0, 0, &hopper_bf16)) ||
+        (st = get_number(ctx, root, "hopper_fp8_tflops", 0, 0, &hopper_fp8)) ||
+        (st = get_number(ctx, root, "v1_tflops", 0, 0, &v1)))
         goto done;
     if (exposed > 1) {
         st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: \"epilogue_exposed\" must be in 0..1, got %g",
@@ -112,6 +134,9 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     /* / 1e6, not * 1e-6 (inexact): a file equal to a built-in entry must give its exact value */
     g.launch_s = launch / 1e6;
     g.epilogue_exposed = exposed;
+    g.hopper_bf16_flops = hopper_bf16 * 1e12;
+    g.hopper_fp8_flops = hopper_fp8 * 1e12;
+    g.v1_flops = v1 * 1e12;
     *out = g;
 done:
     cJSON_Delete(root);

@@ -6,18 +6,42 @@
 #include <string.h>
 
 int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k) {
-    /* The CTA tiles of Hopper wgmma kernels with two consumer warpgroups of 64-row wgmma (moefuse's
-     * engines: 128 rows, N 128 or 256; cuBLAS's cooperative kernels also 256 x 128). A one-warpgroup
-     * 64-row tile is left out: it cannot keep an SM's tensor cores as busy (no second warpgroup to
-     * cover its waits and epilogue), and at the full per-SM rate it predicted the H200's one-wave
-     * cuBLAS times 1.4-3.5x too fast (lab/results/2026-12-02-h200*: 1000^3 bf16, 1000x1040x1000
-     * fp8), which 128-row tiles match. */
+    /* The CTA tiles of Hopper wgmma kernels with two consumer warpgroups of 64-row wgmma (128 rows,
+     * N 128 or 256; cuBLAS's cooperative kernels also 256 x 128). A one-warpgroup 64-row tile is
+     * left out: it cannot keep an SM's tensor cores as busy (no second warpgroup to cover its waits
+     * and epilogue), and at the full per-SM rate it predicted the H200's one-wave cuBLAS times
+     * 1.4-3.5x too fast (lab/results/2026-12-02-h200*: 1000^3 bf16, 1000x1040x1000 fp8), which
+     * 128-row tiles match. */
     static const moe_tile menu[] = {{128, 128}, {128, 256}, {256, 128}};
     int n = (int)(sizeof menu / sizeof menu[0]);
     if (tiles)
         for (int i = 0; i < n; i++) tiles[i] = menu[i];
     if (tile_k) *tile_k = dtype == MOE_DTYPE_E4M3 ? 128 : 64;
     return n;
+}
+
+const char *moe_kernel_family_name(moe_kernel_family kernel) {
+    switch (kernel) {
+    case MOE_KERNEL_LIBRARY: return "library";
+    case MOE_KERNEL_HOPPER_BF16: return "hopper";
+    case MOE_KERNEL_HOPPER_FP8: return "hopper-fp8";
+    case MOE_KERNEL_V1: return "v1";
+    }
+    return "unknown";
+}
+
+moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, double rows_per_expert, int64_t hidden,
+                                            int64_t intermediate) {
+    /* src/cuda/forward.cu, moe__cuda_gemm_select: the wgmma path needs H and I multiples of 16
+     * (FP8) or 64 (bf16) and at least 128 (FP8) or 64; FP8 then runs it at every T, bf16 from 128
+     * routed rows per expert on (a full 128-row plan block each, on average); else v1. */
+    const int fp8 = dtype == MOE_DTYPE_E4M3;
+    if (!fp8 && dtype != MOE_DTYPE_BF16) return MOE_KERNEL_LIBRARY;
+    const int64_t mult = fp8 ? 16 : 64, least = fp8 ? 128 : 64;
+    const int wgmma = hidden >= least && intermediate >= least && hidden % mult == 0 && intermediate % mult == 0;
+    if (!wgmma) return MOE_KERNEL_V1;
+    if (fp8) return MOE_KERNEL_HOPPER_FP8;
+    return rows_per_expert >= 128 ? MOE_KERNEL_HOPPER_BF16 : MOE_KERNEL_V1;
 }
 
 double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp) {
@@ -38,25 +62,72 @@ typedef struct launch_model {
     double time, compute, tiles, waves, tile_eff, wave_eff;
 } launch_model;
 
-typedef struct row_context {
-    const moe_shape_list *list;
-    const moe_gpu_spec *gpu;
-    double peak, slots; /* FLOP/s; concurrent CTAs = SMs x CTAs per SM */
+/* The kernel a launch is modelled on: its tiles (the library's menu, or a moefuse kernel's one),
+ * k step, concurrent CTAs and sustained rate; library kernels may also split K or run stream-K. */
+typedef struct engine {
+    moe_kernel_family kernel;
+    const moe_tile *tiles;
+    int ntiles;
     int32_t tile_k;
+    double rate;  /* FLOP/s over the whole GPU */
+    double slots; /* concurrent CTAs: SMs x CTAs per SM */
+} engine;
+
+/* How a routed row's tokens fall on the experts of one launch. */
+typedef struct row_context {
+    const moe_gpu_spec *gpu;
+    int64_t tokens;         /* T (Binomial) */
     double experts_here, p; /* routed experts on this GPU, k/E */
+    int64_t even_rows;      /* > 0: exactly these rows spread evenly over experts_here (a timed launch) */
 } row_context;
 
-static launch_model model_launch(const row_context *rc, const moe_gemm_row *r, moe_tile t, int split,
+/* The tiles of moefuse's grouped kernels (src/cuda/hopper/grouped_kernel.cuh BM x GBN x BK,
+ * grouped_fp8_kernel.cuh FP8_BM x FP8_BN x FP8_BK, both persistent with one CTA per SM;
+ * src/cuda/gemm.cuh GEMM_BM x GEMM_BN x GEMM_BK and gemm_fp8_v1.cuh's 64 x 128 x 128, whose
+ * 96 KB of stages let 2 CTAs share an SM). The plan block is the tile's rows. */
+static const moe_tile hopper_bf16_tile = {128, 256}, hopper_fp8_tile = {128, 128}, v1_tile = {64, 128};
+
+static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_family kernel, const moe_tile *menu,
+                          int nmenu) {
+    const double peak = dtype == MOE_DTYPE_E4M3 ? g->fp8_flops : g->bf16_flops, sms = (double)g->sms;
+    engine e = {kernel, menu, nmenu, dtype == MOE_DTYPE_E4M3 ? 128 : 64, peak, sms * (double)g->ctas_per_sm};
+    double rate = 0.0;
+    switch (kernel) {
+    case MOE_KERNEL_HOPPER_BF16:
+        e.tiles = &hopper_bf16_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_bf16_flops;
+        break;
+    case MOE_KERNEL_HOPPER_FP8:
+        e.tiles = &hopper_fp8_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_fp8_flops;
+        break;
+    case MOE_KERNEL_V1:
+        e.tiles = &v1_tile, e.ntiles = 1, e.slots = 2.0 * sms, rate = g->v1_flops;
+        break;
+    case MOE_KERNEL_LIBRARY:
+        break;
+    }
+    if (rate > 0) e.rate = rate;
+    return e;
+}
+
+/* E[Σ_e ⌈n_e/block⌉] over this GPU's experts: Binomial counts, or the timed launch's even spread. */
+static double routed_blocks(const row_context *rc, double block) {
+    if (rc->even_rows > 0) {
+        double base = floor((double)rc->even_rows / rc->experts_here);
+        double extra = (double)rc->even_rows - base * rc->experts_here; /* experts with one row more */
+        return (rc->experts_here - extra) * ceil_div(base, block) + extra * ceil_div(base + 1, block);
+    }
+    return rc->experts_here * moe_binomial_expected_ceil(rc->tokens, rc->p, (int64_t)block);
+}
+
+static launch_model model_launch(const row_context *rc, const engine *e, const moe_gemm_row *r, moe_tile t, int split,
                                  double launch_bytes) {
     launch_model lm;
-    double tm = t.m, tn = t.n, tk = rc->tile_k, tile_rate = rc->peak / rc->slots;
+    double tm = t.m, tn = t.n, tk = e->tile_k, tile_rate = e->rate / e->slots;
     int routed = r->kind == MOE_GEMM_EXPERT_GATE_UP || r->kind == MOE_GEMM_EXPERT_DOWN;
     double k_eff; /* reduction length per tile */
-    int64_t T = rc->list->tokens;
     if (routed && r->pass != MOE_PASS_WGRAD) {
-        /* rows of each expert padded to the tile height: E[Σ_e ⌈n_e/tm⌉] row tiles */
-        double row_tiles = rc->experts_here * moe_binomial_expected_ceil(T, rc->p, t.m);
-        lm.tiles = row_tiles * ceil_div(r->n, tn);
+        /* rows of each expert padded to the tile height (the plan block) */
+        lm.tiles = routed_blocks(rc, tm) * ceil_div(r->n, tn);
         k_eff = ceil_div(r->k, tk) * tk;
         lm.tile_eff = lm.tiles > 0 ? (r->m * rc->experts_here * r->n) / (lm.tiles * tm * tn) * (r->k / k_eff) : 1.0;
     } else if (routed) {
@@ -64,7 +135,7 @@ static launch_model model_launch(const row_context *rc, const moe_gemm_row *r, m
         double touched = r->touched / (double)(r->layer_count > 0 ? r->layer_count : 1);
         double grid = ceil_div(r->m, tm) * ceil_div(r->n, tn);
         lm.tiles = touched * grid;
-        double k_sum = rc->experts_here * moe_binomial_expected_ceil(T, rc->p, rc->tile_k) * tk; /* Σ ⌈n_e/tk⌉tk */
+        double k_sum = routed_blocks(rc, tk) * tk; /* Σ ⌈n_e/tk⌉tk */
         k_eff = touched > 0 ? k_sum / touched : 0.0;
         lm.tile_eff = (r->m * r->n) / (grid * tm * tn) * (k_sum > 0 ? r->k * rc->experts_here / k_sum : 1.0);
     } else {
@@ -76,13 +147,13 @@ static launch_model model_launch(const row_context *rc, const moe_gemm_row *r, m
         lm.tile_eff = (r->m * r->n * r->k) / (lm.tiles * tm * tn * k_eff);
         if (split > 1) launch_bytes += 2.0 * split * r->m * r->n * 4.0;
     }
-    lm.waves = ceil(lm.tiles / rc->slots - 1e-9);
+    lm.waves = ceil(lm.tiles / e->slots - 1e-9);
     if (lm.waves < 1) lm.waves = 1;
-    lm.wave_eff = lm.tiles / (lm.waves * rc->slots);
+    lm.wave_eff = lm.tiles / (lm.waves * e->slots);
     /* the wave's output store after its mainloop (epilogue_exposed of it not overlapped): its
      * tiles' outputs (bf16, or split-K's fp32 partials) at the read bandwidth they share */
     double out_bytes = split > 1 ? 4.0 : 2.0;
-    double store = rc->gpu->epilogue_exposed * fmin(lm.tiles, rc->slots) * tm * tn * out_bytes / rc->gpu->read_bw;
+    double store = rc->gpu->epilogue_exposed * fmin(lm.tiles, e->slots) * tm * tn * out_bytes / rc->gpu->read_bw;
     lm.compute = lm.waves * (2.0 * tm * tn * k_eff / tile_rate + store);
     double memory = launch_bytes / rc->gpu->read_bw;
     lm.time = fmax(lm.compute, memory) + rc->gpu->launch_s;
@@ -106,9 +177,10 @@ static double gcd64(double a, double b) {
  * runs of ⌈tiles·ksteps/slots⌉ to the CTAs, so no wave is left part empty. A tile whose k-steps fall in several CTAs' runs is finished by one of them (its owner),
  * which adds its peers' fp32 partials. Returns the launch with tiles = output tiles, waves = one
  * CTA's k-steps in tiles (fractional). */
-static launch_model model_stream_k(const row_context *rc, const moe_gemm_row *r, moe_tile t, double launch_bytes) {
+static launch_model model_stream_k(const row_context *rc, const engine *e, const moe_gemm_row *r, moe_tile t,
+                                   double launch_bytes) {
     launch_model lm;
-    double tm = t.m, tn = t.n, tk = rc->tile_k, tile_rate = rc->peak / rc->slots;
+    double tm = t.m, tn = t.n, tk = e->tile_k, tile_rate = e->rate / e->slots;
     double out_tiles = ceil_div(r->m, tm) * ceil_div(r->n, tn), ksteps = ceil_div(r->k, tk);
     double total = out_tiles * ksteps; /* < 2^61 (T <= 2^32): whole numbers, exact below 2^53 */
     if (!(total >= 1)) { /* an empty GEMM: nothing to deal out (the grid model handles it) */
@@ -116,7 +188,7 @@ static launch_model model_stream_k(const row_context *rc, const moe_gemm_row *r,
         lm.time = INFINITY;
         return lm;
     }
-    double per_cta = ceil(total / rc->slots), ctas = ceil(total / per_cta);
+    double per_cta = ceil(total / e->slots), ctas = ceil(total / per_cta);
     /* runs start every per_cta k-steps, tiles every ksteps: a tile boundary inside a run splits it */
     double aligned_every = per_cta / gcd64(ksteps, per_cta); /* every so many tiles the two coincide */
     double segments = ctas + (out_tiles - 1) - floor((out_tiles - 1) / aligned_every);
@@ -128,12 +200,12 @@ static launch_model model_stream_k(const row_context *rc, const moe_gemm_row *r,
      * reads them after its own piece, one after another, and the owners do so together at the end
      * of their runs, each at its SM's share of the read bandwidth (pessimistic when a few owners
      * read many partials: then split-K's grid wins, as it does in the libraries) */
-    double fixup = partials > 0 ? (sharers - 1) * partial_bytes / (rc->gpu->read_bw / rc->slots) : 0.0;
+    double fixup = partials > 0 ? (sharers - 1) * partial_bytes / (rc->gpu->read_bw / e->slots) : 0.0;
     /* each tile's output is stored once, by its owner, after its mainloop (as in model_launch) */
     double store = rc->gpu->epilogue_exposed * out_tiles * tm * tn * 2.0 / rc->gpu->read_bw;
     lm.tiles = out_tiles;
     lm.waves = per_cta / ksteps;
-    lm.wave_eff = total / (per_cta * rc->slots);
+    lm.wave_eff = total / (per_cta * e->slots);
     lm.tile_eff = (r->m * r->n * r->k) / (out_tiles * tm * tn * ksteps * tk);
     lm.compute = per_cta * 2.0 * tm * tn * tk / tile_rate + store + fixup;
     /* the partials are written and read back once each */
@@ -142,10 +214,94 @@ static launch_model model_stream_k(const row_context *rc, const moe_gemm_row *r,
     return lm;
 }
 
+/* The best launch of row r on engine e: each of its tiles; a library kernel also split-K (2..32
+ * CTAs per tile, at least two k-steps a slice) and, for plain rows, stream-K. */
+static launch_model best_launch(const row_context *rc, const engine *e, const moe_gemm_row *r, double launch_bytes,
+                                moe_tile *tile, int32_t *split_k) {
+    int routed = r->kind == MOE_GEMM_EXPERT_GATE_UP || r->kind == MOE_GEMM_EXPERT_DOWN;
+    int library = e->kernel == MOE_KERNEL_LIBRARY;
+    launch_model best = {INFINITY, 0, 0, 0, 0, 0};
+    for (int t = 0; t < e->ntiles; t++)
+        for (int split = 1; split <= (routed || !library ? 1 : 32); split *= 2) {
+            if (split > 1 && r->k / split < 2.0 * e->tile_k) break;
+            launch_model lm = model_launch(rc, e, r, e->tiles[t], split, launch_bytes);
+            /* ties go to the earlier tile (the menu lists the preferred first) and no split */
+            if (lm.time < best.time * (1.0 - 1e-9)) {
+                best = lm;
+                *tile = e->tiles[t];
+                *split_k = split;
+            }
+        }
+    if (!routed && library) /* moefuse's grouped expert kernels have no stream-K schedule */
+        for (int t = 0; t < e->ntiles; t++) {
+            launch_model lm = model_stream_k(rc, e, r, e->tiles[t], launch_bytes);
+            if (lm.time < best.time * (1.0 - 1e-9)) { /* ties keep the data-parallel or split-K grid */
+                best = lm;
+                *tile = e->tiles[t];
+                *split_k = 0;
+            }
+        }
+    return best;
+}
+
 void moe_roofline_free(moe_roofline *roof) {
     if (!roof) return;
     free(roof->rows);
     free(roof);
+}
+
+static moe_status check_gpu(moe_context_t *ctx, const moe_gpu_spec *gpu) {
+    if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0) || gpu->sms < 1 ||
+        gpu->ctas_per_sm < 1 || gpu->launch_s < 0 || !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM), "
+                          "launch_s >= 0 (%g), epilogue_exposed in 0..1 (%g)",
+                          gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
+                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->epilogue_exposed);
+    if (!(gpu->hopper_bf16_flops >= 0) || !(gpu->hopper_fp8_flops >= 0) || !(gpu->v1_flops >= 0))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "gpu: kernel rates must be >= 0 (0: the dtype's peak); got hopper bf16 %g, hopper fp8 %g, v1 %g "
+                          "FLOP/s",
+                          gpu->hopper_bf16_flops, gpu->hopper_fp8_flops, gpu->v1_flops);
+    return MOE_STATUS_OK;
+}
+
+moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype,
+                                   moe_kernel_family kernel, int64_t experts, int64_t rows, int64_t k, int64_t n,
+                                   double *seconds) {
+    moe__clear_error(ctx);
+    if (!gpu || !seconds)
+        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_grouped_launch_time: %s is NULL", !gpu ? "gpu" : "seconds");
+    *seconds = 0.0;
+    moe_status st = check_gpu(ctx, gpu);
+    if (st != MOE_STATUS_OK) return st;
+    if (dtype != MOE_DTYPE_BF16 && dtype != MOE_DTYPE_E4M3)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "moe_grouped_launch_time: dtype %s, expected bf16 or e4m3",
+                          moe_dtype_name(dtype));
+    if (kernel != MOE_KERNEL_HOPPER_BF16 && kernel != MOE_KERNEL_HOPPER_FP8 && kernel != MOE_KERNEL_V1)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "moe_grouped_launch_time: kernel %d is not one of moefuse's grouped kernels", (int)kernel);
+    if (experts < 1 || rows < 1 || k < 1 || n < 1 || experts > MOE__ANALYSIS_TOKENS_MAX ||
+        rows > MOE__ANALYSIS_TOKENS_MAX || k > INT32_MAX || n > INT32_MAX)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "moe_grouped_launch_time: experts %lld, rows %lld, k %lld, n %lld: expected experts and rows in "
+                          "1..2^32, k and n in 1..2^31-1",
+                          (long long)experts, (long long)rows, (long long)k, (long long)n);
+    /* the launch as one routed Fprop row of one layer: `experts` instances of rows/experts x k x n */
+    moe_gemm_row r;
+    memset(&r, 0, sizeof r);
+    r.kind = MOE_GEMM_EXPERT_GATE_UP;
+    r.pass = MOE_PASS_FPROP;
+    r.layer_count = 1;
+    r.m = (double)rows / (double)experts, r.k = (double)k, r.n = (double)n;
+    const double operand = moe__operand_bytes(dtype), output = moe__output_bytes(dtype);
+    const double bytes = (double)rows * r.k * operand + (double)rows * r.n * output + (double)experts * r.k * r.n * operand;
+    row_context rc = {gpu, 0, (double)experts, 0.0, rows};
+    engine e = make_engine(gpu, dtype, kernel, NULL, 0);
+    moe_tile tile;
+    int32_t split;
+    *seconds = best_launch(&rc, &e, &r, bytes, &tile, &split).time;
+    return MOE_STATUS_OK;
 }
 
 moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu,
@@ -155,13 +311,8 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
     *out = NULL;
     if (!list || !gpu)
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_create: %s is NULL", !list ? "list" : "gpu");
-    if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0) || gpu->sms < 1 ||
-        gpu->ctas_per_sm < 1 || gpu->launch_s < 0 || !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1))
-        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM), "
-                          "launch_s >= 0 (%g), epilogue_exposed in 0..1 (%g)",
-                          gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
-                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->epilogue_exposed);
+    moe_status st = check_gpu(ctx, gpu);
+    if (st != MOE_STATUS_OK) return st;
     moe_roofline *rf = calloc(1, sizeof *rf);
     if (rf) rf->rows = calloc((size_t)(list->num_rows > 0 ? list->num_rows : 1), sizeof *rf->rows);
     if (!rf || !rf->rows) {
@@ -170,23 +321,30 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
     }
     rf->gpu = *gpu;
     rf->num_rows = list->num_rows;
-    rf->peak_flops = list->options.dtype == MOE_DTYPE_E4M3 ? gpu->fp8_flops : gpu->bf16_flops;
+    const moe_dtype dtype = list->options.dtype;
+    rf->peak_flops = dtype == MOE_DTYPE_E4M3 ? gpu->fp8_flops : gpu->bf16_flops;
     rf->ridge = rf->peak_flops / gpu->read_bw;
 
     const moe_model_config *c = &list->config;
-    row_context rc = {list, gpu, rf->peak_flops, (double)(gpu->sms * gpu->ctas_per_sm), 0, 0, 0};
+    row_context rc = {gpu, list->tokens, 0, 0, 0};
     moe_tile menu[MOE_TILE_MENU_MAX];
-    int ntiles = moe_tile_menu(list->options.dtype, menu, &rc.tile_k);
+    const int ntiles = moe_tile_menu(dtype, menu, NULL);
+    const engine library = make_engine(gpu, dtype, MOE_KERNEL_LIBRARY, menu, ntiles);
+    engine grouped = library; /* routed Fprop: moefuse's grouped kernel, chosen as the forward does */
     moe_routing_stats stats;
     memset(&stats, 0, sizeof stats);
     if (c->is_moe && c->num_moe_layers > 0) {
         rc.experts_here = (double)(c->layer.num_experts / list->options.ep);
         rc.p = (double)c->layer.top_k / (double)c->layer.num_experts;
-        moe_status st = moe_routing_stats_compute(ctx, list->tokens, c->layer.num_experts, c->layer.top_k, 128, &stats);
+        st = moe_routing_stats_compute(ctx, list->tokens, c->layer.num_experts, c->layer.top_k, 128, &stats);
         if (st != MOE_STATUS_OK) {
             moe_roofline_free(rf);
             return st;
         }
+        const double rows_per_expert = (double)list->tokens * rc.p;
+        grouped = make_engine(gpu, dtype,
+                              moe_grouped_kernel_select(dtype, rows_per_expert, c->layer.hidden, c->layer.intermediate),
+                              menu, ntiles);
     }
 
     for (int64_t i = 0; i < list->num_rows; i++) {
@@ -199,27 +357,9 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
         double compute_ideal = r->flops / rf->peak_flops, memory_ideal = r->bytes / gpu->read_bw;
         o->ideal_s = fmax(compute_ideal, memory_ideal);
         o->compute_bound = compute_ideal > memory_ideal;
-        launch_model best = {INFINITY, 0, 0, 0, 0, 0};
-        for (int t = 0; t < ntiles; t++)
-            for (int split = 1; split <= (routed ? 1 : 32); split *= 2) {
-                if (split > 1 && r->k / split < 2.0 * rc.tile_k) break; /* at least two k-steps a slice */
-                launch_model lm = model_launch(&rc, r, menu[t], split, launch_bytes);
-                /* ties go to the earlier tile (the menu lists the preferred first) and no split */
-                if (lm.time < best.time * (1.0 - 1e-9)) {
-                    best = lm;
-                    o->tile = menu[t];
-                    o->split_k = split;
-                }
-            }
-        if (!routed) /* moefuse's grouped expert kernels have no stream-K schedule */
-            for (int t = 0; t < ntiles; t++) {
-                launch_model lm = model_stream_k(&rc, r, menu[t], launch_bytes);
-                if (lm.time < best.time * (1.0 - 1e-9)) { /* ties keep the data-parallel or split-K grid */
-                    best = lm;
-                    o->tile = menu[t];
-                    o->split_k = 0;
-                }
-            }
+        const engine *e = routed && r->pass == MOE_PASS_FPROP ? &grouped : &library;
+        o->kernel = e->kernel;
+        launch_model best = best_launch(&rc, e, r, launch_bytes, &o->tile, &o->split_k);
         o->time_s = best.time * launches;
         o->tiles = best.tiles;
         o->waves = best.waves;
