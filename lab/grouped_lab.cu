@@ -18,8 +18,18 @@
 //   grouped_lab [--shapes qwen3,mixtral,...] [--variants up_staged,up_regs,...] [--tokens T]
 //               [--json rows.jsonl] [--check-only]
 //
+// --fp8: the FP8 grouped kernel (src/cuda/hopper/grouped_fp8_kernel.cuh, the library's
+// EPI_STAGED and the lab's EPI_NONE) instead of the bf16 one, on the same plans: random e4m3
+// codes and random block scales by the rules at the top of that file (GEMM1: paired W13 scales
+// when gated, A scales column-major as the permuted x's; GEMM2: 128x128 W2 blocks, A2 scales by
+// row), fp32 outputs; the reference is the fp64 product of the dequantised operands, summed per
+// 128-wide k-block times its two scales.
+//
+//   grouped_lab --fp8 [--shapes ...] [--variants fp8_up_staged,...] [--tokens T] [--json ...]
+//
 // Exit 1 if any check failed. Last line: "N passed, M failed".
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -30,11 +40,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "hopper/grouped_kernel.cuh"
+#include "hopper/grouped_fp8_kernel.cuh" // and grouped_kernel.cuh
 #include "lab_util.h"
 
 using namespace moe_hopper;
@@ -81,6 +92,7 @@ struct variant {
     out_kind out;
     bool shipped_function; // computes what the shipped kernel of its mode computes
     bool gather = false;   // GEMM1 with A gathered from x by the producer (no permuted copy)
+    bool fp8 = false;      // the FP8 grouped kernel (--fp8): fp32 outputs on both GEMMs
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -101,6 +113,11 @@ static const variant VARIANTS[] = {
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
+    // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
+    {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
+    {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
+    {"fp8_down_none", "FP8 GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, true},
+    {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -116,6 +133,27 @@ static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const gr
 }
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_params &, unsigned);
+
+// The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
+template <int MODE, int EPI>
+static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
+    static bool ready = false;
+    if (!ready) {
+        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_fp8_smem_bytes());
+        if (err != cudaSuccess) return err;
+        ready = true;
+    }
+    grouped_fp8_kernel<MODE, false, EPI><<<ctas, THREADS, grouped_fp8_smem_bytes()>>>(a, b, p);
+    return cudaGetLastError();
+}
+
+typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
+
+static fp8_launch_fn pick_fp8(const variant &v) {
+    if (v.kernel_mode == GEMM_UP) return v.epi == EPI_NONE ? fp8_launch_t<GEMM_UP, EPI_NONE> : fp8_launch_t<GEMM_UP, EPI_STAGED>;
+    return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
+}
 
 static launch_fn pick(const variant &v, int act) {
     if (v.gather) return v.epi == EPI_STAGED ? launch_t<GEMM_UP, EPI_STAGED, 0, true>
@@ -142,6 +180,13 @@ static launch_fn pick(const variant &v, int act) {
 }
 
 static const void *kernel_address(const variant &v, int act) {
+    if (v.fp8) {
+        if (v.kernel_mode == GEMM_UP)
+            return v.epi == EPI_NONE ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_NONE>
+                                     : (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED>;
+        return v.epi == EPI_NONE ? (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_NONE>
+                                 : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
+    }
     if (v.gather)
         return v.epi == EPI_STAGED ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, true>
                : v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true> : nullptr;
@@ -168,15 +213,24 @@ static const void *kernel_address(const variant &v, int act) {
 }
 
 // ---- device helpers ----------------------------------------------------------------------
+// Element i of a seeded uniform sequence in [-1, 1).
+__device__ __forceinline__ float hash_uniform(int64_t i, uint64_t seed) {
+    uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + seed;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    return 2.0f * ((float)(x >> 40) * (1.0f / 16777216.0f)) - 1.0f;
+}
+
 __global__ void fill_bf16(__nv_bfloat16 *p, int64_t n, uint64_t seed, float scale) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + seed;
-        x ^= x >> 31;
-        x *= 0xBF58476D1CE4E5B9ull;
-        x ^= x >> 29;
-        const float u = (float)(x >> 40) * (1.0f / 16777216.0f); // [0, 1)
-        p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * scale);
-    }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = __float2bfloat16_rn(hash_uniform(i, seed) * scale);
+}
+
+// e4m3 codes of uniform values in [-2, 2) (every code in that range occurs).
+__global__ void fill_e4m3(uint8_t *p, int64_t n, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = __nv_fp8_e4m3(2.0f * hash_uniform(i, seed)).__x;
 }
 
 // Rows of x in plan order (padding rows zero), as the library's permute kernel writes them.
@@ -222,6 +276,12 @@ __global__ void compare_rows(const void *a, const void *b, int f32, int64_t ld, 
 }
 
 // ---- host helpers ------------------------------------------------------------------------
+static float e4m3f(uint8_t code) {
+    __nv_fp8_e4m3 f;
+    f.__x = code;
+    return (float)f;
+}
+
 static float bf16f(__nv_bfloat16 v) {
     uint16_t bits;
     memcpy(&bits, &v, 2);
@@ -302,26 +362,74 @@ static void build_plan(problem &P, std::mt19937_64 &rng) {
 struct operands {
     int mode; // GEMM_UP (x . W13) or GEMM_DOWN (A2 . W2)
     int64_t n, k;
+    bool fp8 = false;
     __nv_bfloat16 *a = nullptr, *w = nullptr; // A [live, k] in plan order, W [E_all, n, k]
     float *bias = nullptr;                    // [E_all, n] or NULL
     std::vector<float> h_bias;
+    // fp8: e4m3 codes (same shapes as a, w) and block scales (grouped_fp8_kernel.cuh's rules),
+    // kept on the host too for the reference: a_scale(r, kb) = sa[r * sa_rs + kb * sa_ks], the
+    // weights' [E_all][ws_rows][kblocks].
+    uint8_t *a8 = nullptr, *w8 = nullptr;
+    int64_t kblocks = 0, ws_rows = 0, sa_rs = 0, sa_ks = 0;
+    int sw_kind = GF8_W_BLOCK;
+    float *sa = nullptr, *sw = nullptr;
+    std::vector<float> h_sa, h_sw;
 };
 
-static void make_operands(const problem &P, operands &O, int mode, uint64_t seed) {
+// Scales log-uniform over a factor 4 around `base`, so that a scale read from the wrong block
+// moves the sampled outputs well past the tolerance.
+static float *random_scales(std::vector<float> &h, size_t n, float base, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    h.resize(n);
+    for (float &s : h) s = base * exp2f(u(rng));
+    float *d;
+    CUDA_OK(cudaMalloc(&d, n * 4));
+    CUDA_OK(cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+
+// FP8 operands: random codes (A in plan order directly: which rows repeat does not matter to the
+// kernel) and scales in the forward's layouts: GEMM1 A scales column-major [kb][live] (the
+// permuted x's), W13 paired when gated (scale row 2 (n / 256) + n % 2, 2 ceil(I/128) rows);
+// GEMM2 A2 scales [live][kb], W2 in 128-row blocks. Values: codes in [-2, 2), A scales ~0.35 and
+// W scales ~1/sqrt(K), so that the products are of order 1.
+static void make_fp8_operands(const problem &P, operands &O, uint64_t seed) {
+    const bool up = O.mode == GEMM_UP;
+    O.kblocks = (O.k + FP8_BK - 1) / FP8_BK;
+    O.sw_kind = up && P.m->act != MOE_ACT_RELU2 ? GF8_W_PAIRED : GF8_W_BLOCK;
+    O.ws_rows = O.sw_kind == GF8_W_PAIRED ? 2 * ((P.m->I + 127) / 128) : (O.n + 127) / 128;
+    O.sa_rs = up ? 1 : O.kblocks;
+    O.sa_ks = up ? P.live : 1;
+    CUDA_OK(cudaMalloc(&O.a8, (size_t)P.live * O.k));
+    CUDA_OK(cudaMalloc(&O.w8, (size_t)P.E_all * O.n * O.k));
+    fill_e4m3<<<2048, 256>>>(O.a8, P.live * O.k, seed * 7 + 2);
+    fill_e4m3<<<2048, 256>>>(O.w8, P.E_all * O.n * O.k, seed * 7 + 1);
+    CUDA_OK(cudaGetLastError());
+    O.sa = random_scales(O.h_sa, (size_t)P.live * O.kblocks, 0.35f, seed * 7 + 4);
+    O.sw = random_scales(O.h_sw, (size_t)P.E_all * O.ws_rows * O.kblocks, 1.0f / sqrtf((float)O.k), seed * 7 + 5);
+}
+
+static void make_operands(const problem &P, operands &O, int mode, uint64_t seed, bool fp8) {
     const model &m = *P.m;
     O.mode = mode;
+    O.fp8 = fp8;
     const int64_t r13 = m.act == MOE_ACT_RELU2 ? m.I : 2 * m.I;
     O.n = mode == GEMM_UP ? r13 : m.H;
     O.k = mode == GEMM_UP ? m.H : m.I;
-    CUDA_OK(cudaMalloc(&O.a, (size_t)P.live * O.k * 2));
-    CUDA_OK(cudaMalloc(&O.w, (size_t)P.E_all * O.n * O.k * 2));
-    fill_bf16<<<2048, 256>>>(O.w, P.E_all * O.n * O.k, seed * 7 + 1, 2.0f / sqrtf((float)O.k));
-    if (mode == GEMM_UP) {
-        gather_rows<<<2048, 256>>>(P.d_x, m.H, O.a, P.d_ids, P.live, P.padding_id, m.k);
+    if (fp8) {
+        make_fp8_operands(P, O, seed);
     } else {
-        fill_bf16<<<2048, 256>>>(O.a, P.live * O.k, seed * 7 + 2, 1.0f);
+        CUDA_OK(cudaMalloc(&O.a, (size_t)P.live * O.k * 2));
+        CUDA_OK(cudaMalloc(&O.w, (size_t)P.E_all * O.n * O.k * 2));
+        fill_bf16<<<2048, 256>>>(O.w, P.E_all * O.n * O.k, seed * 7 + 1, 2.0f / sqrtf((float)O.k));
+        if (mode == GEMM_UP) {
+            gather_rows<<<2048, 256>>>(P.d_x, m.H, O.a, P.d_ids, P.live, P.padding_id, m.k);
+        } else {
+            fill_bf16<<<2048, 256>>>(O.a, P.live * O.k, seed * 7 + 2, 1.0f);
+        }
+        CUDA_OK(cudaGetLastError());
     }
-    CUDA_OK(cudaGetLastError());
     if (m.bias) {
         std::mt19937_64 rng(seed * 7 + 3);
         std::uniform_real_distribution<float> u(-0.5f, 0.5f);
@@ -337,6 +445,10 @@ static void free_operands(operands &O) {
     cudaFree(O.a);
     cudaFree(O.w);
     cudaFree(O.bias);
+    cudaFree(O.a8);
+    cudaFree(O.w8);
+    cudaFree(O.sa);
+    cudaFree(O.sw);
 }
 
 // Output geometry of a variant: columns per row, row stride, element size, the rows written.
@@ -347,7 +459,7 @@ struct out_geom {
 static out_geom geometry(const variant &v, const problem &P, const operands &O) {
     const model &m = *P.m;
     out_geom g;
-    g.f32 = v.out == OUT_ROWS_F32;
+    g.f32 = v.out == OUT_ROWS_F32 || (v.fp8 && v.out == OUT_A2); // the FP8 path's A2 is fp32
     if (v.out == OUT_A2) {
         g.cols = m.act == MOE_ACT_RELU2 ? O.n : O.n / 2;
         g.ld = g.cols;
@@ -377,9 +489,9 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     gemm_args a;
     memset(&a, 0, sizeof a);
     a.mode = v.kernel_mode;
-    a.a = v.gather ? (const void *)P.d_x : (const void *)O.a; // gather: x [T, H] itself
+    a.a = v.gather ? (const void *)P.d_x : O.fp8 ? (const void *)O.a8 : (const void *)O.a; // gather: x itself
     a.lda = O.k;
-    a.b = O.w;
+    a.b = O.fp8 ? (const void *)O.w8 : (const void *)O.w;
     a.experts = P.E_all;
     a.bias = v.out == OUT_RAW_BF16 ? nullptr : O.bias;
     a.n = O.n;
@@ -401,19 +513,38 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     return a;
 }
 
+// The fp64 product of plan row r of A and column col of expert e's weights: bf16 operands, or
+// FP8 codes dequantised by their block scales (per 128-wide k-block: the code products' sum
+// times a_scale(r, kb) x w_scale(e, col, kb)).
+static double dot_ref(const operands &O, int64_t r, int64_t e, int64_t col) {
+    double s = 0.0;
+    if (!O.fp8) {
+        std::vector<__nv_bfloat16> arow(O.k), wrow(O.k);
+        CUDA_OK(cudaMemcpy(arow.data(), O.a + r * O.k, O.k * 2, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(wrow.data(), O.w + (e * O.n + col) * O.k, O.k * 2, cudaMemcpyDeviceToHost));
+        for (int64_t t = 0; t < O.k; ++t) s += (double)bf16f(arow[t]) * (double)bf16f(wrow[t]);
+        return s;
+    }
+    std::vector<uint8_t> arow(O.k), wrow(O.k);
+    CUDA_OK(cudaMemcpy(arow.data(), O.a8 + r * O.k, O.k, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(wrow.data(), O.w8 + (e * O.n + col) * O.k, O.k, cudaMemcpyDeviceToHost));
+    const int64_t srow = O.sw_kind == GF8_W_PAIRED ? 2 * (col / 256) + col % 2 : col / FP8_BN;
+    const float *ws = O.h_sw.data() + (e * O.ws_rows + srow) * O.kblocks;
+    for (int64_t kb = 0; kb < O.kblocks; ++kb) {
+        double part = 0.0;
+        for (int64_t t = kb * FP8_BK; t < std::min<int64_t>(O.k, (kb + 1) * FP8_BK); ++t)
+            part += (double)e4m3f(arow[t]) * (double)e4m3f(wrow[t]);
+        s += part * (double)O.h_sa[r * O.sa_rs + kb * O.sa_ks] * (double)ws[kb];
+    }
+    return s;
+}
+
 // The fp64 reference of output (plan row r, column c) of a variant.
 static double reference(const variant &v, const problem &P, const operands &O, int64_t r, int64_t c) {
     const model &m = *P.m;
     const int64_t e = P.owners[r / BM];
     const int64_t id = P.ids[r];
-    std::vector<__nv_bfloat16> arow(O.k), wrow(O.k);
-    CUDA_OK(cudaMemcpy(arow.data(), O.a + r * O.k, O.k * 2, cudaMemcpyDeviceToHost));
-    auto dot = [&](int64_t col) {
-        CUDA_OK(cudaMemcpy(wrow.data(), O.w + (e * O.n + col) * O.k, O.k * 2, cudaMemcpyDeviceToHost));
-        double s = 0.0;
-        for (int64_t t = 0; t < O.k; ++t) s += (double)bf16f(arow[t]) * (double)bf16f(wrow[t]);
-        return s;
-    };
+    auto dot = [&](int64_t col) { return dot_ref(O, r, e, col); };
     auto bias = [&](int64_t col) { return O.h_bias.empty() ? 0.0 : (double)O.h_bias[e * O.n + col]; };
     if (v.out == OUT_RAW_BF16) return dot(c);
     const bool routed = id < P.padding_id;
@@ -427,15 +558,14 @@ static double reference(const variant &v, const problem &P, const operands &O, i
     return activate_ref(m.act, m.alpha, m.limit, g, u);
 }
 
-static double median_ms(launch_fn fn, const CUtensorMap &ma, const CUtensorMap &mb, const grouped_params &p,
-                        unsigned ctas) {
+static double median_ms(const std::function<cudaError_t()> &launch) {
     cudaEvent_t a, b;
     CUDA_OK(cudaEventCreate(&a));
     CUDA_OK(cudaEventCreate(&b));
     std::vector<float> ms;
     for (int i = 0; i < WARMUP + TIMED; ++i) {
         CUDA_OK(cudaEventRecord(a));
-        CUDA_OK(fn(ma, mb, p, ctas));
+        CUDA_OK(launch());
         CUDA_OK(cudaEventRecord(b));
         CUDA_OK(cudaEventSynchronize(b));
         float t;
@@ -448,6 +578,26 @@ static double median_ms(launch_fn fn, const CUtensorMap &ma, const CUtensorMap &
     return ms[TIMED / 2];
 }
 
+// Tensor maps, parameters and grid of one FP8 grouped GEMM, as hopper_fp8_gemm_launch sets them
+// up (src/cuda/gemm_hopper_fp8.cu), from the lab's operands.
+static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, CUtensorMap *ma, CUtensorMap *mb,
+                            grouped_fp8_params *p, unsigned *ctas) {
+    CUresult cr = make_tensor_map_e4m3(ma, a.a, a.rows, a.k, a.lda);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(mb, a.b, a.experts * a.n, a.k, a.k);
+    if (cr != CUDA_SUCCESS) return cr;
+    *p = grouped_fp8_params{};
+    grouped_plan_params(&a, sms, FP8_BN, &p->g);
+    p->sa = O.sa;
+    p->sa_rs = O.sa_rs;
+    p->sa_ks = O.sa_ks;
+    p->sw = O.sw;
+    p->sw_expert = O.ws_rows * O.kblocks;
+    p->sw_cols = O.kblocks;
+    p->sw_kind = O.sw_kind;
+    *ctas = (unsigned)std::min<int64_t>((a.rows + FP8_BM - 1) / FP8_BM * p->g.tiles_n, sms);
+    return CUDA_SUCCESS;
+}
+
 static bool listed(const char *list, const char *name) {
     if (!list) return true;
     std::string l = std::string(",") + list + ",";
@@ -457,15 +607,16 @@ static bool listed(const char *list, const char *name) {
 int main(int argc, char **argv) {
     const char *shapes = nullptr, *variants = nullptr, *json_path = nullptr;
     int64_t tokens = 16384;
-    bool check_only = false;
+    bool check_only = false, fp8 = false;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc) variants = argv[++i];
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--check-only")) check_only = true;
+        else if (!strcmp(argv[i], "--fp8")) fp8 = true;
         else {
-            fprintf(stderr, "usage: %s [--shapes a,b] [--variants a,b] [--tokens T] [--json FILE] [--check-only]\n",
+            fprintf(stderr, "usage: %s [--fp8] [--shapes a,b] [--variants a,b] [--tokens T] [--json FILE] [--check-only]\n",
                     argv[0]);
             return 2;
         }
@@ -475,16 +626,18 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
-    printf("device: %s, %d SMs; seed %llu (LAB_SEED to repeat); T = %lld for the PERF shapes\n", prop.name, sms,
-           (unsigned long long)seed, (long long)tokens);
+    printf("device: %s, %d SMs; seed %llu (LAB_SEED to repeat); T = %lld for the PERF shapes; %s grouped kernel\n",
+           prop.name, sms, (unsigned long long)seed, (long long)tokens, fp8 ? "FP8" : "bf16");
     // What each kernel compiled to (the lab's own instantiations of the library's template).
     printf("\n%-18s %5s %6s %7s  %s\n", "variant", "regs", "local", "smem", "what");
     for (const variant &v : VARIANTS) {
-        if (!listed(variants, v.name)) continue;
+        if (v.fp8 != fp8 || !listed(variants, v.name)) continue;
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
-        const int smem = v.epi == EPI_STAGED ? grouped_smem_bytes<EPI_STAGED>() : grouped_smem_bytes<EPI_REGS>();
+        const int smem = fp8                    ? grouped_fp8_smem_bytes()
+                         : v.epi == EPI_STAGED ? grouped_smem_bytes<EPI_STAGED>()
+                                               : grouped_smem_bytes<EPI_REGS>();
         printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem, v.what);
     }
     FILE *json = json_path ? fopen(json_path, "a") : nullptr;
@@ -527,11 +680,12 @@ int main(int argc, char **argv) {
             void *shipped_out = nullptr; // the shipped variant's output of this data, for (3)
             double none_ms = -1.0;
             for (const variant &v : VARIANTS) {
-                if (v.data != data || !listed(variants, v.name)) continue;
-                launch_fn fn = pick(v, m.act);
-                if (!fn) continue; // EPI_REGS_ACT exists for SWIGLU and SWIGLU_OAI only
+                if (v.data != data || v.fp8 != fp8 || !listed(variants, v.name)) continue;
+                const launch_fn fn = fp8 ? nullptr : pick(v, m.act);
+                const fp8_launch_fn fn8 = fp8 ? pick_fp8(v) : nullptr;
+                if (!fn && !fn8) continue; // EPI_REGS_ACT exists for SWIGLU and SWIGLU_OAI only
                 if (!have_ops) {
-                    make_operands(P, O, data, seed + data);
+                    make_operands(P, O, data, seed + data, fp8);
                     have_ops = true;
                 }
                 const out_geom g = geometry(v, P, O);
@@ -554,15 +708,21 @@ int main(int argc, char **argv) {
                 }
                 CUtensorMap ma, mb;
                 grouped_params p;
+                grouped_fp8_params p8;
                 unsigned ctas = 0;
-                const CUresult cr = grouped_prepare(&a, sms, &ma, &mb, &p, &ctas, v.gather);
+                const CUresult cr = fp8 ? fp8_prepare(a, O, sms, &ma, &mb, &p8, &ctas)
+                                        : grouped_prepare(&a, sms, &ma, &mb, &p, &ctas, v.gather);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
                     ++failed;
                     cudaFree(out);
                     continue;
                 }
-                CUDA_OK(fn(ma, mb, p, ctas));
+                const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
+                const std::function<cudaError_t()> launch = [&]() {
+                    return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, p, ctas);
+                };
+                CUDA_OK(launch());
                 CUDA_OK(cudaDeviceSynchronize());
 
                 // (1) sampled fp64 reference, (2) everything written, (3) equal to the shipped one.
@@ -628,8 +788,8 @@ int main(int argc, char **argv) {
                     }
                     cudaFree(d_rows);
                 }
-                const double ms = check_only ? 0.0 : median_ms(fn, ma, mb, p, ctas);
-                const int64_t tiles = (P.live / BM) * p.tiles_n;
+                const double ms = check_only ? 0.0 : median_ms(launch);
+                const int64_t tiles = (P.live / BM) * tiles_n;
                 const double flop = 2.0 * real_rows * O.n * O.k;
                 const double tflops = ms > 0 ? flop / (ms * 1e-3) / 1e12 : 0.0;
                 const double us_tile = ms > 0 ? ms * 1e3 * ctas / tiles : 0.0;

@@ -3,13 +3,16 @@
 #
 #   OUT=$OUT bash lab/run_grouped_on_device.sh
 #   SHAPES=qwen3,mixtral VARIANTS=up_none,up_staged,up_regs SUITE=0 bash lab/run_grouped_on_device.sh
+#   OUT=$OUT LAB=fp8 SUITE=0 bash lab/run_grouped_on_device.sh     # the FP8 grouped kernel instead
 #
 # 1. builds lab/grouped_lab.cu (the library's grouped kernel template, every epilogue variant)
 #    with ptxas -v into build.log;
 # 2. sass.log: per kernel, code bytes and counts of the instructions that matter (HGMMA,
 #    WARPGROUP, BAR, MUFU, BRX, CALL, STG, STS, LDS, LDG, LDL, STL, ...), lab/sass_summary.py;
 # 3. grouped.log / grouped.jsonl: the lab (correctness shapes with every activation, then the
-#    PERF.md shapes at T=16384: each variant checked, then timed alone);
+#    PERF.md shapes at T=16384: each variant checked, then timed alone); with LAB=fp8,
+#    grouped_fp8.log / grouped_fp8.jsonl: `grouped_lab --fp8`, the FP8 grouped kernel's shipped
+#    epilogue and no-store variants (fp8_up_*, fp8_down_*) on the same shapes;
 # 4. unless SUITE=0: the GPU suite with the library as built from this tree
 #    (tests/gpu/run_on_device.sh, STAGES="build test": test_gpu_forward --quick and --perf on
 #    both GEMM paths vs the CPU oracle) into $OUT/suite/ (3 files; carry .deps for cJSON).
@@ -24,6 +27,11 @@
 # A_MODES, A_TOKENS (4096,16384).
 set -u
 cd "$(dirname "$0")/.."
+case "${LAB:-bf16}" in
+bf16) NAME=grouped LAB_ARGS=() ;;
+fp8) NAME=grouped_fp8 LAB_ARGS=(--fp8) ;;
+*) echo "LAB: got '$LAB', expected bf16 or fp8" >&2; exit 2 ;;
+esac
 OUT=${OUT:-$PWD/lab-out}
 mkdir -p "$OUT"
 BUILD=${LAB_BUILD:-/tmp/moefuse-grouped-lab}
@@ -50,16 +58,16 @@ fi
 cuobjdump --dump-sass "$BUILD/grouped_lab" 2>&1 | python3 lab/sass_summary.py >"$OUT/sass.log" 2>&1
 cat "$OUT/sass.log"
 
-args=(--json "$OUT/grouped.jsonl")
+args=(${LAB_ARGS[@]+"${LAB_ARGS[@]}"} --json "$OUT/$NAME.jsonl")
 [ -n "${SHAPES:-}" ] && args+=(--shapes "$SHAPES")
 [ -n "${VARIANTS:-}" ] && args+=(--variants "$VARIANTS")
 [ -n "${TOKENS:-}" ] && args+=(--tokens "$TOKENS")
-rm -f "$OUT/grouped.jsonl"
+rm -f "$OUT/$NAME.jsonl"
 t0=$SECONDS
-timeout "${LAB_LIMIT:-300}" "$BUILD/grouped_lab" "${args[@]}" >"$OUT/grouped.log" 2>&1
+timeout "${LAB_LIMIT:-300}" "$BUILD/grouped_lab" "${args[@]}" >"$OUT/$NAME.log" 2>&1
 lab_rc=$?
-echo "lab: rc=$lab_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/grouped.log")"
-grep -E '^(==|variant|up_|down_)|FAIL|not finite|differs' "$OUT/grouped.log" | head -n 120
+echo "lab: rc=$lab_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/$NAME.log")"
+grep -E '^(==|variant|up_|down_|fp8_)|FAIL|not finite|differs' "$OUT/$NAME.log" | head -n 120
 
 suite_rc=0
 if [ "${SUITE:-1}" != 0 ]; then

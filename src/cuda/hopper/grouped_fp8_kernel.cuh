@@ -20,11 +20,12 @@
 //  - N need not be a multiple of 128 (gpt-oss H = 2880): columns past N of a tile read the next
 //    expert's rows (or TMA zeros) and are dropped by the epilogue. K need not be either: the
 //    last k-block's missing columns are TMA zeros on both sides and it has its own scales.
-//  - Epilogue: grouped_kernel.cuh's staged_epilogue over the 128-wide tile (4 chunks of 32
-//    columns), with A2 in fp32: GEMM_UP: (x routing weight when weight_on_input) + bias, GLU of
-//    the interleaved pairs (or RELU2 per column) -> fp32 A2 [rows, ldo] (quantised next, as the
-//    CPU oracle does); GEMM_DOWN: (acc + bias) x routing weight / shared gate -> fp32 rows out[id]
-//    (or id - 1). Padding rows are not written.
+//  - Epilogue (EPI_STAGED; the lab's EPI_NONE stores nothing): grouped_kernel.cuh's
+//    staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
+//    (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or RELU2 per
+//    column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does); GEMM_DOWN: (acc +
+//    bias) x routing weight / shared gate -> fp32 rows out[id] (or id - 1). Padding rows are not
+//    written.
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -70,11 +71,13 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
     }
 }
 
-// SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below).
-template <int MODE, bool SKIP_IDLE>
+// SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
+// EPI_STAGED (the library's), or EPI_NONE (lab/grouped_lab.cu: the mainloop without the store).
+template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
+    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE, "the FP8 grouped kernel has the staged epilogue only");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config;
     extern __shared__ uint8_t smem_raw[];
@@ -169,6 +172,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
                 wgmma_wait_group<0>();
                 fp8_retire<true>(acc, part, now, s.empty, lane);
+            }
+            if (EPI == EPI_NONE) {
+                keep_accumulators<64>(p.g, acc);
+                continue;
             }
             const int e = p.g.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;

@@ -33,7 +33,8 @@
 //  - EPI_REGS_ACT: EPI_REGS with the activation fixed at compile time (ACT): lab only.
 //  - EPI_REGS_RAW: GEMM_UP only: the raw accumulator pairs as bf16 into [rows, n] (no
 //    activation, no scale, no bias): lab only.
-//  - EPI_NONE: no store unless an accumulator is NaN (keeps the mainloop alive): lab only.
+//  - EPI_NONE: no store unless an accumulator is NaN (keeps the mainloop alive): lab only; the
+//    FP8 grouped kernel (grouped_fp8_kernel.cuh) takes EPI_STAGED (shipped) or EPI_NONE too.
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
 
@@ -152,17 +153,22 @@ __device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, i
     return true;
 }
 
+// EPI_NONE (lab only, both grouped kernels): touch every accumulator and store only what is
+// NaN (never, for finite inputs), so that the mainloop is not optimised away.
+template <int N> __device__ __forceinline__ void keep_accumulators(const grouped_params &p, const float *acc) {
+    bool nan = false;
+#pragma unroll
+    for (int i = 0; i < N; ++i) nan |= acc[i] != acc[i];
+    if (nan) ((float *)p.out)[0] = acc[0];
+}
+
 // ---- EPI_REGS* / EPI_NONE: from the accumulator fragment --------------------------------
 // One consumer thread: its rows (row, row + 8) x columns n0 + 8j + 2q (+1).
 template <int MODE, int EPI, int ACT>
 __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const float *acc, int e, int64_t row, int n0,
                                               int q) {
     if (EPI == EPI_NONE) {
-        // Touch every accumulator; store only what is NaN (never, for finite inputs).
-        bool nan = false;
-#pragma unroll
-        for (int i = 0; i < GBN / 2; ++i) nan |= acc[i] != acc[i];
-        if (nan) ((float *)p.out)[0] = acc[0];
+        keep_accumulators<GBN / 2>(p, acc);
         return;
     }
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
