@@ -39,17 +39,7 @@ constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
-// The epilogue's row tables, filled ahead by producer warp 2: per tile, every consumer warp's
-// 16 output offsets and scales (fill_row_table's layout) and the tile's expert; two tiles in
-// flight. Filling them in the epilogue meant a chain of dependent global loads (sorted id, then
-// the routing weight) at every tile's end while the tensor pipe idled: a ~1 us load at each
-// tile's start cost 5-9% at T = 16384 (src/cuda/NOTES.md).
-constexpr int GF8_TABLE_BYTES = CONSUMER_WARPS * ROWINFO_WARP_BYTES + 16; // + the expert id, padded
-constexpr int GF8_TABLES = 2;
-constexpr int grouped_fp8_smem_bytes() {
-    return grouped_fp8_config::SMEM_BYTES + CONSUMER_WARPS * STAGE_WARP_BYTES + GF8_TABLES * GF8_TABLE_BYTES +
-           2 * GF8_TABLES * 8;
-}
+constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES; }
 static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
@@ -92,10 +82,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     using CFG = grouped_fp8_config;
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
-    uint8_t *staging = s.end;                                            // per consumer warp
-    uint8_t *tables = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;       // [GF8_TABLES][GF8_TABLE_BYTES]
-    uint64_t *table_full = (uint64_t *)(tables + GF8_TABLES * GF8_TABLE_BYTES);
-    uint64_t *table_empty = table_full + GF8_TABLES;
+    uint8_t *staging = s.end;                                      // per consumer warp
+    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
 
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
@@ -104,13 +92,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = units_m * p.g.tiles_n;
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < GF8_TABLES; ++i) {
-            mbar_init(&table_full[i], 32);              // producer warp 2's lanes
-            mbar_init(&table_empty[i], CONSUMER_WARPS);
-        }
-        fp8_rings_init<CFG>(s); // (its fence covers the inits above)
-    }
+    if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
     __syncthreads();
 
     if (warpgroup == 0) {
@@ -156,34 +138,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             }
         }
-        if (warp == 2) {
-            // The row tables, up to GF8_TABLES tiles ahead of the consumers.
-            ring_pos r = {0, 0};
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int m_block, n_block;
-                raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
-                mbar_wait(&table_empty[r.slot], r.phase ^ 1);
-                uint8_t *t = tables + r.slot * GF8_TABLE_BYTES;
-                // All four ids first, so that the dependent loads (routing weights) overlap too.
-                const int64_t r0 = (int64_t)m_block * FP8_BM + lane;
-                int64_t id[4];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) id[i] = p.g.sorted_ids[r0 + 32 * i];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int row = lane + 32 * i; // consumer warp row / 16 holds it, at row % 16
-                    int64_t off = -1;
-                    float scale = 1.0f;
-                    if (!row_target_of<MODE>(p.g, r0 + 32 * i, id[i], off, scale)) off = -1;
-                    uint8_t *info = t + (row / 16) * ROWINFO_WARP_BYTES;
-                    ((int64_t *)info)[row % 16] = off;
-                    ((float *)(info + 16 * 8))[row % 16] = scale;
-                }
-                if (lane == 0) *(int *)(t + CONSUMER_WARPS * ROWINFO_WARP_BYTES) = p.g.block_expert[m_block];
-                mbar_arrive(&table_full[r.slot]); // every lane: each one's writes are released
-                ring_next(r, GF8_TABLES);
-            }
-        }
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -191,7 +145,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
         const int cw = half * 4 + warp;                    // consumer warp 0..7
         float acc[64], part[64];
-        ring_pos tiles = {0, 0}, scales = {0, 0}, rows = {0, 0};
+        ring_pos tiles = {0, 0}, scales = {0, 0};
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
@@ -219,19 +173,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_wait_group<0>();
                 fp8_retire<true>(acc, part, now, s.empty, lane);
             }
-            mbar_wait(&table_full[rows.slot], rows.phase);
-            const uint8_t *t = tables + rows.slot * GF8_TABLE_BYTES;
             if (EPI == EPI_NONE) {
                 keep_accumulators<64>(p.g, acc);
-            } else {
-                const uint8_t *info = t + cw * ROWINFO_WARP_BYTES;
-                staged_epilogue_rows<MODE, GF8_CHUNKS, float>(
-                    p.g, acc, *(const int *)(t + CONSUMER_WARPS * ROWINFO_WARP_BYTES), n0, lane,
-                    (float *)(staging + cw * STAGE_WARP_BYTES), (const int64_t *)info, (const float *)(info + 16 * 8));
+                continue;
             }
-            __syncwarp(); // every lane's reads of the table are done
-            release_stage<1>(&table_empty[rows.slot], lane);
-            ring_next(rows, GF8_TABLES);
+            const int e = p.g.block_expert[m_block];
+            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
+            staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
+                                                     (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                     row_info + cw * ROWINFO_WARP_BYTES);
         }
     }
 #endif

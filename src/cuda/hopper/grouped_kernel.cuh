@@ -138,8 +138,8 @@ __device__ __forceinline__ int live_blocks(const grouped_params &p) {
 // GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
 // GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
 template <int MODE>
-__device__ __forceinline__ bool row_target_of(const grouped_params &p, int64_t r, int64_t id, int64_t &offset,
-                                              float &scale) {
+__device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
+    const int64_t id = p.sorted_ids[r];
     if (id == p.padding_id) return false;
     const bool routed = id < p.padding_id;
     if (MODE == GEMM_UP) {
@@ -151,11 +151,6 @@ __device__ __forceinline__ bool row_target_of(const grouped_params &p, int64_t r
         offset = (routed ? id : id - 1) * p.ldo;
     }
     return true;
-}
-
-template <int MODE>
-__device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
-    return row_target_of<MODE>(p, r, p.sorted_ids[r], offset, scale);
 }
 
 // EPI_NONE (lab only, both grouped kernels): touch every accumulator and store only what is
@@ -339,14 +334,16 @@ __device__ __forceinline__ void fill_row_table(const grouped_params &p, int64_t 
     }
 }
 
-// The whole epilogue of one consumer warp, given its row table (row_off, row_scale: rows
-// warp_row .. +15 of the tile, from fill_row_table or, ahead of time, from a producer warp),
-// columns n0 .. n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one
-// 128). `stage` is the warp's staging buffer. A2T: GEMM_UP's output type (bf16; fp32 on the FP8
-// path); GEMM_DOWN rows are fp32, or bf16 when out_bf16 on the bf16 path.
+// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
+// n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128). `stage` is
+// the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
+// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16 on the bf16 path.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
-__device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, const float *acc, int e, int n0, int lane,
-                                                     float *stage, const int64_t *row_off, const float *row_scale) {
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                                int n0, int lane, float *stage, uint8_t *info) {
+    int64_t *row_off;
+    float *row_scale;
+    fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
     for (int c = 0; c < CHUNKS; ++c) {
@@ -379,16 +376,6 @@ __device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, co
             }
         }
     }
-}
-
-// The same, filling the warp's row table first (`info`): the bf16 kernel's epilogue.
-template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
-__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
-                                                int n0, int lane, float *stage, uint8_t *info) {
-    int64_t *row_off;
-    float *row_scale;
-    fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
-    staged_epilogue_rows<MODE, CHUNKS, A2T>(p, acc, e, n0, lane, stage, row_off, row_scale);
 }
 
 template <int MODE, int EPI, int ACT, bool GATHER = false>
