@@ -206,10 +206,11 @@ typedef enum moe_kernel_family {
     MOE_KERNEL_V1 = 3           /* moefuse's grouped mma.sync kernel, 64 x 128 x 64, 2 CTAs per SM */
 } moe_kernel_family;
 const char *moe_kernel_family_name(moe_kernel_family kernel); /* "library", "hopper", "hopper-fp8", "v1" */
-/* The grouped kernel the cuda forward runs (moe__cuda_gemm_select's rule, src/cuda/forward.cu):
- * dtype bf16 or e4m3, routed rows per local expert (T·k/E), the layer's hidden and intermediate
+/* The grouped kernel the cuda forward runs, by the forward's own rule (the library's
+ * moe__gemm_select, which the CUDA backend calls; automatic, as without MOEFUSE_GEMM): weights'
+ * dtype bf16 or e4m3, routed rows T·k over `experts` experts, the layer's hidden and intermediate
  * sizes. MOE_KERNEL_LIBRARY for other dtypes. */
-moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, double rows_per_expert, int64_t hidden,
+moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows, int64_t experts, int64_t hidden,
                                             int64_t intermediate);
 /* One grouped launch as `moefuse roofline --measure` times it: `rows` routed rows spread as evenly
  * as possible over `experts` experts (each gets ⌊rows/experts⌋ or one more), per expert K x N, on

@@ -993,14 +993,27 @@ static void test_roofline_experts(void) {
 /* moefuse's grouped kernels: the forward's choice, and one launch as roofline --measure times it
  * (rows spread evenly over the experts), derived by hand from the kernels' tiles. */
 static void test_roofline_grouped(void) {
-    /* the rule of moe__cuda_gemm_select: FP8 on wgmma at every T; bf16 from 128 rows per expert */
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 32, 2048, 768) == MOE_KERNEL_V1, "bf16 32 rows: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 127.9, 7168, 2048) == MOE_KERNEL_V1, "bf16 127.9 rows: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 128, 7168, 2048) == MOE_KERNEL_HOPPER_BF16, "bf16 128 rows: hopper");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 512, 1000, 2048) == MOE_KERNEL_V1, "bf16 H 1000: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 16, 2880, 2880) == MOE_KERNEL_HOPPER_FP8, "fp8 16 rows: hopper");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 512, 2880, 120) == MOE_KERNEL_V1, "fp8 I 120: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_F32, 512, 2048, 768) == MOE_KERNEL_LIBRARY, "f32: library");
+    /* the forward's rule (cuda_backend.h): FP8 on wgmma at every T; bf16 from T*k >= 128*E on, where
+     * wgmma can run (bf16: H, I multiples of 64, E*H and E*I >= 256, (E+1)*H and (E+1)*2I below 2^31) */
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 4096, 128, 2048, 768) == MOE_KERNEL_V1, "bf16 32 rows: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 1023, 8, 7168, 2048) == MOE_KERNEL_V1, "bf16 127.9 rows: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 1024, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16,
+          "bf16 128 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, INT64_MAX, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16,
+          "bf16 INT64_MAX rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 4096, 8, 1000, 2048) == MOE_KERNEL_V1, "bf16 H 1000: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 4096, 2, 64, 64) == MOE_KERNEL_V1, "bf16 E*H 128 < 256: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, INT64_MAX, 4, 64, 64) == MOE_KERNEL_HOPPER_BF16,
+          "bf16 E*H 256: hopper");
+    /* 2048 * (E + 1) = 2^31 + 2048 with E = 2^20: the weight stack's rows pass 2^31 */
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, INT64_MAX, 1 << 20, 2048, 64) == MOE_KERNEL_V1,
+          "bf16 stack over 2^31 rows: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 2048, 128, 2880, 2880) == MOE_KERNEL_HOPPER_FP8,
+          "fp8 16 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 2880, 120) == MOE_KERNEL_V1, "fp8 I 120: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 320, 208) == MOE_KERNEL_HOPPER_FP8,
+          "fp8 H 320, I 208 (multiples of 16): hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_F32, 4096, 8, 2048, 768) == MOE_KERNEL_LIBRARY, "f32: library");
 
     moe_gpu_spec h200;
     moe_gpu_builtin(NULL, "h200", &h200);

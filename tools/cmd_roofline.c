@@ -313,8 +313,7 @@ static void describe_grouped(const moe_shape_list *list, const moe_gemm_row *r, 
 static moe_kernel_family grouped_family(const moe_grouped_measure *g, moe_dtype dtype) {
     if (!strcmp(g->path_name, "v1")) return MOE_KERNEL_V1;
     if (!strcmp(g->path_name, "hopper")) return dtype == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
-    return moe_grouped_kernel_select(dtype, (double)g->tokens * (double)g->top_k / (double)g->num_experts, g->hidden,
-                                     g->intermediate);
+    return moe_grouped_kernel_select(dtype, g->tokens * g->top_k, g->num_experts, g->hidden, g->intermediate);
 }
 
 /* The roofline's time for the grouped launch g as it is timed (its tokens x top_k rows spread
@@ -718,7 +717,7 @@ static int predict_grouped_list(moe_context_t *ctx, const char *spec, const moe_
             if (!both && dt != dtype) continue;
             moe_kernel_family kernel = !strcmp(path, "v1") ? MOE_KERNEL_V1
                                        : path[0] ? (dt == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16)
-                                                 : moe_grouped_kernel_select(dt, (double)v[0] / (double)v[3], v[1], v[2]);
+                                                 : moe_grouped_kernel_select(dt, v[0], v[3], v[1], v[2]);
             double s = 0;
             if (moe_grouped_launch_time(ctx, gpu, dt, kernel, v[3], v[0], v[1], v[2], &s) != MOE_STATUS_OK)
                 return cli_fail(1, "roofline: --grouped: %s", moe_last_error(ctx));

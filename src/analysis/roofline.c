@@ -30,18 +30,13 @@ const char *moe_kernel_family_name(moe_kernel_family kernel) {
     return "unknown";
 }
 
-moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, double rows_per_expert, int64_t hidden,
+moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows, int64_t experts, int64_t hidden,
                                             int64_t intermediate) {
-    /* src/cuda/forward.cu, moe__cuda_gemm_select: the wgmma path needs H and I multiples of 16
-     * (FP8) or 64 (bf16) and at least 128 (FP8) or 64; FP8 then runs it at every T, bf16 from 128
-     * routed rows per expert on (a full 128-row plan block each, on average); else v1. */
-    const int fp8 = dtype == MOE_DTYPE_E4M3;
-    if (!fp8 && dtype != MOE_DTYPE_BF16) return MOE_KERNEL_LIBRARY;
-    const int64_t mult = fp8 ? 16 : 64, least = fp8 ? 128 : 64;
-    const int wgmma = hidden >= least && intermediate >= least && hidden % mult == 0 && intermediate % mult == 0;
-    if (!wgmma) return MOE_KERNEL_V1;
-    if (fp8) return MOE_KERNEL_HOPPER_FP8;
-    return rows_per_expert >= 128 ? MOE_KERNEL_HOPPER_BF16 : MOE_KERNEL_V1;
+    if (dtype != MOE_DTYPE_BF16 && dtype != MOE_DTYPE_E4M3) return MOE_KERNEL_LIBRARY;
+    /* the forward's own rule (src/core/gemm_select.c), as it runs without MOEFUSE_GEMM */
+    if (moe__gemm_select(routed_rows, experts, hidden, intermediate, dtype, MOE__GEMM_AUTO) == MOE__CUDA_GEMM_V1)
+        return MOE_KERNEL_V1;
+    return dtype == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
 }
 
 double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp) {
@@ -341,9 +336,11 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
             moe_roofline_free(rf);
             return st;
         }
-        const double rows_per_expert = (double)list->tokens * rc.p;
+        int64_t routed_rows; /* T·k, saturated: the rule only compares it with 128·E */
+        if (!moe__mul64(list->tokens, c->layer.top_k, &routed_rows)) routed_rows = INT64_MAX;
         grouped = make_engine(gpu, dtype,
-                              moe_grouped_kernel_select(dtype, rows_per_expert, c->layer.hidden, c->layer.intermediate),
+                              moe_grouped_kernel_select(dtype, routed_rows, c->layer.num_experts, c->layer.hidden,
+                                                        c->layer.intermediate),
                               menu, ntiles);
     }
 

@@ -167,4 +167,32 @@ size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, m
 int moe__cuda_forward_describe(const moe_weights_t *w, int64_t num_tokens, moe_format act_format, char *buf,
                                size_t size);
 
+/* The grouped GEMM paths of the CUDA forward (GEMM1 and GEMM2 of the routed experts) and the
+ * rule that picks one (gemm_select.c). Here, with no CUDA in it, so that the backend that runs
+ * the kernels and the analysis that models them (moe_grouped_kernel_select) share one rule.
+ *   MOE__CUDA_GEMM_V1      mma.sync + cp.async, x rows gathered in the kernel (src/cuda/gemm.cu);
+ *                          tile and plan block MOE__CUDA_BLOCK_M rows;
+ *   MOE__CUDA_GEMM_HOPPER  TMA + wgmma engine over a permuted copy of x (src/cuda/gemm_hopper.cu,
+ *                          gemm_hopper_fp8.cu); tile and plan block MOE__CUDA_HOPPER_BLOCK_M rows
+ *                          (a tile must not straddle experts). */
+enum { MOE__CUDA_GEMM_V1 = 0, MOE__CUDA_GEMM_HOPPER = 1 };
+#define MOE__CUDA_BLOCK_M 64
+#define MOE__CUDA_HOPPER_BLOCK_M 128
+/* A forced path (the CUDA backend reads it from the environment variable MOEFUSE_GEMM, for tests
+ * and benchmarks): moe__gemm_force_parse("v1") and ("hopper") force one; anything else, NULL
+ * included, is automatic. */
+typedef enum moe__gemm_force { MOE__GEMM_AUTO = 0, MOE__GEMM_FORCE_V1 = 1, MOE__GEMM_FORCE_HOPPER = 2 } moe__gemm_force;
+moe__gemm_force moe__gemm_force_parse(const char *value);
+/* The path for routed_rows = T*k rows over E experts of hidden size H and intermediate I with
+ * weights of `dtype`. Hopper runs only where it is implemented: bf16 weights, H and I multiples
+ * of 64 (TMA needs 16-byte row strides; multiples of 64 also keep every K-block whole), E*H and
+ * E*I >= 256 (the weight stack is at least one tile of B rows) and coordinates below 2^31; or
+ * E4M3 (FP8) weights with H and I multiples of 16 and >= 128 instead (K and N tails are handled
+ * by the FP8 kernel); otherwise v1, whatever `force` says. Where Hopper can run, `force` decides;
+ * automatic: bf16 on Hopper when the experts average >= 128 rows (T*k >= 128*E), else v1; FP8 on
+ * Hopper at every T (faster than v1's emulated e4m3 mma.sync at every T measured). */
+int moe__gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype, moe__gemm_force force);
+/* Rows of the tile and of the dispatch plan's blocks on `path`. */
+int64_t moe__gemm_block_rows(int path);
+
 #endif

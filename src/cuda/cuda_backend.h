@@ -10,30 +10,20 @@
 extern "C" {
 #endif
 
-/* Rows per block of the grouped GEMMs: the `block` of the dispatch plan the forward builds.
- * MOE__CUDA_BLOCK_M is the v1 (mma.sync) kernel's; the Hopper path builds its plan with 128
- * (a 128-row tile must not straddle experts). moe__cuda_forward_block_rows gives the block the
- * forward uses for T tokens on these weights (it follows moe__cuda_forward_gemm). */
-#define MOE__CUDA_BLOCK_M 64
+/* Rows per block of the grouped GEMMs: the `block` of the dispatch plan the forward builds,
+ * MOE__CUDA_BLOCK_M (v1) or MOE__CUDA_HOPPER_BLOCK_M (internal.h, moe__gemm_block_rows).
+ * moe__cuda_forward_block_rows gives the block the forward uses for T tokens on these weights
+ * (it follows moe__cuda_forward_gemm). */
 int64_t moe__cuda_block_rows(void);
 int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens);
 
 /* The grouped GEMM path of the forward (GEMM1 and GEMM2 of the routed experts; a shared
- * expert of another width always runs on v1).
- *   MOE__CUDA_GEMM_V1      mma.sync + cp.async, x rows gathered in the kernel (gemm.cu);
- *   MOE__CUDA_GEMM_HOPPER  TMA + wgmma engine over a permuted copy of x (gemm_hopper.cu).
- * moe__cuda_gemm_select is a pure function of (routed rows T*k, E, H, I, weight dtype) and of
- * the environment variable MOEFUSE_GEMM ("v1" or "hopper" force a path, for tests and
- * benchmarks; anything else or unset: automatic). Hopper runs only where it is implemented:
- * bf16 weights, H and I multiples of 64 (TMA needs 16-byte row strides; multiples of 64 also
- * keep every K-block whole), E*H and E*I >= 256 (the weight stack is at least one tile of B
- * rows) and coordinates below 2^31; or E4M3 (FP8) weights, on the Hopper FP8 kernel
- * (gemm_hopper_fp8.cu), with H and I multiples of 16 and >= 128 instead (K and N tails are
- * handled there); otherwise v1, whatever MOEFUSE_GEMM says. Automatic choice:
- * bf16: Hopper when it can run and the experts average >= 128 rows (T*k >= 128*E), else v1;
- * FP8: Hopper whenever it can run (faster than v1's emulated e4m3 mma.sync at every T measured).
+ * expert of another width always runs on v1): MOE__CUDA_GEMM_V1 or MOE__CUDA_GEMM_HOPPER
+ * (internal.h). moe__cuda_gemm_select is moe__gemm_select's rule (internal.h, the core's
+ * gemm_select.c, which the analysis calls too) for (routed rows T*k, E, H, I, weight dtype),
+ * with the path forced by the environment variable MOEFUSE_GEMM ("v1" or "hopper", for tests
+ * and benchmarks; anything else or unset: automatic) where Hopper can run.
  * The library never prints: tests and benchmarks print moe__cuda_gemm_name of the choice. */
-enum { MOE__CUDA_GEMM_V1 = 0, MOE__CUDA_GEMM_HOPPER = 1 };
 int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype);
 const char *moe__cuda_gemm_name(int path);
 /* The path moe_forward takes for T tokens on these CUDA weights. */

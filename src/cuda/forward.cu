@@ -120,7 +120,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->experts = L->E + (L->fused ? 1 : 0);
     L->shared_rows = L->fused ? T : 0;
     L->gemm = gemm_path(w, T);
-    L->block = L->gemm == MOE__CUDA_GEMM_HOPPER ? HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
+    L->block = moe__gemm_block_rows(L->gemm);
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
     bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
@@ -361,27 +361,7 @@ moe_status launch_combine(moe_context_t *ctx, const ws_layout &L, uint8_t *base,
 } // namespace
 
 extern "C" int moe__cuda_gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype) {
-    // +1: a fused shared expert is one more matrix of the stacks; 2I: W13's rows when gated.
-    // E4M3 (FP8 weights, gemm_hopper_fp8.cu): K tails and N tails are handled there (TMA zero
-    // fill, dropped columns), so H and I need only be multiples of 16 (16-byte rows; the upload
-    // guarantees it) and >= 128 (one whole k-block box).
-    const int64_t lim = (int64_t)1 << 31;
-    const bool fp8 = dtype == MOE_DTYPE_E4M3;
-    const int64_t mult = fp8 ? 16 : 64, least = fp8 ? 128 : 64;
-    const bool can = (dtype == MOE_DTYPE_BF16 || fp8) && E >= 1 && H >= least && I >= least && H % mult == 0 &&
-                     I % mult == 0 && E * H >= 256 && E * I >= 256 && H < lim / (E + 1) && 2 * I < lim / (E + 1);
-    if (!can) return MOE__CUDA_GEMM_V1;
-    const char *env = getenv("MOEFUSE_GEMM");
-    if (env && !strcmp(env, "v1")) return MOE__CUDA_GEMM_V1;
-    if (env && !strcmp(env, "hopper")) return MOE__CUDA_GEMM_HOPPER;
-    // FP8: the wgmma path at every T. At decode v1 runs its K-split decode kernel
-    // (gemm_fp8_v1.cu), but e4m3 mma.sync has no native instruction on sm_90 (ptxas unpacks
-    // it to f16 conversions + HMMA) and on the H200 that kernel was slower than the wgmma path
-    // at T = 8 and 64 on qwen3-30b-a3b (0.148 vs 0.136 ms, 0.327 vs 0.288) and gpt-oss-120b
-    // T = 8 (0.284 vs 0.268), equal at qwen3 T = 1, faster only at gpt-oss T = 1 (0.072 vs
-    // 0.074): bench/results/2026-12-02-h200-session3/fp8*/ (callC2 vs callB).
-    if (fp8) return MOE__CUDA_GEMM_HOPPER;
-    return routed_rows >= (int64_t)HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
+    return moe__gemm_select(routed_rows, E, H, I, dtype, moe__gemm_force_parse(getenv("MOEFUSE_GEMM")));
 }
 
 extern "C" const char *moe__cuda_gemm_name(int path) {
@@ -393,7 +373,7 @@ extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens
 }
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    return gemm_path(w, num_tokens) == MOE__CUDA_GEMM_HOPPER ? HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
+    return moe__gemm_block_rows(gemm_path(w, num_tokens));
 }
 
 // One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes
@@ -411,7 +391,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     // Whether Hopper can run at all on these weights: the selection with every row count
     // large enough, unless MOEFUSE_GEMM=v1 hides it (then the override is the reason anyway).
     const char *env = getenv("MOEFUSE_GEMM");
-    const bool force_v1 = env && !strcmp(env, "v1"), force_hopper = env && !strcmp(env, "hopper");
+    const moe__gemm_force force = moe__gemm_force_parse(env);
+    const bool force_v1 = force == MOE__GEMM_FORCE_V1, force_hopper = force == MOE__GEMM_FORCE_HOPPER;
     const bool can = hopper || (!force_v1 && moe__cuda_gemm_select(INT64_MAX, L.E, L.H, L.I, dt) ==
                                                  MOE__CUDA_GEMM_HOPPER);
     const int64_t threshold = (int64_t)HOPPER_BLOCK_M * L.E;

@@ -92,7 +92,7 @@ cudaError_t gemm_init(void);
 // ---- the Hopper path (gemm_hopper.cu): TMA + wgmma, warp-specialised, persistent ----------
 // Needs the plan built with block HOPPER_BLOCK_M (a 128-row tile never straddles experts),
 // bf16 operands, and rows that TMA can load (see moe__cuda_gemm_select).
-#define HOPPER_BLOCK_M 128
+#define HOPPER_BLOCK_M MOE__CUDA_HOPPER_BLOCK_M
 // x rows gathered in plan order into a [rows, H] bf16 buffer (padding rows zero), so that
 // GEMM1 can load A tiles with TMA (TMA cannot gather rows). Rows past the live total
 // (*args->live_rows, read on the device) are not written. Uses a: x [T, lda], sorted_ids,

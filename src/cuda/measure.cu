@@ -537,7 +537,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const bool hopper = path == MOE__CUDA_GEMM_HOPPER, down = g->down == 1;
     g->path = path;
     snprintf(g->path_name, sizeof g->path_name, "%s", moe__cuda_gemm_name(path));
-    const int64_t block = hopper ? HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
+    const int64_t block = moe__gemm_block_rows(path);
     g->block = block;
     // GEMM1 on the Hopper bf16 path with MOEFUSE_HOPPER_A=gather reads x itself (no permuted copy).
     const bool gather = hopper && !fp8 && !down && hopper_a_gather();

@@ -1,0 +1,38 @@
+/* Which grouped GEMM path the CUDA forward runs (internal.h): the one rule that the backend
+ * (src/cuda/forward.cu, measure.cu) and the analysis (src/analysis/roofline.c) both call. */
+#include "internal.h"
+
+#include <string.h>
+
+moe__gemm_force moe__gemm_force_parse(const char *value) {
+    if (value && !strcmp(value, "v1")) return MOE__GEMM_FORCE_V1;
+    if (value && !strcmp(value, "hopper")) return MOE__GEMM_FORCE_HOPPER;
+    return MOE__GEMM_AUTO;
+}
+
+int moe__gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype, moe__gemm_force force) {
+    /* +1: a fused shared expert is one more matrix of the stacks; 2I: W13's rows when gated.
+     * E4M3 (FP8 weights, gemm_hopper_fp8.cu): K tails and N tails are handled there (TMA zero
+     * fill, dropped columns), so H and I need only be multiples of 16 (16-byte rows; the upload
+     * guarantees it) and >= 128 (one whole k-block box). */
+    const int64_t lim = (int64_t)1 << 31;
+    const bool fp8 = dtype == MOE_DTYPE_E4M3;
+    const int64_t mult = fp8 ? 16 : 64, least = fp8 ? 128 : 64;
+    const bool can = (dtype == MOE_DTYPE_BF16 || fp8) && E >= 1 && H >= least && I >= least && H % mult == 0 &&
+                     I % mult == 0 && E * H >= 256 && E * I >= 256 && H < lim / (E + 1) && 2 * I < lim / (E + 1);
+    if (!can) return MOE__CUDA_GEMM_V1;
+    if (force == MOE__GEMM_FORCE_V1) return MOE__CUDA_GEMM_V1;
+    if (force == MOE__GEMM_FORCE_HOPPER) return MOE__CUDA_GEMM_HOPPER;
+    /* FP8: the wgmma path at every T. At decode v1 runs its K-split decode kernel
+     * (gemm_fp8_v1.cu), but e4m3 mma.sync has no native instruction on sm_90 (ptxas unpacks
+     * it to f16 conversions + HMMA) and on the H200 that kernel was slower than the wgmma path
+     * at T = 8 and 64 on qwen3-30b-a3b (0.148 vs 0.136 ms, 0.327 vs 0.288) and gpt-oss-120b
+     * T = 8 (0.284 vs 0.268), equal at qwen3 T = 1, faster only at gpt-oss T = 1 (0.072 vs
+     * 0.074): bench/results/2026-12-02-h200-session3/, the fp8 folders (callC2 vs callB). */
+    if (fp8) return MOE__CUDA_GEMM_HOPPER;
+    return routed_rows >= (int64_t)MOE__CUDA_HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
+}
+
+int64_t moe__gemm_block_rows(int path) {
+    return path == MOE__CUDA_GEMM_HOPPER ? MOE__CUDA_HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
+}
