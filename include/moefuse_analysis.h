@@ -155,9 +155,10 @@ typedef struct moe_gpu_spec {
     double epilogue_exposed; /* 0..1: share of each wave's output store (its tiles x tm·tn x 2 B, or 4 B
                               * for split-K partials, at read_bw) not hidden behind the mainloop and
                               * added to the wave's time (0: perfect overlap, the plain model) */
-    /* Sustained FLOP/s of moefuse's own grouped expert kernels (the routed-expert launches), per
-     * kernel family (moe_kernel_family); 0: the dtype's peak above. bf16_flops and fp8_flops are
-     * the libraries' (cuBLAS / cuBLASLt) rates and stay the plain GEMMs' ceilings. */
+    /* Sustained FLOP/s of moefuse's own kernels (the routed-expert grouped launches, and the
+     * Hopper dense engine of moe_dense_launch_time), per kernel family (moe_kernel_family); 0: the
+     * dtype's peak above. bf16_flops and fp8_flops are the libraries' (cuBLAS / cuBLASLt) rates
+     * and stay the plain GEMMs' ceilings. */
     double hopper_bf16_flops; /* MOE_KERNEL_HOPPER_BF16 */
     double hopper_fp8_flops;  /* MOE_KERNEL_HOPPER_FP8 */
     double v1_flops;          /* MOE_KERNEL_V1 (bf16, and FP8 whose e4m3 MMAs run as f16 ones) */
@@ -201,8 +202,9 @@ int moe_tile_menu(moe_dtype dtype, moe_tile *tiles, int32_t *tile_k);
 /* Which kernel a row's launch is modelled as. */
 typedef enum moe_kernel_family {
     MOE_KERNEL_LIBRARY = 0,     /* a library kernel: the tile menu, split-K / stream-K, the dtype's peak */
-    MOE_KERNEL_HOPPER_BF16 = 1, /* moefuse's grouped wgmma kernel, 128 x 256 x 64, 1 CTA per SM */
-    MOE_KERNEL_HOPPER_FP8 = 2,  /* moefuse's grouped FP8 wgmma kernel, 128 x 128 x 128, 1 CTA per SM */
+    MOE_KERNEL_HOPPER_BF16 = 1, /* moefuse's wgmma kernels, 1 CTA per SM: grouped 128 x 256 x 64; the dense
+                                 * engine 128 x 256 or 128 x 128 (x 64) */
+    MOE_KERNEL_HOPPER_FP8 = 2,  /* moefuse's FP8 wgmma kernels (grouped, dense engine), 128 x 128 x 128, 1 CTA per SM */
     MOE_KERNEL_V1 = 3           /* moefuse's grouped mma.sync kernel, 64 x 128 x 64, 2 CTAs per SM */
 } moe_kernel_family;
 const char *moe_kernel_family_name(moe_kernel_family kernel); /* "library", "hopper", "hopper-fp8", "v1" */
@@ -219,6 +221,14 @@ moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows
 moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype,
                                    moe_kernel_family kernel, int64_t experts, int64_t rows, int64_t k, int64_t n,
                                    double *seconds);
+/* One plain GEMM M x K x N as `moefuse roofline --measure` times it on moefuse's Hopper dense
+ * engine (moe_analysis_measure_dense): persistent, one CTA per SM taking the output tiles in turn
+ * (waves = ⌈tiles / SMs⌉; no split-K, no stream-K), bf16 on 128 x 256 x 64 tiles, or 128 x 128 x 64
+ * where 128 x 256 tiles would leave SMs idle in the only wave (the engine's own rule), at
+ * hopper_bf16_flops; e4m3 (row- and 128-block scales) on 128 x 128 x 128 tiles at
+ * hopper_fp8_flops; bf16 output. *seconds = the predicted time, launch_s included. */
+moe_status moe_dense_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype, int64_t m, int64_t k,
+                                 int64_t n, double *seconds);
 
 typedef struct moe_roofline_row {
     int32_t compute_bound; /* 1 when the ideal compute time exceeds the ideal memory time */

@@ -127,6 +127,15 @@ if run_ok "roofline grouped" roofline --grouped 32768x7168x4096/256,4096x2048x71
     else fail "roofline grouped" "lines or kernels wrong: $(tr '\n' ';' <"$OUT")"; fi
 fi
 
+# ---- roofline --dense: moefuse's Hopper dense engine as --measure times it -----------------
+# The lines only; the engine's tiles and times are derived by hand in test_shapes.c.
+if run_ok "roofline dense" roofline --dense 4096x7168x1536,512x2880x2880 --gpu h200 --dtype both; then
+    if [ "$(grep -vc '^#' "$OUT")" = 4 ] && grep -q "^# m k n dtype predicted_ms .*moefuse's Hopper dense engine" "$OUT" &&
+        grep -q '^4096 7168 1536 bf16 ' "$OUT" && grep -q '^512 2880 2880 fp8 ' "$OUT"; then
+        pass "roofline dense"
+    else fail "roofline dense" "lines wrong: $(tr '\n' ';' <"$OUT")"; fi
+fi
+
 # ---- bad input: one line, non-zero exit ----------------------------------------------------
 run_error "unknown model" any "unknown model 'no-such-model'" shapes --model no-such-model $STEP
 run_error "batch 0" any "--batch" shapes --model deepseek-v3 --batch 0 --seq 2048 --mode train
@@ -148,6 +157,8 @@ run_error "measure without CUDA kernels" any "--measure needs" roofline --model 
 run_error "roofline without gpu" any "--gpu" roofline --model deepseek-v3 $STEP
 run_error "grouped launch malformed" 2 "'4096x7168'" roofline --grouped 32768x7168x4096/256,4096x7168 --gpu h200
 run_error "grouped launch kernel" 2 "kernel 'v' is not v1 or hopper" roofline --grouped 4096x7168x4096/252:v --gpu h200
+run_error "dense malformed" 2 "--dense: '4096x7168'" roofline --dense 4096x7168 --gpu h200
+run_error "dense with gemm" 2 "nor each other" roofline --dense 4096x7168x1536 --gemm 4096x7168x1536 --gpu h200
 run_error "advise with mode" any "--mode does not apply" advise --model qwen3-30b-a3b --mode train
 run_error "unknown option" any "--bogus" shapes --model deepseek-v3 $STEP --bogus
 

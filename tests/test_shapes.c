@@ -1082,6 +1082,57 @@ static void test_roofline_grouped(void) {
     CHECK(moe_gpu_parse(NULL, negative, strlen(negative), &g) == MOE_STATUS_INVALID_ARGUMENT, "negative v1 accepted");
 }
 
+/* moefuse's Hopper dense engine (roofline --measure's timing of non-routed shapes): its tile, one
+ * persistent CTA per SM taking the tiles in turn, no split-K or stream-K, its family's rate;
+ * derived by hand from src/cuda/hopper/gemm_dense.cu and gemm_fp8.cu. */
+static void test_roofline_dense_engine(void) {
+    moe_gpu_spec h200;
+    moe_gpu_builtin(NULL, "h200", &h200);
+    const double bw = 4.19e12, launch = 5.5e-6;
+    /* deepseek-v3 q_a_proj at T = 4096, bf16: 32 x 6 = 192 tiles of 128 x 256 (not fewer than the
+     * 132 SMs, so the wide tile) = 2 waves, each a tile's 128x256x7168 at 724/132 TFLOP/s plus the
+     * wave's exposed store (132 tiles of 128x256 bf16). Memory: x 4096x7168 + W 1536x7168 + out
+     * 4096x1536, 2 B each: compute-bound. */
+    double s = 0;
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_BF16, 4096, 7168, 1536, &s) == MOE_STATUS_OK, "%s",
+          moe_last_error(NULL));
+    double compute = 2 * (2.0 * 128 * 256 * 7168 / (724e12 / 132) + 132.0 * 128 * 256 * 2 / bw);
+    double memory = ((4096.0 + 1536) * 7168 * 2 + 4096.0 * 1536 * 2) / bw;
+    CHECK(compute > memory && close_rel(s, compute + launch, 1e-12), "bf16 wide: %.6g s, expected %.6g", s,
+          compute + launch);
+    /* gpt-oss 512 x 2880 x 2880, bf16: 4 x 12 = 48 tiles of 128 x 256 would leave SMs idle, so
+     * 128 x 128: 4 x 23 = 92 tiles, one wave, K 2880 = 45 k-steps of 64; store 92 tiles */
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_BF16, 512, 2880, 2880, &s) == MOE_STATUS_OK, "%s",
+          moe_last_error(NULL));
+    compute = 2.0 * 128 * 128 * 2880 / (724e12 / 132) + 92.0 * 128 * 128 * 2 / bw;
+    memory = ((512.0 + 2880) * 2880 * 2 + 512.0 * 2880 * 2) / bw;
+    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "bf16 narrow: %.6g s, expected %.6g", s,
+          fmax(compute, memory) + launch);
+    /* the q_a_proj in FP8: 32 x 12 = 384 tiles of 128 x 128 x 128 = 3 waves (2.9) at 834/132
+     * TFLOP/s, K 7168 = 56 k-steps; x and W 1 B, out bf16 */
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_E4M3, 4096, 7168, 1536, &s) == MOE_STATUS_OK, "%s",
+          moe_last_error(NULL));
+    compute = 3 * (2.0 * 128 * 128 * 7168 / (834e12 / 132) + 132.0 * 128 * 128 * 2 / bw);
+    memory = ((4096.0 + 1536) * 7168 + 4096.0 * 1536 * 2) / bw;
+    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "fp8: %.6g s, expected %.6g", s,
+          fmax(compute, memory) + launch);
+    /* a memory-bound decode-sized GEMM keeps its one wave of 128 x 128 tiles (no split-K to fill
+     * the GPU): 16 x 7168 x 4096 fp8 = 32 tiles, one wave */
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_E4M3, 16, 7168, 4096, &s) == MOE_STATUS_OK, "%s",
+          moe_last_error(NULL));
+    compute = 2.0 * 128 * 128 * 7168 / (834e12 / 132) + 32.0 * 128 * 128 * 2 / bw;
+    memory = ((16.0 + 4096) * 7168 + 16.0 * 4096 * 2) / bw;
+    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "fp8 M 16: %.6g s, expected %.6g", s,
+          fmax(compute, memory) + launch);
+    /* bad arguments */
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_F32, 16, 64, 64, &s) == MOE_STATUS_INVALID_ARGUMENT,
+          "f32 accepted");
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_BF16, 0, 64, 64, &s) == MOE_STATUS_INVALID_ARGUMENT,
+          "m 0 accepted");
+    CHECK(moe_dense_launch_time(NULL, NULL, MOE_DTYPE_BF16, 16, 64, 64, &s) == MOE_STATUS_NULL_POINTER,
+          "NULL gpu accepted");
+}
+
 /* The model against measurements: PERF.md's "dense-equiv cuBLAS" column timed on the project's
  * H200 the two expert GEMMs of a MoE forward as plain GEMMs with all T*k rows:
  * [T*k, H] x [H, 2I] then [T*k, I] x [I, H]. The roofline of those two GEMMs must predict each
@@ -1192,6 +1243,8 @@ int main(void) {
     harness_run_case("roofline: tiles, waves, split-K, memory-bound (hand-derived)", test_roofline_dense);
     harness_run_case("roofline: routed experts (qwen3-30b-a3b T=4096 vs PERF.md floor), chart", test_roofline_experts);
     harness_run_case("roofline: moefuse's grouped kernels (choice, launch as timed, hand-derived)", test_roofline_grouped);
+    harness_run_case("roofline: moefuse's dense engine (tile, persistent waves, hand-derived)",
+                     test_roofline_dense_engine);
     harness_run_case("roofline vs PERF.md dense-equiv cuBLAS times on the H200 (+-25%)", test_roofline_vs_perf);
     harness_run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
     return harness_finish(cases_passed, cases_failed);

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
           "                        [--dtype bf16|fp8] [--svg FILE] [--json] [--measure]\n"
           "       moefuse roofline --gemm MxKxN[,MxKxN...] --gpu h200|h100|b200|FILE.json [--dtype bf16|fp8|both]\n"
           "       moefuse roofline --grouped ROWSxKxN/EXPERTS[:v1|:hopper][,...] --gpu ... [--dtype bf16|fp8|both]\n"
+          "       moefuse roofline --dense MxKxN[,MxKxN...] --gpu ... [--dtype bf16|fp8|both]\n"
           "Per GEMM of the step (moefuse shapes): memory- or compute-bound, predicted time with tile and wave\n"
           "quantisation over the tile menu (128x128, 128x256, 256x128; the best tile wins), MoE padding\n"
           "waste with 128-row blocks, expected max load and experts touched (Binomial routing); a step summary.\n"
@@ -25,6 +26,8 @@ static void usage(FILE *f) {
           "as --measure predicts them (tools/check_measured.py re-checks committed --measure JSONs with it).\n"
           "--grouped: the same for moefuse's grouped launches as --measure times them (ROWS spread evenly over\n"
           "EXPERTS, K x N each; kernel v1 or hopper, default the forward's rule): rows k n experts dtype kernel ms.\n"
+          "--dense: the same for moefuse's Hopper dense engine (its tile, persistent, one CTA per SM, its kernel\n"
+          "family's rate; no split-K or stream-K): M K N dtype predicted_ms, as --gemm.\n"
           "--measure times each distinct GEMM shape (fractional expert token counts rounded up) on the GPU with\n"
           "cuBLAS (bf16: cublasGemmEx, fp32 compute; fp8: cublasLtMatmul, per-tensor scales), median of 20 after\n"
           "warm-up, and prints predicted vs measured per shape, and a 128x128x128 probe (about a launch's fixed\n"
@@ -35,9 +38,9 @@ static void usage(FILE *f) {
           "activation) or GEMM2 (down, routing weights) over the experts touched per layer, each with its share\n"
           "of the expected rows, on the path the forward picks (v1 or hopper; MOEFUSE_GEMM forces one), set\n"
           "against the model's time for that grouped launch (as timed: rows spread evenly, on the kernel that\n"
-          "ran); any other shape on the Hopper dense engine\n"
-          "(bf16, and fp8 with 128-blocks of scales), against the plain-GEMM prediction. Routed Dgrad/Wgrad\n"
-          "shapes: no moefuse kernel (null). Needs the CUDA backend and a GPU.\n",
+          "ran); any other shape on the Hopper dense engine (bf16, and fp8 with 128-blocks of scales), against\n"
+          "the model's time for that engine (as --dense). Routed Dgrad/Wgrad shapes: no moefuse kernel (null).\n"
+          "Needs the CUDA backend and a GPU.\n",
           f);
 }
 
@@ -183,7 +186,7 @@ typedef struct measured_shape {
     int64_t grouped_row;
     moe_grouped_measure launch; /* grouped: the launch's inputs */
     char moefuse_note[MEASURE_ERROR_LEN]; /* why there is no moefuse kernel (MOEFUSE_NONE) */
-    double moefuse_predicted_ms[MEASURE_DTYPES]; /* grouped: the model's grouped launch; dense: predicted_ms */
+    double moefuse_predicted_ms[MEASURE_DTYPES]; /* the model's grouped launch, or dense engine launch */
     double moefuse_ms[MEASURE_DTYPES];           /* 0 when not measured */
     char moefuse_kernel[MEASURE_DTYPES][48];     /* "grouped hopper, block 128", "hopper dense engine" */
     char moefuse_error[MEASURE_DTYPES][MEASURE_ERROR_LEN];
@@ -331,6 +334,17 @@ static int predict_grouped(moe_context_t *ctx, const moe_gpu_spec *gpu, const mo
     return 0;
 }
 
+/* The roofline's time for one plain GEMM m x k x n on moefuse's Hopper dense engine, in `dtype`. */
+static int predict_dense(moe_context_t *ctx, const moe_gpu_spec *gpu, int64_t m, int64_t k, int64_t n, moe_dtype dtype,
+                         double *ms) {
+    double s = 0;
+    if (moe_dense_launch_time(ctx, gpu, dtype, m, k, n, &s) != MOE_STATUS_OK)
+        return cli_fail(1, "roofline: predicting the dense engine's %lld x %lld x %lld: %s", (long long)m, (long long)k,
+                        (long long)n, moe_last_error(ctx));
+    *ms = s * 1e3;
+    return 0;
+}
+
 /* moefuse's kernel on shape x in dtype d: the grouped launch or the dense engine, with its
  * prediction. A timing that fails keeps its reason in x->moefuse_error; only a failed
  * prediction returns non-zero. */
@@ -339,7 +353,7 @@ static int measure_moefuse(moe_context_t *ctx, moe_context_t *dev, const moe_gpu
     moe_status st;
     double ms = 0.0;
     if (x->moefuse == MOEFUSE_DENSE) {
-        x->moefuse_predicted_ms[d] = x->predicted_ms[d];
+        if (predict_dense(ctx, gpu, x->m, x->k, x->n, measure_dtype[d], &x->moefuse_predicted_ms[d])) return 1;
         snprintf(x->moefuse_kernel[d], sizeof x->moefuse_kernel[d], "hopper dense engine");
         st = moe_analysis_measure_dense(dev, x->m, x->k, x->n, measure_dtype[d], MEASURE_REPS, &ms);
     } else if (x->moefuse == MOEFUSE_GROUPED) {
@@ -487,7 +501,8 @@ static void print_measurement_table(const moe_shape_list *l, const moe_gpu_spec 
            "After |: moefuse's own kernel (mf_): routed-expert fprop shapes as one grouped launch per layer (GEMM1 "
            "gate_up with the activation, GEMM2 down with routing weights) over the touched experts sharing the "
            "expected rows, A rows already in plan order, against the model's time for that grouped launch; other "
-           "shapes on the Hopper dense engine, against the plain prediction. Routed Dgrad/Wgrad: none.\n\n",
+           "shapes on the Hopper dense engine, against the model's time for that engine (its tile, persistent, its "
+           "kernel family's rate). Routed Dgrad/Wgrad: none.\n\n",
            (long long)me->num_shapes, MEASURE_REPS, g->launch_s * 1e6, PROBE_DIM, PROBE_DIM, PROBE_DIM);
     printf("%5s %7s %7s %7s %-30s %10s %10s %6s %10s %10s %6s %7s %8s | %10s %10s %6s %10s %10s %6s %s\n", "#", "M", "K",
            "N", "rows (first, count)", "pred_bf16", "meas_bf16", "ratio", "pred_fp8", "meas_fp8", "ratio", "fp8x_th",
@@ -587,7 +602,7 @@ static void print_measurement_json(const moe_shape_list *l, const measurement *m
            "expected routed rows; host-built plan; A rows already in plan order; path by moe__cuda_gemm_select; fp8: "
            "row128 activation and block128 weight scales), predicted by the model's grouped launch of that row for "
            "one layer; any other shape on the Hopper dense engine (fp8: row128 x and block128 W scales), predicted "
-           "as the plain GEMM; routed Dgrad/Wgrad shapes: none (null)\",\n\"probe\": {\"m\": %d, \"k\": %d, \"n\": %d, \"what\": \"about the fixed cost of one "
+           "as that engine's launch (its tile, persistent, its kernel family's rate); routed Dgrad/Wgrad shapes: none (null)\",\n\"probe\": {\"m\": %d, \"k\": %d, \"n\": %d, \"what\": \"about the fixed cost of one "
            "launch, beside the GPU's launch_us\"",
            MEASURE_REPS, PROBE_DIM, PROBE_DIM, PROBE_DIM);
     print_measured_json(me, &me->probe);
@@ -647,30 +662,44 @@ static void print_measurement_json(const moe_shape_list *l, const measurement *m
     printf("}");
 }
 
+/* One item of --gemm or --dense (`option`) at *p: MxKxN. Advances *p past the item and its comma;
+ * returns 0, or 2 (with the message) when malformed. */
+static int parse_gemm_item(const char **p, long long v[3], const char *option) {
+    int used = 0;
+    if (sscanf(*p, "%lldx%lldx%lld%n", &v[0], &v[1], &v[2], &used) != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1 ||
+        v[0] > INT32_MAX || v[1] > INT32_MAX || v[2] > INT32_MAX || ((*p)[used] && (*p)[used] != ','))
+        return cli_fail(2, "roofline: %s: '%.40s' is not MxKxN with whole numbers in 1..2^31-1", option, *p);
+    *p += used;
+    if (**p == ',') (*p)++;
+    return 0;
+}
+
 /* --gemm MxKxN[,MxKxN...]: the model's time for each plain GEMM, in bf16 and/or fp8, exactly as
  * --measure predicts it (predict_plain), so that committed measurements can be re-checked
- * against the current model without a GPU. */
-static int predict_gemm_list(moe_context_t *ctx, const char *spec, const moe_gpu_spec *gpu, int both, moe_dtype dtype) {
+ * against the current model without a GPU. --dense (dense = 1): the same GEMMs on moefuse's
+ * Hopper dense engine (predict_dense), as --measure predicts its timings of that engine. The
+ * whole list is checked before anything is printed. */
+static int predict_gemm_list(moe_context_t *ctx, const char *spec, const moe_gpu_spec *gpu, int both, moe_dtype dtype,
+                             int dense) {
+    const char *option = dense ? "--dense" : "--gemm";
+    long long v[3];
+    for (const char *p = spec; *p;)
+        if (parse_gemm_item(&p, v, option)) return 2;
     moe_shape_list list;
     memset(&list, 0, sizeof list);
     moe_shape_options_init(&list.options);
-    printf("# m k n dtype predicted_ms (gpu %s, launch %.6g us, epilogue_exposed %.6g)\n", gpu->name, gpu->launch_s * 1e6,
-           gpu->epilogue_exposed);
-    const char *p = spec;
-    while (*p) {
-        long long m = 0, k = 0, n = 0;
-        int used = 0;
-        if (sscanf(p, "%lldx%lldx%lld%n", &m, &k, &n, &used) != 3 || m < 1 || k < 1 || n < 1 || m > INT32_MAX ||
-            k > INT32_MAX || n > INT32_MAX || (p[used] && p[used] != ','))
-            return cli_fail(2, "roofline: --gemm: '%.40s' is not MxKxN with whole numbers in 1..2^31-1", p);
+    printf("# m k n dtype predicted_ms (gpu %s, launch %.6g us, epilogue_exposed %.6g%s)\n", gpu->name, gpu->launch_s * 1e6,
+           gpu->epilogue_exposed, dense ? "; moefuse's Hopper dense engine" : "");
+    for (const char *p = spec; *p;) {
+        parse_gemm_item(&p, v, option);
         for (int d = 0; d < MEASURE_DTYPES; d++) {
             if (!both && measure_dtype[d] != dtype) continue;
             double ms = 0;
-            if (predict_plain(ctx, &list, gpu, m, k, n, measure_dtype[d], &ms)) return 1;
-            printf("%lld %lld %lld %s %.17g\n", m, k, n, measure_dtype_name[d], ms);
+            if (dense ? predict_dense(ctx, gpu, v[0], v[1], v[2], measure_dtype[d], &ms)
+                      : predict_plain(ctx, &list, gpu, v[0], v[1], v[2], measure_dtype[d], &ms))
+                return 1;
+            printf("%lld %lld %lld %s %.17g\n", v[0], v[1], v[2], measure_dtype_name[d], ms);
         }
-        p += used;
-        if (*p == ',') p++;
     }
     return 0;
 }
@@ -733,7 +762,8 @@ int cmd_roofline(int argc, char **argv) {
     if (analysis_context_create(&ctx)) return 1;
     moe_shape_options opt;
     moe_shape_options_init(&opt);
-    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL, *gemm = NULL, *grouped = NULL;
+    const char *model = NULL, *config = NULL, *gpu_name = NULL, *svg_path = NULL, *gemm = NULL, *grouped = NULL,
+               *dense = NULL;
     unsigned seen = 0;
     int json = 0, measure = 0, both = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -759,21 +789,23 @@ int cmd_roofline(int argc, char **argv) {
             if (!gemm) rc = 2;
         } else if (cli_option(argc, argv, &i, "--grouped", &grouped)) {
             if (!grouped) rc = 2;
+        } else if (cli_option(argc, argv, &i, "--dense", &dense)) {
+            if (!dense) rc = 2;
         } else if (!strcmp(argv[i], "--csv")) {
             rc = cli_fail(2, "roofline: --csv is not offered here (moefuse shapes --csv lists the GEMMs); use --json");
         } else {
             rc = cli_fail(2, "roofline: unknown option '%s' (moefuse roofline --help)", argv[i]);
         }
     }
-    if (!rc && (gemm || grouped)) {
-        if (model || config || seen || measure || json || svg_path || (gemm && grouped))
-            rc = cli_fail(2, "roofline: --gemm and --grouped take only --gpu and --dtype (no model, step, --measure, "
-                             "--json, --svg, nor each other)");
+    if (!rc && (gemm || grouped || dense)) {
+        if (model || config || seen || measure || json || svg_path || !!gemm + !!grouped + !!dense > 1)
+            rc = cli_fail(2, "roofline: --gemm, --grouped and --dense take only --gpu and --dtype (no model, step, "
+                             "--measure, --json, --svg, nor each other)");
         if (!rc && !gpu_name) rc = cli_fail(2, "roofline: --gpu h200|h100|b200|FILE.json is required");
         moe_gpu_spec gpu;
         if (!rc) rc = analysis_load_gpu(ctx, gpu_name, &gpu);
-        if (!rc) rc = gemm ? predict_gemm_list(ctx, gemm, &gpu, both, opt.dtype)
-                           : predict_grouped_list(ctx, grouped, &gpu, both, opt.dtype);
+        if (!rc) rc = grouped ? predict_grouped_list(ctx, grouped, &gpu, both, opt.dtype)
+                              : predict_gemm_list(ctx, gemm ? gemm : dense, &gpu, both, opt.dtype, !gemm);
         moe_context_free(ctx);
         return rc;
     }

@@ -25,11 +25,11 @@
  *    the data agree (the K = 128..512 shapes, whose time is mostly the output store: e.g.
  *    4096x256x7168 bf16 measured 39.5 us, 26.1 us with launch 5.5 and no store term, 40.6 with it).
  *
- * The sustained rates of moefuse's grouped kernel families (routed-expert launches), each the
- * kernel's speed relative to cuBLAS / cuBLASLt timed in the same process on the same GPU, times
- * the library peak above (so that they share its clock and timing conventions). All three were
- * measured before, and apart from, the roofline --measure runs they are checked on
- * (docs/roofline_model.md):
+ * The sustained rates of moefuse's kernel families (the routed experts' grouped launches and the
+ * Hopper dense engine, moe_dense_launch_time), each the kernel's speed relative to cuBLAS /
+ * cuBLASLt timed in the same process on the same GPU, times the library peak above (so that
+ * they share its clock and timing conventions). All three were measured before, and apart from,
+ * the roofline --measure runs they are checked on (docs/roofline_model.md):
  *  - hopper bf16 724 TFLOP/s: lab/results/2026-12-02-h200/lab_engine.log (commit 334a62e), 8192^3
  *    on the dense engine, whose 128x256x64 persistent mainloop the grouped kernel shares: 1.6900 ms
  *    vs cuBLAS 1.6288 ms -> 751 x 0.9638.

@@ -1,5 +1,6 @@
 /* Roofline with tile and wave quantisation, per GEMM row of a shape list. */
 #include "analysis_internal.h"
+#include "../cuda/hopper/gemm_dense.h" /* the dense engine's tile-width rule (plain C, inline) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -261,18 +262,26 @@ static moe_status check_gpu(moe_context_t *ctx, const moe_gpu_spec *gpu) {
     return MOE_STATUS_OK;
 }
 
-moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype,
-                                   moe_kernel_family kernel, int64_t experts, int64_t rows, int64_t k, int64_t n,
-                                   double *seconds) {
+/* The checks every one-launch prediction (fn) starts with: a public call, its pointers, the GPU,
+ * the dtype (bf16 or e4m3); *seconds is 0 until the prediction. */
+static moe_status check_launch(moe_context_t *ctx, const char *fn, const moe_gpu_spec *gpu, moe_dtype dtype,
+                               double *seconds) {
     moe__clear_error(ctx);
-    if (!gpu || !seconds)
-        return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_grouped_launch_time: %s is NULL", !gpu ? "gpu" : "seconds");
+    if (!gpu || !seconds) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: %s is NULL", fn, !gpu ? "gpu" : "seconds");
     *seconds = 0.0;
     moe_status st = check_gpu(ctx, gpu);
     if (st != MOE_STATUS_OK) return st;
     if (dtype != MOE_DTYPE_BF16 && dtype != MOE_DTYPE_E4M3)
-        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "moe_grouped_launch_time: dtype %s, expected bf16 or e4m3",
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected bf16 or e4m3", fn,
                           moe_dtype_name(dtype));
+    return MOE_STATUS_OK;
+}
+
+moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype,
+                                   moe_kernel_family kernel, int64_t experts, int64_t rows, int64_t k, int64_t n,
+                                   double *seconds) {
+    moe_status st = check_launch(ctx, "moe_grouped_launch_time", gpu, dtype, seconds);
+    if (st != MOE_STATUS_OK) return st;
     if (kernel != MOE_KERNEL_HOPPER_BF16 && kernel != MOE_KERNEL_HOPPER_FP8 && kernel != MOE_KERNEL_V1)
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                           "moe_grouped_launch_time: kernel %d is not one of moefuse's grouped kernels", (int)kernel);
@@ -296,6 +305,35 @@ moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, 
     moe_tile tile;
     int32_t split;
     *seconds = best_launch(&rc, &e, &r, bytes, &tile, &split).time;
+    return MOE_STATUS_OK;
+}
+
+moe_status moe_dense_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, moe_dtype dtype, int64_t m, int64_t k,
+                                 int64_t n, double *seconds) {
+    moe_status st = check_launch(ctx, "moe_dense_launch_time", gpu, dtype, seconds);
+    if (st != MOE_STATUS_OK) return st;
+    if (m < 1 || k < 1 || n < 1 || m > INT32_MAX || k > INT32_MAX || n > INT32_MAX)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "moe_dense_launch_time: m %lld, k %lld, n %lld: expected each in 1..2^31-1", (long long)m,
+                          (long long)k, (long long)n);
+    moe_gemm_row r;
+    memset(&r, 0, sizeof r);
+    r.kind = MOE_GEMM_ATTN_O; /* any kind that is not a routed expert: one plain GEMM */
+    r.pass = MOE_PASS_FPROP;
+    r.layer_count = 1;
+    r.m = (double)m, r.k = (double)k, r.n = (double)n;
+    const double bytes = (r.m * r.k + r.k * r.n) * moe__operand_bytes(dtype) + r.m * r.n * moe__output_bytes(dtype);
+    const int fp8 = dtype == MOE_DTYPE_E4M3;
+    /* the engine's tile: FP8 that of the grouped FP8 kernel (the same mainloop); bf16 the width
+     * its heuristic picks on this GPU's SMs */
+    const moe_tile tile = fp8 ? hopper_fp8_tile
+                              : (moe_tile){MOE__HOPPER_DENSE_BM, moe__hopper_gemm_dense_block_n(m, n, gpu->sms)};
+    engine e = make_engine(gpu, dtype, fp8 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16, NULL, 0);
+    e.tiles = &tile;
+    row_context rc = {gpu, 0, 0.0, 0.0, 0};
+    moe_tile chosen;
+    int32_t split;
+    *seconds = best_launch(&rc, &e, &r, bytes, &chosen, &split).time;
     return MOE_STATUS_OK;
 }
 

@@ -8,7 +8,8 @@
 # The routed-expert rows are timed as one plain cuBLAS GEMM of the expected tokens per expert
 # (rounded up), and (moefuse_ms) as moefuse's own grouped launch of one layer (GEMM1 gate_up or
 # GEMM2 down over the touched experts, on the path the forward picks), against the model's time
-# for that grouped launch; the other shapes on moefuse's Hopper dense engine. The table counts the
+# for that grouped launch; the other shapes on moefuse's Hopper dense engine, against the model's
+# time for that engine (`moefuse roofline --dense`). The table counts the
 # routed-expert shapes at T >= 512 whose moefuse time is within +-25% of that prediction.
 # Stage "bench" times the whole layer with `moefuse bench` (the MoE layer forward: router,
 # routing, grouped experts, shared expert; CUDA graph replay) at the same T: bench_<model>.json,
@@ -134,7 +135,8 @@ print("ratio = measured / predicted; fp8x = bf16 time / fp8 time (th: model, ach
       "Routed-expert rows: one plain cuBLAS GEMM of the expected tokens per expert, rounded up. "
       "mf: moefuse's own kernel, mf ratio = its time / its prediction: routed-expert fprop shapes as one "
       "grouped launch per layer (touched experts, expected rows; prediction: the model's grouped launch), "
-      "other shapes on the Hopper dense engine (prediction: the plain GEMM's); kernel: bf16's (fp8's "
+      "other shapes on the Hopper dense engine (prediction: the model's time for that engine, as roofline "
+      "--dense); kernel: bf16's (fp8's "
       "if bf16 was not timed). probe: 128x128x128, about a launch's fixed cost "
       "(the model adds the GPU's launch_us to every GEMM).\n")
 must = {"bf16": [0, 0], "fp8": [0, 0]}  # within, measured

@@ -7,14 +7,8 @@
 namespace {
 using config_bn256 = moe_hopper::dense_config<256, 4, 1>;
 using config_bn128 = moe_hopper::dense_config<128, 6, 1>;
+static_assert(moe_hopper::BM == MOE__HOPPER_DENSE_BM, "the tile-width rule counts tiles of the kernel's rows");
 } // namespace
-
-extern "C" int moe__hopper_gemm_dense_block_n(int64_t m, int64_t n, int64_t k, int sms) {
-    (void)k;
-    const int64_t tiles_m = (m + moe_hopper::BM - 1) / moe_hopper::BM;
-    const int64_t tiles_256 = tiles_m * ((n + 255) / 256);
-    return tiles_256 < sms ? 128 : 256;
-}
 
 extern "C" moe_status moe__hopper_gemm_dense(const moe__hopper_gemm_args *args, void *stream, char *why,
                                              size_t why_len) {
@@ -25,7 +19,7 @@ extern "C" moe_status moe__hopper_gemm_dense(const moe__hopper_gemm_args *args, 
         int sms = 0;
         st = moe_hopper::device_sms(&sms, why, why_len);
         if (st != MOE_STATUS_OK) return st;
-        block_n = moe__hopper_gemm_dense_block_n(args->m, args->n, args->k, sms);
+        block_n = moe__hopper_gemm_dense_block_n(args->m, args->n, sms);
     }
     cudaStream_t s = (cudaStream_t)stream;
     return block_n == 128 ? moe_hopper::dense_launch<config_bn128>(args, s, why, why_len)

@@ -34,9 +34,15 @@ typedef struct moe__hopper_gemm_args {
  * expected) into why[why_len] when why is not NULL; the backend turns it into moe__error. */
 moe_status moe__hopper_gemm_dense(const moe__hopper_gemm_args *args, void *stream, char *why, size_t why_len);
 
-/* The tile width the heuristic picks for (M, N, K) on `sms` multiprocessors: 256 unless the
- * 128 x 256 tiles leave SMs idle in the only wave, then 128. */
-int moe__hopper_gemm_dense_block_n(int64_t m, int64_t n, int64_t k, int sms);
+/* The tile width the heuristic picks (block_n 0) for an M x N output on `sms` multiprocessors:
+ * 256 unless the MOE__HOPPER_DENSE_BM x 256 tiles leave SMs idle in the only wave, then 128.
+ * Inline plain C, so that the analysis (src/analysis/roofline.c, moe_dense_launch_time) models
+ * the tile the engine runs with this very rule. */
+#define MOE__HOPPER_DENSE_BM 128 /* tile rows: moe_hopper::BM (gemm_kernel.cuh) */
+static inline int moe__hopper_gemm_dense_block_n(int64_t m, int64_t n, int64_t sms) {
+    const int64_t tiles_256 = (m + MOE__HOPPER_DENSE_BM - 1) / MOE__HOPPER_DENSE_BM * ((n + 255) / 256);
+    return tiles_256 < sms ? 128 : 256;
+}
 
 #ifdef __cplusplus
 }
