@@ -6,14 +6,16 @@ without a GPU: the measured times are in the JSONs, the predictions come from
 Prints, per run and per dtype, how many measured shapes lie within +-25% of the current
 prediction (and of the prediction committed in the JSON, i.e. the model of that day), the
 must-show totals (issue 5: every shape of the prefill runs, the dense shapes of the train runs;
-the 128^3 probe is left out) and the worst ratios. Runs that also timed moefuse's own grouped
-launches (routed-expert Fprop shapes, "moefuse_ms") get the same count for those, predicted with
-`moefuse roofline --grouped` as --measure predicts them (the launch as timed, on the kernel that
-ran): keys mf_bf16 / mf_fp8.
+the 128^3 probe is left out) and the worst ratios. Runs that also timed moefuse's own kernels
+("moefuse_ms") get the same counts for those, predicted as --measure predicts them: the grouped
+launches (routed-expert Fprop shapes, T >= 512) with `moefuse roofline --grouped` (the launch as
+timed, on the kernel that ran), keys mf_bf16 / mf_fp8; the Hopper dense engine (every other shape
+but the probe) with `moefuse roofline --dense` (its tile, persistent, its kernel family's rate),
+keys mf_dense_bf16 / mf_dense_fp8.
 
   python3 tools/check_measured.py BUILD/moefuse tests/gpu/logs/2026-12-02-measure-h200/json
   ... --min bf16=136,fp8=139   # exit 1 when the must-show counts fall below these
-  ... --min bf16=144,fp8=143,mf_bf16=24,mf_fp8=28
+  ... --min bf16=144,fp8=143,mf_bf16=24,mf_fp8=28,mf_dense_bf16=100,mf_dense_fp8=100
 
 Calibration, honestly: the H200 entry's launch_us is the probe of these same runs, so the probe
 is not an independent check, and any constant or mechanism of the model chosen after looking at
@@ -43,7 +45,7 @@ def load_runs(folder):
         shapes = ([dict(probe, names=["probe"], routed_expert=False)] if probe and "m" in probe else []) + meas["shapes"]
         for s in shapes:
             kind = "probe" if s["names"] == ["probe"] else "expert" if s["routed_expert"] else "dense"
-            grouped = (s.get("moefuse") or {}).get("kernel") == "grouped"
+            engine = (s.get("moefuse") or {}).get("kernel")
             for d in DTYPES:
                 x = s.get(d) or {}
                 if x.get("measured_ms"):
@@ -51,8 +53,12 @@ def load_runs(folder):
                     points.append({"m": s["m"], "k": s["k"], "n": s["n"], "dtype": d, "kind": kind, "must": must,
                                    "name": s["names"][0], "measured": x["measured_ms"],
                                    "committed": x["predicted_ms"]})
-                if grouped and x.get("moefuse_ms"):
+                if engine == "grouped" and x.get("moefuse_ms"):
                     points.append(moefuse_point(doc, s, d, x))
+                if (engine == "dense" or kind == "probe") and x.get("moefuse_ms"):
+                    points.append({"m": s["m"], "k": s["k"], "n": s["n"], "dtype": d, "kind": "engine",
+                                   "must": kind != "probe", "name": s["names"][0], "measured": x["moefuse_ms"],
+                                   "committed": x["moefuse_predicted_ms"], "kernel": x["moefuse_kernel"]})
         runs.append((name, doc["gpu"]["name"], points))
     return runs
 
@@ -88,10 +94,15 @@ def predict_grouped(cli, gpu, launches):
 
 
 def predicted(pred, g, p):
-    """The current model's prediction of point p (cuBLAS: --gemm; moefuse: --grouped)."""
+    """The current model's prediction of point p (cuBLAS: --gemm; moefuse: --grouped, --dense)."""
     if p["kind"] == "moefuse":
         return pred[g][grouped_key(p) + (p["dtype"],)]
+    if p["kind"] == "engine":
+        return pred[g][("dense", p["m"], p["k"], p["n"], p["dtype"])]
     return pred[g][(p["m"], p["k"], p["n"], p["dtype"])]
+
+
+MOEFUSE_KINDS = ("moefuse", "engine")  # moefuse's grouped launches, its dense engine; the rest: cuBLAS
 
 
 def predict_runs(cli, runs):
@@ -99,17 +110,20 @@ def predict_runs(cli, runs):
     pred = {}
     for g in {g for _, g, _ in runs}:
         pts = [p for _, gg, ps in runs if gg == g for p in ps]
-        pred[g] = predict(cli, g, {(p["m"], p["k"], p["n"]) for p in pts if p["kind"] != "moefuse"})
+        pred[g] = predict(cli, g, {(p["m"], p["k"], p["n"]) for p in pts if p["kind"] not in MOEFUSE_KINDS})
         launches = {grouped_key(p) for p in pts if p["kind"] == "moefuse"}
         if launches:
             pred[g].update(predict_grouped(cli, g, launches))
+        dense = {(p["m"], p["k"], p["n"]) for p in pts if p["kind"] == "engine"}
+        if dense:
+            pred[g].update({("dense",) + key: ms for key, ms in predict(cli, g, dense, "--dense").items()})
     return pred
 
 
-def predict(cli, gpu, shapes):
-    """{(m, k, n, dtype): predicted ms} from one CLI call."""
+def predict(cli, gpu, shapes, option="--gemm"):
+    """{(m, k, n, dtype): predicted ms} from one CLI call (--gemm: cuBLAS; --dense: moefuse's engine)."""
     spec = ",".join("%dx%dx%d" % s for s in sorted(shapes))
-    out = subprocess.run([cli, "roofline", "--gemm", spec, "--gpu", gpu, "--dtype", "both"], check=True,
+    out = subprocess.run([cli, "roofline", option, spec, "--gpu", gpu, "--dtype", "both"], check=True,
                          capture_output=True, text=True).stdout
     pred = {}
     for line in out.splitlines():
@@ -145,7 +159,7 @@ def main(argv):
         for d in DTYPES:
             c = {"must": [0, 0, 0], "all": [0, 0, 0]}
             for p in pts:
-                if p["dtype"] != d or p["kind"] in ("probe", "moefuse"):
+                if p["dtype"] != d or p["kind"] in ("probe",) + MOEFUSE_KINDS:
                     continue
                 now = p["measured"] / predicted(pred, g, p)
                 then = p["measured"] / p["committed"]
@@ -180,7 +194,9 @@ def main(argv):
         "%s %d of %d (committed model: %d)" % (d, total[d]["all"][0], total[d]["all"][2], total[d]["all"][1])
         for d in DTYPES))
     for d in DTYPES:
-        total["mf_" + d] = report_moefuse(runs, pred, d)
+        total["mf_" + d] = report_moefuse(runs, pred, d, "moefuse", "grouped launches (routed Fprop, T >= 512)")
+    for d in DTYPES:
+        total["mf_dense_" + d] = report_moefuse(runs, pred, d, "engine", "dense engine (every other shape)")
     failed = [d for d, floor in floors.items() if total[d]["must"][0] < floor]
     for d in failed:
         print("FAIL: %s must-show %d within, below the floor %d" % (d, total[d]["must"][0], floors[d]))
@@ -189,15 +205,16 @@ def main(argv):
     return 1 if failed else 0
 
 
-def report_moefuse(runs, pred, d):
-    """Prints the moefuse grouped launches of dtype d within +-25% (now / committed) per run and the
-    misses; returns {"must": [within now, within committed, count]}."""
+def report_moefuse(runs, pred, d, kind, what):
+    """Prints moefuse's timings of `kind` ("moefuse": grouped launches, "engine": the dense engine)
+    in dtype d within +-25% (now / committed) per run and the misses; returns {"must": [within now,
+    within committed, count]}."""
     t = [0, 0, 0]
     misses = []
     for name, g, pts in runs:
         c = [0, 0, 0]
         for p in pts:
-            if p["kind"] != "moefuse" or p["dtype"] != d or not p["must"]:
+            if p["kind"] != kind or p["dtype"] != d or not p["must"]:
                 continue
             now = p["measured"] / predicted(pred, g, p)
             c[0] += within(now)
@@ -206,11 +223,11 @@ def report_moefuse(runs, pred, d):
             if not within(now):
                 misses.append("%.2f %s %s (%s; %s)" % (now, p["name"], d, name, p["kernel"]))
         if c[2]:
-            print("  moefuse grouped %-30s %s %d/%d (was %d)" % (name, d, c[0], c[2], c[1]))
+            print("  moefuse %s %-30s %s %d/%d (was %d)" % ("grouped" if kind == "moefuse" else "dense", name, d,
+                                                             c[0], c[2], c[1]))
         t = [a + b for a, b in zip(t, c)]
     if t[2]:
-        print("moefuse's grouped launches (routed Fprop, T >= 512) within +-25%%: %s %d of %d (committed model: %d)"
-              % (d, t[0], t[2], t[1]))
+        print("moefuse's %s within +-25%%: %s %d of %d (committed model: %d)" % (what, d, t[0], t[2], t[1]))
         for m in misses:
             print("  miss %s" % m)
     return {"must": t}

@@ -7,10 +7,10 @@
 RUN_DIR is a run folder of tests/gpu/logs (its json/ is read). Points are those that
 tools/check_measured.py counts (the same loading and predictions): cuBLAS / cuBLASLt in the
 must-show set (every shape of the prefill runs, the dense shapes of the train runs), and moefuse's
-own grouped launches (routed-expert Fprop shapes, T >= 512) where a run timed them. "now" is the
-model of BUILD; "before" that of OLD_BUILD for the plain GEMMs (--gemm), and the prediction
-committed in the run's JSON (the model of the run's day) for moefuse's launches and for all without
---before. A (shape, dtype, kernel) that misses in any run, before or now, is listed with its line
+own kernels where a run timed them: its grouped launches (routed-expert Fprop shapes, T >= 512) and
+its Hopper dense engine (every other shape but the probe). "now" is the model of BUILD; "before"
+that of OLD_BUILD for the plain GEMMs (--gemm), and the prediction committed in the run's JSON (the
+model of the run's day) for moefuse's kernels and for all without --before. A (shape, dtype, kernel) that misses in any run, before or now, is listed with its line
 in every run that has it.
 """
 import os
@@ -23,6 +23,8 @@ import check_measured  # noqa: E402  (tools/check_measured.py: loading and predi
 def key(p):
     if p["kind"] == "moefuse":
         return ("moefuse",) + check_measured.grouped_key(p) + (p["dtype"],)
+    if p["kind"] == "engine":
+        return ("engine", p["m"], p["k"], p["n"], p["dtype"])
     return ("cuBLAS", p["m"], p["k"], p["n"], p["dtype"])
 
 
@@ -35,6 +37,8 @@ def shape_text(p):
 def kernel_text(p):
     if p["kind"] == "moefuse":
         return "moefuse " + p["kernel"][len("grouped "):] if p["kernel"].startswith("grouped ") else p["kernel"]
+    if p["kind"] == "engine":
+        return "moefuse " + p["kernel"]
     return "cuBLASLt" if p["dtype"] == "fp8" else "cuBLAS"
 
 
@@ -45,7 +49,8 @@ def rows_of(runs, pred, before):
     for label, (name, g, pts) in runs:
         for p in pts:
             if p["must"] and p["kind"] != "probe":
-                then = p["committed"] if before is None or p["kind"] == "moefuse" else check_measured.predicted(before, g, p)
+                then = (p["committed"] if before is None or p["kind"] in check_measured.MOEFUSE_KINDS
+                        else check_measured.predicted(before, g, p))
                 out.append((label, name, p, then, check_measured.predicted(pred, g, p)))
     return out
 
@@ -81,7 +86,8 @@ def main(argv):
         before = {}
         for g in {g for _, (_, g, _) in runs}:
             before[g] = check_measured.predict(old, g, {(p["m"], p["k"], p["n"]) for _, (_, gg, pts) in runs
-                                                        if gg == g for p in pts if p["kind"] != "moefuse"})
+                                                        if gg == g for p in pts
+                                                        if p["kind"] not in check_measured.MOEFUSE_KINDS})
     rows = rows_of(runs, pred, before)
     missed = {key(p) for _, _, p, then, now in rows
               if not check_measured.within(p["measured"] / now) or not check_measured.within(p["measured"] / then)}
@@ -91,11 +97,13 @@ def main(argv):
           "dtype, kernel) that misses in some run, before or now, is listed with its line in each run that has "
           "it. cuBLAS rows: the issue-5 must-show set (every shape of the prefill runs, the dense shapes of the "
           "train runs); moefuse rows: its grouped launch of a routed-expert Fprop shape (T >= 512), the rows "
-          "spread evenly over the experts as --measure times it.\n"
+          "spread evenly over the experts as --measure times it, or its Hopper dense engine on any other shape "
+          "(the probe left out).\n"
           % ("--before OLD_BUILD/moefuse " if old else "", " ".join(folders),
              "OLD_BUILD's model for the plain GEMMs, the prediction committed in the run's JSON for moefuse's "
-             "launches" if old else "the prediction committed in the run's JSON (the model of that day)"))
-    for kind, title in (("cuBLAS", "cuBLAS / cuBLASLt (plain GEMMs)"), ("moefuse", "moefuse's grouped launches")):
+             "kernels" if old else "the prediction committed in the run's JSON (the model of that day)"))
+    for kind, title in (("cuBLAS", "cuBLAS / cuBLASLt (plain GEMMs)"), ("moefuse", "moefuse's grouped launches"),
+                        ("engine", "moefuse's Hopper dense engine")):
         sel = sorted((r for r in rows if key(r[2]) in missed and key(r[2])[0] == kind),
                      key=lambda r: (key(r[2]), [l for l, _ in runs].index(r[0])))
         print("## %s: %d lines\n" % (title, len(sel)))
@@ -113,10 +121,11 @@ def main(argv):
                                                                p["measured"], p["measured"] / then, p["measured"] / now))
         print()
     print("## Counts within +-25%, now (before)\n")
-    print("| run | cuBLAS bf16 | cuBLASLt fp8 | moefuse bf16 | moefuse fp8 |\n|---|---|---|---|---|")
+    print("| run | cuBLAS bf16 | cuBLASLt fp8 | moefuse grouped bf16 | moefuse grouped fp8 | moefuse dense bf16 "
+          "| moefuse dense fp8 |\n|---|---|---|---|---|---|---|")
     for label in dict.fromkeys(l for l, _ in runs):
         cells = []
-        for kind in ("cuBLAS", "moefuse"):
+        for kind in ("cuBLAS", "moefuse", "engine"):
             for d in check_measured.DTYPES:
                 pts = [(p, then, now) for l, _, p, then, now in rows if l == label and key(p)[0] == kind and p["dtype"] == d]
                 if not pts:
