@@ -594,6 +594,7 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, CUte
     p->sw_expert = O.ws_rows * O.kblocks;
     p->sw_cols = O.kblocks;
     p->sw_kind = O.sw_kind;
+    p->tiles_per_unit = 1; // the staged and no-store epilogues: one tile per unit
     *ctas = (unsigned)std::min<int64_t>((a.rows + FP8_BM - 1) / FP8_BM * p->g.tiles_n, sms);
     return CUDA_SUCCESS;
 }

@@ -90,14 +90,14 @@ moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format format, const v
  * act_format (forward.cu's own layout; ask under the MOEFUSE_GEMM the forward ran with: the
  * path sets the plan block). What they hold is that of the last forward run in it.
  * One activation: codes [rows, cols] e4m3 (row stride cols); the scale of (row r, 128-column
- * group g) at scales[r * scale_row_stride + g], g < groups (fp8-tensor: groups 1, and
- * scale_row_stride 0 when the tensor has one scale); values: the fp32 matrix that was
- * quantised, [rows, cols] (NULL for x). */
+ * group g) at scales[r * scale_row_stride + g * scale_group_stride], g < groups (fp8-tensor:
+ * groups 1, and scale_row_stride 0 when the tensor has one scale); values: the fp32 matrix that
+ * was quantised, [rows, cols] (NULL for x, and for A2 quantised in GEMM1's epilogue). */
 typedef struct moe__cuda_fp8_act {
     const uint8_t *codes;
     const float *scales;
     const float *values;
-    int64_t rows, cols, groups, scale_row_stride;
+    int64_t rows, cols, groups, scale_row_stride, scale_group_stride;
 } moe__cuda_fp8_act;
 
 typedef struct moe__cuda_fp8_view {
@@ -112,7 +112,8 @@ typedef struct moe__cuda_fp8_view {
     moe__cuda_fp8_act x;       /* [T, H]: one scale (fp8-tensor) or [T, ceil(H/128)] */
     /* A2 in plan order [max_rows, I], rows past the live count and padding rows unused;
      * fp8-tensor: one scale per plan row (scale_row_stride 1), that of the row's tensor (the
-     * routed rows', or the fused shared rows'); fp8-row128: [max_rows, ceil(I/128)]. */
+     * routed rows', or the fused shared rows'); fp8-row128: [max_rows, ceil(I/128)], or
+     * [ceil(I/128)][max_rows] when the Hopper GEMM1 quantised it in its epilogue. */
     moe__cuda_fp8_act a2;
     /* The separate shared expert's A2 (Is != I), [T, Is] by token: one scale or
      * [T, ceil(Is/128)]. rows = 0 (all NULL) when there is none or it is fused. */

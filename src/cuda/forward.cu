@@ -40,6 +40,7 @@ struct ws_layout {
     bool shared, fused;
     bool fp8;       // FP8 weights: the w8a8 path (its arrays below; xc, a2, a2s and xperm empty)
     bool fp8_tensor; // act_format fp8-tensor (else 1x128 groups)
+    bool a2_in_epilogue; // Hopper FP8, fp8-row128: GEMM1's epilogue quantises A2 (no fp32 A2)
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1) or 128 (Hopper)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
@@ -47,8 +48,10 @@ struct ws_layout {
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
     // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
     int64_t out;
-    // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I], its codes and scales; the separate
-    // shared expert's A2 [T, Is] likewise; 4 amax words (x, routed A2, fused shared A2, shared A2).
+    // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I] (none when a2_in_epilogue), its codes
+    // and scales ([max_rows, ceil(I/128)], or column-major [ceil(I/128)][max_rows] when
+    // a2_in_epilogue); the separate shared expert's A2 [T, Is] likewise; 4 amax words (x, routed
+    // A2, fused shared A2, shared A2).
     // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
     // column-major [ceil(H/128)][max_rows].
     int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax, xpq, xpq_scales;
@@ -90,14 +93,21 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
     int64_t n, scales;
     const bool hopper = L->gemm == MOE__CUDA_GEMM_HOPPER;
     return moe__mul64(L->T, L->H, &n) && reserve(c, n, 1, &L->xq) && act_scale_count(L, L->T, L->H, false, &scales) &&
-           reserve(c, scales, 4, &L->xq_scales) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 4, &L->a2f) &&
-           reserve(c, n, 1, &L->a2q) && act_scale_count(L, L->max_rows, L->I, true, &scales) &&
+           reserve(c, scales, 4, &L->xq_scales) && moe__mul64(L->a2_in_epilogue ? 0 : L->max_rows, L->I, &n) &&
+           reserve(c, n, 4, &L->a2f) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 1, &L->a2q) && act_scale_count(L, L->max_rows, L->I, true, &scales) &&
            reserve(c, scales, 4, &L->a2q_scales) && moe__mul64(L->T, L->Is, &n) && reserve(c, n, 4, &L->a2sf) &&
            reserve(c, n, 1, &L->a2sq) && act_scale_count(L, L->T, L->Is, false, &scales) &&
            reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax) &&
            moe__mul64(hopper ? L->max_rows : 0, L->H, &n) && reserve(c, n, 1, &L->xpq) &&
            moe__mul64(hopper && !L->fp8_tensor ? L->max_rows : 0, (L->H + 127) / 128, &n) &&
            reserve(c, n, 4, &L->xpq_scales);
+}
+
+// Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
+// activations, when hopper_fp8_a2_in_epilogue says so.
+bool a2_in_epilogue(const ws_layout *L, int activation) {
+    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER &&
+           hopper_fp8_a2_in_epilogue(L->R13, L->I, activation != MOE_ACT_RELU2);
 }
 
 int gemm_path(const moe_weights_t *w, int64_t T) {
@@ -121,6 +131,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->shared_rows = L->fused ? T : 0;
     L->gemm = gemm_path(w, T);
     L->block = moe__gemm_block_rows(L->gemm);
+    L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
     bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
@@ -218,7 +229,8 @@ void identity_plan(gemm_args *g, const void *b, const float *bias, int64_t T) {
 // GEMM2 on its codes -> the fp32 rows combine reads. The routed (and fused shared) GEMMs run
 // on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales permuted into plan order
 // first, as TMA cannot gather rows) when L.gemm says so, else on the v1 FP8 kernel; a separate
-// shared expert always on v1. The A2 quantisation is a separate pass (not in GEMM1's epilogue).
+// shared expert always on v1. A2 is quantised in the Hopper GEMM1's epilogue when
+// L.a2_in_epilogue (same rule, same codes; scales column-major), else by a separate pass.
 moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
                        const moe_forward_args *args, const moe_dispatch_plan &plan, const float *weights,
                        const float *gate, cudaStream_t stream) {
@@ -278,6 +290,11 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
             h1.a_scale_rs = 1;
             h1.a_scale_ks = L.max_rows;
         }
+        if (L.a2_in_epilogue) { // codes [max_rows, I]; scale of (r, group c) at a2q_scales[c * max_rows + r]
+            h1.g.out = a2q;
+            h1.out_scales = a2q_scales;
+            h1.out_scale_ks = L.max_rows;
+        }
         if ((st = hopper_fp8_gemm_launch(ctx, &h1, stream)) != MOE_STATUS_OK) return st;
     } else if ((st = cuda_status(ctx, fp8_gemm_launch(&g1, stream), "fp8 GEMM1 (W13)")) != MOE_STATUS_OK) {
         return st;
@@ -285,11 +302,14 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
 
     // A2 in plan order: live rows only; ids above T*k (the fused shared expert) are a tensor of
     // their own for fp8-tensor.
-    fp8_quant_args qa = quant_args(L, a2f, MOE_DTYPE_F32, L.I, L.max_rows, L.I, a2q, a2q_scales, amax + 1);
-    qa.sorted_ids = plan.sorted_ids;
-    qa.live_rows = plan.expert_offsets + L.experts;
-    qa.padding_id = L.rows;
-    if ((st = cuda_status(ctx, fp8_quantize_launch(&qa, stream), "quantise A2 to fp8")) != MOE_STATUS_OK) return st;
+    if (!L.a2_in_epilogue) {
+        fp8_quant_args qa = quant_args(L, a2f, MOE_DTYPE_F32, L.I, L.max_rows, L.I, a2q, a2q_scales, amax + 1);
+        qa.sorted_ids = plan.sorted_ids;
+        qa.live_rows = plan.expert_offsets + L.experts;
+        qa.padding_id = L.rows;
+        if ((st = cuda_status(ctx, fp8_quantize_launch(&qa, stream), "quantise A2 to fp8")) != MOE_STATUS_OK)
+            return st;
+    }
 
     fp8_gemm_args g2 = g1;
     g2.g.mode = GEMM_DOWN;
@@ -302,6 +322,10 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g2.g.out = base + L.out;
     g2.g.ldo = L.H;
     set_act_scales(&g2, L, a2q_scales, L.I, true);
+    if (L.a2_in_epilogue) { // GEMM1 wrote them column-major
+        g2.a_scale_rs = 1;
+        g2.a_scale_ks = L.max_rows;
+    }
     set_weight_scales(&g2, &d->w2_scales, d->format);
     if (hopper) {
         if ((st = hopper_fp8_gemm_launch(ctx, &g2, stream)) != MOE_STATUS_OK) return st;
@@ -449,6 +473,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                                               "fp8-tensor; moe_forward returns UNSUPPORTED)"
                                             : " (unsupported on cuda: activation quantisation needs FP8 weights; "
                                               "moe_forward returns UNSUPPORTED)")
+                           : L.a2_in_epilogue ? " (x quantised once per token, A2 in GEMM1's epilogue)"
                            : L.fp8 ? " (x quantised once per token, A2 by a separate kernel after GEMM1)"
                                    : "";
     return snprintf(buf, size, "backend=cuda T=%lld weights=%s gemm=%s (%s) because %s; plan block=%lld rows; "
@@ -703,15 +728,20 @@ extern "C" moe_status moe__cuda_fp8_workspace_view(moe_context_t *ctx, const moe
     // x: one scale (tensor), or [T, ceil(H/128)] (row128).
     const int64_t gh = (L.H + 127) / 128, gi = (L.I + 127) / 128, gs = (L.Is + 127) / 128;
     out->x = moe__cuda_fp8_act{base + L.xq, (const float *)(base + L.xq_scales), NULL, T, L.H, tensor ? 1 : gh,
-                               tensor ? 0 : gh};
+                               tensor ? 0 : gh, tensor ? 0 : 1};
     // A2 in plan order: one scale per plan row (tensor; that row's tensor: routed or fused
-    // shared), or [max_rows, ceil(I/128)] (row128). See forward_fp8 and quant.cu.
-    out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales), (const float *)(base + L.a2f),
-                                L.max_rows, L.I, tensor ? 1 : gi, tensor ? 1 : gi};
+    // shared), or [max_rows, ceil(I/128)] (row128), or [ceil(I/128)][max_rows] when GEMM1's
+    // epilogue quantised it (no fp32 values then). See forward_fp8 and quant.cu.
+    if (L.a2_in_epilogue)
+        out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales), NULL, L.max_rows, L.I, gi, 1,
+                                    L.max_rows};
+    else
+        out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales), (const float *)(base + L.a2f),
+                                    L.max_rows, L.I, tensor ? 1 : gi, tensor ? 1 : gi, tensor ? 0 : 1};
     // The separate shared expert (Is != I): [T, Is] by token, one scale or [T, ceil(Is/128)].
     if (L.shared && !L.fused)
         out->shared_a2 = moe__cuda_fp8_act{base + L.a2sq, (const float *)(base + L.a2sq_scales),
                                            (const float *)(base + L.a2sf), T, L.Is, tensor ? 1 : gs,
-                                           tensor ? 0 : gs};
+                                           tensor ? 0 : gs, tensor ? 0 : 1};
     return MOE_STATUS_OK;
 }

@@ -38,6 +38,11 @@ struct fp8_gemm_args {
     const float *w_scales; // [experts, w_scale_rows, w_scale_cols]
     int64_t w_scale_rows, w_scale_cols;
     int w_scale_kind;      // fp8_weight_scales
+    // Hopper path, GEMM_UP with fp8-row128 activations only (hopper_fp8_gemm_launch): when set,
+    // GEMM1's epilogue quantises A2 itself: g.out receives the e4m3 codes [rows, g.ldo] (bytes),
+    // out_scales the scale of (plan row r, 128-column group c) at out_scales[c * out_scale_ks + r].
+    float *out_scales;
+    int64_t out_scale_ks;
 };
 
 // Launches the FP8 grouped GEMM on stream (moe__cuda_init must have run: fp8_gemm_init): the
@@ -61,7 +66,14 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scal
                                       uint8_t *codes_out, float *scales_out, cudaStream_t stream);
 // fp8_gemm_launch's GEMMs with A in plan order for both modes (GEMM_UP: the permuted codes, the
 // a_scale row = the plan row); n, k multiples of 16, lda == k; out and bias 16-byte aligned.
+// With out_scales (GEMM_UP): A2 quantised in the epilogue; needs ldo % 16 == 0 and, for a gated
+// activation, n % 128 == 0.
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args, cudaStream_t stream);
+// Whether the forward's Hopper GEMM1 (fp8-row128 activations) quantises A2 in its epilogue: its
+// sizes allow it (n = W13's rows: 2I gated, I for relu2; ldo = A2's row stride), unless
+// MOEFUSE_FP8_A2=kernel asks for the separate quantiser (for A/B runs; the workspace query and
+// the forward must see the same value).
+bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------
 // Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3

@@ -1,6 +1,9 @@
 // The grouped FP8 (w8a8) expert GEMMs on the Hopper engine: the kernel is in
 // src/cuda/hopper/grouped_fp8_kernel.cuh; this file holds the permute of the quantised x rows
 // and the library's entry points (declared in gemm_fp8_v1.cuh beside the v1 FP8 ones).
+#include <stdlib.h>
+#include <string.h>
+
 #include "gemm_fp8_v1.cuh"
 // gemm_fp8_v1.cuh's tile macros (v1's FP8_BM, ...) would rewrite the Hopper engine's constants
 // of the same names (moe_hopper::FP8_BM, ...); nothing below uses v1's.
@@ -55,6 +58,10 @@ void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
     p->sw_kind = a->w_scale_kind == FP8W_TENSOR ? GF8_W_TENSOR
                  : a->w_scale_kind == FP8W_BLOCK ? GF8_W_BLOCK
                                                  : GF8_W_PAIRED;
+    const bool quant = g->mode == GEMM_UP && a->out_scales;
+    p->tiles_per_unit = quant && g->activation != MOE_ACT_RELU2 ? 2 : 1;
+    p->out_scales = quant ? a->out_scales : nullptr;
+    p->out_scale_ks = (long long)a->out_scale_ks;
 }
 
 } // namespace
@@ -74,9 +81,26 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales,
     return cudaGetLastError();
 }
 
+static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {
+    return ldo % 16 == 0 && (gated ? n % 128 == 0 : n % 16 == 0);
+}
+
+bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
+    const char *env = getenv("MOEFUSE_FP8_A2");
+    return !(env && !strcmp(env, "kernel")) && a2_epilogue_sizes_ok(n, ldo, gated != 0);
+}
+
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
     const gemm_args *g = &a->g;
     if (g->rows == 0) return MOE_STATUS_OK;
+    const bool quant = g->mode == GEMM_UP && a->out_scales;
+    if (quant && (!a2_epilogue_sizes_ok(g->n, g->ldo, g->activation != MOE_ACT_RELU2) ||
+                  a->out_scale_ks < g->rows || (uintptr_t)a->out_scales % 4 != 0))
+        return moe__error(ctx, MOE_STATUS_INTERNAL,
+                          "Hopper FP8 GEMM1 with A2 quantised in its epilogue: needs ldo a multiple of 16, n a "
+                          "multiple of 128 (gated) or 16 (relu2) and out_scale_ks >= rows; got n = %lld, ldo = %lld, "
+                          "out_scale_ks = %lld, rows = %lld",
+                          (long long)g->n, (long long)g->ldo, (long long)a->out_scale_ks, (long long)g->rows);
     if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->n % 16 != 0 || g->k % 16 != 0 ||
         g->lda != g->k || g->ldo % 4 != 0 || (uintptr_t)g->out % 16 != 0 || (uintptr_t)g->bias % 16 != 0 ||
         (uintptr_t)g->a % 16 != 0 || (uintptr_t)g->b % 16 != 0)
@@ -101,15 +125,19 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     grouped_fp8_params p;
     fill_params(a, sms, &p);
-    // Persistent: at most one CTA per SM, and no more than the host bound of tiles.
-    const int64_t bound = (g->rows + FP8_BM - 1) / FP8_BM * p.g.tiles_n;
+    // Persistent: at most one CTA per SM, and no more than the host bound of work units.
+    const int64_t units_n = (p.g.tiles_n + p.tiles_per_unit - 1) / p.tiles_per_unit;
+    const int64_t bound = (g->rows + FP8_BM - 1) / FP8_BM * units_n;
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
     // Under 64 routed rows per expert on average most blocks have an all-padding half.
     const bool decode = g->tokens * g->top_k < 64 * g->experts;
-    auto kernel = g->mode == GEMM_UP ? (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>)
-                                     : (decode ? grouped_fp8_kernel<GEMM_DOWN, true> : grouped_fp8_kernel<GEMM_DOWN, false>);
+    auto kernel = g->mode == GEMM_DOWN
+                      ? (decode ? grouped_fp8_kernel<GEMM_DOWN, true> : grouped_fp8_kernel<GEMM_DOWN, false>)
+                  : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
+                                    : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
+                          : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_fp8_smem_bytes());
     if (err == cudaSuccess) {

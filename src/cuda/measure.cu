@@ -582,7 +582,12 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     region set;
     const int64_t off_a = set.add(product(a_rows, k), elem);
     const int64_t off_w = set.add(product(product(E, n), k), elem);
-    const int64_t off_out = down ? set.add(product(routed, H), 4) : set.add(product(max_rows, I), fp8 ? 4 : 2);
+    // GEMM1 out: A2 bf16, fp32 (FP8), or e4m3 codes and column-major scales when the forward's
+    // Hopper GEMM1 quantises A2 in its epilogue.
+    const bool a2_codes = fp8 && hopper && !down && hopper_fp8_a2_in_epilogue(n, I, gated);
+    const int64_t off_out =
+        down ? set.add(product(routed, H), 4) : set.add(product(max_rows, I), a2_codes ? 1 : fp8 ? 4 : 2);
+    const int64_t off_out_scales = set.add(a2_codes ? product(ceil_div(I, 128), max_rows) : 0, 4);
     if (!common.ok || !set.ok)
         return moe__error(ctx, MOE_STATUS_OVERFLOW, "%s: operand sizes overflow int64 (experts %lld, H %lld, I %lld)",
                           fn, (long long)E, (long long)H, (long long)I);
@@ -656,8 +661,10 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     if (fp8) {
         f.a_scales = (const float *)(c + off_a_scales);
         // x scales [T, kb] by token (v1 GEMM1); the Hopper GEMM1's permuted scales column-major
-        // [kb][max_rows]; A2's [max_rows, kb] by plan row (GEMM2 on both paths).
-        const bool column_major = hopper && !down;
+        // [kb][max_rows]; A2's [max_rows, kb] by plan row (GEMM2), or column-major when the
+        // Hopper GEMM1 quantised A2 in its epilogue.
+        const bool a2_column_major = hopper && hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated);
+        const bool column_major = hopper && (!down || a2_column_major);
         f.a_scale_rs = column_major ? 1 : kb;
         f.a_scale_ks = column_major ? max_rows : 1;
         f.w_scales = (const float *)(c + off_w_scales);
@@ -678,6 +685,10 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         }
         fp8_gemm_args y = f;
         y.g = x;
+        if (a2_codes) {
+            y.out_scales = (float *)(base + off_out_scales);
+            y.out_scale_ks = max_rows;
+        }
         if (hopper) return hopper_fp8_gemm_launch(ctx, &y, s.stream);
         return cuda_status(ctx, fp8_gemm_launch(&y, s.stream), "v1 fp8 grouped GEMM");
     };

@@ -1,19 +1,7 @@
 // The FP8 activation quantiser of the w8a8 forward: x (once per token, before the GEMMs) and
 // A2 (the GLU output, before GEMM2) to e4m3 codes with fp32 scales, on the device, sync-free.
-//
-// The CPU oracle quantises through moe_quantize (src/core/formats.c), and the GPU must produce
-// the SAME codes: a code off by one step moves a product by 1/16 of its size. Its rule:
-//   scale = amax / 448 in fp32 (amax over the finite values; 1 when the quotient is not > 0),
-//   code  = x / scale formed in double and rounded once, to nearest even, into e4m3 (saturating
-//           at 448; NaN -> sign | 0x7F, +-inf -> +-448).
-// Here the quotient is formed in fp32 (correctly rounded) and rounded into e4m3 from its bits.
-// That double rounding differs from the single one only when the fp32 quotient lands exactly on
-// an e4m3 rounding midpoint while the exact quotient does not (a midpoint has at most 5
-// significant bits, so it is an fp32 number, and no other fp32 rounding can cross it). Only in
-// that case the quotient is formed again in double, which is on the same side of the midpoint
-// as the exact one (the exact quotient is at least ~2^-30 relative away from a midpoint it
-// does not equal, far more than double's 2^-53), and the fp32 quotient is nudged one ulp to
-// that side. The encoder is __host__ __device__, so the host can test it (moe__cuda_fp8_encode_host).
+// The rounding rule, shared with the Hopper FP8 GEMM1 epilogue that quantises A2 itself, is in
+// fp8_codec.cuh.
 //
 // FP8_ROW128: one warp per (row, 128-column group). FP8_TENSOR: an amax pass (atomicMax of the
 // bits of |x|, which order as the values do; order-free, so deterministic) into a zeroed device
@@ -21,92 +9,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "fp8_codec.cuh"
 #include "kernels.cuh"
 
 namespace {
 
-__host__ __device__ __forceinline__ uint32_t bits_of(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-#endif
-}
-
-__host__ __device__ __forceinline__ float float_of(uint32_t b) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(b);
-#else
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-#endif
-}
-
-__host__ __device__ __forceinline__ float div_rn(float x, float s) {
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(x, s);
-#else
-    return x / s;
-#endif
-}
-
-#define F32_TWO_POW_MINUS_6 0x3C800000u // bits of 2^-6, e4m3's smallest normal
-
-// The e4m3 magnitude code of a finite a >= 0: nearest, ties to even, saturating at 448 (0x7E).
-__host__ __device__ __forceinline__ uint32_t e4m3_magnitude(float a) {
-    if (a >= 448.0f) return 0x7Eu;
-    const uint32_t b = bits_of(a);
-    // Subnormal range: steps of 2^-9, so the code is a * 2^9 rounded (exact scaling); 8 is
-    // code 0x08 = 2^-6, the first normal, as it should be.
-    if (b < F32_TWO_POW_MINUS_6) return (uint32_t)rintf(a * 512.0f);
-    // Normal: keep 3 of fp32's 23 mantissa bits, rounding on the 20 dropped; a carry out of
-    // the mantissa moves to the next exponent, as it should.
-    const uint32_t exponent = (b >> 23) - 127u + 7u, kept = (b >> 20) & 7u, dropped = b & 0xFFFFFu;
-    uint32_t code = (exponent << 3) | kept;
-    if (dropped > 0x80000u || (dropped == 0x80000u && (kept & 1u))) code++;
-    return code > 0x7Eu ? 0x7Eu : code;
-}
-
-// Whether a finite 0 <= a < 448 is exactly halfway between two e4m3 magnitudes.
-__host__ __device__ __forceinline__ bool e4m3_midpoint(float a) {
-    const uint32_t b = bits_of(a);
-    if (b < F32_TWO_POW_MINUS_6) { // midpoints are odd multiples of 2^-10
-        const float t = a * 1024.0f;
-        return t == floorf(t) && ((uint32_t)t & 1u);
-    }
-    return (b & 0xFFFFFu) == 0x80000u;
-}
-
-// The e4m3 code of x / s (s > 0 finite), exactly as formats.c's encode_e4m3((double)x / s).
-__host__ __device__ __forceinline__ uint8_t fp8_encode(float x, float s) {
-    const uint32_t xb = bits_of(x), mag = xb & 0x7FFFFFFFu;
-    const uint8_t sign = (uint8_t)((xb >> 24) & 0x80u);
-    if (mag > 0x7F800000u) return sign | 0x7Fu;  // NaN
-    if (mag == 0x7F800000u) return sign | 0x7Eu; // inf saturates
-    float q = fabsf(div_rn(x, s));
-    if (q < 448.0f && e4m3_midpoint(q)) {
-        // Settle the tie in double (see the top of the file); q is > 0 here.
-        const double exact = fabs((double)x / (double)s);
-        if (exact > (double)q) q = float_of(bits_of(q) + 1u);
-        else if (exact < (double)q) q = float_of(bits_of(q) - 1u);
-    }
-    return sign | (uint8_t)e4m3_magnitude(q);
-}
-
-// The bits of |v| when v is finite, else 0 (formats.c's finite_amax works on the same bits).
-__device__ __forceinline__ uint32_t finite_abs_bits(float v) {
-    const uint32_t a = bits_of(v) & 0x7FFFFFFFu;
-    return a < 0x7F800000u ? a : 0u;
-}
-
-// scale = amax / 448, or 1 when that is not > 0.
-__device__ __forceinline__ float fp8_scale(uint32_t amax_bits) {
-    const float s = div_rn(float_of(amax_bits), 448.0f);
-    return s > 0.0f ? s : 1.0f;
-}
+using namespace moe_fp8;
 
 __device__ __forceinline__ int64_t live_rows_of(const fp8_quant_args &p) {
     if (!p.sorted_ids) return p.rows;

@@ -274,8 +274,8 @@ void fp8_model_cases(bool quick) {
         if (!quick) {
             const moe_activation acts[] = {MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU, MOE_ACT_SWIGLU_OAI};
             const char *act_names[] = {"fp8-geglu", "fp8-geglu-tanh", "fp8-reglu", "fp8-swiglu-oai-bias"};
-            for (int a = 0; a < 4; a++) {
-                moe_layer_spec_init(&s, 16, 192, 96, 3);
+            for (int a = 0; a < 4; a++) { /* I = 192: the row128 ones quantise A2 in GEMM1's epilogue */
+                moe_layer_spec_init(&s, 16, 192, 192, 3);
                 s.activation = acts[a];
                 s.renormalize = 1;
                 if (acts[a] == MOE_ACT_SWIGLU_OAI) {
@@ -305,11 +305,14 @@ void fp8_model_cases(bool quick) {
             run_model(&m, r, quick ? 1 : 3);
         }
 
-        for (int a = 0; a < 2; a++) { /* weight_on_input, a fused gated shared expert (rows of its own tensor) */
-            moe_layer_spec_init(&s, 8, 128, 64, 1);
+        /* weight_on_input, a fused gated shared expert (rows of its own tensor); I = 192 (H, I >=
+         * 128: the Hopper path; 1.5 groups of 128: row128 quantises A2 in GEMM1's epilogue, the
+         * second group from one W13 tile) */
+        for (int a = 0; a < 2; a++) {
+            moe_layer_spec_init(&s, 8, 128, 192, 1);
             s.weight_on_input = 1;
             s.num_shared_experts = 1;
-            s.shared_intermediate = 64;
+            s.shared_intermediate = 192;
             s.shared_gate = 1;
             s.expert_has_bias = 1;
             model_init(&m, a ? "fp8-woi-shared-fused-tensor" : "fp8-woi-shared-fused-row128", &s, BLK,

@@ -147,12 +147,14 @@ typedef struct a2_readback {
 
 static fp8_rows fetch_act(const moe__cuda_fp8_act *a, int64_t rows) {
     fp8_rows r = fp8_rows_alloc(rows, a->cols, a->groups);
-    const int64_t n = a->scale_row_stride ? rows * a->scale_row_stride : 1;
+    /* One past the last scale read: row rows - 1, group groups - 1 (1 for a single scale). */
+    const int64_t n = rows > 0 ? (rows - 1) * a->scale_row_stride + (a->groups - 1) * a->scale_group_stride + 1 : 1;
     float *scales = xmalloc((size_t)n * 4);
     CUDA_OK(cudaMemcpy(r.codes, a->codes, (size_t)(rows * a->cols), cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(scales, a->scales, (size_t)n * 4, cudaMemcpyDeviceToHost));
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t g = 0; g < a->groups; g++) r.scales[i * a->groups + g] = scales[i * a->scale_row_stride + g];
+        for (int64_t g = 0; g < a->groups; g++)
+            r.scales[i * a->groups + g] = scales[i * a->scale_row_stride + g * a->scale_group_stride];
     free(scales);
     return r;
 }

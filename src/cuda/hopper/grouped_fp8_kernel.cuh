@@ -20,7 +20,9 @@
 //  - N need not be a multiple of 128 (gpt-oss H = 2880): columns past N of a tile read the next
 //    expert's rows (or TMA zeros) and are dropped by the epilogue. K need not be either: the
 //    last k-block's missing columns are TMA zeros on both sides and it has its own scales.
-//  - Epilogue (EPI_STAGED; the lab's EPI_NONE stores nothing): grouped_kernel.cuh's
+//  - Epilogue EPI_QUANT (GEMM_UP with fp8-row128 activations, the forward's default): A2
+//    quantised to e4m3 with 1x128 scales right here (below), no fp32 A2 and no quantiser pass.
+//  - Epilogue EPI_STAGED (fp8-tensor GEMM1, and GEMM2; the lab's EPI_NONE stores nothing): grouped_kernel.cuh's
 //    staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
 //    (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or RELU2 per
 //    column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does); GEMM_DOWN: (acc +
@@ -29,6 +31,7 @@
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
+#include "../fp8_codec.cuh"
 #include "gemm_fp8_launch.cuh"
 #include "grouped_kernel.cuh"
 
@@ -51,7 +54,131 @@ struct grouped_fp8_params {
     const float *sw;           // expert e's scales at sw + e * sw_expert
     long long sw_expert, sw_cols; // sw_cols: scale columns (k-blocks) per scale row
     int sw_kind;               // GF8_W_*
+    // The W13 / W2 tiles (128 wide) of one work unit: 1, or 2 with EPI_QUANT and a gated
+    // activation (the two tiles of one 128-column group of A2).
+    int tiles_per_unit;
+    // EPI_QUANT: g.out holds A2's e4m3 codes [rows, g.ldo] (bytes), and the scale of (plan row r,
+    // 128-column group c) goes to out_scales[c * out_scale_ks + r].
+    float *out_scales;
+    long long out_scale_ks;
 };
+
+// Unit u's row block and its tiles n_first .. n_first + n_count - 1 (p.tiles_per_unit at most).
+__device__ __forceinline__ void unit_tiles(const grouped_fp8_params &p, int u, int units_m, int &m_block,
+                                           int &n_first, int &n_count) {
+    const int per = p.tiles_per_unit, units_n = (p.g.tiles_n + per - 1) / per;
+    int n_unit;
+    raster_unit(u, units_m, units_n, p.g.group_m, m_block, n_unit);
+    n_first = n_unit * per;
+    n_count = min(per, p.g.tiles_n - n_first);
+}
+
+// ---- EPI_QUANT: A2 quantised in GEMM1's epilogue -----------------------------------------
+// A 1x128 group of A2 is the GLU of 256 interleaved W13 columns (two tiles) when the activation
+// is gated, of 128 (one tile) for RELU2. A unit is the tiles of one group: the consumers keep
+// the first tile's 32 GLU values per thread in registers through the second tile's mainloop;
+// then each row's amax is reduced over the 4 lanes that hold the row (quad shuffles), the codes
+// go through the warp's staging buffer as bytes and leave in 16-byte stores of whole row
+// segments, and one lane per row stores the scale. The rule is the separate quantiser's
+// (fp8_codec.cuh): same values, same codes. Padding rows: zero codes and scale 0, as the
+// quantiser writes them (GEMM2 reads every row of a live block). Columns past n (a RELU2 tile's
+// tail) count as 0 and are not stored.
+constexpr int QSTAGE_LD = 144; // bytes per staged row: 128 codes + 16 (rows 4 banks apart)
+static_assert(16 * QSTAGE_LD <= STAGE_WARP_BYTES, "a warp's 16 rows of codes fit its staging buffer");
+
+// Gated tile: out[2j + h] = act(gate, up) of row lane/4 + 8h, A2 column 4j + lane%4 of the
+// tile's 64 (W13 columns 8j + 2*(lane%4), +1). bias_q: the expert's bias at the tile's column
+// 2*(lane%4), or null.
+template <int ACT>
+__device__ __forceinline__ void glu_tile(const grouped_params &p, const float *acc, const float *bias_q, float s_lo,
+                                         float s_hi, int cols_left, int q, float (&out)[32]) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const bool in = 8 * j + 2 * q < cols_left; // the pair is whole (n is even)
+        const float2 b = bias_q && in ? *(const float2 *)(bias_q + 8 * j) : make_float2(0.0f, 0.0f);
+        const float g0 = acc[4 * j + 0] * s_lo + b.x, u0 = acc[4 * j + 1] * s_lo + b.y;
+        const float g1 = acc[4 * j + 2] * s_hi + b.x, u1 = acc[4 * j + 3] * s_hi + b.y;
+        out[2 * j + 0] = in ? glu_activate(ACT, p.act_alpha, p.act_limit, g0, u0) : 0.0f;
+        out[2 * j + 1] = in ? glu_activate(ACT, p.act_alpha, p.act_limit, g1, u1) : 0.0f;
+    }
+}
+
+// RELU2 tile: out[i] = relu2 of fragment element i (A2 column = the tile's column).
+__device__ __forceinline__ void relu2_tile(const float *acc, const float *bias_q, float s_lo, float s_hi,
+                                           int cols_left, int q, float (&out)[64]) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const bool in = 8 * j + 2 * q < cols_left; // n % 16 == 0: the pair is whole
+        const float2 b = bias_q && in ? *(const float2 *)(bias_q + 8 * j) : make_float2(0.0f, 0.0f);
+        const float x[4] = {acc[4 * j + 0] * s_lo + b.x, acc[4 * j + 1] * s_lo + b.y, acc[4 * j + 2] * s_hi + b.x,
+                            acc[4 * j + 3] * s_hi + b.y};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) out[4 * j + i] = in ? glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x[i], 0.0f) : 0.0f;
+    }
+}
+
+// One uniform switch per tile, each case a straight-line body (see staged_epilogue).
+__device__ __forceinline__ void glu_tile_any(const grouped_params &p, const float *acc, const float *bias_q,
+                                             float s_lo, float s_hi, int cols_left, int q, float (&out)[32]) {
+    switch (p.activation) {
+    case MOE_ACT_SWIGLU: glu_tile<MOE_ACT_SWIGLU>(p, acc, bias_q, s_lo, s_hi, cols_left, q, out); break;
+    case MOE_ACT_GEGLU: glu_tile<MOE_ACT_GEGLU>(p, acc, bias_q, s_lo, s_hi, cols_left, q, out); break;
+    case MOE_ACT_GEGLU_TANH: glu_tile<MOE_ACT_GEGLU_TANH>(p, acc, bias_q, s_lo, s_hi, cols_left, q, out); break;
+    case MOE_ACT_REGLU: glu_tile<MOE_ACT_REGLU>(p, acc, bias_q, s_lo, s_hi, cols_left, q, out); break;
+    case MOE_ACT_SWIGLU_OAI: glu_tile<MOE_ACT_SWIGLU_OAI>(p, acc, bias_q, s_lo, s_hi, cols_left, q, out); break;
+    }
+}
+
+// Value i of a thread's 64 (v below): its row (0: lane/4, 1: lane/4 + 8) and its column in
+// the group. GATED: v[2j + h] (j < 32) is column 4j + q (the first tile's 64 columns, then the
+// second's); RELU2: v[4j + 2h + e] is column 8j + 2q + e.
+template <bool GATED> __device__ __forceinline__ int quant_row(int i) { return GATED ? i % 2 : (i / 2) % 2; }
+template <bool GATED> __device__ __forceinline__ int quant_col(int i, int q) {
+    return GATED ? 4 * (i / 2) + q : 8 * (i / 4) + 2 * q + i % 2;
+}
+
+// Quantises one consumer warp's 16 rows (warp_row ..) of A2 group `group` from the values v
+// of each lane's two rows; live_*: the rows are not padding.
+template <bool GATED>
+__device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, const float (&v)[64], int64_t warp_row,
+                                               int group, int lane, bool live_lo, bool live_hi, uint8_t *stage) {
+    using namespace moe_fp8;
+    const int q = lane % 4, r = lane / 4;
+    uint32_t amax[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 64; ++i) amax[quant_row<GATED>(i)] = max(amax[quant_row<GATED>(i)], finite_abs_bits(v[i]));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        amax[h] = max(amax[h], __shfl_xor_sync(0xFFFFFFFFu, amax[h], 1));
+        amax[h] = max(amax[h], __shfl_xor_sync(0xFFFFFFFFu, amax[h], 2));
+    }
+    const float s[2] = {fp8_scale(amax[0]), fp8_scale(amax[1])};
+    const bool live[2] = {live_lo, live_hi};
+    __syncwarp(); // the previous group's reads of the staging buffer are done
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+        const int h = quant_row<GATED>(i);
+        stage[(r + 8 * h) * QSTAGE_LD + quant_col<GATED>(i, q)] = live[h] ? fp8_encode(v[i], s[h]) : (uint8_t)0;
+    }
+    if (q == 0) {
+        float *sc = p.out_scales + (long long)group * p.out_scale_ks + warp_row + r;
+        sc[0] = live_lo ? s[0] : 0.0f;
+        sc[8] = live_hi ? s[1] : 0.0f;
+    }
+    __syncwarp();
+    // 16 rows x 8 segments of 16 bytes: 4 per lane; a group's last columns may be past A2's.
+    const int a2_cols = GATED ? p.g.n / 2 : p.g.n;
+    const int width = min(128, a2_cols - 128 * group);
+    uint8_t *out = (uint8_t *)p.g.out + 128LL * group;
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+        const int row = 4 * it + lane / 8, seg = lane % 8;
+        if (16 * seg < width) {
+            const uint4 codes = *(const uint4 *)(stage + row * QSTAGE_LD + 16 * seg);
+            *(uint4 *)(out + (warp_row + row) * p.g.ldo + 16 * seg) = codes;
+        }
+    }
+}
 
 // Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
 // column n0, and their stride per k-block.
@@ -72,12 +199,14 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
 }
 
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
-// EPI_STAGED (the library's), or EPI_NONE (lab/grouped_lab.cu: the mainloop without the store).
+// EPI_QUANT (GEMM_UP, fp8-row128) or EPI_STAGED (the library's), or EPI_NONE
+// (lab/grouped_lab.cu: the mainloop without the store).
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
-    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE, "the FP8 grouped kernel has the staged epilogue only");
+    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || (EPI == EPI_QUANT && MODE == GEMM_UP),
+                  "the FP8 grouped kernel's epilogues: staged, none, or A2 quantised (GEMM1)");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config;
     extern __shared__ uint8_t smem_raw[];
@@ -89,7 +218,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
     const int units_m = live_blocks(p.g);
-    const int units = units_m * p.g.tiles_n;
+    const int units = units_m * ((p.g.tiles_n + p.tiles_per_unit - 1) / p.tiles_per_unit);
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
     if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
@@ -105,35 +234,40 @@ __global__ void __launch_bounds__(THREADS, 1)
         if ((warp == 0 && lane == 0) || warp == 1) {
             ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int m_block, n_block;
-                raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
+                int m_block, n_first, n_count;
+                unit_tiles(p, u, units_m, m_block, n_first, n_count);
                 const int e = p.g.block_expert[m_block];
-                const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
-                long long sb_even, sb_odd;
-                int sb_ks;
-                b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
-                for (int kb = 0; kb < num_kb; ++kb) {
-                    if (warp == 0) {
-                        mbar_wait(&s.empty[r.slot], r.phase ^ 1);
-                        mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
-                        tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
-                        tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
-                                    e * p.g.n + n0);
-                        ring_next(r, CFG::STAGES);
-                    } else {
-                        // cp.async copies that arrive on the slot's barrier when they land (see the dense kernel).
-                        mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
-                        float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
+                const int m0 = m_block * FP8_BM;
+                for (int t = 0; t < n_count; ++t) {
+                    const int n0 = (n_first + t) * FP8_BN;
+                    long long sb_even, sb_odd;
+                    int sb_ks;
+                    b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        if (warp == 0) {
+                            mbar_wait(&s.empty[r.slot], r.phase ^ 1);
+                            mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
+                            tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
+                            tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
+                                        e * p.g.n + n0);
+                            ring_next(r, CFG::STAGES);
+                        } else {
+                            // cp.async copies that arrive on the slot's barrier when they land (see the
+                            // dense kernel).
+                            mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
+                            float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
 #pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int row = lane + 32 * i;
-                            cp_async_4(dst + row, p.sa + (long long)(m0 + row) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                            for (int i = 0; i < 4; ++i) {
+                                const int row = lane + 32 * i;
+                                cp_async_4(dst + row, p.sa + (long long)(m0 + row) * p.sa_rs + (long long)kb * p.sa_ks,
+                                           4u);
+                            }
+                            if (lane < 2)
+                                cp_async_4(dst + FP8_BM + lane,
+                                           p.sw + (lane ? sb_odd : sb_even) + (long long)kb * sb_ks, 4u);
+                            cp_async_mbar_arrive_noinc(&s.scale_full[r.slot]);
+                            ring_next(r, CFG::SCALE_STAGES);
                         }
-                        if (lane < 2)
-                            cp_async_4(dst + FP8_BM + lane, p.sw + (lane ? sb_odd : sb_even) + (long long)kb * sb_ks,
-                                       4u);
-                        cp_async_mbar_arrive_noinc(&s.scale_full[r.slot]);
-                        ring_next(r, CFG::SCALE_STAGES);
                     }
                 }
             }
@@ -147,41 +281,83 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[64], part[64];
         ring_pos tiles = {0, 0}, scales = {0, 0};
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
-            int m_block, n_block;
-            raster_unit(u, units_m, p.g.tiles_n, p.g.group_m, m_block, n_block);
-            const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
-#pragma unroll
-            for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-            // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
-            // enough that row m0 + 64 * half is padding) only takes and releases the stages and
-            // scale slots: at decode most blocks hold a few live rows, and this halves the
-            // tensor-core work. A separate instantiation: the id's load at every tile's start cost
-            // 5-9% at T = 16384, and with a runtime flag the prefill loop still compiled
-            // differently (src/cuda/NOTES.md).
-            const bool idle = SKIP_IDLE && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
-            for (int kb = 0; kb < num_kb; ++kb) {
-                if (SKIP_IDLE && idle) {
-                    mbar_wait(&s.full[tiles.slot], tiles.phase);
-                    release_stage<1>(&s.empty[tiles.slot], lane);
-                    mbar_wait(&s.scale_full[scales.slot], scales.phase);
-                    release_stage<1>(&s.scale_empty[scales.slot], lane);
-                    ring_next(tiles, CFG::STAGES);
-                    ring_next(scales, CFG::SCALE_STAGES);
-                    continue;
-                }
-                const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
-                wgmma_wait_group<0>();
-                fp8_retire<true>(acc, part, now, s.empty, lane);
-            }
-            if (EPI == EPI_NONE) {
-                keep_accumulators<64>(p.g, acc);
-                continue;
-            }
-            const int e = p.g.block_expert[m_block];
+            int m_block, n_first, n_count;
+            unit_tiles(p, u, units_m, m_block, n_first, n_count);
+            const int m0 = m_block * FP8_BM;
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
-            staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
-                                                     (float *)(staging + cw * STAGE_WARP_BYTES),
-                                                     row_info + cw * ROWINFO_WARP_BYTES);
+            // EPI_QUANT: this thread's two rows, live or padding, and their input scale (the
+            // routing weight when it multiplies the input), loaded before the mainloop.
+            bool live_lo = false, live_hi = false;
+            float s_lo = 1.0f, s_hi = 1.0f;
+            if constexpr (EPI == EPI_QUANT) {
+                const int64_t id_lo = p.g.sorted_ids[m0 + r_lo], id_hi = p.g.sorted_ids[m0 + r_lo + 8];
+                live_lo = id_lo != p.g.padding_id;
+                live_hi = id_hi != p.g.padding_id;
+                if (p.g.weight_on_input) {
+                    if (live_lo && id_lo < p.g.padding_id) s_lo = p.g.topk_weights[id_lo];
+                    if (live_hi && id_hi < p.g.padding_id) s_hi = p.g.topk_weights[id_hi];
+                }
+            }
+            float held[EPI == EPI_QUANT ? 32 : 1]; // EPI_QUANT, gated: the first tile's GLU values
+            for (int t = 0; t < n_count; ++t) {
+                const int n0 = (n_first + t) * FP8_BN;
+#pragma unroll
+                for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+                // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
+                // enough that row m0 + 64 * half is padding) only takes and releases the stages and
+                // scale slots: at decode most blocks hold a few live rows, and this halves the
+                // tensor-core work. A separate instantiation: the id's load at every tile's start cost
+                // 5-9% at T = 16384, and with a runtime flag the prefill loop still compiled
+                // differently (src/cuda/NOTES.md).
+                const bool idle = SKIP_IDLE && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    if (SKIP_IDLE && idle) {
+                        mbar_wait(&s.full[tiles.slot], tiles.phase);
+                        release_stage<1>(&s.empty[tiles.slot], lane);
+                        mbar_wait(&s.scale_full[scales.slot], scales.phase);
+                        release_stage<1>(&s.scale_empty[scales.slot], lane);
+                        ring_next(tiles, CFG::STAGES);
+                        ring_next(scales, CFG::SCALE_STAGES);
+                        continue;
+                    }
+                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
+                    wgmma_wait_group<0>();
+                    fp8_retire<true>(acc, part, now, s.empty, lane);
+                }
+                const int e = p.g.block_expert[m_block];
+                if constexpr (EPI == EPI_NONE) {
+                    keep_accumulators<64>(p.g, acc);
+                } else if constexpr (EPI == EPI_STAGED) {
+                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
+                                                             (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                             row_info + cw * ROWINFO_WARP_BYTES);
+                } else {
+                    const int q = lane % 4, cols_left = p.g.n - n0;
+                    const float *bias_q = p.g.bias ? p.g.bias + (int64_t)e * p.g.n + n0 + 2 * q : nullptr;
+                    uint8_t *stage = staging + cw * STAGE_WARP_BYTES;
+                    float v[64];
+                    if (p.g.activation == MOE_ACT_RELU2) { // one tile per group
+                        relu2_tile(acc, bias_q, s_lo, s_hi, cols_left, q, v);
+                        quantise_group<false>(p, v, warp_row, n_first, lane, live_lo, live_hi, stage);
+                        continue;
+                    }
+                    float cur[32];
+                    glu_tile_any(p.g, acc, bias_q, s_lo, s_hi, cols_left, q, cur);
+                    if (t == 0) {
+#pragma unroll
+                        for (int i = 0; i < 32; ++i) held[i] = cur[i];
+                    }
+                    if (t + 1 < n_count) continue;
+                    // The group's 128 columns: the first tile's 64, then the second's (or
+                    // zeros where A2 ends at the first: I % 128 == 64).
+#pragma unroll
+                    for (int i = 0; i < 32; ++i) {
+                        v[i] = held[i];
+                        v[32 + i] = n_count == 2 ? cur[i] : 0.0f;
+                    }
+                    quantise_group<true>(p, v, warp_row, n_first / 2, lane, live_lo, live_hi, stage);
+                }
+            }
         }
     }
 #endif

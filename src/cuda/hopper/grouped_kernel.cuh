@@ -35,6 +35,8 @@
 //    activation, no scale, no bias): lab only.
 //  - EPI_NONE: no store unless an accumulator is NaN (keeps the mainloop alive): lab only; the
 //    FP8 grouped kernel (grouped_fp8_kernel.cuh) takes EPI_STAGED (shipped) or EPI_NONE too.
+//  - EPI_QUANT: FP8 grouped kernel, GEMM_UP only: A2 quantised to e4m3 in the epilogue
+//    (grouped_fp8_kernel.cuh).
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
 
@@ -43,7 +45,7 @@
 
 namespace moe_hopper {
 
-enum grouped_epilogue { EPI_STAGED = 0, EPI_REGS = 1, EPI_REGS_ACT = 2, EPI_REGS_RAW = 3, EPI_NONE = 4 };
+enum grouped_epilogue { EPI_STAGED = 0, EPI_REGS = 1, EPI_REGS_ACT = 2, EPI_REGS_RAW = 3, EPI_NONE = 4, EPI_QUANT = 5 };
 
 using grouped_config = dense_config<256, 4, 1>;
 constexpr int GBN = grouped_config::BN;
