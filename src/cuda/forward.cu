@@ -15,9 +15,10 @@
 //   [shared]     GEMM1 + GEMM2 over all tokens when the shared width differs from I
 //   combine      y[t] = sum of its rows in slot order (+ the shared row), in fp32
 // With FP8 weights (w8a8, act_format fp8-row128 or fp8-tensor) the GEMM steps are forward_fp8's:
-// x quantised once per token, GEMM1 on e4m3 codes -> fp32 A2, A2 quantised, GEMM2 on e4m3
-// (gemm_fp8_v1.cu, quant.cu) -> fp32 rows whatever y's dtype; routing, plan and combine are the
-// same.
+// x quantised once per token, GEMM1 on e4m3 codes -> A2 quantised (in GEMM1's epilogue on the
+// Hopper path with fp8-row128, else fp32 A2 and a quantiser pass), GEMM2 on e4m3 -> rows
+// (rows_in_bf16) (gemm_hopper_fp8.cu, gemm_fp8_v1.cu, quant.cu); routing, plan and combine are
+// the same.
 //
 // Nothing is read back to the host and nothing is allocated: grids come from host-known
 // bounds (T*k + E*(BM-1) plan rows), blocks past the device-side total exit at once, and the
@@ -222,11 +223,21 @@ void identity_plan(gemm_args *g, const void *b, const float *bias, int64_t T) {
     g->rows = T;
 }
 
+// GEMM2's rows, which combine sums: bf16 when y is bf16 (half the store and the read of fp32
+// rows; the value is the fp32 epilogue's, rounded once), else fp32: f32 and f16 y keep the
+// precision a bf16 rounding of each contribution would take away. On the w8a8 path only where
+// the Hopper FP8 kernel writes every row: the v1 FP8 kernels (and so a separate shared expert)
+// write fp32.
+bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
+    if (y_dtype != MOE_DTYPE_BF16) return false;
+    return !L.fp8 || (L.gemm == MOE__CUDA_GEMM_HOPPER && !(L.shared && !L.fused));
+}
+
 // The w8a8 GEMM steps (FP8 weights; act_format fp8-row128 or fp8-tensor), as the CPU oracle
 // defines them (src/cpu/forward.c): x quantised once over [T, H] (per token for row128; one
 // scale for tensor), GEMM1 on the codes with the GLU epilogue -> A2 in fp32, A2 quantised (the
 // routed rows [T*k, I] as one tensor, the shared expert's [T, Is] as another, fused or not),
-// GEMM2 on its codes -> the fp32 rows combine reads. The routed (and fused shared) GEMMs run
+// GEMM2 on its codes -> the rows combine reads (rows_in_bf16). The routed (and fused shared) GEMMs run
 // on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales permuted into plan order
 // first, as TMA cannot gather rows) when L.gemm says so, else on the v1 FP8 kernel; a separate
 // shared expert always on v1. A2 is quantised in the Hopper GEMM1's epilogue when
@@ -321,6 +332,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g2.g.k = L.I;
     g2.g.out = base + L.out;
     g2.g.ldo = L.H;
+    g2.g.out_bf16 = rows_in_bf16(L, args->y.dtype);
     set_act_scales(&g2, L, a2q_scales, L.I, true);
     if (L.a2_in_epilogue) { // GEMM1 wrote them column-major
         g2.a_scale_rs = 1;
@@ -353,14 +365,6 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     set_act_scales(&sg2, L, a2sq_scales, L.Is, false);
     set_weight_scales(&sg2, &d->s2_scales, d->format);
     return cuda_status(ctx, fp8_gemm_launch(&sg2, stream), "fp8 shared GEMM2");
-}
-
-// GEMM2's rows, which combine sums: bf16 when y is bf16 on the 16-bit weight path (half the
-// store and the read of fp32 rows; the value is the fp32 epilogue's, rounded once), else fp32:
-// f32 and f16 y keep the precision a bf16 rounding of each contribution would take away, and
-// the w8a8 path (forward_fp8) keeps fp32 rows.
-bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
-    return !L.fp8 && y_dtype == MOE_DTYPE_BF16;
 }
 
 // combine: y[t] = its routed rows in slot order (+ the shared row), in y's dtype.
@@ -481,7 +485,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                     (long long)T, L.fp8 ? moe_format_name(w->format) : moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm),
                     tiles, why, (long long)L.block,
                     shared, moe_format_name(act_format), act_note,
-                    L.fp8 ? "fp32" : "bf16 when y is bf16, else fp32", (long long)L.total);
+                    L.fp8 && (!hopper || (L.shared && !L.fused)) ? "fp32" : "bf16 when y is bf16, else fp32",
+                    (long long)L.total);
 }
 
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
@@ -602,7 +607,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, stream);
     if (st != MOE_STATUS_OK) return st;
 
-    if (L.fp8) { // w8a8: its own GEMM steps, fp32 rows for combine
+    if (L.fp8) { // w8a8: its own GEMM steps
         st = forward_fp8(ctx, w, L, base, args, plan, weights, gate, stream);
         if (st != MOE_STATUS_OK) return st;
         return launch_combine(ctx, L, base, ids, args, stream);

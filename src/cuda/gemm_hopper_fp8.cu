@@ -58,6 +58,7 @@ void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
     p->sw_kind = a->w_scale_kind == FP8W_TENSOR ? GF8_W_TENSOR
                  : a->w_scale_kind == FP8W_BLOCK ? GF8_W_BLOCK
                                                  : GF8_W_PAIRED;
+    p->g.out_bf16 = g->mode == GEMM_DOWN && g->out_bf16;
     const bool quant = g->mode == GEMM_UP && a->out_scales;
     p->tiles_per_unit = quant && g->activation != MOE_ACT_RELU2 ? 2 : 1;
     p->out_scales = quant ? a->out_scales : nullptr;

@@ -655,7 +655,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     a.activation = g->activation;
     a.act_alpha = g->act_alpha;
     a.act_limit = g->act_limit;
-    if (down && !fp8) g->rows_bf16 = set_rows_bf16(a, 0);
+    if (down && (!fp8 || hopper)) g->rows_bf16 = set_rows_bf16(a, 0); // as the forward for bf16 y
     fp8_gemm_args f;
     memset(&f, 0, sizeof f);
     if (fp8) {

@@ -22,12 +22,12 @@
 //    last k-block's missing columns are TMA zeros on both sides and it has its own scales.
 //  - Epilogue EPI_QUANT (GEMM_UP with fp8-row128 activations, the forward's default): A2
 //    quantised to e4m3 with 1x128 scales right here (below), no fp32 A2 and no quantiser pass.
-//  - Epilogue EPI_STAGED (fp8-tensor GEMM1, and GEMM2; the lab's EPI_NONE stores nothing): grouped_kernel.cuh's
-//    staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
+//  - Epilogue EPI_STAGED (fp8-tensor GEMM1, and GEMM2; the lab's EPI_NONE stores nothing):
+//    grouped_kernel.cuh's staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
 //    (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or RELU2 per
 //    column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does); GEMM_DOWN: (acc +
-//    bias) x routing weight / shared gate -> fp32 rows out[id] (or id - 1). Padding rows are not
-//    written.
+//    bias) x routing weight / shared gate -> rows out[id] (or id - 1), fp32 or (out_bf16) bf16,
+//    the fp32 value rounded once. Padding rows are not written.
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 

@@ -83,7 +83,7 @@ struct grouped_params {
     int64_t ldo;
     int activation;
     float act_alpha, act_limit;
-    int out_bf16;             // GEMM_DOWN, EPI_STAGED: rows in bf16, else fp32 (0 on the FP8 path)
+    int out_bf16;             // GEMM_DOWN, EPI_STAGED: rows in bf16, else fp32 (both kernels)
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     const __nv_bfloat16 *x;
     int64_t ldx, top_k;
@@ -339,7 +339,7 @@ __device__ __forceinline__ void fill_row_table(const grouped_params &p, int64_t 
 // The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
 // n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128). `stage` is
 // the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
-// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16 on the bf16 path.
+// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
 __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                 int n0, int lane, float *stage, uint8_t *info) {
@@ -358,7 +358,7 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
         const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
-            if (sizeof(A2T) == 2 && p.out_bf16)
+            if (p.out_bf16)
                 staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
             else
                 staged_down_chunk<float>(p, stage, row_off, row_scale, b, col, lane);
