@@ -94,6 +94,49 @@ __host__ __device__ __forceinline__ uint8_t fp8_encode(float x, float s) {
     return sign | (uint8_t)e4m3_magnitude(q);
 }
 
+#ifdef __CUDACC__
+// The value of an e4m3 magnitude code c <= 0x7E.
+__device__ __forceinline__ float e4m3_value(uint32_t c) {
+    const uint32_t e = c >> 3, m = c & 7u;
+    return e == 0 ? (float)m * 0x1p-9f : float_of(((e + 120u) << 23) | (m << 20));
+}
+
+// Two nonnegative floats to e4m3 by the hardware conversion (nearest, ties to even, saturating
+// at 448): the low byte of the result is lo's code, the high byte hi's.
+__device__ __forceinline__ uint32_t e4m3x2_rn(float hi, float lo) {
+    uint16_t d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+// fp8_encode(x, s), the same code for every x, without a division or a branch on the common
+// path: r = 1/s rounded (the caller's, once per scale). a * r is within 2^-23 (relative) of
+// the exact |x| / s, so the exact quotient lies in [lo, hi] = a * r * (1 -+ 2^-22) (each
+// product rounded once more, which keeps it inside). Rounding into e4m3 is monotone, so when
+// lo and hi take the same code the exact quotient takes it too. Otherwise the interval holds
+// the midpoint m of the two adjacent codes (the interval is 2^-21 wide; codes are >= 2^-4
+// apart relative), and the side of it the exact quotient is on is the sign of a - m * s,
+// which one fma gives exactly (m has at most 5 significant bits, so m * s is exact in the
+// fma's product and the one rounding keeps the sign; zero: a tie, to the even code).
+// Saturation (quotients above 448) and subnormal codes follow the same argument; NaN and inf
+// as fp8_encode. q below 2^-126 (fp32 subnormal, where the bound fails) has code 0 either way.
+__device__ __forceinline__ uint8_t fp8_encode_fast(float x, float r, float s) {
+    const uint32_t xb = bits_of(x), mag = xb & 0x7FFFFFFFu;
+    const uint32_t sign = (xb >> 24) & 0x80u;
+    const float a = float_of(mag), q = a * r;
+    const uint32_t both = e4m3x2_rn(q * (1.0f + 0x1p-22f), q * (1.0f - 0x1p-22f));
+    const uint32_t c_lo = both & 0xFFu, c_hi = both >> 8;
+    uint32_t code = c_lo;
+    if (c_lo != c_hi) { // rare: a midpoint within 2^-22 of the quotient
+        const float m = 0.5f * (e4m3_value(c_lo) + e4m3_value(c_hi));
+        const float d = fmaf(-m, s, a);
+        code = d > 0.0f ? c_hi : d < 0.0f ? c_lo : (c_lo & 1u ? c_hi : c_lo);
+    }
+    if (mag >= 0x7F800000u) code = mag == 0x7F800000u ? 0x7Eu : 0x7Fu; // inf saturates, NaN
+    return (uint8_t)(sign | code);
+}
+#endif
+
 // The bits of |v| when v is finite, else 0 (formats.c's finite_amax works on the same bits).
 __device__ __forceinline__ uint32_t finite_abs_bits(float v) {
     const uint32_t a = bits_of(v) & 0x7FFFFFFFu;

@@ -1,7 +1,8 @@
 // The FP8 activation quantiser of the w8a8 forward: x (once per token, before the GEMMs) and
 // A2 (the GLU output, before GEMM2) to e4m3 codes with fp32 scales, on the device, sync-free.
 // The rounding rule, shared with the Hopper FP8 GEMM1 epilogue that quantises A2 itself, is in
-// fp8_codec.cuh.
+// fp8_codec.cuh: both encode with fp8_encode_fast (the GPU suite's quantiser cases, double-
+// rounding traps included, check its codes bit for bit against the CPU's).
 //
 // FP8_ROW128: one warp per (row, 128-column group). FP8_TENSOR: an amax pass (atomicMax of the
 // bits of |x|, which order as the values do; order-free, so deterministic) into a zeroed device
@@ -62,11 +63,11 @@ __global__ void quant_row128_kernel(const fp8_quant_args p) {
             amax = max(amax, finite_abs_bits(v[j]));
         }
         amax = __reduce_max_sync(0xFFFFFFFFu, amax);
-        const float s = fp8_scale(amax);
+        const float s = fp8_scale(amax), rs = __frcp_rn(s);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int64_t c = c0 + lane + 32 * j;
-            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode(v[j], s);
+            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[j], rs, s);
         }
         if (lane == 0) p.scales[r * groups + g] = s;
     }
@@ -102,9 +103,11 @@ __global__ void quant_tensor_kernel(const fp8_quant_args p) {
             if (threadIdx.x == 0) p.scales[r] = 0.0f;
             continue;
         }
-        const float s = fp8_scale(p.amax[kind]);
-        for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x)
-            p.codes[r * p.codes_ld + c] = fp8_encode(load_as_float(p.src, r * p.src_ld + c, p.src_dtype), s);
+        const float s = fp8_scale(p.amax[kind]), rs = __frcp_rn(s);
+        for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x) {
+            const float v = load_as_float(p.src, r * p.src_ld + c, p.src_dtype);
+            p.codes[r * p.codes_ld + c] = fp8_encode_fast(v, rs, s);
+        }
         if (threadIdx.x == 0 && (p.sorted_ids || r == 0)) p.scales[p.sorted_ids ? r : 0] = s;
     }
 }

@@ -150,10 +150,22 @@ typedef struct a2_readback {
 
 static fp8_rows fetch_act(const moe__cuda_fp8_act *a, int64_t rows) {
     fp8_rows r = fp8_rows_alloc(rows, a->cols, a->groups);
-    /* One past the last scale read: row rows - 1, group groups - 1 (1 for a single scale). */
+    CUDA_OK(cudaMemcpy(r.codes, a->codes, (size_t)(rows * a->cols), cudaMemcpyDeviceToHost));
+    if (a->scale_row_stride == 1 && a->scale_group_stride > 1) {
+        /* Column-major [groups][scale_group_stride]: only the first `rows` of each column hold
+         * scales (the plan's live rows); the rest was never written, so it is not read. */
+        float *col = xmalloc((size_t)rows * 4 + 4);
+        for (int64_t g = 0; g < a->groups; g++) {
+            const float *src = a->scales + g * a->scale_group_stride;
+            CUDA_OK(cudaMemcpy(col, src, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+            for (int64_t i = 0; i < rows; i++) r.scales[i * a->groups + g] = col[i];
+        }
+        free(col);
+        return r;
+    }
+    /* Row-major, one per row, or a single scale: one past the last scale read. */
     const int64_t n = rows > 0 ? (rows - 1) * a->scale_row_stride + (a->groups - 1) * a->scale_group_stride + 1 : 1;
     float *scales = xmalloc((size_t)n * 4);
-    CUDA_OK(cudaMemcpy(r.codes, a->codes, (size_t)(rows * a->cols), cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(scales, a->scales, (size_t)n * 4, cudaMemcpyDeviceToHost));
     for (int64_t i = 0; i < rows; i++)
         for (int64_t g = 0; g < a->groups; g++)

@@ -153,12 +153,14 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
         amax[h] = max(amax[h], __shfl_xor_sync(0xFFFFFFFFu, amax[h], 2));
     }
     const float s[2] = {fp8_scale(amax[0]), fp8_scale(amax[1])};
+    const float rs[2] = {__frcp_rn(s[0]), __frcp_rn(s[1])};
     const bool live[2] = {live_lo, live_hi};
     __syncwarp(); // the previous group's reads of the staging buffer are done
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
         const int h = quant_row<GATED>(i);
-        stage[(r + 8 * h) * QSTAGE_LD + quant_col<GATED>(i, q)] = live[h] ? fp8_encode(v[i], s[h]) : (uint8_t)0;
+        const uint8_t code = fp8_encode_fast(v[i], rs[h], s[h]);
+        stage[(r + 8 * h) * QSTAGE_LD + quant_col<GATED>(i, q)] = live[h] ? code : (uint8_t)0;
     }
     if (q == 0) {
         float *sc = p.out_scales + (long long)group * p.out_scale_ks + warp_row + r;
