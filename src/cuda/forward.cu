@@ -15,8 +15,8 @@
 //   [shared]     GEMM1 + GEMM2 over all tokens when the shared width differs from I
 //   combine      y[t] = sum of its rows in slot order (+ the shared row), in fp32
 // With FP8 weights (w8a8, act_format fp8-row128 or fp8-tensor) the GEMM steps are forward_fp8's:
-// x quantised once per token, GEMM1 on e4m3 codes -> A2 quantised (in GEMM1's epilogue on the
-// Hopper path with fp8-row128, else fp32 A2 and a quantiser pass), GEMM2 on e4m3 -> rows
+// x quantised once per token, GEMM1 on e4m3 codes -> fp32 A2, A2 quantised (or, opt-in, in
+// GEMM1's epilogue on the Hopper path with fp8-row128), GEMM2 on e4m3 -> rows
 // (rows_in_bf16) (gemm_hopper_fp8.cu, gemm_fp8_v1.cu, quant.cu); routing, plan and combine are
 // the same.
 //
@@ -240,8 +240,9 @@ bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
 // GEMM2 on its codes -> the rows combine reads (rows_in_bf16). The routed (and fused shared) GEMMs run
 // on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales permuted into plan order
 // first, as TMA cannot gather rows) when L.gemm says so, else on the v1 FP8 kernel; a separate
-// shared expert always on v1. A2 is quantised in the Hopper GEMM1's epilogue when
-// L.a2_in_epilogue (same rule, same codes; scales column-major), else by a separate pass.
+// shared expert always on v1. A2 is quantised by a separate pass, or in the Hopper GEMM1's
+// epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue; same rule, same codes; scales
+// column-major).
 moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
                        const moe_forward_args *args, const moe_dispatch_plan &plan, const float *weights,
                        const float *gate, cudaStream_t stream) {

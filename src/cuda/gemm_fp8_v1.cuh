@@ -69,10 +69,12 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scal
 // With out_scales (GEMM_UP): A2 quantised in the epilogue; needs ldo % 16 == 0 and, for a gated
 // activation, n % 128 == 0.
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args, cudaStream_t stream);
-// Whether the forward's Hopper GEMM1 (fp8-row128 activations) quantises A2 in its epilogue: its
-// sizes allow it (n = W13's rows: 2I gated, I for relu2; ldo = A2's row stride), unless
-// MOEFUSE_FP8_A2=kernel asks for the separate quantiser (for A/B runs; the workspace query and
-// the forward must see the same value).
+// Whether the forward's Hopper GEMM1 (fp8-row128 activations) quantises A2 in its epilogue:
+// only when MOEFUSE_FP8_A2=epilogue asks for it (opt-in: on the H200 it was ~1% slower in total
+// than the separate quantiser pass, faster only at T = 16384 on some shapes and up to 80% slower
+// at T <= 64, a fixed cost per work unit: src/cuda/NOTES.md) and its sizes allow it (n = W13's
+// rows: 2I gated, I for relu2; ldo = A2's row stride). The workspace query and the forward must
+// see the same value.
 bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------

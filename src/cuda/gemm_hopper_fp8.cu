@@ -88,7 +88,7 @@ static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {
 
 bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
     const char *env = getenv("MOEFUSE_FP8_A2");
-    return !(env && !strcmp(env, "kernel")) && a2_epilogue_sizes_ok(n, ldo, gated != 0);
+    return env && !strcmp(env, "epilogue") && a2_epilogue_sizes_ok(n, ldo, gated != 0);
 }
 
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {

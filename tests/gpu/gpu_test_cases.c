@@ -274,7 +274,7 @@ void fp8_model_cases(bool quick) {
         if (!quick) {
             const moe_activation acts[] = {MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU, MOE_ACT_SWIGLU_OAI};
             const char *act_names[] = {"fp8-geglu", "fp8-geglu-tanh", "fp8-reglu", "fp8-swiglu-oai-bias"};
-            for (int a = 0; a < 4; a++) { /* I = 192: the row128 ones quantise A2 in GEMM1's epilogue */
+            for (int a = 0; a < 4; a++) { /* I = 192: row128 can quantise A2 in GEMM1's epilogue */
                 moe_layer_spec_init(&s, 16, 192, 192, 3);
                 s.activation = acts[a];
                 s.renormalize = 1;
@@ -306,8 +306,8 @@ void fp8_model_cases(bool quick) {
         }
 
         /* weight_on_input, a fused gated shared expert (rows of its own tensor); I = 192 (H, I >=
-         * 128: the Hopper path; 1.5 groups of 128: row128 quantises A2 in GEMM1's epilogue, the
-         * second group from one W13 tile) */
+         * 128: the Hopper path; 1.5 groups of 128: with MOEFUSE_FP8_A2=epilogue row128 quantises A2
+         * in GEMM1's epilogue, the second group from one W13 tile) */
         for (int a = 0; a < 2; a++) {
             moe_layer_spec_init(&s, 8, 128, 192, 1);
             s.weight_on_input = 1;

@@ -20,8 +20,9 @@
 //  - N need not be a multiple of 128 (gpt-oss H = 2880): columns past N of a tile read the next
 //    expert's rows (or TMA zeros) and are dropped by the epilogue. K need not be either: the
 //    last k-block's missing columns are TMA zeros on both sides and it has its own scales.
-//  - Epilogue EPI_QUANT (GEMM_UP with fp8-row128 activations, the forward's default): A2
-//    quantised to e4m3 with 1x128 scales right here (below), no fp32 A2 and no quantiser pass.
+//  - Epilogue EPI_QUANT (GEMM_UP with fp8-row128 activations, opt-in: MOEFUSE_FP8_A2=epilogue):
+//    A2 quantised to e4m3 with 1x128 scales right here (below), no fp32 A2 and no quantiser pass.
+//    Measured ~1% slower in total than the pass (src/cuda/NOTES.md), so not the default.
 //  - Epilogue EPI_STAGED (fp8-tensor GEMM1, and GEMM2; the lab's EPI_NONE stores nothing):
 //    grouped_kernel.cuh's staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
 //    (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or RELU2 per
