@@ -49,7 +49,8 @@ __device__ __forceinline__ float clamp_both(float v, float lim) { return v > lim
 __device__ __forceinline__ float relu(float v) { return v < 0.0f ? 0.0f : v; }
 
 // SiLU-type gate g * sigmoid(a g) with the hardware's exponential and reciprocal (ex2.approx,
-// rcp.approx: a few ulp of fp32, far below what bf16 or e4m3 A2 keep) instead of expf and an
+// rcp.approx: __expf is within 2 + 1.17 |a g| ulp, ~1e-5 relative at worst for the arguments
+// that matter, far below what bf16 or e4m3 A2 keep) instead of expf and an
 // IEEE division, which cost ~25 instructions and a slow-path branch per value in GEMM1's
 // epilogue. Large negative a g: the exponential is inf, the quotient -0 (as the IEEE form).
 __device__ __forceinline__ float silu_scaled(float g, float a) { return __fdividef(g, 1.0f + __expf(-a * g)); }

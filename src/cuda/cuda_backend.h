@@ -123,9 +123,11 @@ typedef struct moe__cuda_fp8_view {
 moe_status moe__cuda_fp8_workspace_view(moe_context_t *ctx, const moe_weights_t *w, int64_t T, moe_format act_format,
                                         void *workspace, moe__cuda_fp8_view *out);
 
-/* The e4m3 code of x / s as the device quantiser forms it (the same code, compiled for the
- * host): for tests of the rounding rule against moe_quantize without a GPU. */
+/* The e4m3 code of x / s by the reference encoder (fp8_codec.cuh's fp8_encode, compiled for the
+ * host), the rule the device quantisers reproduce: for tests against moe_quantize without a GPU. */
 uint8_t moe__cuda_fp8_encode_host(float x, float s);
+/* The same code by the quantisers' fast encoder (fp8_codec.cuh), its hardware conversion emulated. */
+uint8_t moe__cuda_fp8_encode_fast_host(float x, float s);
 
 #ifdef __cplusplus
 }

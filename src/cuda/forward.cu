@@ -486,7 +486,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                     (long long)T, L.fp8 ? moe_format_name(w->format) : moe_dtype_name(dt), moe__cuda_gemm_name(L.gemm),
                     tiles, why, (long long)L.block,
                     shared, moe_format_name(act_format), act_note,
-                    L.fp8 && (!hopper || (L.shared && !L.fused)) ? "fp32" : "bf16 when y is bf16, else fp32",
+                    rows_in_bf16(L, MOE_DTYPE_BF16) ? "bf16 when y is bf16, else fp32" : "fp32",
                     (long long)L.total);
 }
 

@@ -94,48 +94,75 @@ __host__ __device__ __forceinline__ uint8_t fp8_encode(float x, float s) {
     return sign | (uint8_t)e4m3_magnitude(q);
 }
 
-#ifdef __CUDACC__
 // The value of an e4m3 magnitude code c <= 0x7E.
-__device__ __forceinline__ float e4m3_value(uint32_t c) {
+__host__ __device__ __forceinline__ float e4m3_value(uint32_t c) {
     const uint32_t e = c >> 3, m = c & 7u;
     return e == 0 ? (float)m * 0x1p-9f : float_of(((e + 120u) << 23) | (m << 20));
 }
 
-// Two nonnegative floats to e4m3 by the hardware conversion (nearest, ties to even, saturating
-// at 448): the low byte of the result is lo's code, the high byte hi's.
-__device__ __forceinline__ uint32_t e4m3x2_rn(float hi, float lo) {
+// Two floats >= 0 (or NaN) to e4m3, nearest, ties to even, saturating at 448: the low byte of
+// the result is lo's code, the high byte hi's. On the GPU the hardware conversion; on the host
+// (tests) the same rounding by e4m3_magnitude.
+__host__ __device__ __forceinline__ uint32_t e4m3x2_rn(float hi, float lo) {
+#ifdef __CUDA_ARCH__
     uint16_t d;
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
     return d;
+#else
+    const uint32_t c_hi = hi != hi ? 0x7Fu : e4m3_magnitude(hi), c_lo = lo != lo ? 0x7Fu : e4m3_magnitude(lo);
+    return (c_hi << 8) | c_lo;
+#endif
 }
 
-// fp8_encode(x, s), the same code for every x, without a division or a branch on the common
-// path: r = 1/s rounded (the caller's, once per scale). a * r is within 2^-23 (relative) of
-// the exact |x| / s, so the exact quotient lies in [lo, hi] = a * r * (1 -+ 2^-22) (each
-// product rounded once more, which keeps it inside). Rounding into e4m3 is monotone, so when
-// lo and hi take the same code the exact quotient takes it too. Otherwise the interval holds
-// the midpoint m of the two adjacent codes (the interval is 2^-21 wide; codes are >= 2^-4
-// apart relative), and the side of it the exact quotient is on is the sign of a - m * s,
-// which one fma gives exactly (m has at most 5 significant bits, so m * s is exact in the
-// fma's product and the one rounding keeps the sign; zero: a tie, to the even code).
-// Saturation (quotients above 448) and subnormal codes follow the same argument; NaN and inf
-// as fp8_encode. q below 2^-126 (fp32 subnormal, where the bound fails) has code 0 either way.
-__device__ __forceinline__ uint8_t fp8_encode_fast(float x, float r, float s) {
+// What fp8_encode_fast needs of a scale, once per scale: k, a power of two that lifts a tiny
+// scale (below 2^-64) to where 1/s is a normal float and the fma below cannot underflow (both
+// fail for scales near fp32's bottom: ~1e-36 and below, i.e. groups whose largest value is
+// ~1e-33 or less); s = scale * k (exact) and r = 1/s rounded. x * k is exact too and, as |x| <=
+// 448 * scale for the values of the group, finite.
+struct fp8_divisor {
+    float k, s, r;
+};
+__host__ __device__ __forceinline__ fp8_divisor fp8_divisor_of(float scale) {
+    fp8_divisor d;
+    d.k = scale < 0x1p-64f ? 0x1p64f : 1.0f;
+    d.s = scale * d.k;
+#ifdef __CUDA_ARCH__
+    d.r = __frcp_rn(d.s);
+#else
+    d.r = 1.0f / d.s;
+#endif
+    return d;
+}
+
+// fp8_encode(x, scale), the same code for every x and every scale fp8_scale returns (2^-149 ..
+// 2^120), without a division or a branch on the common path; d = fp8_divisor_of(scale). With
+// a = |x| * k: a * r is within 2^-23 (relative) of the exact a / s = |x| / scale, so the exact
+// quotient lies in [lo, hi] = a * r * (1 -+ 2^-22) (each product rounded once more, which
+// keeps it inside). Rounding into e4m3 is monotone, so when lo and hi take the same code the
+// exact quotient takes it too. Otherwise the interval holds the midpoint m of the two adjacent
+// codes (the interval is 2^-21 wide; codes are >= 2^-4 apart relative), and the side of it the
+// exact quotient is on is the sign of a - m * s, which one fma gives exactly (m has at most 5
+// significant bits, so m * s is exact in the fma's product; a nonzero difference is at least
+// s * 2^-29 in size, far above fp32's smallest subnormal once s >= 2^-85, and the one rounding
+// keeps its sign; zero: a tie, to the even code). Saturation (quotients above 448) and
+// subnormal codes follow the same argument; quotients below 2^-126 have code 0 either way; NaN
+// and inf as fp8_encode. Checked on the host against fp8_encode (test_gpu_forward --selftest,
+// the hardware conversion emulated) and on the GPU by the suite's bit-exact quantiser cases.
+__host__ __device__ __forceinline__ uint8_t fp8_encode_fast(float x, const fp8_divisor &d) {
     const uint32_t xb = bits_of(x), mag = xb & 0x7FFFFFFFu;
     const uint32_t sign = (xb >> 24) & 0x80u;
-    const float a = float_of(mag), q = a * r;
+    const float a = float_of(mag) * d.k, q = a * d.r;
     const uint32_t both = e4m3x2_rn(q * (1.0f + 0x1p-22f), q * (1.0f - 0x1p-22f));
     const uint32_t c_lo = both & 0xFFu, c_hi = both >> 8;
     uint32_t code = c_lo;
     if (c_lo != c_hi) { // rare: a midpoint within 2^-22 of the quotient
         const float m = 0.5f * (e4m3_value(c_lo) + e4m3_value(c_hi));
-        const float d = fmaf(-m, s, a);
-        code = d > 0.0f ? c_hi : d < 0.0f ? c_lo : (c_lo & 1u ? c_hi : c_lo);
+        const float diff = fmaf(-m, d.s, a);
+        code = diff > 0.0f ? c_hi : diff < 0.0f ? c_lo : (c_lo & 1u ? c_hi : c_lo);
     }
     if (mag >= 0x7F800000u) code = mag == 0x7F800000u ? 0x7Eu : 0x7Fu; // inf saturates, NaN
     return (uint8_t)(sign | code);
 }
-#endif
 
 // The bits of |v| when v is finite, else 0 (formats.c's finite_amax works on the same bits).
 __device__ __forceinline__ uint32_t finite_abs_bits(float v) {

@@ -38,7 +38,7 @@ struct gemm_args {
     const float *shared_scale;   // [T] (sigmoid shared gate) or NULL for weight 1
     int weight_on_input;
     int out_bf16;                // GEMM_DOWN: rows in bf16 (the fp32 value rounded once), else fp32;
-                                 // 16-bit A2 only (the FP8 kernels write fp32 rows)
+                                 // the v1 kernels only behind a 16-bit A2 (v1 FP8 writes fp32 rows)
     void *out;                   // GEMM_UP: A2 [rows, ldo]; GEMM_DOWN: [T*k + T, ldo] fp32 or bf16
     int64_t ldo;
     int activation;              // moe_activation (GEMM_UP)

@@ -583,8 +583,9 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_a = set.add(product(a_rows, k), elem);
     const int64_t off_w = set.add(product(product(E, n), k), elem);
     // GEMM1 out: A2 bf16, fp32 (FP8), or e4m3 codes and column-major scales when the forward's
-    // Hopper GEMM1 quantises A2 in its epilogue.
-    const bool a2_codes = fp8 && hopper && !down && hopper_fp8_a2_in_epilogue(n, I, gated);
+    // Hopper GEMM1 quantises A2 in its epilogue (a2_epilogue; GEMM2 then reads those scales).
+    const bool a2_epilogue = fp8 && hopper && hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated);
+    const bool a2_codes = a2_epilogue && !down;
     const int64_t off_out =
         down ? set.add(product(routed, H), 4) : set.add(product(max_rows, I), a2_codes ? 1 : fp8 ? 4 : 2);
     const int64_t off_out_scales = set.add(a2_codes ? product(ceil_div(I, 128), max_rows) : 0, 4);
@@ -663,8 +664,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         // x scales [T, kb] by token (v1 GEMM1); the Hopper GEMM1's permuted scales column-major
         // [kb][max_rows]; A2's [max_rows, kb] by plan row (GEMM2), or column-major when the
         // Hopper GEMM1 quantised A2 in its epilogue.
-        const bool a2_column_major = hopper && hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated);
-        const bool column_major = hopper && (!down || a2_column_major);
+        const bool column_major = hopper && (!down || a2_epilogue);
         f.a_scale_rs = column_major ? 1 : kb;
         f.a_scale_ks = column_major ? max_rows : 1;
         f.w_scales = (const float *)(c + off_w_scales);

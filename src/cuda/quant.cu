@@ -7,7 +7,6 @@
 // FP8_ROW128: one warp per (row, 128-column group). FP8_TENSOR: an amax pass (atomicMax of the
 // bits of |x|, which order as the values do; order-free, so deterministic) into a zeroed device
 // word, then the quantise pass reads it: nothing goes back to the host.
-#include <math.h>
 #include <string.h>
 
 #include "fp8_codec.cuh"
@@ -63,11 +62,12 @@ __global__ void quant_row128_kernel(const fp8_quant_args p) {
             amax = max(amax, finite_abs_bits(v[j]));
         }
         amax = __reduce_max_sync(0xFFFFFFFFu, amax);
-        const float s = fp8_scale(amax), rs = __frcp_rn(s);
+        const float s = fp8_scale(amax);
+        const fp8_divisor div = fp8_divisor_of(s);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int64_t c = c0 + lane + 32 * j;
-            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[j], rs, s);
+            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[j], div);
         }
         if (lane == 0) p.scales[r * groups + g] = s;
     }
@@ -103,10 +103,11 @@ __global__ void quant_tensor_kernel(const fp8_quant_args p) {
             if (threadIdx.x == 0) p.scales[r] = 0.0f;
             continue;
         }
-        const float s = fp8_scale(p.amax[kind]), rs = __frcp_rn(s);
+        const float s = fp8_scale(p.amax[kind]);
+        const fp8_divisor div = fp8_divisor_of(s);
         for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x) {
             const float v = load_as_float(p.src, r * p.src_ld + c, p.src_dtype);
-            p.codes[r * p.codes_ld + c] = fp8_encode_fast(v, rs, s);
+            p.codes[r * p.codes_ld + c] = fp8_encode_fast(v, div);
         }
         if (threadIdx.x == 0 && (p.sorted_ids || r == 0)) p.scales[p.sorted_ids ? r : 0] = s;
     }
@@ -136,6 +137,7 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
 }
 
 extern "C" uint8_t moe__cuda_fp8_encode_host(float x, float s) { return fp8_encode(x, s); }
+extern "C" uint8_t moe__cuda_fp8_encode_fast_host(float x, float s) { return fp8_encode_fast(x, fp8_divisor_of(s)); }
 
 extern "C" moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format format, const void *x, moe_dtype dtype,
                                              int64_t rows, int64_t cols, int64_t ld, uint8_t *codes, float *scales,

@@ -533,6 +533,45 @@ static void plant_bug(a2_readback *g, int what, int64_t k) {
     }
 }
 
+/* The quantisers' fast encoder (moe__cuda_fp8_encode_fast_host: fp8_codec.cuh's code, the
+ * hardware conversion emulated) against the reference encoder, per binade of the scale from
+ * 2^-149 to 2^119 (fp8_scale's whole range, tiny scales included): x one ulp around (and on)
+ * every e4m3 midpoint times the scale, random x up to the group's amax (448 x scale), zero and
+ * the specials. Returns the number of mismatches (the first few printed). */
+static int64_t encoder_selftest(int64_t *checks) {
+    int64_t bad = 0, n = 0;
+    const float specials[] = {0.0f, INFINITY, NAN};
+    for (int e = -149; e <= 119; e++) {
+        for (int i = 0; i < 300; i++) {
+            const float s = ldexpf(1.0f + (float)(rng_next() >> 41) * 0x1p-23f, e);
+            float xs[3 + 7 + 2];
+            int nx = 0;
+            for (int j = 0; j < 3; j++) xs[nx++] = specials[j];
+            const uint32_t c = (uint32_t)(rng_next() % 0x7E); /* the midpoint between codes c and c + 1 */
+            const double m = 0.5 * ((double)moe_e4m3_to_float((uint8_t)c) + moe_e4m3_to_float((uint8_t)(c + 1)));
+            const float x0 = (float)(m * s);
+            for (int k = -3; k <= 3; k++) {
+                uint32_t b;
+                memcpy(&b, &x0, 4);
+                b += (uint32_t)k;
+                memcpy(&xs[nx++], &b, 4);
+            }
+            xs[nx++] = rng_uniform(0.0f, 448.0f) * s;
+            xs[nx++] = 448.0f * s;
+            for (int j = 0; j < nx; j++)
+                for (int sign = 0; sign < 2; sign++) {
+                    const float x = sign ? -xs[j] : xs[j];
+                    const uint8_t want = moe__cuda_fp8_encode_host(x, s), got = moe__cuda_fp8_encode_fast_host(x, s);
+                    n++;
+                    if (got != want && bad++ < 5)
+                        printf("    encoder: x %a scale %a: fast %02x, reference %02x\n", x, s, got, want);
+                }
+        }
+    }
+    *checks = n;
+    return bad;
+}
+
 /* Three models (relu2 with fp8-tensor, as the stale-rows case; swiglu with fp8-row128 and a
  * fused shared expert; swiglu with fp8-tensor and a separate shared expert), each with every
  * plant: a clean readback (and one with flips inside the bounds) must pass, y given its A2 must
@@ -545,6 +584,12 @@ int stage_selftest(void) {
     MOE_OK(NULL, moe_context_create(MOE_BACKEND_CPU, 0, &cpu_ctx));
     gpu_ctx = cpu_ctx; /* model_build packs on both */
     int passed = 0, failed = 0;
+    int64_t checks;
+    const int64_t enc_bad = encoder_selftest(&checks);
+    if (enc_bad == 0) passed++;
+    else failed++;
+    printf("%s the fast e4m3 encoder against the reference: %lld inputs, %lld differ\n", enc_bad ? "FAIL" : "ok  ",
+           (long long)checks, (long long)enc_bad);
     for (int c = 0; c < 3; c++) {
         moe_layer_spec s;
         moe_layer_spec_init(&s, 8, 256, c == 0 ? 144 : 128, 2);

@@ -154,13 +154,13 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
         amax[h] = max(amax[h], __shfl_xor_sync(0xFFFFFFFFu, amax[h], 2));
     }
     const float s[2] = {fp8_scale(amax[0]), fp8_scale(amax[1])};
-    const float rs[2] = {__frcp_rn(s[0]), __frcp_rn(s[1])};
+    const fp8_divisor div[2] = {fp8_divisor_of(s[0]), fp8_divisor_of(s[1])};
     const bool live[2] = {live_lo, live_hi};
     __syncwarp(); // the previous group's reads of the staging buffer are done
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
         const int h = quant_row<GATED>(i);
-        const uint8_t code = fp8_encode_fast(v[i], rs[h], s[h]);
+        const uint8_t code = fp8_encode_fast(v[i], div[h]);
         stage[(r + 8 * h) * QSTAGE_LD + quant_col<GATED>(i, q)] = live[h] ? code : (uint8_t)0;
     }
     if (q == 0) {
