@@ -95,7 +95,8 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
     const bool hopper = L->gemm == MOE__CUDA_GEMM_HOPPER;
     return moe__mul64(L->T, L->H, &n) && reserve(c, n, 1, &L->xq) && act_scale_count(L, L->T, L->H, false, &scales) &&
            reserve(c, scales, 4, &L->xq_scales) && moe__mul64(L->a2_in_epilogue ? 0 : L->max_rows, L->I, &n) &&
-           reserve(c, n, 4, &L->a2f) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 1, &L->a2q) && act_scale_count(L, L->max_rows, L->I, true, &scales) &&
+           reserve(c, n, 4, &L->a2f) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 1, &L->a2q) &&
+           act_scale_count(L, L->max_rows, L->I, true, &scales) &&
            reserve(c, scales, 4, &L->a2q_scales) && moe__mul64(L->T, L->Is, &n) && reserve(c, n, 4, &L->a2sf) &&
            reserve(c, n, 1, &L->a2sq) && act_scale_count(L, L->T, L->Is, false, &scales) &&
            reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax) &&

@@ -127,8 +127,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     grouped_fp8_params p;
     fill_params(a, sms, &p);
     // Persistent: at most one CTA per SM, and no more than the host bound of work units.
-    const int64_t units_n = (p.g.tiles_n + p.tiles_per_unit - 1) / p.tiles_per_unit;
-    const int64_t bound = (g->rows + FP8_BM - 1) / FP8_BM * units_n;
+    const int64_t bound = (g->rows + FP8_BM - 1) / FP8_BM * units_along_n(p.g.tiles_n, p.tiles_per_unit);
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.

@@ -64,10 +64,15 @@ struct grouped_fp8_params {
     long long out_scale_ks;
 };
 
+// Work units along n: tiles_n tiles taken tiles_per_unit at a time (the kernel and its launch).
+__host__ __device__ __forceinline__ int units_along_n(int tiles_n, int tiles_per_unit) {
+    return (tiles_n + tiles_per_unit - 1) / tiles_per_unit;
+}
+
 // Unit u's row block and its tiles n_first .. n_first + n_count - 1 (p.tiles_per_unit at most).
 __device__ __forceinline__ void unit_tiles(const grouped_fp8_params &p, int u, int units_m, int &m_block,
                                            int &n_first, int &n_count) {
-    const int per = p.tiles_per_unit, units_n = (p.g.tiles_n + per - 1) / per;
+    const int per = p.tiles_per_unit, units_n = units_along_n(p.g.tiles_n, per);
     int n_unit;
     raster_unit(u, units_m, units_n, p.g.group_m, m_block, n_unit);
     n_first = n_unit * per;
@@ -221,7 +226,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
     const int units_m = live_blocks(p.g);
-    const int units = units_m * ((p.g.tiles_n + p.tiles_per_unit - 1) / p.tiles_per_unit);
+    const int units = units_m * units_along_n(p.g.tiles_n, p.tiles_per_unit);
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
     if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
