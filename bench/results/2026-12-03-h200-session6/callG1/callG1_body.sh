@@ -3,7 +3,8 @@
 # 2. roofline --measure run 5 (measure + bench stages): the first on code with the faster GLU;
 # 3. the grouped lab's epilogue split (no-store vs shipped) at T=4096, bf16 and FP8, on the
 #    four PERF shapes: the cost per tile of the staged epilogue at the shapes that miss;
-# 4. ncu (full set) of the bf16 grouped GEMM1 at deepseek T=4096 and GEMM2 at gpt-oss T=4096.
+# 4. ncu (full set) of the bf16 grouped GEMM1 at deepseek T=4096 and GEMM2 at gpt-oss T=4096, and
+#    of the FP8 grouped GEMM1 at qwen3 T=16384 (its staged epilogue cost 41% there in session 4).
 set -u
 export LD_LIBRARY_PATH=$PWD/.deps/cjson/lib
 B=build-device; T=$B/test_gpu_forward; L=$O/suite
@@ -27,7 +28,10 @@ run ncu_up 90 $NCU -k regex:grouped_gemm_kernel --launch-count 1 -o $O/ncu/bf16_
     $G --shapes deepseek --tokens 4096 --variants up_staged
 run ncu_down 90 $NCU -k regex:grouped_gemm_kernel --launch-count 1 -o $O/ncu/bf16_down_gptoss_4096 \
     $G --shapes gptoss --tokens 4096 --variants down_staged
+run ncu_fp8_up 90 $NCU -k regex:grouped_fp8 --launch-count 1 -o $O/ncu/fp8_up_qwen3_16384 \
+    /tmp/glab8/grouped_lab --fp8 --shapes qwen3 --tokens 16384 --variants fp8_up_staged
 for r in $O/ncu/*.ncu-rep; do
+    ncu -i $r --page source --csv --print-source sass > ${r%.ncu-rep}.sass.csv 2>&1
     ncu -i $r --page details --print-units base > ${r%.ncu-rep}.details.txt 2>&1
     ncu -i $r --page raw --csv > ${r%.ncu-rep}.raw.csv 2>&1
 done
