@@ -21,8 +21,8 @@
 // --fp8: the FP8 grouped kernel (src/cuda/hopper/grouped_fp8_kernel.cuh, the library's
 // EPI_STAGED and the lab's EPI_NONE) instead of the bf16 one, on the same plans: random e4m3
 // codes and random block scales by the rules at the top of that file (GEMM1: paired W13 scales
-// when gated, A scales column-major as the permuted x's; GEMM2: 128x128 W2 blocks, A2 scales by
-// row), fp32 outputs; the reference is the fp64 product of the dequantised operands, summed per
+// when gated; GEMM2: 128x128 W2 blocks; A scales column-major, as the forward lays out x's and
+// A2's), fp32 outputs; the reference is the fp64 product of the dequantised operands, summed per
 // 128-wide k-block times its two scales.
 //
 //   grouped_lab --fp8 [--shapes ...] [--variants fp8_up_staged,...] [--tokens T] [--json ...]
@@ -390,17 +390,17 @@ static float *random_scales(std::vector<float> &h, size_t n, float base, uint64_
 }
 
 // FP8 operands: random codes (A in plan order directly: which rows repeat does not matter to the
-// kernel) and scales in the forward's layouts: GEMM1 A scales column-major [kb][live] (the
-// permuted x's), W13 paired when gated (scale row 2 (n / 256) + n % 2, 2 ceil(I/128) rows);
-// GEMM2 A2 scales [live][kb], W2 in 128-row blocks. Values: codes in [-2, 2), A scales ~0.35 and
+// kernel) and scales in the forward's layouts: A scales column-major [kb][live] (the permuted
+// x's, and A2's as the quantiser writes them), W13 paired when gated (scale row 2 (n / 256) +
+// n % 2, 2 ceil(I/128) rows); W2 in 128-row blocks. Values: codes in [-2, 2), A scales ~0.35 and
 // W scales ~1/sqrt(K), so that the products are of order 1.
 static void make_fp8_operands(const problem &P, operands &O, uint64_t seed) {
     const bool up = O.mode == GEMM_UP;
     O.kblocks = (O.k + FP8_BK - 1) / FP8_BK;
     O.sw_kind = up && P.m->act != MOE_ACT_RELU2 ? GF8_W_PAIRED : GF8_W_BLOCK;
     O.ws_rows = O.sw_kind == GF8_W_PAIRED ? 2 * ((P.m->I + 127) / 128) : (O.n + 127) / 128;
-    O.sa_rs = up ? 1 : O.kblocks;
-    O.sa_ks = up ? P.live : 1;
+    O.sa_rs = 1; // both k-block-major, as the forward writes them
+    O.sa_ks = P.live;
     CUDA_OK(cudaMalloc(&O.a8, (size_t)P.live * O.k));
     CUDA_OK(cudaMalloc(&O.w8, (size_t)P.E_all * O.n * O.k));
     fill_e4m3<<<2048, 256>>>(O.a8, P.live * O.k, seed * 7 + 2);
@@ -590,6 +590,7 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, CUte
     p->sa = O.sa;
     p->sa_rs = O.sa_rs;
     p->sa_ks = O.sa_ks;
+    p->sa_bulk = fp8_scales_bulk_ok(p->sa, p->sa_rs, p->sa_ks);
     p->sw = O.sw;
     p->sw_expert = O.ws_rows * O.kblocks;
     p->sw_cols = O.kblocks;

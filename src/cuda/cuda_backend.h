@@ -112,8 +112,8 @@ typedef struct moe__cuda_fp8_view {
     moe__cuda_fp8_act x;       /* [T, H]: one scale (fp8-tensor) or [T, ceil(H/128)] */
     /* A2 in plan order [max_rows, I], rows past the live count and padding rows unused;
      * fp8-tensor: one scale per plan row (scale_row_stride 1), that of the row's tensor (the
-     * routed rows', or the fused shared rows'); fp8-row128: [max_rows, ceil(I/128)], or
-     * [ceil(I/128)][max_rows] when the Hopper GEMM1 quantised it in its epilogue. */
+     * routed rows', or the fused shared rows'); fp8-row128: k-block-major [ceil(I/128)][max_rows]
+     * (scale_row_stride 1, scale_group_stride max_rows). */
     moe__cuda_fp8_act a2;
     /* The separate shared expert's A2 (Is != I), [T, Is] by token: one scale or
      * [T, ceil(Is/128)]. rows = 0 (all NULL) when there is none or it is fused. */

@@ -50,8 +50,8 @@ struct ws_layout {
     // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
     int64_t out;
     // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I] (none when a2_in_epilogue), its codes
-    // and scales ([max_rows, ceil(I/128)], or column-major [ceil(I/128)][max_rows] when
-    // a2_in_epilogue); the separate shared expert's A2 [T, Is] likewise; 4 amax words (x, routed
+    // and scales (fp8-row128: column-major [ceil(I/128)][max_rows], whether the quantiser or
+    // GEMM1's epilogue writes them); the separate shared expert's A2 [T, Is] likewise; 4 amax words (x, routed
     // A2, fused shared A2, shared A2).
     // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
     // column-major [ceil(H/128)][max_rows].
@@ -208,6 +208,8 @@ fp8_quant_args quant_args(const ws_layout &L, const void *src, moe_dtype dtype, 
     q.codes = codes;
     q.codes_ld = cols;
     q.scales = scales;
+    q.scale_rs = (cols + 127) / 128; // by row; A2 overrides (forward_fp8)
+    q.scale_ks = 1;
     q.amax = amax;
     return q;
 }
@@ -320,6 +322,8 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
         qa.sorted_ids = plan.sorted_ids;
         qa.live_rows = plan.expert_offsets + L.experts;
         qa.padding_id = L.rows;
+        qa.scale_rs = 1; // k-block-major, as GEMM1's epilogue writes them: contiguous per k-block
+        qa.scale_ks = L.max_rows;
         if ((st = cuda_status(ctx, fp8_quantize_launch(&qa, stream), "quantise A2 to fp8")) != MOE_STATUS_OK)
             return st;
     }
@@ -336,7 +340,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g2.g.ldo = L.H;
     g2.g.out_bf16 = rows_in_bf16(L, args->y.dtype);
     set_act_scales(&g2, L, a2q_scales, L.I, true);
-    if (L.a2_in_epilogue) { // GEMM1 wrote them column-major
+    if (!L.fp8_tensor) { // k-block-major [ceil(I/128)][max_rows], from the quantiser or GEMM1's epilogue
         g2.a_scale_rs = 1;
         g2.a_scale_ks = L.max_rows;
     }
@@ -737,14 +741,11 @@ extern "C" moe_status moe__cuda_fp8_workspace_view(moe_context_t *ctx, const moe
     out->x = moe__cuda_fp8_act{base + L.xq, (const float *)(base + L.xq_scales), NULL, T, L.H, tensor ? 1 : gh,
                                tensor ? 0 : gh, tensor ? 0 : 1};
     // A2 in plan order: one scale per plan row (tensor; that row's tensor: routed or fused
-    // shared), or [max_rows, ceil(I/128)] (row128), or [ceil(I/128)][max_rows] when GEMM1's
-    // epilogue quantised it (no fp32 values then). See forward_fp8 and quant.cu.
-    if (L.a2_in_epilogue)
-        out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales), NULL, L.max_rows, L.I, gi, 1,
-                                    L.max_rows};
-    else
-        out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales), (const float *)(base + L.a2f),
-                                    L.max_rows, L.I, tensor ? 1 : gi, tensor ? 1 : gi, tensor ? 0 : 1};
+    // shared), or k-block-major [ceil(I/128)][max_rows] (row128; no fp32 values when GEMM1's
+    // epilogue quantised it). See forward_fp8 and quant.cu.
+    out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales),
+                                L.a2_in_epilogue ? NULL : (const float *)(base + L.a2f), L.max_rows, L.I,
+                                tensor ? 1 : gi, 1, tensor ? 0 : L.max_rows};
     // The separate shared expert (Is != I): [T, Is] by token, one scale or [T, ceil(Is/128)].
     if (L.shared && !L.fused)
         out->shared_a2 = moe__cuda_fp8_act{base + L.a2sq, (const float *)(base + L.a2sq_scales),

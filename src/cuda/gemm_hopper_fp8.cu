@@ -52,6 +52,7 @@ void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
     p->sa = a->a_scales;
     p->sa_rs = (long long)a->a_scale_rs;
     p->sa_ks = (long long)a->a_scale_ks;
+    p->sa_bulk = fp8_scales_bulk_ok(p->sa, p->sa_rs, p->sa_ks);
     p->sw = a->w_scales;
     p->sw_expert = (long long)(a->w_scale_rows * a->w_scale_cols);
     p->sw_cols = (long long)a->w_scale_cols;

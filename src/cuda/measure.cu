@@ -662,9 +662,8 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     if (fp8) {
         f.a_scales = (const float *)(c + off_a_scales);
         // x scales [T, kb] by token (v1 GEMM1); the Hopper GEMM1's permuted scales column-major
-        // [kb][max_rows]; A2's [max_rows, kb] by plan row (GEMM2), or column-major when the
-        // Hopper GEMM1 quantised A2 in its epilogue.
-        const bool column_major = hopper && (!down || a2_epilogue);
+        // [kb][max_rows]; A2's (GEMM2) column-major on both paths, as the forward writes them.
+        const bool column_major = hopper || down;
         f.a_scale_rs = column_major ? 1 : kb;
         f.a_scale_ks = column_major ? max_rows : 1;
         f.w_scales = (const float *)(c + off_w_scales);

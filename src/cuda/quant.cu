@@ -34,12 +34,12 @@ __device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
 // as the x permute writes them (gemm_hopper_fp8.cu), so GEMM2 never reads unwritten or stale
 // workspace; its products are dropped by the epilogue anyway. Here one warp's (row, group).
 __device__ __forceinline__ void zero_dead_group(const fp8_quant_args &p, int64_t r, int64_t c0, int64_t g,
-                                                int64_t groups, int lane) {
+                                                int lane) {
     for (int j = 0; j < 4; j++) {
         const int64_t c = c0 + lane + 32 * j;
         if (c < p.cols) p.codes[r * p.codes_ld + c] = 0;
     }
-    if (lane == 0) p.scales[r * groups + g] = 0.0f;
+    if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = 0.0f;
 }
 
 // FP8_ROW128: one warp per (row, group); lane holds columns c0 + lane + 32 j, j < 4.
@@ -50,7 +50,7 @@ __global__ void quant_row128_kernel(const fp8_quant_args p) {
     for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
         const int64_t r = item / groups, g = item % groups, c0 = g * 128;
         if (row_kind(p, r) < 0) { // the same for the whole warp
-            zero_dead_group(p, r, c0, g, groups, lane);
+            zero_dead_group(p, r, c0, g, lane);
             continue;
         }
         float v[4];
@@ -69,7 +69,7 @@ __global__ void quant_row128_kernel(const fp8_quant_args p) {
             const int64_t c = c0 + lane + 32 * j;
             if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[j], div);
         }
-        if (lane == 0) p.scales[r * groups + g] = s;
+        if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
     }
 }
 

@@ -9,8 +9,8 @@
 //
 // Tile 128 x 128 x 128 (FP8_BM x FP8_BN x FP8_BK): one k-block is one scale block on both sides.
 //  - A scales: a_scale(r, kb) = sa[r * sa_rs + kb * sa_ks] for plan row r: FP8_ROW128 permuted x
-//    (rs 1, ks rows: coalesced), FP8_ROW128 A2 from the quantiser (rs ceil(K/128), ks 1),
-//    FP8_TENSOR x (0, 0) or A2 with one scale per plan row (1, 0).
+//    and A2 k-block-major (rs 1, ks rows), FP8_TENSOR x (0, 0) or A2 with one scale per plan row
+//    (1, 0). Where a k-block's 128 scales are contiguous (sa_bulk) one bulk copy fetches them.
 //  - B scales of expert e at sw + e * sw_expert, by kind (gemm_fp8_v1.cuh's fp8_weight_scales):
 //    tensor: one; block: row n0/128; paired W13 (gate/up rows interleaved, each half on its own
 //    128-row grid): the tile's 128 interleaved rows are 64 (gate, up) pairs of one gate block
@@ -52,6 +52,7 @@ struct grouped_fp8_params {
     grouped_params g;          // n, k, tiles_n (128-wide), group_m, the plan, the epilogue; out fp32
     const float *sa;           // a_scale(r, kb) = sa[r * sa_rs + kb * sa_ks]
     long long sa_rs, sa_ks;
+    int sa_bulk;               // fp8_scales_bulk_ok: a k-block's 128 A scales in one bulk copy
     const float *sw;           // expert e's scales at sw + e * sw_expert
     long long sw_expert, sw_cols; // sw_cols: scale columns (k-blocks) per scale row
     int sw_kind;               // GF8_W_*
@@ -63,6 +64,14 @@ struct grouped_fp8_params {
     float *out_scales;
     long long out_scale_ks;
 };
+
+// Whether the A scales of a k-block (rows m0 .. m0 + 127, m0 a multiple of 128) are 512
+// contiguous, 16-byte aligned bytes: k-block-major (permuted x, A2 as the forward writes it) or
+// one scale per row; then the scale warp fetches them with one bulk copy instead of 128 4-byte
+// cp.async (which cost the LSU pipe and 128 L2 requests per k-block: docs/hopper_gemm.md).
+inline bool fp8_scales_bulk_ok(const float *sa, long long rs, long long ks) {
+    return rs == 1 && ks % 4 == 0 && (uintptr_t)sa % 16 == 0;
+}
 
 // Work units along n: tiles_n tiles taken tiles_per_unit at a time (the kernel and its launch).
 __host__ __device__ __forceinline__ int units_along_n(int tiles_n, int tiles_per_unit) {
@@ -264,11 +273,21 @@ __global__ void __launch_bounds__(THREADS, 1)
                             // dense kernel).
                             mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
                             float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
+                            if (p.sa_bulk) {
+                                // Lane 0 announces the bytes before its own arrival below, so the
+                                // slot cannot complete before they land.
+                                if (lane == 0) {
+                                    mbar_expect_tx(&s.scale_full[r.slot], FP8_BM * 4);
+                                    bulk_copy_g2s(dst, p.sa + m0 + (long long)kb * p.sa_ks, FP8_BM * 4,
+                                                  &s.scale_full[r.slot]);
+                                }
+                            } else {
 #pragma unroll
-                            for (int i = 0; i < 4; ++i) {
-                                const int row = lane + 32 * i;
-                                cp_async_4(dst + row, p.sa + (long long)(m0 + row) * p.sa_rs + (long long)kb * p.sa_ks,
-                                           4u);
+                                for (int i = 0; i < 4; ++i) {
+                                    const int row = lane + 32 * i;
+                                    cp_async_4(dst + row,
+                                               p.sa + (long long)(m0 + row) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                                }
                             }
                             if (lane < 2)
                                 cp_async_4(dst + FP8_BM + lane,

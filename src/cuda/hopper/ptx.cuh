@@ -45,6 +45,13 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t by
                  : "memory");
 }
 
+// Announces `bytes` more bytes to come on this phase without arriving (the arrivals come from
+// elsewhere, e.g. cp.async.mbarrier.arrive.noinc).
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
@@ -126,6 +133,14 @@ __device__ __forceinline__ void cp_async_4(void *dst, const void *src, uint32_t 
 // nothing (src must still be a valid address). Used by the grouped GEMM1 to gather A rows.
 __device__ __forceinline__ void cp_async_16(void *dst, const void *src, uint32_t src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+// One bulk copy of `bytes` contiguous bytes global -> shared (both 16-byte aligned, bytes a
+// multiple of 16) that completes `bytes` of the transaction count of `bar` when it lands.
+__device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
                  : "memory");
 }
 // Waits until all of this thread's cp.async copies have landed.
