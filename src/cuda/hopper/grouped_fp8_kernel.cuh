@@ -197,6 +197,13 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
     }
 }
 
+// The plan id of the first row of warpgroup `half`'s 64 rows in unit u's row block.
+__device__ __forceinline__ int64_t half_first_row_id(const grouped_fp8_params &p, int u, int units_m, int half) {
+    int m_block, n_first, n_count;
+    unit_tiles(p, u, units_m, m_block, n_first, n_count);
+    return p.g.sorted_ids[(int64_t)m_block * FP8_BM + half * 64];
+}
+
 // Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
 // column n0, and their stride per k-block.
 __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int e, int n0, long long &even,
@@ -307,10 +314,22 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int cw = half * 4 + warp;                    // consumer warp 0..7
         float acc[64], part[64];
         ring_pos tiles = {0, 0}, scales = {0, 0};
+        // SKIP_IDLE: the id of the first row of this warpgroup's half of each unit's block, loaded
+        // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
+        int64_t half_first_id = SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);
             const int m0 = m_block * FP8_BM;
+            // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
+            // enough that row m0 + 64 * half is padding) only takes and releases the stages and
+            // scale slots: at decode most blocks hold a few live rows, and this halves the
+            // tensor-core work. A separate instantiation: the id's load at every tile's start cost
+            // 5-9% at T = 16384, and with a runtime flag the prefill loop still compiled
+            // differently (src/cuda/NOTES.md).
+            const bool idle = SKIP_IDLE && half_first_id == p.g.padding_id;
+            if (SKIP_IDLE && u + (int)gridDim.x < units)
+                half_first_id = half_first_row_id(p, u + gridDim.x, units_m, half);
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
             // EPI_QUANT: this thread's two rows, live or padding, and their input scale (the
             // routing weight when it multiplies the input), loaded before the mainloop.
@@ -330,13 +349,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int n0 = (n_first + t) * FP8_BN;
 #pragma unroll
                 for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-                // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
-                // enough that row m0 + 64 * half is padding) only takes and releases the stages and
-                // scale slots: at decode most blocks hold a few live rows, and this halves the
-                // tensor-core work. A separate instantiation: the id's load at every tile's start cost
-                // 5-9% at T = 16384, and with a runtime flag the prefill loop still compiled
-                // differently (src/cuda/NOTES.md).
-                const bool idle = SKIP_IDLE && p.g.sorted_ids[m0 + half * 64] == p.g.padding_id;
                 for (int kb = 0; kb < num_kb; ++kb) {
                     if (SKIP_IDLE && idle) {
                         mbar_wait(&s.full[tiles.slot], tiles.phase);

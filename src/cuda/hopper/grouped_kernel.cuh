@@ -320,20 +320,24 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
 
 // The row table of one consumer warp's 16 output rows, in `info`: row_off[i] the element offset
 // of row warp_row + i's output (-1: padding, nothing stored), row_scale[i] its epilogue scale.
+// Returns whether any of the 16 rows is live (at decode most warps hold only padding).
 // Shared by the bf16 and FP8 staged epilogues.
 template <int MODE>
-__device__ __forceinline__ void fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
+__device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
                                                int64_t *&row_off, float *&row_scale) {
     row_off = (int64_t *)info;
     row_scale = (float *)(info + 16 * 8);
     __syncwarp(); // the previous tile's reads of the row table are done
+    bool live = false;
     if (lane < 16) {
         int64_t off = -1;
         float s = 1.0f;
         if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
         row_off[lane] = off;
         row_scale[lane] = s;
+        live = off >= 0;
     }
+    return __any_sync(0xFFFFFFFFu, live);
 }
 
 // The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
@@ -345,7 +349,7 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
                                                 int n0, int lane, float *stage, uint8_t *info) {
     int64_t *row_off;
     float *row_scale;
-    fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale);
+    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
     for (int c = 0; c < CHUNKS; ++c) {
