@@ -1,5 +1,6 @@
-# Device call G1 (session 6): HEAD (3f88ebb: FP8 A scales by bulk copy, A2 scales k-block-major)
-# against 35365d0 (session 5's landing code) built beside it.
+# Device call G1 (session 6): HEAD (3f88ebb: FP8 A scales by bulk copy, A2 scales k-block-major;
+# then the decode idle flag loaded a unit ahead, and all-padding warps skipping the staged
+# epilogue) against 35365d0 (session 5's landing code) built beside it.
 # 1. HEAD: suite --selftest, --quick, and the FP8 list (0e4a224's encoder fix and the bulk path);
 # 2. A/B: bench_gpu_forward --dtype fp8, HEAD vs 35365d0, alternated twice;
 # 3. roofline --measure run 5 (measure stage) on HEAD if its suite passed, else on 35365d0;
@@ -21,7 +22,7 @@ wait; mark build_old "$(cat /tmp/old.rc)" /tmp/old.log
 run selftest 30 $T --selftest
 run test_quick 60 $T --quick
 run test_fp8 60 $T --quick --filter fp8
-S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 512,4096,16384 --gemm hopper"
+S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 8,64,512,4096,16384 --gemm hopper"
 for i in 1 2; do
   timeout 60 $B/bench_gpu_forward $S4 --dtype fp8 > $O/fwd/fp8head_$i.log 2>&1; mark "fwd fp8 head $i" $? $O/fwd/fp8head_$i.log
   timeout 60 /tmp/old/build-old/bench_gpu_forward $S4 --dtype fp8 > $O/fwd/fp8old_$i.log 2>&1
