@@ -38,6 +38,9 @@ namespace {
 // Byte offsets of the workspace arrays (from a 256-aligned base), and the sizes behind them.
 struct ws_layout {
     int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows, max_rows, max_blocks;
+    // FP8: rows of the k-block-major scale arrays (A2's, the permuted x's): max_rows rounded up
+    // to a multiple of 4, so that every k-block's column is 16-byte aligned (bulk copies).
+    int64_t scale_ld;
     bool shared, fused;
     bool fp8;       // FP8 weights: the w8a8 path (its arrays below; xc, a2, a2s and xperm empty)
     bool fp8_tensor; // act_format fp8-tensor (else 1x128 groups)
@@ -50,11 +53,11 @@ struct ws_layout {
     // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
     int64_t out;
     // FP8: x codes [T, H] and scales; A2 fp32 [max_rows, I] (none when a2_in_epilogue), its codes
-    // and scales (fp8-row128: column-major [ceil(I/128)][max_rows], whether the quantiser or
+    // and scales (fp8-row128: column-major [ceil(I/128)][scale_ld], whether the quantiser or
     // GEMM1's epilogue writes them); the separate shared expert's A2 [T, Is] likewise; 4 amax words (x, routed
     // A2, fused shared A2, shared A2).
     // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
-    // column-major [ceil(H/128)][max_rows].
+    // column-major [ceil(H/128)][scale_ld].
     int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax, xpq, xpq_scales;
     int64_t total;
 };
@@ -96,12 +99,12 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
     return moe__mul64(L->T, L->H, &n) && reserve(c, n, 1, &L->xq) && act_scale_count(L, L->T, L->H, false, &scales) &&
            reserve(c, scales, 4, &L->xq_scales) && moe__mul64(L->a2_in_epilogue ? 0 : L->max_rows, L->I, &n) &&
            reserve(c, n, 4, &L->a2f) && moe__mul64(L->max_rows, L->I, &n) && reserve(c, n, 1, &L->a2q) &&
-           act_scale_count(L, L->max_rows, L->I, true, &scales) &&
+           act_scale_count(L, L->fp8_tensor ? L->max_rows : L->scale_ld, L->I, true, &scales) &&
            reserve(c, scales, 4, &L->a2q_scales) && moe__mul64(L->T, L->Is, &n) && reserve(c, n, 4, &L->a2sf) &&
            reserve(c, n, 1, &L->a2sq) && act_scale_count(L, L->T, L->Is, false, &scales) &&
            reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax) &&
            moe__mul64(hopper ? L->max_rows : 0, L->H, &n) && reserve(c, n, 1, &L->xpq) &&
-           moe__mul64(hopper && !L->fp8_tensor ? L->max_rows : 0, (L->H + 127) / 128, &n) &&
+           moe__mul64(hopper && !L->fp8_tensor ? L->scale_ld : 0, (L->H + 127) / 128, &n) &&
            reserve(c, n, 4, &L->xpq_scales);
 }
 
@@ -140,6 +143,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
               moe__mul64(L->experts, bm - 1, &pad) && moe__add64(live, pad, &L->max_rows);
     if (!ok) return false;
     L->max_blocks = (L->max_rows + bm - 1) / bm;
+    L->scale_ld = (L->max_rows + 3) / 4 * 4;
     const int64_t bf16 = L->fp8 ? 0 : 1; // the bf16 path's own arrays (xc, a2, a2s) vanish on FP8
     ok = moe__mul64(T * bf16, L->H, &n) && reserve(&c, n, 2, &L->xc) && moe__mul64(T, L->E, &n) &&
          reserve(&c, n, 4, &L->logits) && reserve(&c, L->rows, 4, &L->ids) && reserve(&c, L->rows, 4, &L->weights) &&
@@ -186,8 +190,9 @@ void set_weight_scales(fp8_gemm_args *g, const moe__cuda_fp8_scales *sc, moe_for
     g->w_scale_kind = format == MOE_FORMAT_FP8_TENSOR ? FP8W_TENSOR : sc->paired ? FP8W_BLOCK_PAIRED : FP8W_BLOCK;
 }
 
-// a_scale(row, kb) of activations quantised as `L` says over K columns (gemm_fp8_v1.cuh):
-// fp8-row128 [rows, ceil(K/128)]; fp8-tensor one scale, or one per row (`per_row`).
+// a_scale(row, kb) of activations quantised by row as `L` says over K columns (gemm_fp8_v1.cuh):
+// fp8-row128 [rows, ceil(K/128)]; fp8-tensor one scale, or one per row (`per_row`). The
+// k-block-major arrays (A2's, the permuted x's) set their strides where they are used.
 void set_act_scales(fp8_gemm_args *g, const ws_layout &L, const float *scales, int64_t K, bool per_row) {
     g->a_scales = scales;
     g->a_scale_rs = L.fp8_tensor ? (per_row ? 1 : 0) : (K + 127) / 128;
@@ -295,20 +300,21 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
         uint8_t *xpq = base + L.xpq;
         float *xpq_scales = (float *)(base + L.xpq_scales);
         const int64_t groups = L.fp8_tensor ? 0 : (L.H + 127) / 128;
-        if ((st = cuda_status(ctx, hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, stream),
+        if ((st = cuda_status(ctx,
+                              hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
                               "permute the x codes")) != MOE_STATUS_OK)
             return st;
         fp8_gemm_args h1 = g1;
         h1.g.a = xpq;
-        if (!L.fp8_tensor) { // scale of (plan row r, k-block kb) at xpq_scales[kb * max_rows + r]
+        if (!L.fp8_tensor) { // scale of (plan row r, k-block kb) at xpq_scales[kb * scale_ld + r]
             h1.a_scales = xpq_scales;
             h1.a_scale_rs = 1;
-            h1.a_scale_ks = L.max_rows;
+            h1.a_scale_ks = L.scale_ld;
         }
-        if (L.a2_in_epilogue) { // codes [max_rows, I]; scale of (r, group c) at a2q_scales[c * max_rows + r]
+        if (L.a2_in_epilogue) { // codes [max_rows, I]; scale of (r, group c) at a2q_scales[c * scale_ld + r]
             h1.g.out = a2q;
             h1.out_scales = a2q_scales;
-            h1.out_scale_ks = L.max_rows;
+            h1.out_scale_ks = L.scale_ld;
         }
         if ((st = hopper_fp8_gemm_launch(ctx, &h1, stream)) != MOE_STATUS_OK) return st;
     } else if ((st = cuda_status(ctx, fp8_gemm_launch(&g1, stream), "fp8 GEMM1 (W13)")) != MOE_STATUS_OK) {
@@ -323,7 +329,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
         qa.live_rows = plan.expert_offsets + L.experts;
         qa.padding_id = L.rows;
         qa.scale_rs = 1; // k-block-major, as GEMM1's epilogue writes them: contiguous per k-block
-        qa.scale_ks = L.max_rows;
+        qa.scale_ks = L.scale_ld;
         if ((st = cuda_status(ctx, fp8_quantize_launch(&qa, stream), "quantise A2 to fp8")) != MOE_STATUS_OK)
             return st;
     }
@@ -340,9 +346,9 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g2.g.ldo = L.H;
     g2.g.out_bf16 = rows_in_bf16(L, args->y.dtype);
     set_act_scales(&g2, L, a2q_scales, L.I, true);
-    if (!L.fp8_tensor) { // k-block-major [ceil(I/128)][max_rows], from the quantiser or GEMM1's epilogue
+    if (!L.fp8_tensor) { // k-block-major [ceil(I/128)][scale_ld], from the quantiser or GEMM1's epilogue
         g2.a_scale_rs = 1;
-        g2.a_scale_ks = L.max_rows;
+        g2.a_scale_ks = L.scale_ld;
     }
     set_weight_scales(&g2, &d->w2_scales, d->format);
     if (hopper) {
@@ -741,11 +747,11 @@ extern "C" moe_status moe__cuda_fp8_workspace_view(moe_context_t *ctx, const moe
     out->x = moe__cuda_fp8_act{base + L.xq, (const float *)(base + L.xq_scales), NULL, T, L.H, tensor ? 1 : gh,
                                tensor ? 0 : gh, tensor ? 0 : 1};
     // A2 in plan order: one scale per plan row (tensor; that row's tensor: routed or fused
-    // shared), or k-block-major [ceil(I/128)][max_rows] (row128; no fp32 values when GEMM1's
+    // shared), or k-block-major [ceil(I/128)][scale_ld] (row128; no fp32 values when GEMM1's
     // epilogue quantised it). See forward_fp8 and quant.cu.
     out->a2 = moe__cuda_fp8_act{base + L.a2q, (const float *)(base + L.a2q_scales),
                                 L.a2_in_epilogue ? NULL : (const float *)(base + L.a2f), L.max_rows, L.I,
-                                tensor ? 1 : gi, 1, tensor ? 0 : L.max_rows};
+                                tensor ? 1 : gi, 1, tensor ? 0 : L.scale_ld};
     // The separate shared expert (Is != I): [T, Is] by token, one scale or [T, ceil(Is/128)].
     if (L.shared && !L.fused)
         out->shared_a2 = moe__cuda_fp8_act{base + L.a2sq, (const float *)(base + L.a2sq_scales),

@@ -32,7 +32,9 @@ struct fp8_gemm_args {
     gemm_args g;
     // a_scale(row, kb) = a_scales[row * a_scale_rs + kb * a_scale_ks], row = the A row (token
     // for GEMM_UP, plan row for GEMM_DOWN). FP8_TENSOR x: rs = ks = 0; per-row tensor scales
-    // (A2 with a fused shared expert): rs = 1, ks = 0; FP8_ROW128: rs = ceil(K/128), ks = 1.
+    // (A2 with a fused shared expert): rs = 1, ks = 0; FP8_ROW128 by row (x, the separate shared
+    // expert's A2): rs = ceil(K/128), ks = 1; k-block-major (A2 in plan order, the permuted x):
+    // rs = 1, ks = the array's rows.
     const float *a_scales;
     int64_t a_scale_rs, a_scale_ks;
     const float *w_scales; // [experts, w_scale_rows, w_scale_cols]
@@ -60,10 +62,10 @@ int fp8_gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t route
 // ---- the Hopper FP8 path (gemm_hopper_fp8.cu: TMA + wgmma e4m3, 128 x 128 x 128 tiles) -----
 // Needs the plan built with block HOPPER_BLOCK_M. x codes [T, k] (args->a, lda = k, k % 16 == 0)
 // into plan order: codes_out [rows, k] and, when groups > 0 (FP8_ROW128: groups = ceil(k/128)
-// scales per row in x_scales [T, groups]), scales_out column-major [groups][rows]. Padding rows
-// get zero codes and scales; rows past *live_rows are not written.
+// scales per row in x_scales [T, groups]), scales_out column-major [groups][scales_ld]
+// (scales_ld >= rows). Padding rows get zero codes and scales; rows past *live_rows are not written.
 cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scales, int64_t groups,
-                                      uint8_t *codes_out, float *scales_out, cudaStream_t stream);
+                                      uint8_t *codes_out, float *scales_out, int64_t scales_ld, cudaStream_t stream);
 // fp8_gemm_launch's GEMMs with A in plan order for both modes (GEMM_UP: the permuted codes, the
 // a_scale row = the plan row); n, k multiples of 16, lda == k; out and bias 16-byte aligned.
 // With out_scales (GEMM_UP): A2 quantised in the epilogue; needs ldo % 16 == 0 and, for a gated

@@ -69,7 +69,7 @@ void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
 } // namespace
 
 cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales, int64_t groups, uint8_t *codes_out,
-                                      float *scales_out, cudaStream_t stream) {
+                                      float *scales_out, int64_t scales_ld, cudaStream_t stream) {
     if (g->rows == 0) return cudaSuccess;
     int device = 0, sms = 0;
     cudaError_t err = cudaGetDevice(&device);
@@ -78,7 +78,7 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales,
     const int64_t cap = (int64_t)sms * 16;
     const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
     fp8_permute_kernel<<<blocks, 128, 0, stream>>>((const uint4 *)g->a, (uint4 *)codes_out, g->k / 16, x_scales,
-                                                   scales_out, groups, g->rows, g->sorted_ids, g->live_rows,
+                                                   scales_out, groups, scales_ld, g->sorted_ids, g->live_rows,
                                                    g->tokens * g->top_k, g->top_k);
     return cudaGetLastError();
 }

@@ -577,7 +577,10 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_sorted = common.add(max_rows, 4), off_block = common.add(max_blocks, 4);
     const int64_t off_weights = common.add(routed, 4);
     const int64_t off_bias = common.add(g->has_bias ? product(E, n) : 0, 4);
-    const int64_t off_a_scales = common.add(fp8 ? product(a_rows, kb) : 0, 4);
+    // The k-block-major scale arrays' rows, as the forward's scale_ld: a multiple of 4.
+    const int64_t scale_ld = (max_rows + 3) / 4 * 4;
+    const int64_t a_scales = fp8 ? product(a_rows == max_rows ? scale_ld : a_rows, kb) : 0;
+    const int64_t off_a_scales = common.add(a_scales, 4);
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
     region set;
     const int64_t off_a = set.add(product(a_rows, k), elem);
@@ -588,7 +591,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const bool a2_codes = a2_epilogue && !down;
     const int64_t off_out =
         down ? set.add(product(routed, H), 4) : set.add(product(max_rows, I), a2_codes ? 1 : fp8 ? 4 : 2);
-    const int64_t off_out_scales = set.add(a2_codes ? product(ceil_div(I, 128), max_rows) : 0, 4);
+    const int64_t off_out_scales = set.add(a2_codes ? product(ceil_div(I, 128), scale_ld) : 0, 4);
     if (!common.ok || !set.ok)
         return moe__error(ctx, MOE_STATUS_OVERFLOW, "%s: operand sizes overflow int64 (experts %lld, H %lld, I %lld)",
                           fn, (long long)E, (long long)H, (long long)I);
@@ -622,7 +625,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     launch_fill_f32(c + off_weights, routed, seed ^ 0x2545F4914F6CDD1Dull, 0.05f, 1.0f, s.stream);
     if (g->has_bias) launch_fill_f32(c + off_bias, E * n, seed ^ 0x9E6C63D0676A9A99ull, -0.1f, 0.1f, s.stream);
     if (fp8) { // about 4/448, as a recipe gives for values of amax ~4
-        launch_fill_f32(c + off_a_scales, a_rows * kb, seed ^ 0x5851F42D4C957F2Dull, 1.0f / 224, 1.0f / 56, s.stream);
+        launch_fill_f32(c + off_a_scales, a_scales, seed ^ 0x5851F42D4C957F2Dull, 1.0f / 224, 1.0f / 56, s.stream);
         launch_fill_f32(c + off_w_scales, E * ws_rows * kb, seed ^ 0x14057B7EF767814Full, 1.0f / 224, 1.0f / 56,
                         s.stream);
     }
@@ -665,7 +668,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         // [kb][max_rows]; A2's (GEMM2) column-major on both paths, as the forward writes them.
         const bool column_major = hopper || down;
         f.a_scale_rs = column_major ? 1 : kb;
-        f.a_scale_ks = column_major ? max_rows : 1;
+        f.a_scale_ks = column_major ? scale_ld : 1;
         f.w_scales = (const float *)(c + off_w_scales);
         f.w_scale_rows = ws_rows;
         f.w_scale_cols = kb;
@@ -686,7 +689,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         y.g = x;
         if (a2_codes) {
             y.out_scales = (float *)(base + off_out_scales);
-            y.out_scale_ks = max_rows;
+            y.out_scale_ks = scale_ld;
         }
         if (hopper) return hopper_fp8_gemm_launch(ctx, &y, s.stream);
         return cuda_status(ctx, fp8_gemm_launch(&y, s.stream), "v1 fp8 grouped GEMM");

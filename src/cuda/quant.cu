@@ -166,6 +166,8 @@ extern "C" moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format form
     p.codes = codes;
     p.codes_ld = cols;
     p.scales = scales;
+    p.scale_rs = (cols + 127) / 128; // [rows, ceil(cols/128)]
+    p.scale_ks = 1;
     p.amax = amax;
     return cuda_status(ctx, fp8_quantize_launch(&p, (cudaStream_t)stream), "the fp8 quantiser");
 }

@@ -294,8 +294,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                             float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
                             if (p.sa_bulk) {
                                 // Lane 0 announces the bytes before its own arrival below, so the
-                                // slot cannot complete before they land.
+                                // slot cannot complete before they land. The fence orders the
+                                // consumers' ld.shared reads of the slot (generic proxy) before
+                                // the bulk copy's writes (async proxy).
                                 if (lane == 0) {
+                                    fence_proxy_async_shared();
                                     mbar_expect_tx(&s.scale_full[r.slot], FP8_BM * 4);
                                     bulk_copy_g2s(dst, p.sa + m0 + (long long)kb * p.sa_ks, FP8_BM * 4,
                                                   &s.scale_full[r.slot]);
