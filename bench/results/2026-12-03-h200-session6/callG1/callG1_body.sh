@@ -1,5 +1,6 @@
 # Device call G1 (session 6): three builds side by side:
-#   HEAD    31527c4: + the L2 prefetch of weight boxes a ring ahead (bf16 and FP8 grouped kernels)
+#   HEAD    + the L2 prefetch of weight boxes a ring ahead (bf16 and FP8 grouped kernels) and the
+#           review fixes (quantiser entry strides, scale_ld, proxy fence)
 #   mid     646e7b7: FP8 A scales by bulk copy (A2 scales k-block-major), the decode idle flag
 #                    loaded a unit ahead, all-padding warps skipping the staged epilogue
 #   old     35365d0: session 5's landing code
