@@ -197,14 +197,6 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
     }
 }
 
-// The B row (in the [experts * n, k] view) of unit u's first tile, or -1 past the last unit.
-__device__ __forceinline__ int unit_first_b_row(const grouped_fp8_params &p, int u, int units, int units_m) {
-    if (u >= units) return -1;
-    int m_block, n_first, n_count;
-    unit_tiles(p, u, units_m, m_block, n_first, n_count);
-    return p.g.block_expert[m_block] * p.g.n + n_first * FP8_BN;
-}
-
 // The plan id of the first row of warpgroup `half`'s 64 rows in unit u's row block.
 __device__ __forceinline__ int64_t half_first_row_id(const grouped_fp8_params &p, int u, int units_m, int half) {
     int m_block, n_first, n_count;
@@ -270,12 +262,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 unit_tiles(p, u, units_m, m_block, n_first, n_count);
                 const int e = p.g.block_expert[m_block];
                 const int m0 = m_block * FP8_BM;
-                // The B row of the tile after this unit's last (weight prefetch, grouped_kernel.cuh).
-                const int next_unit_b_row = warp == 0 ? unit_first_b_row(p, u + gridDim.x, units, units_m) : -1;
                 for (int t = 0; t < n_count; ++t) {
                     const int n0 = (n_first + t) * FP8_BN;
-                    const int b_row = e * p.g.n + n0;
-                    const int next_b_row = t + 1 < n_count ? b_row + FP8_BN : next_unit_b_row;
                     long long sb_even, sb_odd;
                     int sb_ks;
                     b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
@@ -284,8 +272,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                             mbar_wait(&s.empty[r.slot], r.phase ^ 1);
                             mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                             tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
-                            tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK, b_row);
-                            prefetch_b_ahead(&map_b, kb, num_kb, FP8_BK, CFG::STAGES, b_row, next_b_row);
+                            tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
+                                        e * p.g.n + n0);
                             ring_next(r, CFG::STAGES);
                         } else {
                             // cp.async copies that arrive on the slot's barrier when they land (see the

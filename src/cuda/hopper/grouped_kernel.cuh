@@ -136,32 +136,6 @@ __device__ __forceinline__ int live_blocks(const grouped_params &p) {
     return (int)((*p.live_rows + BM - 1) / BM);
 }
 
-// ---- weight prefetch into L2 ---------------------------------------------------------------
-// Where each expert's rows are used by one or two row blocks (prefill at T ~ 4096 on many
-// experts, and decode), the weights stream from DRAM once and the ring's stages are all the bytes
-// a CTA has in flight: 4 x 32 KB of B here, 6 x 16 KB in the FP8 kernel, which by Little's law
-// caps the stream near 3 TB/s (roofline --measure run 4: 2.9-3.25 TB/s on those launches against
-// 4.24 measured). So the producer also asks TMA to bring the B box PREFETCH_KBLOCKS k-blocks ahead
-// (into the next tile's first ones near a tile's end) into L2, where the later load finds it.
-constexpr int PREFETCH_KBLOCKS = GSTAGES;
-
-// The B row (in the [experts * n, k] view) where unit u's tile starts, or -1 past the last unit.
-__device__ __forceinline__ int unit_b_row(const grouped_params &p, int u, int units, int units_m, int bn) {
-    if (u >= units) return -1;
-    int m_block, n_block;
-    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
-    return p.block_expert[m_block] * p.n + n_block * bn;
-}
-
-// Prefetch for the stage of k-block kb of the tile at b_row: the box `ahead` k-blocks later, in
-// this tile or (row next_b_row, -1: none) the next one.
-__device__ __forceinline__ void prefetch_b_ahead(const CUtensorMap *map_b, int kb, int num_kb, int bk, int ahead,
-                                                 int b_row, int next_b_row) {
-    const int pf = kb + ahead;
-    if (pf < num_kb) tma_prefetch_l2_2d(map_b, pf * bk, b_row);
-    else if (next_b_row >= 0 && pf - num_kb < num_kb) tma_prefetch_l2_2d(map_b, (pf - num_kb) * bk, next_b_row);
-}
-
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
 // GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
 // GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
@@ -451,7 +425,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                 const int e = p.block_expert[m_block];
                 const int b_row = e * p.n + n_block * GBN;
-                const int next_b_row = t == 0 ? unit_b_row(p, u + gridDim.x, units, units_m, GBN) : -1;
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
@@ -459,7 +432,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if (t == 0) {
                         mbar_arrive_expect_tx(&full[stage], CFG::B_BYTES);
                         tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
-                        prefetch_b_ahead(&map_b, kb, num_kb, BK, PREFETCH_KBLOCKS, b_row, next_b_row);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
                     cp_async_mbar_arrive_noinc(&full[stage]);
@@ -483,13 +455,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const int e = p.block_expert[m_block];
                     const int m0 = m_block * BM;
                     const int b_row = e * p.n + n_block * GBN;
-                    const int next_b_row = unit_b_row(p, u + gridDim.x, units, units_m, GBN);
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&empty[stage], phase ^ 1);
                         mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
                         tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
-                        prefetch_b_ahead(&map_b, kb, num_kb, BK, PREFETCH_KBLOCKS, b_row, next_b_row);
                         if (++stage == GSTAGES) {
                             stage = 0;
                             phase ^= 1;

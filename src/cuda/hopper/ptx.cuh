@@ -111,14 +111,6 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, u
         : "memory");
 }
 
-// Asks for the box at (c0, c1) to be brought into L2, nothing into shared memory: more weight
-// bytes in flight from DRAM than the shared-memory ring holds (see grouped_kernel.cuh).
-__device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap *map, int32_t c0, int32_t c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((uint64_t)map), "r"(c0),
-                 "r"(c1)
-                 : "memory");
-}
-
 // Same box, written to `dst` and signalled on `bar` at the same offsets in every CTA of the
 // cluster whose rank bit is set in `cta_mask`: one L2 read feeds several CTAs.
 __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar,
