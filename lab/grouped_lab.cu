@@ -122,17 +122,19 @@ static const variant VARIANTS[] = {
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
 template <int MODE, int EPI, int ACT, bool GATHER = false>
-static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_params &p, unsigned ctas) {
+static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
+                            unsigned ctas) {
     static bool ready = false;
     if (!ready) {
         cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER>();
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    return grouped_kernel_launch<MODE, EPI, ACT, GATHER>(a, b, p, ctas, 0);
+    return grouped_kernel_launch<MODE, EPI, ACT, GATHER>(a, b, bt, p, ctas, 0);
 }
 
-typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_params &, unsigned);
+typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
+                                 unsigned);
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI>
@@ -708,12 +710,12 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                CUtensorMap ma, mb;
+                CUtensorMap ma, mb, mbt;
                 grouped_params p;
                 grouped_fp8_params p8;
                 unsigned ctas = 0;
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, &ma, &mb, &p8, &ctas)
-                                        : grouped_prepare(&a, sms, &ma, &mb, &p, &ctas, v.gather);
+                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
                     ++failed;
@@ -722,7 +724,7 @@ int main(int argc, char **argv) {
                 }
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
-                    return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, p, ctas);
+                    return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas);
                 };
                 CUDA_OK(launch());
                 CUDA_OK(cudaDeviceSynchronize());

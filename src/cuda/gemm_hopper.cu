@@ -82,19 +82,19 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: the staged epilogue needs n and ldo multiples of 4 and 16-byte aligned out and "
                           "bias; got n = %lld, ldo = %lld, out %p, bias %p",
                           (long long)g->n, (long long)g->ldo, g->out, (const void *)g->bias);
-    CUtensorMap map_a, map_b;
+    CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &p, &ctas, gather);
+    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
-    const cudaError_t err = gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, p, ctas, stream)
-                            : g->mode == GEMM_UP
-                                ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI>(map_a, map_b, p, ctas, stream)
-                                : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, p, ctas, stream);
+    const cudaError_t err =
+        gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+        : g->mode == GEMM_UP ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream)
+                             : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
     return cuda_status(ctx, err,
                        gather ? "Hopper GEMM1 (gather) launch"
                               : g->mode == GEMM_UP ? "Hopper GEMM1 launch" : "Hopper GEMM2 launch");

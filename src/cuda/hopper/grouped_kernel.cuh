@@ -11,8 +11,11 @@
 //    permuted copy; the whole producer warpgroup gathers the tile's x rows itself (see
 //    gather_a_stage), and only B comes by TMA.
 //  - B tiles: one tensor map over the whole weight stack viewed as 2-D [experts * N, K]; the
-//    tile of expert e at column n0 starts at row e * N + n0. A tile that runs past N reads the
-//    next expert's rows (or zeros past the stack): those columns are computed and dropped.
+//    tile of expert e at column n0 starts at row e * N + n0. The last tile of a row when N is not
+//    a multiple of 256 (gpt-oss: 2880 = 11 x 256 + 64) loads only N % 256 rows through a second
+//    map (map_b_tail), so no weight bytes of the next expert are read; the tile's other columns
+//    are computed on whatever the stage held and dropped by the epilogue (an output column
+//    depends on its own B row only).
 //  - Epilogues. GEMM1 (GEMM_UP): (x routing weight when weight_on_input) + bias, activation of
 //    the interleaved (gate, up) column pairs -> A2 [rows, I] bf16 (RELU2: not gated, A2 has the
 //    tile's columns). GEMM2 (GEMM_DOWN): + bias, x routing weight (or shared gate) -> rows
@@ -71,6 +74,7 @@ static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
     int tiles_n, group_m;
+    int b_tail_rows;          // n % GBN: the rows map_b_tail loads for a row's last tile (0: none)
     const int64_t *live_rows; // device: the plan's total (a multiple of 128)
     const int32_t *block_expert;
     const int32_t *sorted_ids;
@@ -384,10 +388,18 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
     }
 }
 
+// The B box of tile column n_block (map and bytes): the whole GBN rows, or the tail's.
+__device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
+                                                    const CUtensorMap *map_b_tail, uint32_t &bytes) {
+    const bool tail = p.b_tail_rows > 0 && n_block == p.tiles_n - 1;
+    bytes = (uint32_t)(tail ? p.b_tail_rows : GBN) * BK * 2;
+    return tail ? map_b_tail : map_b;
+}
+
 template <int MODE, int EPI, int ACT, bool GATHER = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                        const grouped_params p) {
+                        const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config;
@@ -417,7 +429,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             setmaxnreg_dec<GATHER_PRODUCER_REGS>();
             // Every producer thread copies its share of A; thread 0 also loads B by TMA.
             const int t = threadIdx.x;
-            if (t == 0) tma_prefetch_map(&map_b);
+            if (t == 0) {
+                tma_prefetch_map(&map_b);
+                tma_prefetch_map(&map_b_tail);
+            }
             int stage = 0;
             uint32_t phase = 0;
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -425,13 +440,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                 const int e = p.block_expert[m_block];
                 const int b_row = e * p.n + n_block * GBN;
+                uint32_t b_bytes;
+                const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
-                        mbar_arrive_expect_tx(&full[stage], CFG::B_BYTES);
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
+                        mbar_arrive_expect_tx(&full[stage], b_bytes);
+                        tma_load_2d(smem_b + stage * CFG::B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
                     cp_async_mbar_arrive_noinc(&full[stage]);
@@ -447,6 +464,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (threadIdx.x == 0) {
                 tma_prefetch_map(&map_a);
                 tma_prefetch_map(&map_b);
+                tma_prefetch_map(&map_b_tail);
                 int stage = 0;
                 uint32_t phase = 0;
                 for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -455,11 +473,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const int e = p.block_expert[m_block];
                     const int m0 = m_block * BM;
                     const int b_row = e * p.n + n_block * GBN;
+                    uint32_t b_bytes;
+                    const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&empty[stage], phase ^ 1);
-                        mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
+                        mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, b_row);
+                        tma_load_2d(smem_b + stage * CFG::B_BYTES, mb, &full[stage], kb * BK, b_row);
                         if (++stage == GSTAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -551,16 +571,23 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
 // Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
 // gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
-// map_a is a copy of map_b, never read).
+// map_a is a copy of map_b, never read). map_b_tail: boxes of n % GBN rows (a copy of map_b
+// when n is a multiple of GBN, never read).
 inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                grouped_params *p, unsigned *ctas, bool gather = false) {
+                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false) {
+    const int tail = (int)(g->n % GBN);
     CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
+    if (cr == CUDA_SUCCESS) {
+        if (tail) cr = make_tensor_map(map_b_tail, g->b, g->experts * g->n, g->k, g->k, tail);
+        else *map_b_tail = *map_b;
+    }
     if (cr == CUDA_SUCCESS) {
         if (gather) *map_a = *map_b;
         else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
     }
     if (cr != CUDA_SUCCESS) return cr;
     grouped_plan_params(g, sms, GBN, p);
+    p->b_tail_rows = tail;
     p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
     p->ldx = g->lda;
     p->top_k = g->top_k;
@@ -590,10 +617,10 @@ template <int MODE, int EPI, int ACT = 0, bool GATHER = false> cudaError_t group
 }
 
 template <int MODE, int EPI, int ACT = 0, bool GATHER = false>
-cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const grouped_params &p,
-                                  unsigned ctas, cudaStream_t stream) {
+cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
+                                  const grouped_params &p, unsigned ctas, cudaStream_t stream) {
     grouped_gemm_kernel<MODE, EPI, ACT, GATHER>
-        <<<ctas, THREADS, grouped_smem_bytes<EPI>(), stream>>>(map_a, map_b, p);
+        <<<ctas, THREADS, grouped_smem_bytes<EPI>(), stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
 
