@@ -3,4 +3,4 @@
 set -u
 R=$PWD; O=$OUT; S=/tmp/snap; mkdir -p $S && tar xzf .snap/head.tgz -C $S && cp -r .deps $S/ && cd $S
 O=$O timeout 585 bash $R/.snap/callG4_body.sh
-cd $O && tar czf callG4.tgz suite ncu call.log 2>/dev/null; rm -rf suite ncu
+cd $O && tar czf callG4.tgz suite call.log 2>/dev/null; rm -rf suite
