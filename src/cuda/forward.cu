@@ -38,8 +38,7 @@ namespace {
 // Byte offsets of the workspace arrays (from a 256-aligned base), and the sizes behind them.
 struct ws_layout {
     int64_t T, H, E, k, I, Is, R13, R13s, rows, experts, shared_rows, max_rows, max_blocks;
-    // FP8: rows of the k-block-major scale arrays (A2's, the permuted x's): max_rows rounded up
-    // to a multiple of 4, so that every k-block's column is 16-byte aligned (bulk copies).
+    // FP8: rows of the k-block-major scale arrays (A2's, the permuted x's): fp8_kblock_scale_rows.
     int64_t scale_ld;
     bool shared, fused;
     bool fp8;       // FP8 weights: the w8a8 path (its arrays below; xc, a2, a2s and xperm empty)
@@ -143,7 +142,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
               moe__mul64(L->experts, bm - 1, &pad) && moe__add64(live, pad, &L->max_rows);
     if (!ok) return false;
     L->max_blocks = (L->max_rows + bm - 1) / bm;
-    L->scale_ld = (L->max_rows + 3) / 4 * 4;
+    L->scale_ld = fp8_kblock_scale_rows(L->max_rows);
     const int64_t bf16 = L->fp8 ? 0 : 1; // the bf16 path's own arrays (xc, a2, a2s) vanish on FP8
     ok = moe__mul64(T * bf16, L->H, &n) && reserve(&c, n, 2, &L->xc) && moe__mul64(T, L->E, &n) &&
          reserve(&c, n, 4, &L->logits) && reserve(&c, L->rows, 4, &L->ids) && reserve(&c, L->rows, 4, &L->weights) &&

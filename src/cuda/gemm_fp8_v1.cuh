@@ -64,6 +64,10 @@ int fp8_gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t route
 // into plan order: codes_out [rows, k] and, when groups > 0 (FP8_ROW128: groups = ceil(k/128)
 // scales per row in x_scales [T, groups]), scales_out column-major [groups][scales_ld]
 // (scales_ld >= rows). Padding rows get zero codes and scales; rows past *live_rows are not written.
+// Rows of a k-block-major scale array [groups][rows] (the permuted x's, A2's): `rows` rounded up
+// to a multiple of 4, so every k-block's column starts 16-byte aligned and the Hopper kernel can
+// fetch a tile's 128 scales with one bulk copy (fp8_scales_bulk_ok).
+inline int64_t fp8_kblock_scale_rows(int64_t rows) { return (rows + 3) / 4 * 4; }
 cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scales, int64_t groups,
                                       uint8_t *codes_out, float *scales_out, int64_t scales_ld, cudaStream_t stream);
 // fp8_gemm_launch's GEMMs with A in plan order for both modes (GEMM_UP: the permuted codes, the

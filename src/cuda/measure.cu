@@ -567,6 +567,10 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t elem = fp8 ? 1 : 2;
     // A rows: x [T, H] gathered through the plan (v1, gather), else rows already in plan order.
     const int64_t a_rows = (!down && (!hopper || gather)) ? T : max_rows;
+    // FP8 A scales: x's [T, kb] by token (v1 GEMM1); the Hopper GEMM1's permuted ones and A2's
+    // (GEMM2, both paths) k-block-major [kb][scale_ld], as the forward lays them out.
+    const bool kblock_major = hopper || down;
+    const int64_t scale_ld = fp8_kblock_scale_rows(max_rows);
     // FP8 weight scales: 128x128 blocks; W13 of a gated activation on the paired grid.
     const bool paired = fp8 && !down && gated;
     const int64_t ws_rows = paired ? 2 * ceil_div(I, 128) : ceil_div(n, 128);
@@ -577,9 +581,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_sorted = common.add(max_rows, 4), off_block = common.add(max_blocks, 4);
     const int64_t off_weights = common.add(routed, 4);
     const int64_t off_bias = common.add(g->has_bias ? product(E, n) : 0, 4);
-    // The k-block-major scale arrays' rows, as the forward's scale_ld: a multiple of 4.
-    const int64_t scale_ld = (max_rows + 3) / 4 * 4;
-    const int64_t a_scales = fp8 ? product(a_rows == max_rows ? scale_ld : a_rows, kb) : 0;
+    const int64_t a_scales = fp8 ? product(kblock_major ? scale_ld : a_rows, kb) : 0;
     const int64_t off_a_scales = common.add(a_scales, 4);
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
     region set;
@@ -664,11 +666,8 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     memset(&f, 0, sizeof f);
     if (fp8) {
         f.a_scales = (const float *)(c + off_a_scales);
-        // x scales [T, kb] by token (v1 GEMM1); the Hopper GEMM1's permuted scales column-major
-        // [kb][max_rows]; A2's (GEMM2) column-major on both paths, as the forward writes them.
-        const bool column_major = hopper || down;
-        f.a_scale_rs = column_major ? 1 : kb;
-        f.a_scale_ks = column_major ? scale_ld : 1;
+        f.a_scale_rs = kblock_major ? 1 : kb;
+        f.a_scale_ks = kblock_major ? scale_ld : 1;
         f.w_scales = (const float *)(c + off_w_scales);
         f.w_scale_rows = ws_rows;
         f.w_scale_cols = kb;

@@ -319,7 +319,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         ring_pos tiles = {0, 0}, scales = {0, 0};
         // SKIP_IDLE: the id of the first row of this warpgroup's half of each unit's block, loaded
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
-        int64_t half_first_id = SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
+        int64_t half_first_id =
+            SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);
