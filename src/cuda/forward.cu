@@ -201,21 +201,8 @@ void set_act_scales(fp8_gemm_args *g, const ws_layout &L, const float *scales, i
 // The quantiser of `rows` rows of fp32/x activations into codes_field / scales_field.
 fp8_quant_args quant_args(const ws_layout &L, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,
                           int64_t cols, uint8_t *codes, float *scales, uint32_t *amax) {
-    fp8_quant_args q;
-    memset(&q, 0, sizeof q);
-    q.format = L.fp8_tensor ? MOE_FORMAT_FP8_TENSOR : MOE_FORMAT_FP8_ROW128;
-    q.src = src;
-    q.src_dtype = dtype;
-    q.src_ld = ld;
-    q.rows = rows;
-    q.cols = cols;
-    q.codes = codes;
-    q.codes_ld = cols;
-    q.scales = scales;
-    q.scale_rs = (cols + 127) / 128; // by row; A2 overrides (forward_fp8)
-    q.scale_ks = 1;
-    q.amax = amax;
-    return q;
+    return fp8_quant_args_by_row(L.fp8_tensor ? MOE_FORMAT_FP8_TENSOR : MOE_FORMAT_FP8_ROW128, src, dtype, ld, rows,
+                                 cols, codes, scales, amax); // by row; A2 overrides the scale strides (forward_fp8)
 }
 
 // A GEMM of the separate shared expert: weights b (one matrix) and bias, the identity plan over

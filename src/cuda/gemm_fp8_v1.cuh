@@ -108,6 +108,10 @@ struct fp8_quant_args {
     int64_t scale_rs, scale_ks;
     uint32_t *amax;          // FP8_TENSOR: 2 words of scratch (routed, shared), zeroed here
 };
+// The quantiser's arguments for `rows` plain rows (no plan) of src [rows, ld] into codes [rows, cols]
+// and scales by row; callers set the plan fields and other scale strides after.
+fp8_quant_args fp8_quant_args_by_row(int format, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,
+                                     int64_t cols, uint8_t *codes, float *scales, uint32_t *amax);
 cudaError_t fp8_quantize_launch(const fp8_quant_args *args, cudaStream_t stream);
 
 #endif

@@ -136,6 +136,25 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
+fp8_quant_args fp8_quant_args_by_row(int format, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,
+                                     int64_t cols, uint8_t *codes, float *scales, uint32_t *amax) {
+    fp8_quant_args q;
+    memset(&q, 0, sizeof q);
+    q.format = format;
+    q.src = src;
+    q.src_dtype = dtype;
+    q.src_ld = ld;
+    q.rows = rows;
+    q.cols = cols;
+    q.codes = codes;
+    q.codes_ld = cols;
+    q.scales = scales;
+    q.scale_rs = (cols + 127) / 128; // [rows, ceil(cols/128)]
+    q.scale_ks = 1;
+    q.amax = amax;
+    return q;
+}
+
 extern "C" uint8_t moe__cuda_fp8_encode_host(float x, float s) { return fp8_encode(x, s); }
 extern "C" uint8_t moe__cuda_fp8_encode_fast_host(float x, float s) { return fp8_encode_fast(x, fp8_divisor_of(s)); }
 
@@ -155,19 +174,6 @@ extern "C" moe_status moe__cuda_fp8_quantize(moe_context_t *ctx, moe_format form
     if (rows * cols > 0 && (!x || !codes || !scales || (format == MOE_FORMAT_FP8_TENSOR && !amax)))
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: x, codes, scales (and amax for fp8-tensor) must be set",
                           fn);
-    fp8_quant_args p;
-    memset(&p, 0, sizeof p);
-    p.format = format;
-    p.src = x;
-    p.src_dtype = dtype;
-    p.src_ld = ld;
-    p.rows = rows;
-    p.cols = cols;
-    p.codes = codes;
-    p.codes_ld = cols;
-    p.scales = scales;
-    p.scale_rs = (cols + 127) / 128; // [rows, ceil(cols/128)]
-    p.scale_ks = 1;
-    p.amax = amax;
+    const fp8_quant_args p = fp8_quant_args_by_row(format, x, dtype, ld, rows, cols, codes, scales, amax);
     return cuda_status(ctx, fp8_quantize_launch(&p, (cudaStream_t)stream), "the fp8 quantiser");
 }
