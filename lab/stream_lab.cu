@@ -19,9 +19,12 @@
 //   +a           : each stage also loads a 128 x 64 box of a small (L2-resident) A matrix
 //   promo N      : the tensor map's L2 promotion (none, 64, 128, 256 bytes)
 //   spin C       : the consumer spins C clock cycles per stage before freeing it
+//   --spins LIST : instead of the table, the engine's ring with each per-stage spin of LIST and
+//                  a per-unit spin of --tile-spin cycles: a stand-in for the MMA and epilogue
+//                  times, to see what a consumer as slow as the real one costs the stream
 // Output: one line per variant: bytes, median ms of 7 timed launches (after 2 warm-ups), TB/s.
 //
-//   stream_lab [--shape gptoss_down|deepseek_up] [--reps 7]
+//   stream_lab [--shape gptoss_down|deepseek_up] [--reps 7] [--spins 0,900,1800 --tile-spin 4000]
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -47,7 +50,8 @@ struct stream_params {
     int units, tiles_n, n, num_kb;
     int box_rows, boxes_per_stage, stages, linear, a_box;
     uint32_t stage_bytes; // B bytes of a full stage
-    long long spin_cycles;
+    long long spin_cycles;      // per stage, before the consumer frees it (the MMA's time)
+    long long tile_spin_cycles; // per unit, after its last stage (the epilogue's time)
     const uint8_t *base;  // linear: the weight matrix's bytes
     long long k_bytes;    // linear: bytes of one weight row
 };
@@ -109,6 +113,11 @@ __global__ void __launch_bounds__(64, 1) stream_kernel(const __grid_constant__ C
                     phase ^= 1;
                 }
             }
+            if (p.tile_spin_cycles) {
+                const long long t0 = clock64();
+                while (clock64() - t0 < p.tile_spin_cycles) {
+                }
+            }
         }
     }
 #endif
@@ -158,11 +167,15 @@ const variant VARIANTS[] = {
 int main(int argc, char **argv) {
     const char *shape = "gptoss_down";
     int reps = 7;
+    const char *spins = NULL;
+    long long tile_spin = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--spins") && i + 1 < argc) spins = argv[++i];
+        else if (!strcmp(argv[i], "--tile-spin") && i + 1 < argc) tile_spin = atoll(argv[++i]);
         else {
-            fprintf(stderr, "usage: stream_lab [--shape gptoss_down|deepseek_up] [--reps N]\n");
+            fprintf(stderr, "usage: stream_lab [--shape gptoss_down|deepseek_up] [--reps N] [--spins LIST --tile-spin C]\n");
             return 2;
         }
     }
@@ -189,7 +202,25 @@ int main(int argc, char **argv) {
     cudaEvent_t t0, t1;
     CUDA_OK(cudaEventCreate(&t0));
     CUDA_OK(cudaEventCreate(&t1));
-    for (const variant &v : VARIANTS) {
+    std::vector<variant> run;
+    std::vector<char *> names;
+    if (spins) {
+        for (const char *c = spins; *c;) {
+            variant v = VARIANTS[0];
+            v.spin = atoll(c);
+            char *name = (char *)malloc(64);
+            snprintf(name, 64, "engine spin %lld tile-spin %lld", v.spin, tile_spin);
+            v.name = name;
+            names.push_back(name);
+            run.push_back(v);
+            c = strchr(c, ',');
+            if (!c) break;
+            ++c;
+        }
+    } else {
+        run.assign(VARIANTS, VARIANTS + sizeof VARIANTS / sizeof VARIANTS[0]);
+    }
+    for (const variant &v : run) {
         CUtensorMap map_b;
         if (encode_map(&map_b, w, experts * n, k, v.box_rows, v.promo) != CUDA_SUCCESS) {
             printf("%-32s encode failed\n", v.name);
@@ -207,6 +238,7 @@ int main(int argc, char **argv) {
         p.a_box = v.a_box;
         p.stage_bytes = (uint32_t)(p.boxes_per_stage * v.box_rows * 128);
         p.spin_cycles = v.spin;
+        p.tile_spin_cycles = spins ? tile_spin : 0;
         p.base = (const uint8_t *)w;
         p.k_bytes = k * 2;
         const int slot = p.stage_bytes + (v.a_box ? 128 * 128 : 0);
@@ -231,5 +263,6 @@ int main(int argc, char **argv) {
         printf("%-32s stage %6u B  ring %7d B  %.4f ms  %.3f TB/s  (min %.4f max %.4f)\n", v.name, p.stage_bytes,
                v.stages * slot, med, bytes / med / 1e9, ms.front(), ms.back());
     }
+    for (char *name : names) free(name);
     return 0;
 }
