@@ -43,7 +43,8 @@ constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
-constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES; }
+constexpr int GF8_ROWINFO_WARP_BYTES = rowinfo_warp_bytes<GF8_CHUNKS>();
+constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + staged_extra_bytes<GF8_CHUNKS>(); }
 static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
@@ -371,9 +372,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<64>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {
-                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
-                                                             (float *)(staging + cw * STAGE_WARP_BYTES),
-                                                             row_info + cw * ROWINFO_WARP_BYTES);
+                    // The inputs fetched here, not during the mainloop as the bf16 kernel does:
+                    // the bias columns in one batch of copies, the routing weights after the ids.
+                    uint8_t *info = row_info + cw * GF8_ROWINFO_WARP_BYTES;
+                    const int64_t id = epilogue_fetch<GF8_CHUNKS>(p.g, warp_row, e, n0, lane, info);
+                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, id, epilogue_fetch_scale<MODE>(p.g, id),
+                                                             warp_row, n0, lane,
+                                                             (float *)(staging + cw * STAGE_WARP_BYTES), info);
                 } else {
                     const int q = lane % 4, cols_left = p.g.n - n0;
                     const float *bias_q = p.g.bias ? p.g.bias + (int64_t)e * p.g.n + n0 + 2 * q : nullptr;

@@ -63,11 +63,16 @@ constexpr int STAGE_LD = STAGE_COLS + 8;
 constexpr int STAGE_CHUNKS = GBN / STAGE_COLS;
 constexpr int CONSUMER_WARPS = 8;
 constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
-constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int64) + scales
-constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
+// A consumer warp's row table: row offsets (int64), scales, then the tile's bias columns (fp32),
+// for a tile of CHUNKS x STAGE_COLS columns.
+template <int CHUNKS> constexpr int rowinfo_warp_bytes() { return 16 * 8 + 16 * 4 + CHUNKS * STAGE_COLS * 4; }
+template <int CHUNKS> constexpr int staged_extra_bytes() {
+    return CONSUMER_WARPS * (STAGE_WARP_BYTES + rowinfo_warp_bytes<CHUNKS>());
+}
+constexpr int ROWINFO_WARP_BYTES = rowinfo_warp_bytes<STAGE_CHUNKS>();
 
 template <int EPI> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? STAGED_EXTRA_BYTES : 0);
+    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? staged_extra_bytes<STAGE_CHUNKS>() : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
@@ -140,22 +145,29 @@ __device__ __forceinline__ int live_blocks(const grouped_params &p) {
     return (int)((*p.live_rows + BM - 1) / BM);
 }
 
+// The epilogue scale of plan row id `id` (not padding): GEMM_UP: the routing weight when it
+// multiplies the input, else 1; GEMM_DOWN: the routing weight (routed) or the shared gate.
+template <int MODE> __device__ __forceinline__ float row_scale_of(const grouped_params &p, int64_t id) {
+    const bool routed = id < p.padding_id;
+    if (MODE == GEMM_UP) return routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
+    if (routed) return p.weight_on_input ? 1.0f : p.topk_weights[id];
+    return p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f;
+}
+
+// The element offset of plan row r's output (id: its plan id, not padding): GEMM_UP: A2 row r;
+// GEMM_DOWN: output row id (routed) or id - 1 (shared).
+template <int MODE> __device__ __forceinline__ int64_t row_offset_of(const grouped_params &p, int64_t r, int64_t id) {
+    if (MODE == GEMM_UP) return r * p.ldo;
+    return (id < p.padding_id ? id : id - 1) * p.ldo;
+}
+
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
-// GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
-// GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
 template <int MODE>
 __device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
     const int64_t id = p.sorted_ids[r];
     if (id == p.padding_id) return false;
-    const bool routed = id < p.padding_id;
-    if (MODE == GEMM_UP) {
-        scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
-        offset = r * p.ldo;
-    } else {
-        if (routed) scale = p.weight_on_input ? 1.0f : p.topk_weights[id];
-        else scale = p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f;
-        offset = (routed ? id : id - 1) * p.ldo;
-    }
+    scale = row_scale_of<MODE>(p, id);
+    offset = row_offset_of<MODE>(p, r, id);
     return true;
 }
 
@@ -322,39 +334,69 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
     }
 }
 
-// The row table of one consumer warp's 16 output rows, in `info`: row_off[i] the element offset
-// of row warp_row + i's output (-1: padding, nothing stored), row_scale[i] its epilogue scale.
-// Returns whether any of the 16 rows is live (at decode most warps hold only padding).
-// Shared by the bf16 and FP8 staged epilogues.
+// The epilogue's inputs, fetched early. When a launch's weight stream saturates DRAM (one row
+// block per expert: gpt-oss, deepseek-v3 at T = 4096) a global load waits microseconds, and the
+// staged epilogue used to wait for ten in a row per tile after the mainloop (the expert, the row
+// ids, their routing weights, one bias granule per chunk), all of it exposed: the producer's ring
+// is full by then. Now, per consumer warp:
+//  1. at the tile's start, epilogue_fetch: lanes 0..15 load the ids of rows warp_row + lane into
+//     a register, and the warp copies the tile's bias columns into its row table (cp.async);
+//  2. a few k-blocks into the mainloop, row_scale_of loads the routing weights (lanes 0..15);
+//  3. after the mainloop, fill_row_table and the chunks use them, loading nothing.
+// The caller passes the expert e (for the bias) known before the tile (the bf16 kernel loads it
+// one unit ahead). `info` is the warp's row table: offsets, scales, then BIAS_WARP_BYTES.
+template <int CHUNKS = STAGE_CHUNKS>
+__device__ __forceinline__ int64_t epilogue_fetch(const grouped_params &p, int64_t warp_row, int e, int n0, int lane,
+                                                  uint8_t *info) {
+    const int64_t id = lane < 16 ? p.sorted_ids[warp_row + lane] : p.padding_id;
+    if (p.bias) {
+        float *dst = (float *)(info + 16 * 8 + 16 * 4);
+        const float *src = p.bias + (int64_t)e * p.n;
+        __syncwarp(); // the previous tile's reads of the bias columns are done
+        for (int g = lane; g < CHUNKS * STAGE_COLS / 4; g += 32) { // 16-byte granules of 4 columns
+            const int col = n0 + 4 * g;                             // n % 4 == 0: wholly in or out
+            cp_async_16(dst + 4 * g, col < p.n ? src + col : src, col < p.n ? 16u : 0u);
+        }
+    }
+    return id;
+}
+
+// Step 2: the scale of this lane's row (1 for padding and for lanes 16..31).
+template <int MODE> __device__ __forceinline__ float epilogue_fetch_scale(const grouped_params &p, int64_t id) {
+    return id == p.padding_id ? 1.0f : row_scale_of<MODE>(p, id);
+}
+
+// The row table of one consumer warp's 16 output rows, in `info`, from the fetched (id, scale)
+// of lanes 0..15: row_off[i] the element offset of row warp_row + i's output (-1: padding,
+// nothing stored), row_scale[i] its epilogue scale. Returns whether any of the 16 rows is live
+// (at decode most warps hold only padding). Shared by the bf16 and FP8 staged epilogues.
 template <int MODE>
-__device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
-                                               int64_t *&row_off, float *&row_scale) {
+__device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, int64_t id,
+                                               float scale, uint8_t *info, int64_t *&row_off, float *&row_scale) {
     row_off = (int64_t *)info;
     row_scale = (float *)(info + 16 * 8);
     __syncwarp(); // the previous tile's reads of the row table are done
-    bool live = false;
+    const bool live = lane < 16 && id != p.padding_id;
     if (lane < 16) {
-        int64_t off = -1;
-        float s = 1.0f;
-        if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
-        row_off[lane] = off;
-        row_scale[lane] = s;
-        live = off >= 0;
+        row_off[lane] = live ? row_offset_of<MODE>(p, warp_row + lane, id) : -1;
+        row_scale[lane] = scale;
     }
     return __any_sync(0xFFFFFFFFu, live);
 }
 
 // The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
-// n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128). `stage` is
-// the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
+// n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128), with the
+// (id, scale) of epilogue_fetch / epilogue_fetch_scale and the bias columns it copied. `stage`
+// is the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
 // the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
-__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
-                                                int n0, int lane, float *stage, uint8_t *info) {
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int64_t id, float scale,
+                                                int64_t warp_row, int n0, int lane, float *stage, uint8_t *info) {
     int64_t *row_off;
     float *row_scale;
-    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
-    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
+    if (p.bias) cp_async_wait_all(); // this lane's bias granules; the __syncwarp below shares them
+    if (!fill_row_table<MODE>(p, warp_row, lane, id, scale, info, row_off, row_scale)) return; // all padding
+    const float *bias = p.bias ? (const float *)(info + 16 * 8 + 16 * 4) : nullptr; // tile columns
 #pragma unroll 1
     for (int c = 0; c < CHUNKS; ++c) {
         const int chunk_col = n0 + c * STAGE_COLS;
@@ -364,7 +406,7 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
         __syncwarp();
         const int col = chunk_col + 4 * (lane % 8);
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
-        const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 b = bias ? *(const float4 *)(bias + c * STAGE_COLS + 4 * (lane % 8)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
             if (p.out_bf16)
                 staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
@@ -386,6 +428,13 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
             }
         }
     }
+}
+
+// The expert of unit u's row block.
+__device__ __forceinline__ int unit_expert(const grouped_params &p, int u, int units_m) {
+    int m_block, n_block;
+    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+    return p.block_expert[m_block];
 }
 
 // The B box of tile column n_block (map and bytes): the whole GBN rows, or the tail's.
@@ -501,11 +550,23 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < GBN / 2; ++i) acc[i] = 0.0f;
         int stage = 0;
         uint32_t phase = 0;
+        // EPI_STAGED: each unit's expert (only the bias needs it) loaded one unit ahead, and the
+        // epilogue's other inputs fetched during the mainloop (see epilogue_fetch).
+        const bool bias_ahead = EPI == EPI_STAGED && p.bias;
+        int e_next = bias_ahead && (int)blockIdx.x < units ? unit_expert(p, blockIdx.x, units_m) : 0;
+        const int kb_scale = num_kb > 2 ? 2 : num_kb - 1;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
             const int m0 = m_block * BM;
             const int n0 = n_block * GBN;
+            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
+            uint8_t *info = row_info + cw * ROWINFO_WARP_BYTES;
+            const int e_staged = e_next;
+            if (bias_ahead && u + (int)gridDim.x < units) e_next = unit_expert(p, u + gridDim.x, units_m);
+            int64_t id = 0;
+            float scale = 1.0f;
+            if (EPI == EPI_STAGED) id = epilogue_fetch(p, warp_row, e_staged, n0, lane, info);
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
@@ -520,6 +581,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_bf16<GBN>(acc, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
                                     (kb > 0 || kk > 0) ? 1 : 0);
                 wgmma_commit_group();
+                if (EPI == EPI_STAGED && kb == kb_scale) scale = epilogue_fetch_scale<MODE>(p, id);
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -532,13 +594,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_registers<GBN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
 
-            const int e = p.block_expert[m_block];
-            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
             if (EPI == EPI_STAGED)
-                staged_epilogue<MODE>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
-                                      row_info + cw * ROWINFO_WARP_BYTES);
+                staged_epilogue<MODE>(p, acc, id, scale, warp_row, n0, lane,
+                                      (float *)(staging + cw * STAGE_WARP_BYTES), info);
             else
-                regs_epilogue<MODE, EPI, ACT>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
+                regs_epilogue<MODE, EPI, ACT>(p, acc, p.block_expert[m_block], warp_row + lane / 4, n0, lane % 4);
         }
     }
 #endif
