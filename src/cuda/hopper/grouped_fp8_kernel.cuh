@@ -205,6 +205,13 @@ __device__ __forceinline__ int64_t half_first_row_id(const grouped_fp8_params &p
     return p.g.sorted_ids[(int64_t)m_block * FP8_BM + half * 64];
 }
 
+// The expert of unit u's row block.
+__device__ __forceinline__ int fp8_unit_expert(const grouped_fp8_params &p, int u, int units_m) {
+    int m_block, n_first, n_count;
+    unit_tiles(p, u, units_m, m_block, n_first, n_count);
+    return p.g.block_expert[m_block];
+}
+
 // Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
 // column n0, and their stride per k-block.
 __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int e, int n0, long long &even,
@@ -322,10 +329,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
+        // EPI_STAGED: each unit's expert (only the bias needs it) loaded one unit ahead, the
+        // epilogue's other inputs fetched during the mainloop (grouped_kernel.cuh, epilogue_fetch_id).
+        const bool bias_ahead = EPI == EPI_STAGED && p.g.bias;
+        int e_next = bias_ahead && (int)blockIdx.x < units ? fp8_unit_expert(p, blockIdx.x, units_m) : 0;
+        const int kb_scale = num_kb > 2 ? 2 : num_kb - 1;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);
             const int m0 = m_block * FP8_BM;
+            const int e_staged = e_next;
+            if (bias_ahead && u + (int)gridDim.x < units) e_next = fp8_unit_expert(p, u + gridDim.x, units_m);
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
             // enough that row m0 + 64 * half is padding) only takes and releases the stages and
             // scale slots: at decode most blocks hold a few live rows, and this halves the
@@ -349,9 +363,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if (live_hi && id_hi < p.g.padding_id) s_hi = p.g.topk_weights[id_hi];
                 }
             }
+            // EPI_STAGED: the unit's row ids now, their scales during its first tile's mainloop.
+            uint8_t *info = row_info + cw * GF8_ROWINFO_WARP_BYTES;
+            const int64_t id = EPI == EPI_STAGED ? epilogue_fetch_id(p.g, warp_row, lane) : 0;
+            float scale = 1.0f;
             float held[EPI == EPI_QUANT ? 32 : 1]; // EPI_QUANT, gated: the first tile's GLU values
             for (int t = 0; t < n_count; ++t) {
                 const int n0 = (n_first + t) * FP8_BN;
+                if (EPI == EPI_STAGED) epilogue_fetch_bias<GF8_CHUNKS>(p.g, e_staged, n0, lane, info);
 #pragma unroll
                 for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
                 for (int kb = 0; kb < num_kb; ++kb) {
@@ -365,21 +384,17 @@ __global__ void __launch_bounds__(THREADS, 1)
                         continue;
                     }
                     const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
+                    if (EPI == EPI_STAGED && t == 0 && kb == kb_scale) scale = epilogue_fetch_scale<MODE>(p.g, id);
                     wgmma_wait_group<0>();
                     fp8_retire<true>(acc, part, now, s.empty, lane);
                 }
-                const int e = p.g.block_expert[m_block];
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<64>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {
-                    // The inputs fetched here, not during the mainloop as the bf16 kernel does:
-                    // the bias columns in one batch of copies, the routing weights after the ids.
-                    uint8_t *info = row_info + cw * GF8_ROWINFO_WARP_BYTES;
-                    const int64_t id = epilogue_fetch<GF8_CHUNKS>(p.g, warp_row, e, n0, lane, info);
-                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, id, epilogue_fetch_scale<MODE>(p.g, id),
-                                                             warp_row, n0, lane,
+                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, id, scale, warp_row, n0, lane,
                                                              (float *)(staging + cw * STAGE_WARP_BYTES), info);
                 } else {
+                    const int e = p.g.block_expert[m_block];
                     const int q = lane % 4, cols_left = p.g.n - n0;
                     const float *bias_q = p.g.bias ? p.g.bias + (int64_t)e * p.g.n + n0 + 2 * q : nullptr;
                     uint8_t *stage = staging + cw * STAGE_WARP_BYTES;

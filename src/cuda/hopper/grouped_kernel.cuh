@@ -339,26 +339,26 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
 // staged epilogue used to wait for ten in a row per tile after the mainloop (the expert, the row
 // ids, their routing weights, one bias granule per chunk), all of it exposed: the producer's ring
 // is full by then. Now, per consumer warp:
-//  1. at the tile's start, epilogue_fetch: lanes 0..15 load the ids of rows warp_row + lane into
-//     a register, and the warp copies the tile's bias columns into its row table (cp.async);
+//  1. at the tile's start, lanes 0..15 load the ids of rows warp_row + lane into a register
+//     (epilogue_fetch_id), and the warp copies the tile's bias columns into its row table
+//     (epilogue_fetch_bias, cp.async);
 //  2. a few k-blocks into the mainloop, row_scale_of loads the routing weights (lanes 0..15);
 //  3. after the mainloop, fill_row_table and the chunks use them, loading nothing.
-// The caller passes the expert e (for the bias) known before the tile (the bf16 kernel loads it
-// one unit ahead). `info` is the warp's row table: offsets, scales, then BIAS_WARP_BYTES.
+// The caller passes the expert e (for the bias) known before the tile (both kernels load it one
+// unit ahead). `info` is the warp's row table: offsets, scales, then BIAS_WARP_BYTES.
+__device__ __forceinline__ int64_t epilogue_fetch_id(const grouped_params &p, int64_t warp_row, int lane) {
+    return lane < 16 ? p.sorted_ids[warp_row + lane] : p.padding_id;
+}
 template <int CHUNKS = STAGE_CHUNKS>
-__device__ __forceinline__ int64_t epilogue_fetch(const grouped_params &p, int64_t warp_row, int e, int n0, int lane,
-                                                  uint8_t *info) {
-    const int64_t id = lane < 16 ? p.sorted_ids[warp_row + lane] : p.padding_id;
-    if (p.bias) {
-        float *dst = (float *)(info + 16 * 8 + 16 * 4);
-        const float *src = p.bias + (int64_t)e * p.n;
-        __syncwarp(); // the previous tile's reads of the bias columns are done
-        for (int g = lane; g < CHUNKS * STAGE_COLS / 4; g += 32) { // 16-byte granules of 4 columns
-            const int col = n0 + 4 * g;                             // n % 4 == 0: wholly in or out
-            cp_async_16(dst + 4 * g, col < p.n ? src + col : src, col < p.n ? 16u : 0u);
-        }
+__device__ __forceinline__ void epilogue_fetch_bias(const grouped_params &p, int e, int n0, int lane, uint8_t *info) {
+    if (!p.bias) return;
+    float *dst = (float *)(info + 16 * 8 + 16 * 4);
+    const float *src = p.bias + (int64_t)e * p.n;
+    __syncwarp(); // the previous tile's reads of the bias columns are done
+    for (int g = lane; g < CHUNKS * STAGE_COLS / 4; g += 32) { // 16-byte granules of 4 columns
+        const int col = n0 + 4 * g;                             // n % 4 == 0: wholly in or out
+        cp_async_16(dst + 4 * g, col < p.n ? src + col : src, col < p.n ? 16u : 0u);
     }
-    return id;
 }
 
 // Step 2: the scale of this lane's row (1 for padding and for lanes 16..31).
@@ -386,7 +386,7 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
 
 // The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
 // n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128), with the
-// (id, scale) of epilogue_fetch / epilogue_fetch_scale and the bias columns it copied. `stage`
+// fetched (id, scale) and bias columns. `stage`
 // is the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
 // the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
@@ -566,7 +566,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (bias_ahead && u + (int)gridDim.x < units) e_next = unit_expert(p, u + gridDim.x, units_m);
             int64_t id = 0;
             float scale = 1.0f;
-            if (EPI == EPI_STAGED) id = epilogue_fetch(p, warp_row, e_staged, n0, lane, info);
+            if (EPI == EPI_STAGED) {
+                id = epilogue_fetch_id(p, warp_row, lane);
+                epilogue_fetch_bias(p, e_staged, n0, lane, info);
+            }
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
