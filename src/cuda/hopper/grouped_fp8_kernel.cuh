@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // epilogue's other inputs fetched during the mainloop (grouped_kernel.cuh, epilogue_fetch_id).
         const bool bias_ahead = EPI == EPI_STAGED && p.g.bias;
         int e_next = bias_ahead && (int)blockIdx.x < units ? fp8_unit_expert(p, blockIdx.x, units_m) : 0;
-        const int kb_scale = num_kb > 2 ? 2 : num_kb - 1;
+        const int kb_scale = num_kb / 2; // the ids have had half a tile to arrive
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);

@@ -342,7 +342,7 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
 //  1. at the tile's start, lanes 0..15 load the ids of rows warp_row + lane into a register
 //     (epilogue_fetch_id), and the warp copies the tile's bias columns into its row table
 //     (epilogue_fetch_bias, cp.async);
-//  2. a few k-blocks into the mainloop, row_scale_of loads the routing weights (lanes 0..15);
+//  2. half way through the mainloop, row_scale_of loads the routing weights (lanes 0..15);
 //  3. after the mainloop, fill_row_table and the chunks use them, loading nothing.
 // The caller passes the expert e (for the bias) known before the tile (both kernels load it one
 // unit ahead). `info` is the warp's row table: offsets, scales, then BIAS_WARP_BYTES.
@@ -554,7 +554,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // epilogue's other inputs fetched during the mainloop (see epilogue_fetch).
         const bool bias_ahead = EPI == EPI_STAGED && p.bias;
         int e_next = bias_ahead && (int)blockIdx.x < units ? unit_expert(p, blockIdx.x, units_m) : 0;
-        const int kb_scale = num_kb > 2 ? 2 : num_kb - 1;
+        const int kb_scale = num_kb / 2; // the ids have had half a tile to arrive
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
