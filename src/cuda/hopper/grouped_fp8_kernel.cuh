@@ -43,8 +43,7 @@ constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
-constexpr int GF8_ROWINFO_WARP_BYTES = rowinfo_warp_bytes<GF8_CHUNKS>();
-constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + staged_extra_bytes<GF8_CHUNKS>(); }
+constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + staged_extra_bytes<FP8_BN>(); }
 static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
@@ -205,13 +204,6 @@ __device__ __forceinline__ int64_t half_first_row_id(const grouped_fp8_params &p
     return p.g.sorted_ids[(int64_t)m_block * FP8_BM + half * 64];
 }
 
-// The expert of unit u's row block.
-__device__ __forceinline__ int fp8_unit_expert(const grouped_fp8_params &p, int u, int units_m) {
-    int m_block, n_first, n_count;
-    unit_tiles(p, u, units_m, m_block, n_first, n_count);
-    return p.g.block_expert[m_block];
-}
-
 // Offsets (from sw) of the even- and odd-column B scales of k-block 0 of expert e's tile at
 // column n0, and their stride per k-block.
 __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int e, int n0, long long &even,
@@ -244,7 +236,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     uint8_t *staging = s.end;                                      // per consumer warp
-    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
+    uint8_t *tables = staging + CONSUMER_WARPS * STAGE_WARP_BYTES; // EPI_TABLES epilogue tables
+    uint64_t *epi_full = (uint64_t *)(tables + EPI_TABLES * epi_table_bytes<FP8_BN>());
+    uint64_t *epi_empty = epi_full + EPI_TABLES;
 
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
@@ -253,11 +247,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = units_m * units_along_n(p.g.tiles_n, p.tiles_per_unit);
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
-    if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
+    if (threadIdx.x == 0) {
+        // The epilogue tables' barriers first: the rings' init fence covers them too.
+        if (EPI == EPI_STAGED)
+            for (int t = 0; t < EPI_TABLES; ++t) {
+                mbar_init(&epi_full[t], 32);
+                mbar_init(&epi_empty[t], CONSUMER_WARPS);
+            }
+        fp8_rings_init<CFG>(s);
+    }
     __syncthreads();
 
     if (warpgroup == 0) {
-        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
+        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales, warp 2
+        // fills the epilogue tables ----
         setmaxnreg_dec<PRODUCER_REGS>();
         if (warp == 0 && lane == 0) {
             tma_prefetch_map(&map_a);
@@ -316,6 +319,20 @@ __global__ void __launch_bounds__(THREADS, 1)
                     }
                 }
             }
+        } else if (EPI == EPI_STAGED && warp == 2) {
+            // Warp 2: each tile's epilogue table, up to EPI_TABLES tiles ahead of the consumers.
+            ring_pos table = {0, 0};
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                int m_block, n_first, n_count;
+                unit_tiles(p, u, units_m, m_block, n_first, n_count);
+                const int e = p.g.bias ? p.g.block_expert[m_block] : 0;
+                for (int t = 0; t < n_count; ++t) {
+                    mbar_wait(&epi_empty[table.slot], table.phase ^ 1);
+                    fill_epilogue_table<MODE, FP8_BN>(p.g, (int64_t)m_block * FP8_BM, e, (n_first + t) * FP8_BN, lane,
+                                                      32, epi_table<FP8_BN>(tables, table.slot), &epi_full[table.slot]);
+                    ring_next(table, EPI_TABLES);
+                }
+            }
         }
     } else {
         // ---- consumers ----
@@ -329,17 +346,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
-        // EPI_STAGED: each unit's expert (only the bias needs it) loaded one unit ahead, the
-        // epilogue's other inputs fetched during the mainloop (grouped_kernel.cuh, epilogue_fetch_id).
-        const bool bias_ahead = EPI == EPI_STAGED && p.g.bias;
-        int e_next = bias_ahead && (int)blockIdx.x < units ? fp8_unit_expert(p, blockIdx.x, units_m) : 0;
-        const int kb_scale = num_kb / 2; // the ids have had half a tile to arrive
+        ring_pos table = {0, 0}; // EPI_STAGED: the epilogue tables, one per tile
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);
             const int m0 = m_block * FP8_BM;
-            const int e_staged = e_next;
-            if (bias_ahead && u + (int)gridDim.x < units) e_next = fp8_unit_expert(p, u + gridDim.x, units_m);
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
             // enough that row m0 + 64 * half is padding) only takes and releases the stages and
             // scale slots: at decode most blocks hold a few live rows, and this halves the
@@ -363,14 +374,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if (live_hi && id_hi < p.g.padding_id) s_hi = p.g.topk_weights[id_hi];
                 }
             }
-            // EPI_STAGED: the unit's row ids now, their scales during its first tile's mainloop.
-            uint8_t *info = row_info + cw * GF8_ROWINFO_WARP_BYTES;
-            const int64_t id = EPI == EPI_STAGED ? epilogue_fetch_id(p.g, warp_row, lane) : 0;
-            float scale = 1.0f;
             float held[EPI == EPI_QUANT ? 32 : 1]; // EPI_QUANT, gated: the first tile's GLU values
             for (int t = 0; t < n_count; ++t) {
                 const int n0 = (n_first + t) * FP8_BN;
-                if (EPI == EPI_STAGED) epilogue_fetch_bias<GF8_CHUNKS>(p.g, e_staged, n0, lane, info);
 #pragma unroll
                 for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
                 for (int kb = 0; kb < num_kb; ++kb) {
@@ -384,15 +390,19 @@ __global__ void __launch_bounds__(THREADS, 1)
                         continue;
                     }
                     const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
-                    if (EPI == EPI_STAGED && t == 0 && kb == kb_scale) scale = epilogue_fetch_scale<MODE>(p.g, id);
                     wgmma_wait_group<0>();
                     fp8_retire<true>(acc, part, now, s.empty, lane);
                 }
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<64>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {
-                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, id, scale, warp_row, n0, lane,
-                                                             (float *)(staging + cw * STAGE_WARP_BYTES), info);
+                    mbar_wait(&epi_full[table.slot], table.phase);
+                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, epi_table<FP8_BN>(tables, table.slot),
+                                                             (int)(warp_row - m0), n0, lane,
+                                                             (float *)(staging + cw * STAGE_WARP_BYTES));
+                    __syncwarp(); // every lane's reads of the table before lane 0 frees it
+                    release_stage<1>(&epi_empty[table.slot], lane);
+                    ring_next(table, EPI_TABLES);
                 } else {
                     const int e = p.g.block_expert[m_block];
                     const int q = lane % 4, cols_left = p.g.n - n0;

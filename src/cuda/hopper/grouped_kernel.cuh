@@ -63,16 +63,17 @@ constexpr int STAGE_LD = STAGE_COLS + 8;
 constexpr int STAGE_CHUNKS = GBN / STAGE_COLS;
 constexpr int CONSUMER_WARPS = 8;
 constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
-// A consumer warp's row table: row offsets (int64), scales, then the tile's bias columns (fp32),
-// for a tile of CHUNKS x STAGE_COLS columns.
-template <int CHUNKS> constexpr int rowinfo_warp_bytes() { return 16 * 8 + 16 * 4 + CHUNKS * STAGE_COLS * 4; }
-template <int CHUNKS> constexpr int staged_extra_bytes() {
-    return CONSUMER_WARPS * (STAGE_WARP_BYTES + rowinfo_warp_bytes<CHUNKS>());
+// The epilogue table of one tile (see fill_epilogue_table): its 128 rows' output offsets and
+// scales, and its COLS bias columns. EPI_TABLES of them, filled by a producer warp ahead of the
+// consumers, each with a full and an empty barrier after the tables.
+constexpr int EPI_TABLES = 2;
+template <int COLS> __host__ __device__ constexpr int epi_table_bytes() { return BM * 8 + BM * 4 + COLS * 4; }
+template <int COLS> constexpr int staged_extra_bytes() {
+    return CONSUMER_WARPS * STAGE_WARP_BYTES + EPI_TABLES * epi_table_bytes<COLS>() + 2 * EPI_TABLES * 8;
 }
-constexpr int ROWINFO_WARP_BYTES = rowinfo_warp_bytes<STAGE_CHUNKS>();
 
 template <int EPI> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? staged_extra_bytes<STAGE_CHUNKS>() : 0);
+    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? staged_extra_bytes<GBN>() : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
@@ -334,74 +335,61 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
     }
 }
 
-// The epilogue's inputs, fetched early. When a launch's weight stream saturates DRAM (one row
-// block per expert: gpt-oss, deepseek-v3 at T = 4096) a global load waits microseconds, and the
-// staged epilogue used to wait for ten in a row per tile after the mainloop (the expert, the row
-// ids, their routing weights, one bias granule per chunk), all of it exposed: the producer's ring
-// is full by then. Now, per consumer warp:
-//  1. at the tile's start, lanes 0..15 load the ids of rows warp_row + lane into a register
-//     (epilogue_fetch_id), and the warp copies the tile's bias columns into its row table
-//     (epilogue_fetch_bias, cp.async);
-//  2. half way through the mainloop, row_scale_of loads the routing weights (lanes 0..15);
-//  3. after the mainloop, fill_row_table and the chunks use them, loading nothing.
-// The caller passes the expert e (for the bias) known before the tile (both kernels load it one
-// unit ahead). `info` is the warp's row table: offsets, scales, then BIAS_WARP_BYTES.
-__device__ __forceinline__ int64_t epilogue_fetch_id(const grouped_params &p, int64_t warp_row, int lane) {
-    return lane < 16 ? p.sorted_ids[warp_row + lane] : p.padding_id;
+// The staged epilogue's inputs come from an epilogue table that a producer warp fills one tile
+// ahead. The consumers used to load them after the mainloop (the expert, the row ids, their
+// routing weights, a bias granule per chunk: ten dependent loads per tile with the bias), which
+// under a saturated DRAM (launches streaming each expert's weights once) waited microseconds with
+// the ring already full; loads issued by the consumers before or inside the mainloop do not help:
+// the compiler waits for them at the mainloop's loop head (SASS of call H3's build).
+struct epi_table_ref {
+    int64_t *row_off; // [BM]: plan row m0 + i's output element offset, -1 for padding
+    float *row_scale; // [BM]: its scale
+    float *bias;      // [COLS]: columns n0 .. of expert e's bias (zero past n), when p.bias
+};
+template <int COLS> __device__ __forceinline__ epi_table_ref epi_table(uint8_t *tables, int t) {
+    uint8_t *base = tables + t * epi_table_bytes<COLS>();
+    return {(int64_t *)base, (float *)(base + BM * 8), (float *)(base + BM * 12)};
 }
-template <int CHUNKS = STAGE_CHUNKS>
-__device__ __forceinline__ void epilogue_fetch_bias(const grouped_params &p, int e, int n0, int lane, uint8_t *info) {
-    if (!p.bias) return;
-    float *dst = (float *)(info + 16 * 8 + 16 * 4);
-    const float *src = p.bias + (int64_t)e * p.n;
-    __syncwarp(); // the previous tile's reads of the bias columns are done
-    for (int g = lane; g < CHUNKS * STAGE_COLS / 4; g += 32) { // 16-byte granules of 4 columns
-        const int col = n0 + 4 * g;                             // n % 4 == 0: wholly in or out
-        cp_async_16(dst + 4 * g, col < p.n ? src + col : src, col < p.n ? 16u : 0u);
+
+// Fills the table of the tile at plan rows m0.., columns n0.. of expert e, by `threads` threads
+// (thread = 0..threads-1), then each of them arrives on `full`. Plain loads: this runs on a
+// producer warp (or warpgroup), ahead of the consumers, so their latency is hidden.
+template <int MODE, int COLS>
+__device__ __forceinline__ void fill_epilogue_table(const grouped_params &p, int64_t m0, int e, int n0, int thread,
+                                                    int threads, const epi_table_ref &t, uint64_t *full) {
+    for (int r = thread; r < BM; r += threads) {
+        const int64_t id = p.sorted_ids[m0 + r];
+        const bool live = id != p.padding_id;
+        t.row_off[r] = live ? row_offset_of<MODE>(p, m0 + r, id) : -1;
+        t.row_scale[r] = live ? row_scale_of<MODE>(p, id) : 1.0f;
     }
-}
-
-// Step 2: the scale of this lane's row (1 for padding and for lanes 16..31).
-template <int MODE> __device__ __forceinline__ float epilogue_fetch_scale(const grouped_params &p, int64_t id) {
-    return id == p.padding_id ? 1.0f : row_scale_of<MODE>(p, id);
-}
-
-// The row table of one consumer warp's 16 output rows, in `info`, from the fetched (id, scale)
-// of lanes 0..15: row_off[i] the element offset of row warp_row + i's output (-1: padding,
-// nothing stored), row_scale[i] its epilogue scale. Returns whether any of the 16 rows is live
-// (at decode most warps hold only padding). Shared by the bf16 and FP8 staged epilogues.
-template <int MODE>
-__device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, int64_t id,
-                                               float scale, uint8_t *info, int64_t *&row_off, float *&row_scale) {
-    row_off = (int64_t *)info;
-    row_scale = (float *)(info + 16 * 8);
-    __syncwarp(); // the previous tile's reads of the row table are done
-    const bool live = lane < 16 && id != p.padding_id;
-    if (lane < 16) {
-        row_off[lane] = live ? row_offset_of<MODE>(p, warp_row + lane, id) : -1;
-        row_scale[lane] = scale;
+    if (p.bias) {
+        const float *src = p.bias + (int64_t)e * p.n;
+        for (int g = thread; g < COLS / 4; g += threads) { // 16-byte granules; n % 4 == 0
+            const int col = n0 + 4 * g;
+            *(float4 *)(t.bias + 4 * g) = col < p.n ? *(const float4 *)(src + col) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
     }
-    return __any_sync(0xFFFFFFFFu, live);
+    mbar_arrive(full); // release: this thread's table writes before the consumers' reads
 }
 
-// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
-// n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128), with the
-// fetched (id, scale) and bias columns. `stage`
-// is the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
-// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
+// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile (row r0 = warp_row -
+// m0 of its table), columns n0 .. n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256
+// wide, the FP8 one 128), its inputs from the tile's epilogue table. `stage` is the warp's
+// staging buffer. A2T: GEMM_UP's output type (bf16; fp32 on the FP8 path); GEMM_DOWN rows are
+// fp32, or bf16 when out_bf16.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
-__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int64_t id, float scale,
-                                                int64_t warp_row, int n0, int lane, float *stage, uint8_t *info) {
-    int64_t *row_off;
-    float *row_scale;
-    if (p.bias) cp_async_wait_all(); // this lane's bias granules; the __syncwarp below shares them
-    if (!fill_row_table<MODE>(p, warp_row, lane, id, scale, info, row_off, row_scale)) return; // all padding
-    const float *bias = p.bias ? (const float *)(info + 16 * 8 + 16 * 4) : nullptr; // tile columns
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, const epi_table_ref &t,
+                                                int r0, int n0, int lane, float *stage) {
+    const int64_t *row_off = t.row_off + r0;
+    const float *row_scale = t.row_scale + r0;
+    if (!__any_sync(0xFFFFFFFFu, lane < 16 && row_off[lane] >= 0)) return; // all padding (decode)
+    const float *bias = p.bias ? t.bias : nullptr; // the tile's columns
 #pragma unroll 1
     for (int c = 0; c < CHUNKS; ++c) {
         const int chunk_col = n0 + c * STAGE_COLS;
         if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
-        __syncwarp(); // the previous chunk's reads (and the row table writes) are done
+        __syncwarp(); // the previous chunk's reads are done
         stage_chunk<CHUNKS>(acc, c, stage, lane);
         __syncwarp();
         const int col = chunk_col + 4 * (lane % 8);
@@ -430,13 +418,6 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
     }
 }
 
-// The expert of unit u's row block.
-__device__ __forceinline__ int unit_expert(const grouped_params &p, int u, int units_m) {
-    int m_block, n_block;
-    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
-    return p.block_expert[m_block];
-}
-
 // The B box of tile column n_block (map and bytes): the whole GBN rows, or the tail's.
 __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
                                                     const CUtensorMap *map_b_tail, uint32_t &bytes) {
@@ -460,7 +441,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint64_t *empty = full + GSTAGES;
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
     uint8_t *staging = (uint8_t *)(empty + GSTAGES);
-    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
+    uint8_t *tables = staging + CONSUMER_WARPS * STAGE_WARP_BYTES; // EPI_TABLES epilogue tables
+    uint64_t *epi_full = (uint64_t *)(tables + EPI_TABLES * epi_table_bytes<GBN>());
+    uint64_t *epi_empty = epi_full + EPI_TABLES;
 
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
@@ -468,6 +451,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
+        // The epilogue tables' barriers first: ring_init's fence covers them too.
+        if (EPI == EPI_STAGED)
+            for (int t = 0; t < EPI_TABLES; ++t) {
+                mbar_init(&epi_full[t], GATHER ? 128 : 32);
+                mbar_init(&epi_empty[t], CONSUMER_WARPS);
+            }
         ring_init(full, empty, GSTAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
@@ -482,8 +471,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
             }
-            int stage = 0;
-            uint32_t phase = 0;
+            int stage = 0, table = 0;
+            uint32_t phase = 0, table_phase = 0;
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int m_block, n_block;
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
@@ -491,6 +480,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int b_row = e * p.n + n_block * GBN;
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
+                if (EPI == EPI_STAGED) { // the tile's epilogue table, by the whole warpgroup
+                    mbar_wait(&epi_empty[table], table_phase ^ 1);
+                    fill_epilogue_table<MODE, GBN>(p, (int64_t)m_block * BM, e, n_block * GBN, t, 128,
+                                                   epi_table<GBN>(tables, table), &epi_full[table]);
+                    if (++table == EPI_TABLES) {
+                        table = 0;
+                        table_phase ^= 1;
+                    }
+                }
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
@@ -535,6 +533,23 @@ __global__ void __launch_bounds__(THREADS, 1)
                         }
                     }
                 }
+            } else if (EPI == EPI_STAGED && threadIdx.x / 32 == 1) {
+                // Warp 1: each tile's epilogue table, up to EPI_TABLES tiles ahead of the consumers.
+                const int lane = threadIdx.x % 32;
+                int table = 0;
+                uint32_t table_phase = 0;
+                for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                    int m_block, n_block;
+                    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+                    mbar_wait(&epi_empty[table], table_phase ^ 1);
+                    const int e = p.bias ? p.block_expert[m_block] : 0;
+                    fill_epilogue_table<MODE, GBN>(p, (int64_t)m_block * BM, e, n_block * GBN, lane, 32,
+                                                   epi_table<GBN>(tables, table), &epi_full[table]);
+                    if (++table == EPI_TABLES) {
+                        table = 0;
+                        table_phase ^= 1;
+                    }
+                }
             }
         }
     } else {
@@ -548,28 +563,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[GBN / 2];
 #pragma unroll
         for (int i = 0; i < GBN / 2; ++i) acc[i] = 0.0f;
-        int stage = 0;
-        uint32_t phase = 0;
-        // EPI_STAGED: each unit's expert (only the bias needs it) loaded one unit ahead, and the
-        // epilogue's other inputs fetched during the mainloop (see epilogue_fetch).
-        const bool bias_ahead = EPI == EPI_STAGED && p.bias;
-        int e_next = bias_ahead && (int)blockIdx.x < units ? unit_expert(p, blockIdx.x, units_m) : 0;
-        const int kb_scale = num_kb / 2; // the ids have had half a tile to arrive
+        int stage = 0, table = 0;
+        uint32_t phase = 0, table_phase = 0;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
             const int m0 = m_block * BM;
             const int n0 = n_block * GBN;
-            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
-            uint8_t *info = row_info + cw * ROWINFO_WARP_BYTES;
-            const int e_staged = e_next;
-            if (bias_ahead && u + (int)gridDim.x < units) e_next = unit_expert(p, u + gridDim.x, units_m);
-            int64_t id = 0;
-            float scale = 1.0f;
-            if (EPI == EPI_STAGED) {
-                id = epilogue_fetch_id(p, warp_row, lane);
-                epilogue_fetch_bias(p, e_staged, n0, lane, info);
-            }
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
@@ -584,7 +584,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_bf16<GBN>(acc, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
                                     (kb > 0 || kk > 0) ? 1 : 0);
                 wgmma_commit_group();
-                if (EPI == EPI_STAGED && kb == kb_scale) scale = epilogue_fetch_scale<MODE>(p, id);
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -597,11 +596,21 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_registers<GBN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
 
-            if (EPI == EPI_STAGED)
-                staged_epilogue<MODE>(p, acc, id, scale, warp_row, n0, lane,
-                                      (float *)(staging + cw * STAGE_WARP_BYTES), info);
-            else
-                regs_epilogue<MODE, EPI, ACT>(p, acc, p.block_expert[m_block], warp_row + lane / 4, n0, lane % 4);
+            const int r0 = half * 64 + warp * 16; // this warp's rows in the tile
+            if (EPI == EPI_STAGED) {
+                mbar_wait(&epi_full[table], table_phase);
+                staged_epilogue<MODE>(p, acc, epi_table<GBN>(tables, table), r0, n0, lane,
+                                      (float *)(staging + cw * STAGE_WARP_BYTES));
+                __syncwarp(); // every lane's reads of the table before lane 0 frees it
+                release_stage<1>(&epi_empty[table], lane);
+                if (++table == EPI_TABLES) {
+                    table = 0;
+                    table_phase ^= 1;
+                }
+            } else {
+                regs_epilogue<MODE, EPI, ACT>(p, acc, p.block_expert[m_block], (int64_t)m0 + r0 + lane / 4, n0,
+                                              lane % 4);
+            }
         }
     }
 #endif
