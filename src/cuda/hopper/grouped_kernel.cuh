@@ -72,6 +72,9 @@ template <int COLS> constexpr int staged_extra_bytes() {
     return CONSUMER_WARPS * STAGE_WARP_BYTES + EPI_TABLES * epi_table_bytes<COLS>() + 2 * EPI_TABLES * 8;
 }
 
+static_assert(STAGE_WARP_BYTES % 16 == 0 && epi_table_bytes<GBN>() % 16 == 0 && (BM * 12) % 16 == 0,
+              "the tables' bias columns (float4) and the barriers after them stay aligned");
+
 template <int EPI> constexpr int grouped_smem_bytes() {
     return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? staged_extra_bytes<GBN>() : 0);
 }
@@ -439,7 +442,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint8_t *smem_b = smem + GSTAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
     uint64_t *full = (uint64_t *)(smem_b + GSTAGES * CFG::B_BYTES);
     uint64_t *empty = full + GSTAGES;
-    // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
+    // EPI_STAGED: per consumer warp a staging buffer, then the epilogue tables and their barriers.
     uint8_t *staging = (uint8_t *)(empty + GSTAGES);
     uint8_t *tables = staging + CONSUMER_WARPS * STAGE_WARP_BYTES; // EPI_TABLES epilogue tables
     uint64_t *epi_full = (uint64_t *)(tables + EPI_TABLES * epi_table_bytes<GBN>());
