@@ -325,11 +325,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int m_block, n_first, n_count;
                 unit_tiles(p, u, units_m, m_block, n_first, n_count);
-                const int e = p.g.bias ? p.g.block_expert[m_block] : 0;
                 for (int t = 0; t < n_count; ++t) {
                     mbar_wait(&epi_empty[table.slot], table.phase ^ 1);
-                    fill_epilogue_table<MODE, FP8_BN>(p.g, (int64_t)m_block * FP8_BM, e, (n_first + t) * FP8_BN, lane,
-                                                      32, epi_table<FP8_BN>(tables, table.slot), &epi_full[table.slot]);
+                    fill_epilogue_table<MODE, FP8_BN, 32>(p.g, m_block, (n_first + t) * FP8_BN, lane,
+                                                          epi_table<FP8_BN>(tables, table.slot), &epi_full[table.slot]);
                     ring_next(table, EPI_TABLES);
                 }
             }

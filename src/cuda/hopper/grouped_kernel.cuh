@@ -64,9 +64,9 @@ constexpr int STAGE_CHUNKS = GBN / STAGE_COLS;
 constexpr int CONSUMER_WARPS = 8;
 constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
 // The epilogue table of one tile (see fill_epilogue_table): its 128 rows' output offsets and
-// scales, and its COLS bias columns. EPI_TABLES of them, filled by a producer warp ahead of the
-// consumers, each with a full and an empty barrier after the tables.
-constexpr int EPI_TABLES = 2;
+// scales, and its COLS bias columns. EPI_TABLES of them (3: slack for a table that is slow to
+// fill under a saturated DRAM), filled by a producer warp ahead of the consumers, each with a full and an empty barrier after the tables.
+constexpr int EPI_TABLES = 3;
 template <int COLS> __host__ __device__ constexpr int epi_table_bytes() { return BM * 8 + BM * 4 + COLS * 4; }
 template <int COLS> constexpr int staged_extra_bytes() {
     return CONSUMER_WARPS * STAGE_WARP_BYTES + EPI_TABLES * epi_table_bytes<COLS>() + 2 * EPI_TABLES * 8;
@@ -354,25 +354,44 @@ template <int COLS> __device__ __forceinline__ epi_table_ref epi_table(uint8_t *
     return {(int64_t *)base, (float *)(base + BM * 8), (float *)(base + BM * 12)};
 }
 
-// Fills the table of the tile at plan rows m0.., columns n0.. of expert e, by `threads` threads
-// (thread = 0..threads-1), then each of them arrives on `full`. Plain loads: this runs on a
-// producer warp (or warpgroup), ahead of the consumers, so their latency is hidden.
-template <int MODE, int COLS>
-__device__ __forceinline__ void fill_epilogue_table(const grouped_params &p, int64_t m0, int e, int n0, int thread,
-                                                    int threads, const epi_table_ref &t, uint64_t *full) {
-    for (int r = thread; r < BM; r += threads) {
-        const int64_t id = p.sorted_ids[m0 + r];
-        const bool live = id != p.padding_id;
-        t.row_off[r] = live ? row_offset_of<MODE>(p, m0 + r, id) : -1;
-        t.row_scale[r] = live ? row_scale_of<MODE>(p, id) : 1.0f;
+// Fills the table of the tile at plan rows m0.. (row block m_block), columns n0.., by THREADS
+// threads (thread = 0..THREADS-1), then each of them arrives on `full`. Plain loads, on a
+// producer warp (or warpgroup) ahead of the consumers; each thread issues all its loads of one
+// kind together (ids and the expert, then scales and bias), so a table costs two load latencies,
+// not one per row (call H4: with a row at a time, deepseek-v3's short GEMM2 tiles waited for
+// their tables).
+template <int MODE, int COLS, int THREADS>
+__device__ __forceinline__ void fill_epilogue_table(const grouped_params &p, int m_block, int n0, int thread,
+                                                    const epi_table_ref &t, uint64_t *full) {
+    constexpr int ROWS = BM / THREADS, GRANULES = (COLS / 4 + THREADS - 1) / THREADS; // per thread
+    static_assert(BM % THREADS == 0, "whole rows per thread");
+    const int64_t m0 = (int64_t)m_block * BM;
+    int64_t id[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) id[i] = p.sorted_ids[m0 + thread + i * THREADS];
+    const int e = p.bias ? p.block_expert[m_block] : 0;
+    float scale[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) scale[i] = id[i] != p.padding_id ? row_scale_of<MODE>(p, id[i]) : 1.0f;
+    float4 b[GRANULES];
+#pragma unroll
+    for (int j = 0; j < GRANULES; ++j) { // 16-byte granules of 4 columns; n % 4 == 0
+        const int g = thread + j * THREADS, col = n0 + 4 * g;
+        b[j] = p.bias && g < COLS / 4 && col < p.n ? *(const float4 *)(p.bias + (int64_t)e * p.n + col)
+                                                   : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (p.bias) {
-        const float *src = p.bias + (int64_t)e * p.n;
-        for (int g = thread; g < COLS / 4; g += threads) { // 16-byte granules; n % 4 == 0
-            const int col = n0 + 4 * g;
-            *(float4 *)(t.bias + 4 * g) = col < p.n ? *(const float4 *)(src + col) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const int r = thread + i * THREADS;
+        t.row_off[r] = id[i] != p.padding_id ? row_offset_of<MODE>(p, m0 + r, id[i]) : -1;
+        t.row_scale[r] = scale[i];
+    }
+    if (p.bias)
+#pragma unroll
+        for (int j = 0; j < GRANULES; ++j) {
+            const int g = thread + j * THREADS;
+            if (g < COLS / 4) *(float4 *)(t.bias + 4 * g) = b[j];
         }
-    }
     mbar_arrive(full); // release: this thread's table writes before the consumers' reads
 }
 
@@ -485,8 +504,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
                 if (EPI == EPI_STAGED) { // the tile's epilogue table, by the whole warpgroup
                     mbar_wait(&epi_empty[table], table_phase ^ 1);
-                    fill_epilogue_table<MODE, GBN>(p, (int64_t)m_block * BM, e, n_block * GBN, t, 128,
-                                                   epi_table<GBN>(tables, table), &epi_full[table]);
+                    fill_epilogue_table<MODE, GBN, 128>(p, m_block, n_block * GBN, t, epi_table<GBN>(tables, table),
+                                                        &epi_full[table]);
                     if (++table == EPI_TABLES) {
                         table = 0;
                         table_phase ^= 1;
@@ -545,9 +564,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                     int m_block, n_block;
                     raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                     mbar_wait(&epi_empty[table], table_phase ^ 1);
-                    const int e = p.bias ? p.block_expert[m_block] : 0;
-                    fill_epilogue_table<MODE, GBN>(p, (int64_t)m_block * BM, e, n_block * GBN, lane, 32,
-                                                   epi_table<GBN>(tables, table), &epi_full[table]);
+                    fill_epilogue_table<MODE, GBN, 32>(p, m_block, n_block * GBN, lane, epi_table<GBN>(tables, table),
+                                                       &epi_full[table]);
                     if (++table == EPI_TABLES) {
                         table = 0;
                         table_phase ^= 1;
