@@ -55,7 +55,7 @@ python3 tools/ab_summary.py $O/fwd fp8head fp8old > $O/fwd/ab_fp8.md 2>&1
 OUT=$O/measure STAGES="build measure" DEADLINE=60 timeout 70 bash tests/gpu/measure_on_device.sh \
     > $O/measure/stdout.log 2>&1; mark measure $? $O/measure/stdout.log
 for d in fp8 bf16; do
-  left=$((400 - (SECONDS - t0)))
+  left=$((285 - (SECONDS - t0)))
   if [ $left -gt 80 ]; then
     BENCH_COMMIT=$BENCH_COMMIT TOTAL_S=$left OUT=$O/$d timeout $left bash bench/run_on_device.sh --dtype $d \
         --target-s 0.1 > /dev/null 2>&1; mark "bench_moe $d" $? /dev/null
