@@ -43,7 +43,7 @@ constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
-constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + staged_extra_bytes<FP8_BN>(); }
+constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES; }
 static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
@@ -236,9 +236,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     uint8_t *staging = s.end;                                      // per consumer warp
-    uint8_t *tables = staging + CONSUMER_WARPS * STAGE_WARP_BYTES; // EPI_TABLES epilogue tables
-    uint64_t *epi_full = (uint64_t *)(tables + EPI_TABLES * epi_table_bytes<FP8_BN>());
-    uint64_t *epi_empty = epi_full + EPI_TABLES;
+    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
 
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
@@ -247,20 +245,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = units_m * units_along_n(p.g.tiles_n, p.tiles_per_unit);
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
-    if (threadIdx.x == 0) {
-        // The epilogue tables' barriers first: the rings' init fence covers them too.
-        if (EPI == EPI_STAGED)
-            for (int t = 0; t < EPI_TABLES; ++t) {
-                mbar_init(&epi_full[t], 32);
-                mbar_init(&epi_empty[t], CONSUMER_WARPS);
-            }
-        fp8_rings_init<CFG>(s);
-    }
+    if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
     __syncthreads();
 
     if (warpgroup == 0) {
-        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales, warp 2
-        // fills the epilogue tables ----
+        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
         setmaxnreg_dec<PRODUCER_REGS>();
         if (warp == 0 && lane == 0) {
             tma_prefetch_map(&map_a);
@@ -319,19 +308,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                     }
                 }
             }
-        } else if (EPI == EPI_STAGED && warp == 2) {
-            // Warp 2: each tile's epilogue table, up to EPI_TABLES tiles ahead of the consumers.
-            ring_pos table = {0, 0};
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int m_block, n_first, n_count;
-                unit_tiles(p, u, units_m, m_block, n_first, n_count);
-                for (int t = 0; t < n_count; ++t) {
-                    mbar_wait(&epi_empty[table.slot], table.phase ^ 1);
-                    fill_epilogue_table<MODE, FP8_BN, 32>(p.g, m_block, (n_first + t) * FP8_BN, lane,
-                                                          epi_table<FP8_BN>(tables, table.slot), &epi_full[table.slot]);
-                    ring_next(table, EPI_TABLES);
-                }
-            }
         }
     } else {
         // ---- consumers ----
@@ -345,7 +321,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
-        ring_pos table = {0, 0}; // EPI_STAGED: the epilogue tables, one per tile
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);
@@ -392,18 +367,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_wait_group<0>();
                     fp8_retire<true>(acc, part, now, s.empty, lane);
                 }
+                const int e = p.g.block_expert[m_block];
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<64>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {
-                    mbar_wait(&epi_full[table.slot], table.phase);
-                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, epi_table<FP8_BN>(tables, table.slot),
-                                                             (int)(warp_row - m0), n0, lane,
-                                                             (float *)(staging + cw * STAGE_WARP_BYTES));
-                    __syncwarp(); // every lane's reads of the table before lane 0 frees it
-                    release_stage<1>(&epi_empty[table.slot], lane);
-                    ring_next(table, EPI_TABLES);
+                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
+                                                             (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                             row_info + cw * ROWINFO_WARP_BYTES);
                 } else {
-                    const int e = p.g.block_expert[m_block];
                     const int q = lane % 4, cols_left = p.g.n - n0;
                     const float *bias_q = p.g.bias ? p.g.bias + (int64_t)e * p.g.n + n0 + 2 * q : nullptr;
                     uint8_t *stage = staging + cw * STAGE_WARP_BYTES;

@@ -63,20 +63,11 @@ constexpr int STAGE_LD = STAGE_COLS + 8;
 constexpr int STAGE_CHUNKS = GBN / STAGE_COLS;
 constexpr int CONSUMER_WARPS = 8;
 constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
-// The epilogue table of one tile (see fill_epilogue_table): its 128 rows' output offsets and
-// scales, and its COLS bias columns. EPI_TABLES of them (3: slack for a table that is slow to
-// fill under a saturated DRAM), filled by a producer warp ahead of the consumers, each with a full and an empty barrier after the tables.
-constexpr int EPI_TABLES = 3;
-template <int COLS> __host__ __device__ constexpr int epi_table_bytes() { return BM * 8 + BM * 4 + COLS * 4; }
-template <int COLS> constexpr int staged_extra_bytes() {
-    return CONSUMER_WARPS * STAGE_WARP_BYTES + EPI_TABLES * epi_table_bytes<COLS>() + 2 * EPI_TABLES * 8;
-}
-
-static_assert(STAGE_WARP_BYTES % 16 == 0 && epi_table_bytes<GBN>() % 16 == 0 && (BM * 12) % 16 == 0,
-              "the tables' bias columns (float4) and the barriers after them stay aligned");
+constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int64) + scales
+constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
 template <int EPI> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? staged_extra_bytes<GBN>() : 0);
+    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? STAGED_EXTRA_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
@@ -149,29 +140,22 @@ __device__ __forceinline__ int live_blocks(const grouped_params &p) {
     return (int)((*p.live_rows + BM - 1) / BM);
 }
 
-// The epilogue scale of plan row id `id` (not padding): GEMM_UP: the routing weight when it
-// multiplies the input, else 1; GEMM_DOWN: the routing weight (routed) or the shared gate.
-template <int MODE> __device__ __forceinline__ float row_scale_of(const grouped_params &p, int64_t id) {
-    const bool routed = id < p.padding_id;
-    if (MODE == GEMM_UP) return routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
-    if (routed) return p.weight_on_input ? 1.0f : p.topk_weights[id];
-    return p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f;
-}
-
-// The element offset of plan row r's output (id: its plan id, not padding): GEMM_UP: A2 row r;
-// GEMM_DOWN: output row id (routed) or id - 1 (shared).
-template <int MODE> __device__ __forceinline__ int64_t row_offset_of(const grouped_params &p, int64_t r, int64_t id) {
-    if (MODE == GEMM_UP) return r * p.ldo;
-    return (id < p.padding_id ? id : id - 1) * p.ldo;
-}
-
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
+// GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
+// GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
 template <int MODE>
 __device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
     const int64_t id = p.sorted_ids[r];
     if (id == p.padding_id) return false;
-    scale = row_scale_of<MODE>(p, id);
-    offset = row_offset_of<MODE>(p, r, id);
+    const bool routed = id < p.padding_id;
+    if (MODE == GEMM_UP) {
+        scale = routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
+        offset = r * p.ldo;
+    } else {
+        if (routed) scale = p.weight_on_input ? 1.0f : p.topk_weights[id];
+        else scale = p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f;
+        offset = (routed ? id : id - 1) * p.ldo;
+    }
     return true;
 }
 
@@ -338,85 +322,49 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
     }
 }
 
-// The staged epilogue's inputs come from an epilogue table that a producer warp fills one tile
-// ahead. The consumers used to load them after the mainloop (the expert, the row ids, their
-// routing weights, a bias granule per chunk: ten dependent loads per tile with the bias), which
-// under a saturated DRAM (launches streaming each expert's weights once) waited microseconds with
-// the ring already full; loads issued by the consumers before or inside the mainloop do not help:
-// the compiler waits for them at the mainloop's loop head (SASS of call H3's build).
-struct epi_table_ref {
-    int64_t *row_off; // [BM]: plan row m0 + i's output element offset, -1 for padding
-    float *row_scale; // [BM]: its scale
-    float *bias;      // [COLS]: columns n0 .. of expert e's bias (zero past n), when p.bias
-};
-template <int COLS> __device__ __forceinline__ epi_table_ref epi_table(uint8_t *tables, int t) {
-    uint8_t *base = tables + t * epi_table_bytes<COLS>();
-    return {(int64_t *)base, (float *)(base + BM * 8), (float *)(base + BM * 12)};
+// The row table of one consumer warp's 16 output rows, in `info`: row_off[i] the element offset
+// of row warp_row + i's output (-1: padding, nothing stored), row_scale[i] its epilogue scale.
+// Returns whether any of the 16 rows is live (at decode most warps hold only padding).
+// Shared by the bf16 and FP8 staged epilogues.
+template <int MODE>
+__device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
+                                               int64_t *&row_off, float *&row_scale) {
+    row_off = (int64_t *)info;
+    row_scale = (float *)(info + 16 * 8);
+    __syncwarp(); // the previous tile's reads of the row table are done
+    bool live = false;
+    if (lane < 16) {
+        int64_t off = -1;
+        float s = 1.0f;
+        if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
+        row_off[lane] = off;
+        row_scale[lane] = s;
+        live = off >= 0;
+    }
+    return __any_sync(0xFFFFFFFFu, live);
 }
 
-// Fills the table of the tile at plan rows m0.. (row block m_block), columns n0.., by THREADS
-// threads (thread = 0..THREADS-1), then each of them arrives on `full`. Plain loads, on a
-// producer warp (or warpgroup) ahead of the consumers; each thread issues all its loads of one
-// kind together (ids and the expert, then scales and bias), so a table costs two load latencies,
-// not one per row (call H4: with a row at a time, deepseek-v3's short GEMM2 tiles waited for
-// their tables).
-template <int MODE, int COLS, int THREADS>
-__device__ __forceinline__ void fill_epilogue_table(const grouped_params &p, int m_block, int n0, int thread,
-                                                    const epi_table_ref &t, uint64_t *full) {
-    constexpr int ROWS = BM / THREADS, GRANULES = (COLS / 4 + THREADS - 1) / THREADS; // per thread
-    static_assert(BM % THREADS == 0, "whole rows per thread");
-    const int64_t m0 = (int64_t)m_block * BM;
-    int64_t id[ROWS];
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) id[i] = p.sorted_ids[m0 + thread + i * THREADS];
-    const int e = p.bias ? p.block_expert[m_block] : 0;
-    float scale[ROWS];
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) scale[i] = id[i] != p.padding_id ? row_scale_of<MODE>(p, id[i]) : 1.0f;
-    float4 b[GRANULES];
-#pragma unroll
-    for (int j = 0; j < GRANULES; ++j) { // 16-byte granules of 4 columns; n % 4 == 0
-        const int g = thread + j * THREADS, col = n0 + 4 * g;
-        b[j] = p.bias && g < COLS / 4 && col < p.n ? *(const float4 *)(p.bias + (int64_t)e * p.n + col)
-                                                   : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) {
-        const int r = thread + i * THREADS;
-        t.row_off[r] = id[i] != p.padding_id ? row_offset_of<MODE>(p, m0 + r, id[i]) : -1;
-        t.row_scale[r] = scale[i];
-    }
-    if (p.bias)
-#pragma unroll
-        for (int j = 0; j < GRANULES; ++j) {
-            const int g = thread + j * THREADS;
-            if (g < COLS / 4) *(float4 *)(t.bias + 4 * g) = b[j];
-        }
-    mbar_arrive(full); // release: this thread's table writes before the consumers' reads
-}
-
-// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile (row r0 = warp_row -
-// m0 of its table), columns n0 .. n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256
-// wide, the FP8 one 128), its inputs from the tile's epilogue table. `stage` is the warp's
-// staging buffer. A2T: GEMM_UP's output type (bf16; fp32 on the FP8 path); GEMM_DOWN rows are
-// fp32, or bf16 when out_bf16.
+// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 ..
+// n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128). `stage` is
+// the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
+// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
-__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, const epi_table_ref &t,
-                                                int r0, int n0, int lane, float *stage) {
-    const int64_t *row_off = t.row_off + r0;
-    const float *row_scale = t.row_scale + r0;
-    if (!__any_sync(0xFFFFFFFFu, lane < 16 && row_off[lane] >= 0)) return; // all padding (decode)
-    const float *bias = p.bias ? t.bias : nullptr; // the tile's columns
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                                int n0, int lane, float *stage, uint8_t *info) {
+    int64_t *row_off;
+    float *row_scale;
+    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
+    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
     for (int c = 0; c < CHUNKS; ++c) {
         const int chunk_col = n0 + c * STAGE_COLS;
         if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
-        __syncwarp(); // the previous chunk's reads are done
+        __syncwarp(); // the previous chunk's reads (and the row table writes) are done
         stage_chunk<CHUNKS>(acc, c, stage, lane);
         __syncwarp();
         const int col = chunk_col + 4 * (lane % 8);
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
-        const float4 b = bias ? *(const float4 *)(bias + c * STAGE_COLS + 4 * (lane % 8)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
             if (p.out_bf16)
                 staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
@@ -461,11 +409,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint8_t *smem_b = smem + GSTAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
     uint64_t *full = (uint64_t *)(smem_b + GSTAGES * CFG::B_BYTES);
     uint64_t *empty = full + GSTAGES;
-    // EPI_STAGED: per consumer warp a staging buffer, then the epilogue tables and their barriers.
+    // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
     uint8_t *staging = (uint8_t *)(empty + GSTAGES);
-    uint8_t *tables = staging + CONSUMER_WARPS * STAGE_WARP_BYTES; // EPI_TABLES epilogue tables
-    uint64_t *epi_full = (uint64_t *)(tables + EPI_TABLES * epi_table_bytes<GBN>());
-    uint64_t *epi_empty = epi_full + EPI_TABLES;
+    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
 
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
@@ -473,12 +419,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        // The epilogue tables' barriers first: ring_init's fence covers them too.
-        if (EPI == EPI_STAGED)
-            for (int t = 0; t < EPI_TABLES; ++t) {
-                mbar_init(&epi_full[t], GATHER ? 128 : 32);
-                mbar_init(&epi_empty[t], CONSUMER_WARPS);
-            }
         ring_init(full, empty, GSTAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
@@ -493,8 +433,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
             }
-            int stage = 0, table = 0;
-            uint32_t phase = 0, table_phase = 0;
+            int stage = 0;
+            uint32_t phase = 0;
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int m_block, n_block;
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
@@ -502,15 +442,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int b_row = e * p.n + n_block * GBN;
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
-                if (EPI == EPI_STAGED) { // the tile's epilogue table, by the whole warpgroup
-                    mbar_wait(&epi_empty[table], table_phase ^ 1);
-                    fill_epilogue_table<MODE, GBN, 128>(p, m_block, n_block * GBN, t, epi_table<GBN>(tables, table),
-                                                        &epi_full[table]);
-                    if (++table == EPI_TABLES) {
-                        table = 0;
-                        table_phase ^= 1;
-                    }
-                }
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
@@ -555,22 +486,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                         }
                     }
                 }
-            } else if (EPI == EPI_STAGED && threadIdx.x / 32 == 1) {
-                // Warp 1: each tile's epilogue table, up to EPI_TABLES tiles ahead of the consumers.
-                const int lane = threadIdx.x % 32;
-                int table = 0;
-                uint32_t table_phase = 0;
-                for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                    int m_block, n_block;
-                    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
-                    mbar_wait(&epi_empty[table], table_phase ^ 1);
-                    fill_epilogue_table<MODE, GBN, 32>(p, m_block, n_block * GBN, lane, epi_table<GBN>(tables, table),
-                                                       &epi_full[table]);
-                    if (++table == EPI_TABLES) {
-                        table = 0;
-                        table_phase ^= 1;
-                    }
-                }
             }
         }
     } else {
@@ -584,8 +499,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[GBN / 2];
 #pragma unroll
         for (int i = 0; i < GBN / 2; ++i) acc[i] = 0.0f;
-        int stage = 0, table = 0;
-        uint32_t phase = 0, table_phase = 0;
+        int stage = 0;
+        uint32_t phase = 0;
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
@@ -617,21 +532,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_registers<GBN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
 
-            const int r0 = half * 64 + warp * 16; // this warp's rows in the tile
-            if (EPI == EPI_STAGED) {
-                mbar_wait(&epi_full[table], table_phase);
-                staged_epilogue<MODE>(p, acc, epi_table<GBN>(tables, table), r0, n0, lane,
-                                      (float *)(staging + cw * STAGE_WARP_BYTES));
-                __syncwarp(); // every lane's reads of the table before lane 0 frees it
-                release_stage<1>(&epi_empty[table], lane);
-                if (++table == EPI_TABLES) {
-                    table = 0;
-                    table_phase ^= 1;
-                }
-            } else {
-                regs_epilogue<MODE, EPI, ACT>(p, acc, p.block_expert[m_block], (int64_t)m0 + r0 + lane / 4, n0,
-                                              lane % 4);
-            }
+            const int e = p.block_expert[m_block];
+            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
+            if (EPI == EPI_STAGED)
+                staged_epilogue<MODE>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
+                                      row_info + cw * ROWINFO_WARP_BYTES);
+            else
+                regs_epilogue<MODE, EPI, ACT>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
         }
     }
 #endif
