@@ -17,8 +17,9 @@
 //    the units expert by expert. Host-built unit list (a lab shortcut; the library would derive it
 //    on the device from the plan's offsets).
 //  - Producer warp (warp 0 of warpgroup 0): lane 0 loads the W box (128 rows x 128 B) and the X box
-//    (NT rows x 128 B) by TMA; all 32 lanes load the k-block's scales (NT of X, one of W) with
-//    plain loads into the stage's scale slot and arrive on its full barrier (1 + 32 arrivals).
+//    (NT rows x 128 B) by TMA; all 32 lanes copy the k-block's scales (NT of X, one of W) into the
+//    stage's scale slot by cp.async, each arriving on its full barrier when its copy lands (1 + 32
+//    arrivals).
 //  - Consumers (warpgroups 1, 2: weight rows 0-63, 64-127 of the unit): per k-block four
 //    m64nNTk32 wgmmas into `part`, wait, then acc += part * sw * sx[column] (the promotion into
 //    fp32 every 128 of K); free the stage.
@@ -133,16 +134,23 @@ __global__ void __launch_bounds__(THREADS, 1)
                     tma_load_2d(st, &map_w, &full[stage], kb * KB, t.expert * p.n + t.n0);
                     tma_load_2d(st + L::W_BYTES, &map_x, &full[stage], kb * KB, t.row0);
                 }
+                // The scales by cp.async (zeros past the chunk's rows), each lane's arrival when its
+                // copy lands, so the producer never waits for a load.
                 float *scales = (float *)(st + L::W_BYTES + L::X_BYTES);
-                if (lane < NT) scales[lane] = lane < t.rows ? p.sx[(int64_t)kb * p.rows_total + t.row0 + lane] : 0.0f;
-                if (lane == 0) scales[NT] = sw_unit[kb];
-                mbar_arrive(&full[stage]); // release: this lane's scale writes
+                if (lane < NT) {
+                    const bool live = lane < t.rows;
+                    cp_async_4(scales + lane, live ? p.sx + (int64_t)kb * p.rows_total + t.row0 + lane : p.sx,
+                               live ? 4u : 0u);
+                }
+                if (lane == 0) cp_async_4(scales + NT, sw_unit + kb, 4u);
+                cp_async_mbar_arrive_noinc(&full[stage]);
                 if (++stage == STAGES) {
                     stage = 0;
                     phase ^= 1;
                 }
             }
         }
+        cp_async_wait_all(); // no thread exits with copies in flight
     } else {
         setmaxnreg_inc<232>();
         const int half = warpgroup - 1; // weight rows half * 64 .. + 63 of the unit
@@ -240,24 +248,43 @@ uint32_t rng() {
 }
 float urand() { return (rng() >> 8) * (1.0f / 16777216.0f); }
 
-// A random e4m3 code of a finite value in about [-4, 4] (no NaN codes 0x7f / 0xff).
-uint8_t random_e4m3() {
-    for (;;) {
-        const uint8_t c = (uint8_t)(rng() & 0xff);
-        if ((c & 0x7f) == 0x7f) continue;
+// e4m3 codes of finite values in [-4, 4] (no NaN codes 0x7f / 0xff), and every code's value.
+struct e4m3_tables {
+    uint8_t allowed[256];
+    int count;
+    float value[256];
+};
+e4m3_tables make_tables() {
+    e4m3_tables t;
+    t.count = 0;
+    for (int c = 0; c < 256; ++c) {
         __nv_fp8_e4m3 q;
-        q.__x = c;
-        if (fabsf((float)q) <= 4.0f) return c;
+        q.__x = (__nv_fp8_storage_t)c;
+        t.value[c] = (float)q;
+        if ((c & 0x7f) != 0x7f && fabsf(t.value[c]) <= 4.0f) t.allowed[t.count++] = (uint8_t)c;
     }
+    return t;
 }
-float decode(uint8_t c) {
-    __nv_fp8_e4m3 q;
-    q.__x = c;
-    return (float)q;
+const e4m3_tables TABLES = make_tables();
+uint8_t random_e4m3() { return TABLES.allowed[rng() % TABLES.count]; }
+
+// The weights are too many to make on the host (deepseek: 3.8 GB): byte i of W is the allowed
+// code hash(i) picks, made on the device and recomputed on the host for the rows checked.
+__host__ __device__ inline uint32_t hash64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)((x ^ (x >> 31)) >> 32);
 }
+__global__ void fill_weights(uint8_t *w, int64_t bytes, const uint8_t *allowed, int count, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < bytes; i += (int64_t)gridDim.x * blockDim.x)
+        w[i] = allowed[hash64(seed + (uint64_t)i) % count];
+}
+uint8_t weight_code(int64_t i, uint64_t seed) { return TABLES.allowed[hash64(seed + (uint64_t)i) % TABLES.count]; }
 
 template <int NT>
-int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double read_tbps) {
+int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double read_tbps, const uint8_t *dw,
+              uint64_t w_seed, void *flush, size_t flush_bytes) {
     using L = swap_layout<NT>;
     const int num_kb = (s.k + KB - 1) / KB, tiles_n = (s.n + W_ROWS - 1) / W_ROWS;
     // Routing: each token to top_k distinct experts; plan rows sorted by expert.
@@ -282,25 +309,23 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
             for (int nb = 0; nb < tiles_n; ++nb)
                 units.push_back({e, offset[e] + r, std::min(NT, count[e] - r), nb * W_ROWS});
     }
-    // Data: X [rows + NT, K] (NT rows of slack: a box may run past the last row), W [E * N, K].
+    // Data: X [rows + NT, K] (NT rows of slack: a box may run past the last row); W (dw) made once
+    // per shape by fill_weights.
     const int64_t x_rows = rows + NT;
-    std::vector<uint8_t> hx((size_t)x_rows * s.k), hw((size_t)s.experts * s.n * s.k);
+    std::vector<uint8_t> hx((size_t)x_rows * s.k);
     for (auto &c : hx) c = random_e4m3();
-    for (auto &c : hw) c = random_e4m3();
     std::vector<float> hsx((size_t)num_kb * rows), hsw((size_t)s.experts * tiles_n * num_kb);
     for (auto &v : hsx) v = 0.5f + urand();
     for (auto &v : hsw) v = (0.5f + urand()) / s.k;
-    uint8_t *dx, *dw;
+    uint8_t *dx;
     float *dsx, *dsw, *dy;
     unit_t *du;
     CUDA_OK(cudaMalloc(&dx, hx.size()));
-    CUDA_OK(cudaMalloc(&dw, hw.size()));
     CUDA_OK(cudaMalloc(&dsx, std::max<size_t>(1, hsx.size()) * 4));
     CUDA_OK(cudaMalloc(&dsw, hsw.size() * 4));
     CUDA_OK(cudaMalloc(&dy, std::max<size_t>(1, (size_t)rows * s.n) * 4));
     CUDA_OK(cudaMalloc(&du, std::max<size_t>(1, units.size()) * sizeof(unit_t)));
     CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size(), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dsx, hsx.data(), hsx.size() * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dsw, hsw.data(), hsw.size() * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(du, units.data(), units.size() * sizeof(unit_t), cudaMemcpyHostToDevice));
@@ -331,14 +356,14 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
                 ++bad;
             }
     std::vector<float> xdec((size_t)rows * s.k), wdec(s.k);
-    for (size_t i = 0; i < xdec.size(); ++i) xdec[i] = decode(hx[i]);
+    for (size_t i = 0; i < xdec.size(); ++i) xdec[i] = TABLES.value[hx[i]];
     std::vector<double> ref;
     std::vector<size_t> at;
     for (int e = 0; e < s.experts; ++e) {
         if (!count[e]) continue;
         for (int n = 0; n < s.n; ++n) {
             if (n % 7 != 0 && n < s.n - 8) continue;
-            for (int k = 0; k < s.k; ++k) wdec[k] = decode(hw[((size_t)e * s.n + n) * s.k + k]);
+            for (int k = 0; k < s.k; ++k) wdec[k] = TABLES.value[weight_code(((int64_t)e * s.n + n) * s.k + k, w_seed)];
             for (int r = offset[e]; r < offset[e + 1]; ++r) {
                 double v = 0.0;
                 for (int kb = 0; kb < num_kb; ++kb) {
@@ -373,6 +398,9 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
         CUDA_OK(cudaEventCreate(&b));
         std::vector<float> t;
         for (int i = 0; i < 23; ++i) {
+            // L2 emptied of the weights first (decode weights of one layer can fit in its 50 MB;
+            // in a model the other layers have evicted them).
+            CUDA_OK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
             CUDA_OK(cudaEventRecord(a));
             swap_kernel<NT><<<grid, THREADS, L::SMEM>>>(map_w, map_x, p);
             CUDA_OK(cudaEventRecord(b));
@@ -389,7 +417,7 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
            "the read\n",
            s.name, tokens, NT, rows, touched, units.size(), bad ? "FAIL" : "pass", max_err, ms,
            ms > 0 ? w_bytes / ms / 1e9 : 0.0, ms > 0 ? 100.0 * w_bytes / ms / 1e9 / read_tbps : 0.0);
-    cudaFree(dx), cudaFree(dw), cudaFree(dsx), cudaFree(dsw), cudaFree(dy), cudaFree(du);
+    cudaFree(dx), cudaFree(dsx), cudaFree(dsw), cudaFree(dy), cudaFree(du);
     return bad ? 1 : 0;
 }
 
@@ -441,19 +469,33 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaFree(buf));
     printf("decode_swap_lab: %d SMs, read ceiling %.3f TB/s (2 GiB, median of 5); W bytes = touched experts x N x K\n",
            sms, read_tbps);
+    const size_t flush_bytes = (size_t)256 << 20;
+    void *flush;
+    uint8_t *d_allowed;
+    CUDA_OK(cudaMalloc(&flush, flush_bytes));
+    CUDA_OK(cudaMalloc(&d_allowed, 256));
+    CUDA_OK(cudaMemcpy(d_allowed, TABLES.allowed, 256, cudaMemcpyHostToDevice));
     int failed = 0, passed = 0;
     for (const shape_t &s : SHAPES) {
         if (!strstr(shapes, s.name)) continue;
+        const int64_t w_bytes = (int64_t)s.experts * s.n * s.k;
+        const uint64_t w_seed = 0x5eed0000ull + (uint64_t)s.experts * s.n;
+        uint8_t *dw;
+        CUDA_OK(cudaMalloc(&dw, w_bytes));
+        fill_weights<<<sms * 8, 256>>>(dw, w_bytes, d_allowed, TABLES.count, w_seed);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaDeviceSynchronize());
         for (const char *c = tokens; *c;) {
             const int t = atoi(c);
-            const int r = nt == 8 ? run_shape<8>(s, t, check_only, sms, read_tbps)
-                          : nt == 16 ? run_shape<16>(s, t, check_only, sms, read_tbps)
-                                     : run_shape<32>(s, t, check_only, sms, read_tbps);
+            const int r = nt == 8    ? run_shape<8>(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes)
+                          : nt == 16 ? run_shape<16>(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes)
+                                     : run_shape<32>(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes);
             (r ? failed : passed)++;
             c = strchr(c, ',');
             if (!c) break;
             ++c;
         }
+        CUDA_OK(cudaFree(dw));
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
