@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "gemm_fp8_launch.cuh" // make_tensor_map_e4m3
 #include "lab_util.h"
 #include "ptx.cuh"
 
@@ -51,7 +52,7 @@ using namespace moe_hopper;
 
 namespace {
 
-constexpr int KB = 128;        // bytes (e4m3 elements) of K per k-block = per box row
+constexpr int KB = FP8_BK;     // bytes (e4m3 elements) of K per k-block = per box row (128)
 constexpr int W_ROWS = 128;    // weight rows per unit
 constexpr int STAGES = 8;
 constexpr int THREADS = 384;   // producer warpgroup (one warp used) + two consumer warpgroups
@@ -219,16 +220,6 @@ __global__ void read_kernel(const uint4 *src, int64_t n16, unsigned *sink) {
     if (x == 0x9e3779b9u) atomicAdd(sink, 1u); // never (in practice): keeps the loads
 }
 
-CUresult encode_e4m3(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int box_rows) {
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    cuuint64_t strides[1] = {(cuuint64_t)cols};
-    cuuint32_t box[2] = {(cuuint32_t)KB, (cuuint32_t)box_rows};
-    cuuint32_t es[2] = {1, 1};
-    return cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box,
-                                  es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
 struct shape_t {
     const char *name;
     int experts, n, k, top_k;
@@ -270,12 +261,7 @@ uint8_t random_e4m3() { return TABLES.allowed[rng() % TABLES.count]; }
 
 // The weights are too many to make on the host (deepseek: 3.8 GB): byte i of W is the allowed
 // code hash(i) picks, made on the device and recomputed on the host for the rows checked.
-__host__ __device__ inline uint32_t hash64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (uint32_t)((x ^ (x >> 31)) >> 32);
-}
+__host__ __device__ inline uint32_t hash64(uint64_t x) { return (uint32_t)(lab_splitmix64(x) >> 32); }
 __global__ void fill_weights(uint8_t *w, int64_t bytes, const uint8_t *allowed, int count, uint64_t seed) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < bytes; i += (int64_t)gridDim.x * blockDim.x)
         w[i] = allowed[hash64(seed + (uint64_t)i) % count];
@@ -330,8 +316,8 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
     CUDA_OK(cudaMemcpy(dsw, hsw.data(), hsw.size() * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(du, units.data(), units.size() * sizeof(unit_t), cudaMemcpyHostToDevice));
     CUtensorMap map_w, map_x;
-    if (encode_e4m3(&map_w, dw, (int64_t)s.experts * s.n, s.k, W_ROWS) != CUDA_SUCCESS ||
-        encode_e4m3(&map_x, dx, x_rows, s.k, NT) != CUDA_SUCCESS) {
+    if (make_tensor_map_e4m3(&map_w, dw, (int64_t)s.experts * s.n, s.k, s.k, W_ROWS) != CUDA_SUCCESS ||
+        make_tensor_map_e4m3(&map_x, dx, x_rows, s.k, s.k, NT) != CUDA_SUCCESS) {
         printf("%s T=%d: tensor map encoding failed\n", s.name, tokens);
         return 1;
     }

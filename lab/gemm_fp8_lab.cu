@@ -114,13 +114,6 @@ __global__ void compare_bf16(const __nv_bfloat16 *c, const double *ref, int64_t 
 }
 
 // ---- host: inputs, quantisation (the library's), references ----------------------------------
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 // Uniform in [-1, 1) times 2^e, e in [-4, 4] drawn per (row block of `block_rows`, 128 columns).
 // Runs f(r0, r1) over row chunks (multiples of 128 rows: block boundaries) on all cores.
 template <class F> static void parallel_rows(int64_t rows, F f) {
@@ -143,9 +136,9 @@ static void fill_inputs(std::vector<float> &x, int64_t rows, int64_t cols, int64
         for (int64_t r = r0; r < r1; ++r)
             for (int64_t c = 0; c < cols; ++c) {
                 uint64_t blk =
-                    splitmix64(seed ^ splitmix64((uint64_t)((r / block_rows) * kblocks + c / 128) + 0x5bd1e995ull));
+                    lab_splitmix64(seed ^ lab_splitmix64((uint64_t)((r / block_rows) * kblocks + c / 128) + 0x5bd1e995ull));
                 int e = (int)(blk % 9) - 4;
-                uint64_t u = splitmix64(seed ^ splitmix64((uint64_t)(r * cols + c)));
+                uint64_t u = lab_splitmix64(seed ^ lab_splitmix64((uint64_t)(r * cols + c)));
                 float v = (float)(u >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
                 x[(size_t)(r * cols + c)] = ldexpf(v, e);
             }
@@ -213,9 +206,9 @@ static int make_reference(const shape &sh, const qmat &qa, const qmat &qb, doubl
     int bad = 0;
     uint64_t x = seed;
     for (int i = 0; i < 24; ++i) {
-        x = splitmix64(x);
+        x = lab_splitmix64(x);
         int64_t r = i == 0 ? 0 : i == 1 ? sh.m - 1 : (int64_t)(x % (uint64_t)sh.m);
-        x = splitmix64(x);
+        x = lab_splitmix64(x);
         int64_t c = i == 0 ? 0 : i == 1 ? sh.n - 1 : (int64_t)(x % (uint64_t)sh.n);
         double got, exact = 0.0, mag = 0.0;
         CUDA_OK(cudaMemcpy(&got, *ref + r * sh.n + c, sizeof got, cudaMemcpyDeviceToHost));

@@ -70,17 +70,10 @@ static const shape SHAPES[] = {
 };
 
 // ---- device helpers ----------------------------------------------------------------------
-__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 // Uniform in [-1, 1), rounded to bf16.
 __global__ void fill_random(__nv_bfloat16 *p, int64_t count, uint64_t seed) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
-        uint64_t r = splitmix64(seed ^ splitmix64((uint64_t)i));
+        uint64_t r = lab_splitmix64(seed ^ lab_splitmix64((uint64_t)i));
         float u = (float)(r >> 40) * (1.0f / 16777216.0f); // [0, 1)
         p[i] = __float2bfloat16_rn(2.0f * u - 1.0f);
     }

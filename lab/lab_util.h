@@ -18,6 +18,15 @@
         }                                                                                               \
     } while (0)
 
+// SplitMix64's finaliser: a well-mixed 64-bit value per input (the labs' seeded random data, on
+// the host or the device).
+__host__ __device__ inline uint64_t lab_splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 // Replays a captured graph of `reps` launches warmup + timed times, each timed with events,
 // and returns the median replay time / reps in ms (timed even: the mean of the middle two).
 // Destroys the graph.

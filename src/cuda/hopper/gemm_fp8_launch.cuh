@@ -10,14 +10,16 @@
 
 namespace moe_hopper {
 
-// An e4m3 matrix [rows, cols] with row stride ld bytes, read in boxes of 128 rows x 128 bytes
-// with the 128-byte swizzle; elements outside the matrix read as zero (code 0 = +0.0).
-inline CUresult make_tensor_map_e4m3(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int64_t ld) {
+// An e4m3 matrix [rows, cols] with row stride ld bytes, read in boxes of box_rows (default 128)
+// rows x 128 bytes with the 128-byte swizzle; elements outside the matrix read as zero (code 0 =
+// +0.0).
+inline CUresult make_tensor_map_e4m3(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int64_t ld,
+                                     int box_rows = 128) {
     PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (!encode) return CUDA_ERROR_NOT_FOUND;
     cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
     cuuint64_t strides[1] = {(cuuint64_t)ld};
-    cuuint32_t box[2] = {(cuuint32_t)FP8_BK, 128};
+    cuuint32_t box[2] = {(cuuint32_t)FP8_BK, (cuuint32_t)box_rows};
     cuuint32_t elem_strides[2] = {1, 1};
     return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, elem_strides,
                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
