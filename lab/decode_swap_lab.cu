@@ -57,32 +57,6 @@ constexpr int W_ROWS = 128;    // weight rows per unit
 constexpr int STAGES = 8;
 constexpr int THREADS = 384;   // producer warpgroup (one warp used) + two consumer warpgroups
 
-// D[64 x NT] (+)= A[64 x 32] . B[NT x 32]^T, e4m3 from shared memory (both K-major), NT / 2 fp32
-// accumulators per thread. Move to ptx.cuh with the other wgmma forms if this kernel lands.
-template <int NT> __device__ __forceinline__ void wgmma_e4m3_nt(float *d, uint64_t a, uint64_t b, int accumulate);
-template <> __device__ __forceinline__ void wgmma_e4m3_nt<8>(float *d, uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "l"(a), "l"(b), "r"(acc));
-}
-template <> __device__ __forceinline__ void wgmma_e4m3_nt<16>(float *d, uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
-                 "1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "l"(a), "l"(b), "r"(acc));
-}
-template <> __device__ __forceinline__ void wgmma_e4m3_nt<32>(float *d, uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
-                 "%10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15])
-                 : "l"(a), "l"(b), "r"(acc));
-}
-
 struct unit_t {
     int expert, row0, rows, n0; // plan rows row0 .. row0 + rows - 1 (rows <= NT), weight rows n0 ..
 };

@@ -449,9 +449,12 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     char tiles[256];
     if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config (private there)
-        snprintf(tiles, sizeof tiles,
-                 "fp8 TMA+wgmma e4m3, tile %dx128x128, 6 stages, x codes and scales permuted, partials promoted "
-                 "into fp32 per 128-K block", HOPPER_BLOCK_M);
+        snprintf(tiles, sizeof tiles, "%s",
+                 hopper_fp8_swap_decode(L.T, L.k, L.experts) && !L.a2_in_epilogue
+                     ? "fp8 TMA+wgmma e4m3 decode kernel, operands swapped (128 weight rows x 32 plan rows x 128, "
+                       "8 stages), x codes and scales permuted, partials promoted into fp32 per 128-K block"
+                     : "fp8 TMA+wgmma e4m3, tile 128x128x128, 6 stages, x codes and scales permuted, partials "
+                       "promoted into fp32 per 128-K block");
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "

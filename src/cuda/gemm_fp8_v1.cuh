@@ -82,6 +82,10 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args,
 // rows: 2I gated, I for relu2; ldo = A2's row stride). The workspace query and the forward must
 // see the same value.
 bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
+// Whether the Hopper FP8 GEMMs of a forward with these sizes run the decode kernel with the
+// operands swapped (gemm_hopper_fp8.cu; MOEFUSE_FP8_DECODE=swap|tiles overrides), for the
+// forward's description.
+bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------
 // Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3

@@ -71,9 +71,17 @@ static void run_case(model *m, run_spec r) {
     const char *forced = getenv("MOEFUSE_GEMM");
     const int path = moe__cuda_forward_gemm(m->w_gpu, r.T);
     case_path = path;
-    snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s]", m->name, (long long)r.T,
+    /* The Hopper FP8 GEMMs' kernel, as moe_forward_config names it: the swapped decode kernel or
+     * the 128 x 128 tiles (MOEFUSE_FP8_DECODE=swap|tiles forces one: run_model runs both). */
+    const char *fp8_kernel = "";
+    if (is_fp8_format(m->format) && path == MOE__CUDA_GEMM_HOPPER) {
+        char line[1024];
+        MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, r.T, m->act_format, line, sizeof line));
+        fp8_kernel = strstr(line, "operands swapped") ? " fp8 swap" : " fp8 tiles";
+    }
+    snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s%s]", m->name, (long long)r.T,
              routing_name(r.routing), r.graph ? routing_name(r.replay_routing) : "-", forced ? forced : "auto",
-             moe__cuda_gemm_name(path));
+             moe__cuda_gemm_name(path), fp8_kernel);
     case_failures = 0;
     const moe_layer_spec *s = &m->spec;
     device_buffers b;
@@ -173,6 +181,16 @@ void run_model(model *m, const run_spec *runs, int nruns) {
                 moe__cuda_forward_gemm(m->w_gpu, runs[i].T) != MOE__CUDA_GEMM_HOPPER)
                 continue;
             run_case(m, runs[i]);
+            /* FP8 on Hopper: the case again on the other GEMM kernel (the swapped decode kernel
+             * takes the small T by default, the 128 x 128 tiles the large; each must be right at
+             * every T: an expert with more than 32 rows makes the decode kernel take passes). */
+            if (is_fp8_format(m->format) && moe__cuda_forward_gemm(m->w_gpu, runs[i].T) == MOE__CUDA_GEMM_HOPPER) {
+                char line[1024];
+                MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, runs[i].T, m->act_format, line, sizeof line));
+                setenv("MOEFUSE_FP8_DECODE", strstr(line, "operands swapped") ? "tiles" : "swap", 1);
+                run_case(m, runs[i]);
+                unsetenv("MOEFUSE_FP8_DECODE");
+            }
         }
     }
     unsetenv("MOEFUSE_GEMM");

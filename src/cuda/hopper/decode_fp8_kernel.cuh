@@ -1,0 +1,231 @@
+// The FP8 (w8a8) expert GEMMs at decode, with the operands swapped (docs/hopper_gemm.md, "an FP8
+// decode kernel with the operands swapped"; first measured as lab/decode_swap_lab.cu): the weights
+// are wgmma's 64-row A operand and a plan block's few live rows are B, N = SWAP_NT = 32. The
+// grouped kernel (grouped_fp8_kernel.cuh) computes 128-row tiles of a block that holds 1-8 live
+// rows at decode and pays its fixed cost per 128 x 128 tile; here no padding rows are computed,
+// and a work unit streams 16 KB of weights per k-block for 4 KB of plan rows.
+//
+//   out(r, n) = sum over k-blocks kb of a_scale(r, kb) * w_scale(e, n, kb) * (A8[r, kb] . B8[e*N + n, kb])
+//
+// the same product, scales and epilogues as the grouped FP8 kernel's EPI_STAGED (GEMM_UP:
+// x routing weight when weight_on_input, + bias, GLU of the interleaved (gate, up) rows or RELU2
+// -> fp32 A2 [rows, ldo]; GEMM_DOWN: + bias, x routing weight or shared gate -> rows out[id] or
+// out[id - 1], fp32 or bf16). Padding rows are not written.
+//  - Unit = (plan block b of 128 rows, 128 weight rows n0 ..): live blocks x ceil(N / 128) units,
+//    walked by a persistent grid, block-major (a block's units run side by side and share its
+//    rows in L2). The block's live rows are a prefix (the plan puts an expert's rows first, then
+//    its padding); a unit makes one pass per 32 of them (1 at decode; up to 4, each re-reading the
+//    unit's weights, mostly from L2, when an expert holds more rows).
+//  - Producer warp (warp 0 of warpgroup 0): per pass and k-block, lane 0 loads the weight box
+//    (128 rows x 128 bytes) and the rows' box (32 x 128 bytes) by TMA and writes the pass header
+//    (block, pass, expert, n0) into the stage; the 32 lanes copy the rows' scales, and lanes 0-1
+//    the even and odd weight rows' scales (they differ for paired W13 block scales), by cp.async
+//    that arrive on the stage's full barrier when they land (1 + 32 arrivals). After its last
+//    unit it sends a header with block -1: the consumers follow the producer's headers and need
+//    no plan reads of their own but the epilogue's.
+//  - Consumers (warpgroups 1, 2: weight rows 0-63, 64-127 of the unit): per k-block four
+//    m64n32k32 wgmmas into `part`, wait, then acc += part * w_scale * a_scale[column] (the
+//    promotion into fp32 every 128 of K), free the stage. The fragment is out^T: thread (warp w,
+//    lane l) holds weight rows n0 + 64 half + 16 w + l/4 (+ 8) and pass rows 8 j + 2 (l % 4) (+ 1).
+//    GLU: gate rows are even, up rows odd, so the up value of a gate row is 4 lanes away.
+#ifndef MOEFUSE_CUDA_HOPPER_DECODE_FP8_KERNEL_CUH
+#define MOEFUSE_CUDA_HOPPER_DECODE_FP8_KERNEL_CUH
+
+#include "grouped_fp8_kernel.cuh"
+
+namespace moe_hopper {
+
+constexpr int SWAP_NT = 32;                // plan rows per pass (wgmma N)
+constexpr int SWAP_W_ROWS = 128;           // weight rows per unit: two consumer warpgroups x 64
+constexpr int SWAP_STAGES = 8;
+constexpr int SWAP_W_BYTES = SWAP_W_ROWS * FP8_BK;          // 16 KB
+constexpr int SWAP_X_BYTES = SWAP_NT * FP8_BK;              // 4 KB (1024-aligned: a swizzle atom)
+constexpr int SWAP_SLOT_WORDS = 64;        // [0, 32) row scales, [32] even / [33] odd weight scale, [40, 44) header
+constexpr int SWAP_HEADER = 40;
+constexpr int SWAP_STAGE_BYTES = (SWAP_W_BYTES + SWAP_X_BYTES + SWAP_SLOT_WORDS * 4 + 1023) / 1024 * 1024;
+constexpr int SWAP_SMEM_BYTES = 1024 + SWAP_STAGES * SWAP_STAGE_BYTES + 2 * SWAP_STAGES * 8;
+static_assert(SWAP_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(BM % SWAP_NT == 0 && SWAP_W_ROWS == FP8_BN, "passes tile the plan block; units the weight-scale block");
+
+// Units of the launch: live blocks x weight-row blocks (both kernel and host agree).
+__device__ __forceinline__ int swap_units(const grouped_fp8_params &p) { return live_blocks(p.g) * p.g.tiles_n; }
+
+// Passes of block b: one per 32 rows of its live prefix (row 0 of a live block is always live).
+__device__ __forceinline__ int swap_passes(const grouped_fp8_params &p, int64_t b, int lane) {
+    const bool live = lane > 0 && lane < BM / SWAP_NT && p.g.sorted_ids[b * BM + lane * SWAP_NT] != p.g.padding_id;
+    return 1 + __popc(__ballot_sync(0xffffffffu, live));
+}
+
+// Epilogue of one pass: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
+// acc[4j + 2 + c]).
+template <int MODE>
+__device__ __forceinline__ void swap_epilogue(const grouped_params &p, const float *acc, int64_t row0, int e, int n_lo,
+                                              int lane) {
+    const int q = lane % 4;
+    const bool has[2] = {n_lo < p.n, n_lo + 8 < p.n};
+    float bias[2] = {0.0f, 0.0f};
+    if (p.bias) {
+        if (has[0]) bias[0] = p.bias[(int64_t)e * p.n + n_lo];
+        if (has[1]) bias[1] = p.bias[(int64_t)e * p.n + n_lo + 8];
+    }
+#pragma unroll
+    for (int j = 0; j < SWAP_NT / 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const int64_t r = row0 + 8 * j + 2 * q + c;
+            const int64_t id = p.sorted_ids[r];
+            const bool live = id != p.padding_id, routed = id < p.padding_id;
+            const float v_lo = acc[4 * j + c], v_hi = acc[4 * j + 2 + c];
+            if (MODE == GEMM_UP) {
+                const float s = live && routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
+                const float x_lo = v_lo * s + bias[0], x_hi = v_hi * s + bias[1];
+                float *out_row = (float *)p.out + r * p.ldo;
+                if (p.activation == MOE_ACT_RELU2) {
+                    if (!live) continue;
+                    if (has[0]) out_row[n_lo] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_lo, 0.0f);
+                    if (has[1]) out_row[n_lo + 8] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_hi, 0.0f);
+                    continue;
+                }
+                // Every lane shuffles (the partner's rows are live or not alike: same columns).
+                const float up_lo = __shfl_xor_sync(0xffffffffu, x_lo, 4), up_hi = __shfl_xor_sync(0xffffffffu, x_hi, 4);
+                if (!live || (lane / 4) % 2) continue; // odd weight rows are the up halves
+                if (has[0]) out_row[n_lo / 2] = glu_activate(p.activation, p.act_alpha, p.act_limit, x_lo, up_lo);
+                if (has[1]) out_row[(n_lo + 8) / 2] = glu_activate(p.activation, p.act_alpha, p.act_limit, x_hi, up_hi);
+            } else {
+                if (!live) continue;
+                const float w = routed ? (p.weight_on_input ? 1.0f : p.topk_weights[id])
+                                       : (p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f);
+                const int64_t offset = (routed ? id : id - 1) * p.ldo;
+                const float y_lo = (v_lo + bias[0]) * w, y_hi = (v_hi + bias[1]) * w;
+                if (p.out_bf16) {
+                    __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + offset;
+                    if (has[0]) out_row[n_lo] = __float2bfloat16_rn(y_lo);
+                    if (has[1]) out_row[n_lo + 8] = __float2bfloat16_rn(y_hi);
+                } else {
+                    float *out_row = (float *)p.out + offset;
+                    if (has[0]) out_row[n_lo] = y_lo;
+                    if (has[1]) out_row[n_lo + 8] = y_hi;
+                }
+            }
+        }
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(THREADS, 1)
+    decode_fp8_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
+                      const grouped_fp8_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint64_t *full = (uint64_t *)(smem + SWAP_STAGES * SWAP_STAGE_BYTES);
+    uint64_t *empty = full + SWAP_STAGES;
+    const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
+    if (threadIdx.x == 0) ring_init(full, empty, SWAP_STAGES, 1 + 32, CONSUMER_WARPS);
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (warp != 0) return;
+        if (lane == 0) {
+            tma_prefetch_map(&map_w);
+            tma_prefetch_map(&map_x);
+        }
+        ring_pos r = {0, 0};
+        const int units = swap_units(p);
+        for (int u = blockIdx.x;; u += gridDim.x) {
+            const bool done = u >= units;
+            const int64_t b = done ? 0 : u / p.g.tiles_n;
+            const int n0 = done ? 0 : (u % p.g.tiles_n) * SWAP_W_ROWS;
+            const int e = done ? 0 : p.g.block_expert[b];
+            const int passes = done ? 1 : swap_passes(p, b, lane);
+            long long sw_even = 0, sw_odd = 0;
+            int sw_ks = 0;
+            if (!done) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
+            for (int pass = 0; pass < passes; ++pass) {
+                const int64_t row0 = b * BM + pass * SWAP_NT;
+                for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
+                    mbar_wait(&empty[r.slot], r.phase ^ 1);
+                    uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+                    float *slot = (float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                    if (lane == 0) {
+                        int *header = (int *)(slot + SWAP_HEADER);
+                        header[0] = done ? -1 : (int)b;
+                        header[1] = pass;
+                        header[2] = e;
+                        header[3] = n0;
+                        // The header's stores are ordered before the arrival (release), which the
+                        // consumers' wait acquires.
+                        if (done) {
+                            mbar_arrive(&full[r.slot]);
+                        } else {
+                            mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + SWAP_X_BYTES);
+                            tma_load_2d(st, &map_w, &full[r.slot], kb * FP8_BK, e * p.g.n + n0);
+                            tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * FP8_BK, (int)row0);
+                        }
+                    }
+                    if (!done) {
+                        // Rows past the live prefix get whatever scale their slot holds: their
+                        // columns are computed and dropped (an output column depends on its row only).
+                        cp_async_4(slot + lane, p.sa + (row0 + lane) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                        if (lane < 2)
+                            cp_async_4(slot + SWAP_NT + lane, p.sw + (lane ? sw_odd : sw_even) + (long long)kb * sw_ks,
+                                       4u);
+                    }
+                    cp_async_mbar_arrive_noinc(&full[r.slot]);
+                    ring_next(r, SWAP_STAGES);
+                }
+            }
+            if (done) break;
+        }
+        cp_async_wait_all(); // no thread exits with copies in flight
+    } else {
+        setmaxnreg_inc<CONSUMER_REGS>();
+        const int half = warpgroup - 1; // weight rows half * 64 .. + 63 of the unit
+        float acc[SWAP_NT / 2], part[SWAP_NT / 2];
+        ring_pos r = {0, 0};
+        for (;;) {
+            mbar_wait(&full[r.slot], r.phase);
+            const int *header = (const int *)(smem + r.slot * SWAP_STAGE_BYTES + SWAP_W_BYTES + SWAP_X_BYTES) + SWAP_HEADER;
+            const int b = header[0];
+            if (b < 0) break;
+            const int pass = header[1], e = header[2], n0 = header[3];
+#pragma unroll
+            for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
+            for (int kb = 0; kb < num_kb; ++kb) {
+                if (kb > 0) mbar_wait(&full[r.slot], r.phase);
+                uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+                const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
+                const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                    wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
+                                           smem_desc_advance(desc_x, kk * 32), kk > 0);
+                wgmma_commit_group();
+                wgmma_wait_group<0>();
+                fence_registers<SWAP_NT / 2>(part);
+                const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                const float ws = slot[SWAP_NT + (lane / 4) % 2]; // this thread's rows' parity
+#pragma unroll
+                for (int j = 0; j < SWAP_NT / 8; ++j)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const float s = ws * slot[8 * j + 2 * (lane % 4) + c];
+                        acc[4 * j + c] += part[4 * j + c] * s;
+                        acc[4 * j + 2 + c] += part[4 * j + 2 + c] * s;
+                    }
+                __syncwarp(); // every lane has read the slot's scales
+                release_stage<1>(&empty[r.slot], lane);
+                ring_next(r, SWAP_STAGES);
+            }
+            swap_epilogue<MODE>(p.g, acc, (int64_t)b * BM + pass * SWAP_NT, e, n0 + half * 64 + warp * 16 + lane / 4,
+                                lane);
+        }
+    }
+#endif
+}
+
+} // namespace moe_hopper
+
+#endif
