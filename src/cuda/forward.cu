@@ -447,15 +447,22 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
-    char tiles[256];
-    if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config (private there)
-        snprintf(tiles, sizeof tiles, "%s",
-                 hopper_fp8_swap_decode(L.T, L.k, L.experts) && !L.a2_in_epilogue
-                     ? "fp8 TMA+wgmma e4m3 decode kernel, operands swapped (128 weight rows x 32 plan rows x 128, "
-                       "8 stages), x codes and scales permuted, partials promoted into fp32 per 128-K block"
-                     : "fp8 TMA+wgmma e4m3, tile 128x128x128, 6 stages, x codes and scales permuted, partials "
-                       "promoted into fp32 per 128-K block");
-    else if (L.fp8)
+    char tiles[512];
+    if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
+        // GEMM1 keeps the tiles when it quantises A2 in its epilogue.
+        const bool swap = hopper_fp8_swap_decode(L.T, L.k, L.experts);
+        char tile[96];
+        snprintf(tile, sizeof tile, "tile %dx128x128, 6 stages%s", HOPPER_BLOCK_M,
+                 L.a2_in_epilogue ? ", A2 quantised in GEMM1's epilogue" : "");
+        snprintf(tiles, sizeof tiles,
+                 "fp8 TMA+wgmma e4m3, %s%s%s, x codes and scales permuted, partials promoted into fp32 per 128-K "
+                 "block",
+                 !swap ? tile : L.a2_in_epilogue ? "GEMM1 " : "", swap && L.a2_in_epilogue ? tile : "",
+                 !swap ? "" : L.a2_in_epilogue ? ", GEMM2 on the decode kernel with the operands swapped (128 weight x "
+                                                 "32 plan rows x 128 K, 8 stages)"
+                                               : "both GEMMs on the decode kernel with the operands swapped (128 "
+                                                 "weight x 32 plan rows x 128 K, 8 stages)");
+    } else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
                  "128-K block", v1);

@@ -77,7 +77,7 @@ static void run_case(model *m, run_spec r) {
     if (is_fp8_format(m->format) && path == MOE__CUDA_GEMM_HOPPER) {
         char line[1024];
         MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, r.T, m->act_format, line, sizeof line));
-        fp8_kernel = strstr(line, "operands swapped") ? " fp8 swap" : " fp8 tiles";
+        fp8_kernel = strstr(line, "operands swapped") ? " fp8 swap" : " fp8 tiles"; /* GEMM2's, at least */
     }
     snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s%s]", m->name, (long long)r.T,
              routing_name(r.routing), r.graph ? routing_name(r.replay_routing) : "-", forced ? forced : "auto",
@@ -185,11 +185,14 @@ void run_model(model *m, const run_spec *runs, int nruns) {
              * takes the small T by default, the 128 x 128 tiles the large; each must be right at
              * every T: an expert with more than 32 rows makes the decode kernel take passes). */
             if (is_fp8_format(m->format) && moe__cuda_forward_gemm(m->w_gpu, runs[i].T) == MOE__CUDA_GEMM_HOPPER) {
-                char line[1024];
+                char line[1024], before[32] = "";
+                const char *env = getenv("MOEFUSE_FP8_DECODE");
+                if (env) snprintf(before, sizeof before, "%s", env);
                 MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, runs[i].T, m->act_format, line, sizeof line));
                 setenv("MOEFUSE_FP8_DECODE", strstr(line, "operands swapped") ? "tiles" : "swap", 1);
                 run_case(m, runs[i]);
-                unsetenv("MOEFUSE_FP8_DECODE");
+                if (env) setenv("MOEFUSE_FP8_DECODE", before, 1);
+                else unsetenv("MOEFUSE_FP8_DECODE");
             }
         }
     }
