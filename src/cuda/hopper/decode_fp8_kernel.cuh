@@ -186,10 +186,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         ring_pos r = {0, 0};
         for (;;) {
             mbar_wait(&full[r.slot], r.phase);
+            // Lane 0 reads the header and passes it on: only the lane that frees the stage reads
+            // what the producer stores into it next (racecheck does not follow __syncwarp).
             const int *header = (const int *)(smem + r.slot * SWAP_STAGE_BYTES + SWAP_W_BYTES + SWAP_X_BYTES) + SWAP_HEADER;
-            const int b = header[0];
+            int4 h = lane == 0 ? *(const int4 *)header : make_int4(0, 0, 0, 0);
+            const int b = __shfl_sync(0xffffffffu, h.x, 0);
             if (b < 0) break;
-            const int pass = header[1], e = header[2], n0 = header[3];
+            const int pass = __shfl_sync(0xffffffffu, h.y, 0), e = __shfl_sync(0xffffffffu, h.z, 0),
+                      n0 = __shfl_sync(0xffffffffu, h.w, 0);
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
             for (int kb = 0; kb < num_kb; ++kb) {
