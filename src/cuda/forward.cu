@@ -44,8 +44,9 @@ struct ws_layout {
     bool fp8;       // FP8 weights: the w8a8 path (its arrays below; xc, a2, a2s and xperm empty)
     bool fp8_tensor; // act_format fp8-tensor (else 1x128 groups)
     bool a2_in_epilogue; // Hopper FP8, fp8-row128: GEMM1's epilogue quantises A2 (no fp32 A2)
+    bool fp8_swap;  // Hopper FP8 at decode: both GEMMs on the kernel with the operands swapped
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
-    int64_t block;  // plan rows per block: 64 (v1) or 128 (Hopper)
+    int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (fp8_swap)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
@@ -110,7 +111,7 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
 // Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
 // activations, when hopper_fp8_a2_in_epilogue says so.
 bool a2_in_epilogue(const ws_layout *L, int activation) {
-    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER &&
+    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER && !L->fp8_swap &&
            hopper_fp8_a2_in_epilogue(L->R13, L->I, activation != MOE_ACT_RELU2);
 }
 
@@ -118,6 +119,19 @@ int gemm_path(const moe_weights_t *w, int64_t T) {
     int64_t rows;
     if (!moe__mul64(T, w->spec.top_k, &rows)) return MOE__CUDA_GEMM_V1;
     return moe__cuda_gemm_select(rows, w->spec.num_experts, w->spec.hidden, w->spec.intermediate, weights_dtype(w));
+}
+
+// Whether the forward of T tokens runs the FP8 GEMMs on the decode kernel with the operands
+// swapped (gemm_hopper_fp8.cu's rule; then the plan's blocks are its SWAP_BLOCK_ROWS rows, and A2
+// is quantised by the separate pass). Experts: those of the stack (a fused shared expert too).
+bool fp8_swap_path(const moe_weights_t *w, int64_t T) {
+    const bool fused = w->s13.count > 0 && w->spec.shared_intermediate == w->spec.intermediate;
+    return is_fp8_weights(w->format) && gemm_path(w, T) == MOE__CUDA_GEMM_HOPPER &&
+           hopper_fp8_swap_decode(T, w->spec.top_k, w->spec.num_experts + (fused ? 1 : 0));
+}
+
+int64_t forward_block_rows(const moe_weights_t *w, int64_t T) {
+    return fp8_swap_path(w, T) ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(gemm_path(w, T));
 }
 
 bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws_layout *L) {
@@ -134,7 +148,8 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->experts = L->E + (L->fused ? 1 : 0);
     L->shared_rows = L->fused ? T : 0;
     L->gemm = gemm_path(w, T);
-    L->block = moe__gemm_block_rows(L->gemm);
+    L->fp8_swap = fp8_swap_path(w, T);
+    L->block = forward_block_rows(w, T);
     L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
@@ -280,6 +295,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g1.g.act_limit = s->act_limit;
     set_act_scales(&g1, L, xq_scales, L.H, false);
     set_weight_scales(&g1, &d->w13_scales, d->format);
+    g1.swap_decode = L.fp8_swap; // g2 and the separate shared expert's copies: v1 ignores it
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     if (hopper) {
         // TMA loads A tiles: the x codes (and their row scales) in plan order first.
@@ -399,7 +415,7 @@ extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens
 }
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    return moe__gemm_block_rows(gemm_path(w, num_tokens));
+    return forward_block_rows(w, num_tokens);
 }
 
 // One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes
@@ -447,22 +463,15 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
-    char tiles[512];
-    if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
-        // GEMM1 keeps the tiles when it quantises A2 in its epilogue.
-        const bool swap = hopper_fp8_swap_decode(L.T, L.k, L.experts);
-        char tile[96];
-        snprintf(tile, sizeof tile, "tile %dx128x128, 6 stages%s", HOPPER_BLOCK_M,
-                 L.a2_in_epilogue ? ", A2 quantised in GEMM1's epilogue" : "");
-        snprintf(tiles, sizeof tiles,
-                 "fp8 TMA+wgmma e4m3, %s%s%s, x codes and scales permuted, partials promoted into fp32 per 128-K "
-                 "block",
-                 !swap ? tile : L.a2_in_epilogue ? "GEMM1 " : "", swap && L.a2_in_epilogue ? tile : "",
-                 !swap ? "" : L.a2_in_epilogue ? ", GEMM2 on the decode kernel with the operands swapped (128 weight x "
-                                                 "32 plan rows x 128 K, 8 stages)"
-                                               : "both GEMMs on the decode kernel with the operands swapped (128 "
-                                                 "weight x 32 plan rows x 128 K, 8 stages)");
-    } else if (L.fp8)
+    char tiles[256];
+    if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
+        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s, x codes and scales permuted, partials promoted into fp32 "
+                 "per 128-K block",
+                 L.fp8_swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
+                              "rows x 128 K, 8 stages)"
+                 : L.a2_in_epilogue ? "tile 128x128x128, 6 stages, A2 quantised in GEMM1's epilogue"
+                                    : "tile 128x128x128, 6 stages");
+    else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
                  "128-K block", v1);

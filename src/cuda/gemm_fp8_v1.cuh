@@ -45,6 +45,10 @@ struct fp8_gemm_args {
     // out_scales the scale of (plan row r, 128-column group c) at out_scales[c * out_scale_ks + r].
     float *out_scales;
     int64_t out_scale_ks;
+    // Hopper path: the decode kernel with the operands swapped instead of the 128 x 128 tiles; the
+    // plan must then be built with blocks of SWAP_BLOCK_ROWS (the forward decides both:
+    // hopper_fp8_swap_decode). Not with out_scales.
+    int swap_decode;
 };
 
 // Launches the FP8 grouped GEMM on stream (moe__cuda_init must have run: fp8_gemm_init): the
@@ -83,8 +87,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args,
 // see the same value.
 bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 // Whether the Hopper FP8 GEMMs of a forward with these sizes run the decode kernel with the
-// operands swapped (gemm_hopper_fp8.cu; MOEFUSE_FP8_DECODE=swap|tiles overrides), for the
-// forward's description.
+// operands swapped (gemm_hopper_fp8.cu; MOEFUSE_FP8_DECODE=swap|tiles overrides). Its plan
+// blocks are SWAP_BLOCK_ROWS rows (the kernel's N: one block, one pass over the weights).
+#define SWAP_BLOCK_ROWS 32
 bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------

@@ -83,25 +83,16 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales,
     return cudaGetLastError();
 }
 
-// Whether a launch takes the decode kernel with the operands swapped (decode_fp8_kernel.cuh)
-// instead of the 128 x 128 tiles: routed rows averaging at most SWAP_MAX_AVG_ROWS per expert
-// (a plan block then holds at most a few 32-row passes), unless MOEFUSE_FP8_DECODE=swap or =tiles
-// forces one (tests, A/B runs). Not with A2 quantised in GEMM1's epilogue (tiles only).
+// The decode kernel with the operands swapped (decode_fp8_kernel.cuh) instead of the 128 x 128
+// tiles: routed rows averaging at most SWAP_MAX_AVG_ROWS per expert (J2, session 8: faster at
+// 1-16 rows, slower at 32 and more, bench/results/2026-12-03-h200-session8/), unless
+// MOEFUSE_FP8_DECODE=swap or =tiles forces one (tests, A/B runs).
 #define SWAP_MAX_AVG_ROWS 16
-static bool swap_decode_wanted(const gemm_args *g) {
+bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
     const char *env = getenv("MOEFUSE_FP8_DECODE");
     if (env && !strcmp(env, "swap")) return true;
     if (env && !strcmp(env, "tiles")) return false;
-    return g->tokens * g->top_k <= SWAP_MAX_AVG_ROWS * g->experts;
-}
-
-bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
-    gemm_args g;
-    memset(&g, 0, sizeof g);
-    g.tokens = tokens;
-    g.top_k = top_k;
-    g.experts = experts;
-    return swap_decode_wanted(&g);
+    return tokens * top_k <= SWAP_MAX_AVG_ROWS * experts;
 }
 
 static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {
@@ -148,8 +139,11 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     grouped_fp8_params p;
     fill_params(a, sms, &p);
-    if (!quant && swap_decode_wanted(g)) {
-        // map_b's boxes (128 weight rows) are the swapped kernel's A; the plan rows come 32 at a time.
+    if (a->swap_decode) {
+        // map_b's boxes (128 weight rows) are the swapped kernel's A; a plan block's 32 rows its B.
+        if (quant)
+            return moe__error(ctx, MOE_STATUS_INTERNAL,
+                              "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
         CUtensorMap map_x;
         cr = make_tensor_map_e4m3(&map_x, g->a, g->rows, g->k, g->lda, SWAP_NT);
         if (cr != CUDA_SUCCESS)
@@ -157,7 +151,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                               "Hopper FP8 decode GEMM: cuTensorMapEncodeTiled rejected the rows' map (error %d) for "
                               "rows %lld, k %lld",
                               (int)cr, (long long)g->rows, (long long)g->k);
-        const int64_t bound = (g->rows + BM - 1) / BM * p.g.tiles_n;
+        const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
         const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
         auto kernel = g->mode == GEMM_DOWN ? decode_fp8_kernel<GEMM_DOWN> : decode_fp8_kernel<GEMM_UP>;
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);

@@ -57,7 +57,7 @@ typedef struct plan_shape {
 
 static plan_shape plan_shape_of(const model *m, int64_t T, bool hopper) {
     plan_shape o;
-    o.block = hopper ? 128 : 64;
+    o.block = hopper ? moe__cuda_forward_block_rows(m->w_gpu, T) : 64; /* 128, or 32 (FP8 swapped decode) */
     o.max_rows = T * m->spec.top_k + m->spec.num_experts * (o.block - 1);
     return o;
 }

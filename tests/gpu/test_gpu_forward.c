@@ -71,13 +71,14 @@ static void run_case(model *m, run_spec r) {
     const char *forced = getenv("MOEFUSE_GEMM");
     const int path = moe__cuda_forward_gemm(m->w_gpu, r.T);
     case_path = path;
-    /* The Hopper FP8 GEMMs' kernel, as moe_forward_config names it: the swapped decode kernel or
-     * the 128 x 128 tiles (MOEFUSE_FP8_DECODE=swap|tiles forces one: run_model runs both). */
+    /* The Hopper FP8 GEMMs' kernel, as moe_forward_config names it: the decode kernel with the
+     * operands swapped or the 128 x 128 tiles (MOEFUSE_FP8_DECODE=swap|tiles forces one: run_model
+     * runs both). */
     const char *fp8_kernel = "";
     if (is_fp8_format(m->format) && path == MOE__CUDA_GEMM_HOPPER) {
         char line[1024];
         MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, r.T, m->act_format, line, sizeof line));
-        fp8_kernel = strstr(line, "operands swapped") ? " fp8 swap" : " fp8 tiles"; /* GEMM2's, at least */
+        fp8_kernel = strstr(line, "operands swapped") ? " fp8 swap" : " fp8 tiles";
     }
     snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s%s]", m->name, (long long)r.T,
              routing_name(r.routing), r.graph ? routing_name(r.replay_routing) : "-", forced ? forced : "auto",
@@ -102,10 +103,12 @@ static void run_case(model *m, run_spec r) {
     float ms = 0.0f;
     CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
     double err = st == MOE_STATUS_OK ? check_outputs(m, &b, &in, r.oracle_limit, "eager") : NAN;
-    /* The plan with the block this forward used (64, or 128 for the prefill tile). */
+    /* The plan with the block this forward used (64 on v1, 128 for the Hopper tiles, 32 for the
+     * FP8 decode kernel with the operands swapped). */
     const int64_t block = moe__cuda_forward_block_rows(m->w_gpu, r.T);
-    CHECK(block == (path == MOE__CUDA_GEMM_HOPPER ? 128 : 64), "moe__cuda_forward_block_rows = %lld on path %s",
-          (long long)block, moe__cuda_gemm_name(path));
+    const int64_t want_block = path != MOE__CUDA_GEMM_HOPPER ? 64 : strstr(fp8_kernel, "swap") ? 32 : 128;
+    CHECK(block == want_block, "moe__cuda_forward_block_rows = %lld on path %s%s, expected %lld", (long long)block,
+          moe__cuda_gemm_name(path), fp8_kernel, (long long)want_block);
     check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, 0, "plan");
     if (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate)
         check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, r.T, "plan+shared");
@@ -183,7 +186,7 @@ void run_model(model *m, const run_spec *runs, int nruns) {
             run_case(m, runs[i]);
             /* FP8 on Hopper: the case again on the other GEMM kernel (the swapped decode kernel
              * takes the small T by default, the 128 x 128 tiles the large; each must be right at
-             * every T: an expert with more than 32 rows makes the decode kernel take passes). */
+             * every T: an expert with more than 32 rows takes several 32-row blocks there). */
             if (is_fp8_format(m->format) && moe__cuda_forward_gemm(m->w_gpu, runs[i].T) == MOE__CUDA_GEMM_HOPPER) {
                 char line[1024], before[32] = "";
                 const char *env = getenv("MOEFUSE_FP8_DECODE");

@@ -11,14 +11,15 @@
 // x routing weight when weight_on_input, + bias, GLU of the interleaved (gate, up) rows or RELU2
 // -> fp32 A2 [rows, ldo]; GEMM_DOWN: + bias, x routing weight or shared gate -> rows out[id] or
 // out[id - 1], fp32 or bf16). Padding rows are not written.
-//  - Unit = (plan block b of 128 rows, 128 weight rows n0 ..): live blocks x ceil(N / 128) units,
-//    walked by a persistent grid, block-major (a block's units run side by side and share its
-//    rows in L2). The block's live rows are a prefix (the plan puts an expert's rows first, then
-//    its padding); a unit makes one pass per 32 of them (1 at decode; up to 4, each re-reading the
-//    unit's weights, mostly from L2, when an expert holds more rows).
-//  - Producer warp (warp 0 of warpgroup 0): per pass and k-block, lane 0 loads the weight box
-//    (128 rows x 128 bytes) and the rows' box (32 x 128 bytes) by TMA and writes the pass header
-//    (block, pass, expert, n0) into the stage; the 32 lanes copy the rows' scales, and lanes 0-1
+//  - The plan is built with blocks of SWAP_BLOCK_ROWS = 32 rows (the forward does so when it takes
+//    this kernel), so an expert's padding is at most 31 rows and a block is one wgmma N.
+//  - Unit = (plan block b, 128 weight rows n0 ..): live blocks x ceil(N / 128) units, walked by a
+//    persistent grid, block-major (a block's units run side by side and share its rows in L2). An
+//    expert with more than 32 rows has several blocks, each streaming the expert's weights again
+//    (from L2 when they run together): the rule that picks this kernel keeps that rare.
+//  - Producer warp (warp 0 of warpgroup 0): per unit and k-block, lane 0 loads the weight box
+//    (128 rows x 128 bytes) and the block's box (32 x 128 bytes) by TMA and writes the unit's header
+//    (block, expert, n0) into the stage; the 32 lanes copy the rows' scales, and lanes 0-1
 //    the even and odd weight rows' scales (they differ for paired W13 block scales), by cp.async
 //    that arrive on the stage's full barrier when they land (1 + 32 arrivals). After its last
 //    unit it sends a header with block -1: the consumers follow the producer's headers and need
@@ -26,7 +27,7 @@
 //  - Consumers (warpgroups 1, 2: weight rows 0-63, 64-127 of the unit): per k-block four
 //    m64n32k32 wgmmas into `part`, wait, then acc += part * w_scale * a_scale[column] (the
 //    promotion into fp32 every 128 of K), free the stage. The fragment is out^T: thread (warp w,
-//    lane l) holds weight rows n0 + 64 half + 16 w + l/4 (+ 8) and pass rows 8 j + 2 (l % 4) (+ 1).
+//    lane l) holds weight rows n0 + 64 half + 16 w + l/4 (+ 8) and block rows 8 j + 2 (l % 4) (+ 1).
 //    GLU: gate rows are even, up rows odd, so the up value of a gate row is 4 lanes away.
 #ifndef MOEFUSE_CUDA_HOPPER_DECODE_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_DECODE_FP8_KERNEL_CUH
@@ -35,7 +36,7 @@
 
 namespace moe_hopper {
 
-constexpr int SWAP_NT = 32;                // plan rows per pass (wgmma N)
+constexpr int SWAP_NT = SWAP_BLOCK_ROWS;   // plan rows per block (wgmma N)
 constexpr int SWAP_W_ROWS = 128;           // weight rows per unit: two consumer warpgroups x 64
 constexpr int SWAP_STAGES = 8;
 constexpr int SWAP_W_BYTES = SWAP_W_ROWS * FP8_BK;          // 16 KB
@@ -45,18 +46,14 @@ constexpr int SWAP_HEADER = 40;
 constexpr int SWAP_STAGE_BYTES = (SWAP_W_BYTES + SWAP_X_BYTES + SWAP_SLOT_WORDS * 4 + 1023) / 1024 * 1024;
 constexpr int SWAP_SMEM_BYTES = 1024 + SWAP_STAGES * SWAP_STAGE_BYTES + 2 * SWAP_STAGES * 8;
 static_assert(SWAP_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(BM % SWAP_NT == 0 && SWAP_W_ROWS == FP8_BN, "passes tile the plan block; units the weight-scale block");
+static_assert(SWAP_NT == 32 && SWAP_W_ROWS == FP8_BN, "the wgmma form below; a unit is one weight-scale block");
 
-// Units of the launch: live blocks x weight-row blocks (both kernel and host agree).
-__device__ __forceinline__ int swap_units(const grouped_fp8_params &p) { return live_blocks(p.g) * p.g.tiles_n; }
-
-// Passes of block b: one per 32 rows of its live prefix (row 0 of a live block is always live).
-__device__ __forceinline__ int swap_passes(const grouped_fp8_params &p, int64_t b, int lane) {
-    const bool live = lane > 0 && lane < BM / SWAP_NT && p.g.sorted_ids[b * BM + lane * SWAP_NT] != p.g.padding_id;
-    return 1 + __popc(__ballot_sync(0xffffffffu, live));
+// Units of the launch: live blocks x weight-row blocks.
+__device__ __forceinline__ int swap_units(const grouped_fp8_params &p) {
+    return (int)((*p.g.live_rows + SWAP_NT - 1) / SWAP_NT) * p.g.tiles_n;
 }
 
-// Epilogue of one pass: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
+// Epilogue of one unit: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
 // acc[4j + 2 + c]).
 template <int MODE>
 __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const float *acc, int64_t row0, int e, int n_lo,
@@ -135,46 +132,42 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int units = swap_units(p);
         for (int u = blockIdx.x;; u += gridDim.x) {
             const bool done = u >= units;
-            const int64_t b = done ? 0 : u / p.g.tiles_n;
+            const int b = done ? 0 : u / p.g.tiles_n;
             const int n0 = done ? 0 : (u % p.g.tiles_n) * SWAP_W_ROWS;
             const int e = done ? 0 : p.g.block_expert[b];
-            const int passes = done ? 1 : swap_passes(p, b, lane);
+            const int64_t row0 = (int64_t)b * SWAP_NT;
             long long sw_even = 0, sw_odd = 0;
             int sw_ks = 0;
             if (!done) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
-            for (int pass = 0; pass < passes; ++pass) {
-                const int64_t row0 = b * BM + pass * SWAP_NT;
-                for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
-                    mbar_wait(&empty[r.slot], r.phase ^ 1);
-                    uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
-                    float *slot = (float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
-                    if (lane == 0) {
-                        int *header = (int *)(slot + SWAP_HEADER);
-                        header[0] = done ? -1 : (int)b;
-                        header[1] = pass;
-                        header[2] = e;
-                        header[3] = n0;
-                        // The header's stores are ordered before the arrival (release), which the
-                        // consumers' wait acquires.
-                        if (done) {
-                            mbar_arrive(&full[r.slot]);
-                        } else {
-                            mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + SWAP_X_BYTES);
-                            tma_load_2d(st, &map_w, &full[r.slot], kb * FP8_BK, e * p.g.n + n0);
-                            tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * FP8_BK, (int)row0);
-                        }
+            for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
+                mbar_wait(&empty[r.slot], r.phase ^ 1);
+                uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+                float *slot = (float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                if (lane == 0) {
+                    int *header = (int *)(slot + SWAP_HEADER);
+                    header[0] = done ? -1 : b;
+                    header[1] = e;
+                    header[2] = n0;
+                    // The header's stores are ordered before the arrival (release), which the
+                    // consumers' wait acquires.
+                    if (done) {
+                        mbar_arrive(&full[r.slot]);
+                    } else {
+                        mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + SWAP_X_BYTES);
+                        tma_load_2d(st, &map_w, &full[r.slot], kb * FP8_BK, e * p.g.n + n0);
+                        tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * FP8_BK, (int)row0);
                     }
-                    if (!done) {
-                        // Rows past the live prefix get whatever scale their slot holds: their
-                        // columns are computed and dropped (an output column depends on its row only).
-                        cp_async_4(slot + lane, p.sa + (row0 + lane) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
-                        if (lane < 2)
-                            cp_async_4(slot + SWAP_NT + lane, p.sw + (lane ? sw_odd : sw_even) + (long long)kb * sw_ks,
-                                       4u);
-                    }
-                    cp_async_mbar_arrive_noinc(&full[r.slot]);
-                    ring_next(r, SWAP_STAGES);
                 }
+                if (!done) {
+                    // Padding rows' scales are 0 (the permute and the quantiser write them);
+                    // their columns are computed and dropped anyway.
+                    cp_async_4(slot + lane, p.sa + (row0 + lane) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                    if (lane < 2)
+                        cp_async_4(slot + SWAP_NT + lane, p.sw + (lane ? sw_odd : sw_even) + (long long)kb * sw_ks,
+                                   4u);
+                }
+                cp_async_mbar_arrive_noinc(&full[r.slot]);
+                ring_next(r, SWAP_STAGES);
             }
             if (done) break;
         }
@@ -192,8 +185,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             int4 h = lane == 0 ? *(const int4 *)header : make_int4(0, 0, 0, 0);
             const int b = __shfl_sync(0xffffffffu, h.x, 0);
             if (b < 0) break;
-            const int pass = __shfl_sync(0xffffffffu, h.y, 0), e = __shfl_sync(0xffffffffu, h.z, 0),
-                      n0 = __shfl_sync(0xffffffffu, h.w, 0);
+            const int e = __shfl_sync(0xffffffffu, h.y, 0), n0 = __shfl_sync(0xffffffffu, h.z, 0);
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
             for (int kb = 0; kb < num_kb; ++kb) {
@@ -223,8 +215,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 release_stage<1>(&empty[r.slot], lane);
                 ring_next(r, SWAP_STAGES);
             }
-            swap_epilogue<MODE>(p.g, acc, (int64_t)b * BM + pass * SWAP_NT, e, n0 + half * 64 + warp * 16 + lane / 4,
-                                lane);
+            swap_epilogue<MODE>(p.g, acc, (int64_t)b * SWAP_NT, e, n0 + half * 64 + warp * 16 + lane / 4, lane);
         }
     }
 #endif
