@@ -64,7 +64,7 @@ int fp8_gemm_describe(int64_t rows, int64_t experts, int has_plan, int64_t route
                       size_t size);
 
 // ---- the Hopper FP8 path (gemm_hopper_fp8.cu: TMA + wgmma e4m3, 128 x 128 x 128 tiles) -----
-// Needs the plan built with block HOPPER_BLOCK_M. x codes [T, k] (args->a, lda = k, k % 16 == 0)
+// Needs the plan built with block HOPPER_BLOCK_M (SWAP_BLOCK_ROWS for swap_decode). x codes [T, k] (args->a, lda = k, k % 16 == 0)
 // into plan order: codes_out [rows, k] and, when groups > 0 (FP8_ROW128: groups = ceil(k/128)
 // scales per row in x_scales [T, groups]), scales_out column-major [groups][scales_ld]
 // (scales_ld >= rows). Padding rows get zero codes and scales; rows past *live_rows are not written.
