@@ -26,6 +26,6 @@ BENCH_COMMIT=$BENCH_COMMIT TOTAL_S=150 OUT=$O/fp8 timeout 150 bash bench/run_on_
     --target-s 0.1 > /dev/null 2>&1; mark "bench_moe fp8" $? /dev/null
 run memcheck_fp8 60 compute-sanitizer --error-exitcode 3 --tool memcheck $T --quick --gemm hopper --filter fp8
 run racecheck_fp8 90 compute-sanitizer --error-exitcode 3 --tool racecheck $T --quick --gemm hopper --filter fp8-
-left=$((560 - (SECONDS - t0)))
+left=$((470 - (SECONDS - t0)))
 run test_fp8_hopper $left $T --filter fp8 --gemm hopper
 mark done 0 /dev/null
