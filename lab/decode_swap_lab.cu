@@ -1,7 +1,7 @@
-// FP8 decode lab: a grouped GEMM with the operands swapped (docs/hopper_gemm.md, "an FP8 decode
-// kernel with the operands swapped"). Written in session 7 without a GPU: NOT YET RUN. The first
-// run should be `decode_swap_lab --check` (correctness against the CPU reference below), then the
-// timings.
+// FP8 decode lab: a grouped GEMM with the operands swapped (docs/hopper_gemm.md, "The FP8 decode
+// kernel with the operands swapped"). Written in session 7 without a GPU; first run in session 8
+// (bench/results/2026-12-03-h200-session8/callJ1: --check 9/9, deepseek T=64 at 95% of the read
+// ceiling); the library's version is src/cuda/hopper/decode_fp8_kernel.cuh (plan-driven units).
 //
 // Y[r, n] = sum_kb (sum_k X[r, k] W_e[n, k]) * sx[kb][r] * sw[e][n / 128][kb] for the plan rows r of
 // expert e: X e4m3 [rows, K] in plan order (rows sorted by expert), 1x128 scales k-block-major
@@ -28,8 +28,9 @@
 //    count, weight rows below N.
 //
 // Prediction (docs/hopper_gemm.md, before any run): at T <= 64 the weight stream at >= 85% of the
-// read ceiling measured in the same process (the shipped decode instantiation streams at 55-79%:
-// 3.35 TB/s in qwen3 T=64's GEMM1, 2.52 in its GEMM2).
+// read ceiling measured in the same process (the tiled decode instantiation streams at 55-79%:
+// 3.35 TB/s in qwen3 T=64's GEMM1, 2.52 in its GEMM2). Outcome (J1): 95% deepseek, 87% gpt-oss,
+// 73% qwen3 at T=64.
 //
 //   decode_swap_lab [--shapes qwen3,gptoss,deepseek] [--tokens 1,8,64] [--nt 8|16|32] [--check]
 #include <cuda.h>
