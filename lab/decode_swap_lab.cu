@@ -151,16 +151,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_wait_group<0>();
                 fence_registers<NT / 2>(part);
                 const float *scales = (const float *)(st + L::W_BYTES + L::X_BYTES);
-                const float ws = scales[NT];
-                // part[4j + 2h + c]: weight row lane/4 + 8h, plan column 8j + 2(lane%4) + c.
-#pragma unroll
-                for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const float s = ws * scales[8 * j + 2 * (lane % 4) + c];
-                        acc[4 * j + c] += part[4 * j + c] * s;
-                        acc[4 * j + 2 + c] += part[4 * j + 2 + c] * s;
-                    }
+                promote_swapped<NT>(acc, part, scales, scales[NT], lane);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[stage]);
                 if (++stage == STAGES) {

@@ -202,15 +202,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_wait_group<0>();
                 fence_registers<SWAP_NT / 2>(part);
                 const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
-                const float ws = slot[SWAP_NT + (lane / 4) % 2]; // this thread's rows' parity
-#pragma unroll
-                for (int j = 0; j < SWAP_NT / 8; ++j)
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const float s = ws * slot[8 * j + 2 * (lane % 4) + c];
-                        acc[4 * j + c] += part[4 * j + c] * s;
-                        acc[4 * j + 2 + c] += part[4 * j + 2 + c] * s;
-                    }
+                // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
+                promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
                 __syncwarp(); // every lane has read the slot's scales
                 release_stage<1>(&empty[r.slot], lane);
                 ring_next(r, SWAP_STAGES);

@@ -351,6 +351,22 @@ template <> __device__ __forceinline__ void wgmma_e4m3_nt<32>(float *d, uint64_t
                  : "l"(a), "l"(b), "r"(acc));
 }
 
+// The fp32 promotion of one k-block's m64nNT partial sums (the swapped decode kernels): acc +=
+// part * w_scale * row_scales[column], where this thread holds fragment columns 8j + 2(lane%4) + c
+// (part[4j + c] for its row lane/4, part[4j + 2 + c] for row lane/4 + 8).
+template <int NT>
+__device__ __forceinline__ void promote_swapped(float *acc, const float *part, const float *row_scales, float w_scale,
+                                                int lane) {
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const float s = w_scale * row_scales[8 * j + 2 * (lane % 4) + c];
+            acc[4 * j + c] += part[4 * j + c] * s;
+            acc[4 * j + 2 + c] += part[4 * j + 2 + c] * s;
+        }
+}
+
 // --- stmatrix (for a shared-memory staged epilogue: four 8x8 b16 matrices per warp) ---------
 // Lanes 8i..8i+7 give the row addresses of matrix i; register i of each lane holds that
 // lane's two elements of matrix i (the mma accumulator fragment layout).
