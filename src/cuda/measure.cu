@@ -537,7 +537,9 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const bool hopper = path == MOE__CUDA_GEMM_HOPPER, down = g->down == 1;
     g->path = path;
     snprintf(g->path_name, sizeof g->path_name, "%s", moe__cuda_gemm_name(path));
-    const int64_t block = moe__gemm_block_rows(path);
+    // FP8 at decode: the kernel with the operands swapped, on its plan of 32-row blocks.
+    const bool swap = fp8 && hopper && hopper_fp8_swap_decode(T, K, E);
+    const int64_t block = swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(path);
     g->block = block;
     // GEMM1 on the Hopper bf16 path with MOEFUSE_HOPPER_A=gather reads x itself (no permuted copy).
     const bool gather = hopper && !fp8 && !down && hopper_a_gather();
@@ -589,7 +591,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_w = set.add(product(product(E, n), k), elem);
     // GEMM1 out: A2 bf16, fp32 (FP8), or e4m3 codes and column-major scales when the forward's
     // Hopper GEMM1 quantises A2 in its epilogue (a2_epilogue; GEMM2 then reads those scales).
-    const bool a2_epilogue = fp8 && hopper && hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated);
+    const bool a2_epilogue = fp8 && hopper && !swap && hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated);
     const bool a2_codes = a2_epilogue && !down;
     const int64_t off_out =
         down ? set.add(product(routed, H), 4) : set.add(product(max_rows, I), a2_codes ? 1 : fp8 ? 4 : 2);
@@ -672,6 +674,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         f.w_scale_rows = ws_rows;
         f.w_scale_cols = kb;
         f.w_scale_kind = paired ? FP8W_BLOCK_PAIRED : FP8W_BLOCK;
+        f.swap_decode = swap;
     }
 
     auto launch = [&](int64_t i) -> moe_status {
