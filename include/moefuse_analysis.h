@@ -205,13 +205,18 @@ typedef enum moe_kernel_family {
     MOE_KERNEL_HOPPER_BF16 = 1, /* moefuse's wgmma kernels, 1 CTA per SM: grouped 128 x 256 x 64; the dense
                                  * engine 128 x 256 or 128 x 128 (x 64) */
     MOE_KERNEL_HOPPER_FP8 = 2,  /* moefuse's FP8 wgmma kernels (grouped, dense engine), 128 x 128 x 128, 1 CTA per SM */
-    MOE_KERNEL_V1 = 3           /* moefuse's grouped mma.sync kernel, 64 x 128 x 64, 2 CTAs per SM */
+    MOE_KERNEL_V1 = 3,          /* moefuse's grouped mma.sync kernel, 64 x 128 x 64, 2 CTAs per SM */
+    MOE_KERNEL_HOPPER_FP8_DECODE = 4 /* moefuse's FP8 decode kernel with the operands swapped: 32 plan rows
+                                      * (the plan block) x 128 weight rows x 128, 1 CTA per SM, at the
+                                      * FP8 wgmma rate */
 } moe_kernel_family;
-const char *moe_kernel_family_name(moe_kernel_family kernel); /* "library", "hopper", "hopper-fp8", "v1" */
+/* "library", "hopper", "hopper-fp8", "v1", "hopper-fp8-decode" */
+const char *moe_kernel_family_name(moe_kernel_family kernel);
 /* The grouped kernel the cuda forward runs, by the forward's own rule (the library's
- * moe__gemm_select, which the CUDA backend calls; automatic, as without MOEFUSE_GEMM): weights'
- * dtype bf16 or e4m3, routed rows T·k over `experts` experts, the layer's hidden and intermediate
- * sizes. MOE_KERNEL_LIBRARY for other dtypes. */
+ * moe__gemm_select, which the CUDA backend calls, and for FP8 moe__fp8_swap_select; automatic, as
+ * without MOEFUSE_GEMM or MOEFUSE_FP8_DECODE): weights' dtype bf16 or e4m3, routed rows T·k over
+ * `experts` experts, the layer's hidden and intermediate sizes. MOE_KERNEL_LIBRARY for other
+ * dtypes. */
 moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows, int64_t experts, int64_t hidden,
                                             int64_t intermediate);
 /* One grouped launch as `moefuse roofline --measure` times it: `rows` routed rows spread as evenly
@@ -393,11 +398,12 @@ typedef struct moe_grouped_measure {
     moe_activation activation;    /* GEMM1's epilogue (the model's) */
     float act_alpha, act_limit;
     int32_t has_bias;             /* bias rows in the epilogue (expert_has_bias) */
-    /* out (path, block and plan_rows are set once chosen, also when the timing then fails) */
+    /* out (path, block and plan_rows are set once chosen, also when the timing then fails); path_name
+     * "decode": the Hopper FP8 path on its decode kernel with the operands swapped (block 32) */
     double ms;                    /* median of the timed launches */
     int32_t path;                 /* MOE__CUDA_GEMM_V1 (0) or _HOPPER (1); -1 before the choice */
-    char path_name[16];           /* "v1", "hopper" ("" before the choice) */
-    int64_t block;                /* plan rows per block: 64 (v1) or 128 (Hopper) */
+    char path_name[16];           /* "v1", "hopper", "decode" ("" before the choice) */
+    int64_t block;                /* plan rows per block: 64 (v1), 128 (Hopper) or 32 (decode) */
     int64_t plan_rows;            /* live plan rows, padding included */
     int32_t rows_bf16;            /* GEMM2: output rows written in bf16 (else fp32) */
 } moe_grouped_measure;

@@ -156,7 +156,7 @@ run_error "model and config" any "not both" shapes --model deepseek-v3 --config 
 run_error "measure without CUDA kernels" any "--measure needs" roofline --model deepseek-v3 $STEP --gpu h200 --measure
 run_error "roofline without gpu" any "--gpu" roofline --model deepseek-v3 $STEP
 run_error "grouped launch malformed" 2 "'4096x7168'" roofline --grouped 32768x7168x4096/256,4096x7168 --gpu h200
-run_error "grouped launch kernel" 2 "kernel 'v' is not v1 or hopper" roofline --grouped 4096x7168x4096/252:v --gpu h200
+run_error "grouped launch kernel" 2 "kernel 'v' is not v1, hopper or decode" roofline --grouped 4096x7168x4096/252:v --gpu h200
 run_error "dense malformed" 2 "--dense: '4096x7168'" roofline --dense 4096x7168 --gpu h200
 run_error "dense with gemm" 2 "nor each other" roofline --dense 4096x7168x1536 --gemm 4096x7168x1536 --gpu h200
 run_error "advise with mode" any "--mode does not apply" advise --model qwen3-30b-a3b --mode train

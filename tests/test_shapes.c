@@ -1008,8 +1008,11 @@ static void test_roofline_grouped(void) {
     /* 2048 * (E + 1) = 2^31 + 2048 with E = 2^20: the weight stack's rows pass 2^31 */
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, INT64_MAX, 1 << 20, 2048, 64) == MOE_KERNEL_V1,
           "bf16 stack over 2^31 rows: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 2048, 128, 2880, 2880) == MOE_KERNEL_HOPPER_FP8,
-          "fp8 16 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 2048, 128, 2880, 2880) == MOE_KERNEL_HOPPER_FP8_DECODE,
+          "fp8 16 rows per expert: the decode kernel with the operands swapped");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 2049, 128, 2880, 2880) == MOE_KERNEL_HOPPER_FP8,
+          "fp8 just over 16 rows per expert: the 128 x 128 tiles");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 64, 8, 7168, 2048) == MOE_KERNEL_V1, "bf16 8 rows: v1, no decode kernel");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 2880, 120) == MOE_KERNEL_V1, "fp8 I 120: v1");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 320, 208) == MOE_KERNEL_HOPPER_FP8,
           "fp8 H 320, I 208 (multiples of 16): hopper");
@@ -1047,6 +1050,16 @@ static void test_roofline_grouped(void) {
     compute = 107 * (2.0 * 128 * 128 * 2048 / (834e12 / 132) + 132.0 * 128 * 128 * 2 / bw);
     CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "hopper fp8: %.6g s, expected %.6g", s,
           fmax(compute, memory) + launch);
+    /* the same on the FP8 decode kernel: plan blocks of 32 rows, one per expert (16 or 17 rows):
+     * 252 x 56 = 14112 units of 32x128x2048 on 132 CTAs = 107 waves at 834/132 TFLOP/s, store 132
+     * units of 32x128: memory-bound (the weight stream). bf16 is not its dtype. */
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_HOPPER_FP8_DECODE, 252, 4096, 2048, 7168,
+                                  &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    compute = 107 * (2.0 * 32 * 128 * 2048 / (834e12 / 132) + 132.0 * 32 * 128 * 2 / bw);
+    CHECK(memory > compute && close_rel(s, memory + launch, 1e-12), "hopper fp8 decode: %.6g s, expected %.6g", s,
+          memory + launch);
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_FP8_DECODE, 252, 4096, 2048, 7168,
+                                  &s) == MOE_STATUS_INVALID_ARGUMENT, "bf16 on the fp8 decode kernel: refused");
     /* an uneven spread: 300 rows on 2 experts of K 64, N 256 -> 150 each, 2 blocks of 128 each:
      * 4 tiles on hopper bf16, one wave */
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16, 2, 300, 64, 256, &s) ==

@@ -67,7 +67,10 @@ def moefuse_point(doc, s, d, x):
     """A timed grouped launch: tokens x top_k rows spread evenly over `experts` (--measure's plan),
     k x n per expert (the shape's), on the path named in moefuse_kernel ("grouped v1, block 64")."""
     g = s["moefuse"]
-    path = "v1" if x["moefuse_kernel"].startswith("grouped v1") else "hopper"
+    kernel = x["moefuse_kernel"]
+    # the FP8 decode kernel with the operands swapped: "grouped decode, block 32" (run 11 wrote
+    # "grouped hopper, block 32": the plan block tells it apart from the 128-row tiles)
+    path = "v1" if kernel.startswith("grouped v1") else "decode" if "block 32" in kernel else "hopper"
     return {"m": s["m"], "k": s["k"], "n": s["n"], "dtype": d, "kind": "moefuse", "must": doc["tokens"] >= 512,
             "name": s["names"][0], "measured": x["moefuse_ms"], "committed": x["moefuse_predicted_ms"],
             "rows": g["tokens"] * g["top_k"], "experts": g["experts"], "path": path,

@@ -13,7 +13,7 @@ static void usage(FILE *f) {
           "                        --gpu h200|h100|b200|FILE.json [--context C] [--tp N] [--ep N]\n"
           "                        [--dtype bf16|fp8] [--svg FILE] [--json] [--measure]\n"
           "       moefuse roofline --gemm MxKxN[,MxKxN...] --gpu h200|h100|b200|FILE.json [--dtype bf16|fp8|both]\n"
-          "       moefuse roofline --grouped ROWSxKxN/EXPERTS[:v1|:hopper][,...] --gpu ... [--dtype bf16|fp8|both]\n"
+          "       moefuse roofline --grouped ROWSxKxN/EXPERTS[:v1|:hopper|:decode][,...] --gpu ... [--dtype ...]\n"
           "       moefuse roofline --dense MxKxN[,MxKxN...] --gpu ... [--dtype bf16|fp8|both]\n"
           "Per GEMM of the step (moefuse shapes): memory- or compute-bound, predicted time with tile and wave\n"
           "quantisation over the tile menu (128x128, 128x256, 256x128; the best tile wins), MoE padding\n"
@@ -25,7 +25,8 @@ static void usage(FILE *f) {
           "--gemm: the model's time for plain GEMMs (no model needed), one line each: M K N dtype predicted_ms,\n"
           "as --measure predicts them (tools/check_measured.py re-checks committed --measure JSONs with it).\n"
           "--grouped: the same for moefuse's grouped launches as --measure times them (ROWS spread evenly over\n"
-          "EXPERTS, K x N each; kernel v1 or hopper, default the forward's rule): rows k n experts dtype kernel ms.\n"
+          "EXPERTS, K x N each; kernel v1, hopper or decode (FP8's swapped kernel), default the forward's rule):\n"
+          "rows k n experts dtype kernel ms.\n"
           "--dense: the same for moefuse's Hopper dense engine (its tile, persistent, one CTA per SM, its kernel\n"
           "family's rate; no split-K or stream-K): M K N dtype predicted_ms, as --gemm.\n"
           "--measure times each distinct GEMM shape (fractional expert token counts rounded up) on the GPU with\n"
@@ -315,6 +316,7 @@ static void describe_grouped(const moe_shape_list *list, const moe_gemm_row *r, 
  * timing failed before the choice, the forward's rule. */
 static moe_kernel_family grouped_family(const moe_grouped_measure *g, moe_dtype dtype) {
     if (!strcmp(g->path_name, "v1")) return MOE_KERNEL_V1;
+    if (!strcmp(g->path_name, "decode")) return MOE_KERNEL_HOPPER_FP8_DECODE;
     if (!strcmp(g->path_name, "hopper")) return dtype == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
     return moe_grouped_kernel_select(dtype, g->tokens * g->top_k, g->num_experts, g->hidden, g->intermediate);
 }
@@ -704,7 +706,7 @@ static int predict_gemm_list(moe_context_t *ctx, const char *spec, const moe_gpu
     return 0;
 }
 
-/* One item of --grouped at *p: ROWSxKxN/EXPERTS[:v1|:hopper]; path "" when no kernel is named.
+/* One item of --grouped at *p: ROWSxKxN/EXPERTS[:v1|:hopper|:decode]; path "" when no kernel is named.
  * Advances *p past the item and its comma; returns 0, or 2 (with the message) when malformed. */
 static int parse_grouped_item(const char **p, long long v[4], char path[8]) {
     int used = 0;
@@ -715,23 +717,26 @@ static int parse_grouped_item(const char **p, long long v[4], char path[8]) {
     const char *q = *p + used;
     if (*q == ':') {
         size_t len = strcspn(q + 1, ",");
-        if (!((len == 2 && !strncmp(q + 1, "v1", 2)) || (len == 6 && !strncmp(q + 1, "hopper", 6))))
-            return cli_fail(2, "roofline: --grouped: kernel '%.*s' is not v1 or hopper", (int)(len < 16 ? len : 16),
-                            q + 1);
+        if (!((len == 2 && !strncmp(q + 1, "v1", 2)) || (len == 6 && !strncmp(q + 1, "hopper", 6)) ||
+              (len == 6 && !strncmp(q + 1, "decode", 6))))
+            return cli_fail(2, "roofline: --grouped: kernel '%.*s' is not v1, hopper or decode",
+                            (int)(len < 16 ? len : 16), q + 1);
         memcpy(path, q + 1, len);
         path[len] = '\0';
         q += 1 + len;
     }
-    if (*q && *q != ',') return cli_fail(2, "roofline: --grouped: '%.40s' is not ROWSxKxN/EXPERTS[:v1|:hopper]", *p);
+    if (*q && *q != ',')
+        return cli_fail(2, "roofline: --grouped: '%.40s' is not ROWSxKxN/EXPERTS[:v1|:hopper|:decode]", *p);
     *p = *q == ',' ? q + 1 : q;
     return 0;
 }
 
-/* --grouped ROWSxKxN/EXPERTS[:v1|:hopper][,...]: the model's time for grouped launches as --measure
- * times them (ROWS routed rows spread evenly over EXPERTS experts, K x N each), on the kernel named
- * (default: the forward's rule, with K and N standing in for H and I in its size checks), so that
- * committed moefuse timings can be re-checked against the current model without a GPU. The whole
- * list is checked before anything is printed. */
+/* --grouped ROWSxKxN/EXPERTS[:v1|:hopper|:decode][,...]: the model's time for grouped launches as
+ * --measure times them (ROWS routed rows spread evenly over EXPERTS experts, K x N each), on the
+ * kernel named (default: the forward's rule, with K and N standing in for H and I in its size
+ * checks; decode: the FP8 kernel with the operands swapped, bf16 then taking the hopper kernel),
+ * so that committed moefuse timings can be re-checked against the current model without a GPU.
+ * The whole list is checked before anything is printed. */
 static int predict_grouped_list(moe_context_t *ctx, const char *spec, const moe_gpu_spec *gpu, int both,
                                 moe_dtype dtype) {
     long long v[4];
@@ -744,8 +749,10 @@ static int predict_grouped_list(moe_context_t *ctx, const char *spec, const moe_
         for (int d = 0; d < MEASURE_DTYPES; d++) {
             const moe_dtype dt = measure_dtype[d];
             if (!both && dt != dtype) continue;
-            moe_kernel_family kernel = !strcmp(path, "v1") ? MOE_KERNEL_V1
-                                       : path[0] ? (dt == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16)
+            const int fp8 = dt == MOE_DTYPE_E4M3;
+            moe_kernel_family kernel = !strcmp(path, "v1")       ? MOE_KERNEL_V1
+                                       : !strcmp(path, "decode") ? (fp8 ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_BF16)
+                                       : path[0]                 ? (fp8 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16)
                                                  : moe_grouped_kernel_select(dt, v[0], v[3], v[1], v[2]);
             double s = 0;
             if (moe_grouped_launch_time(ctx, gpu, dt, kernel, v[3], v[0], v[1], v[2], &s) != MOE_STATUS_OK)

@@ -27,6 +27,7 @@ const char *moe_kernel_family_name(moe_kernel_family kernel) {
     case MOE_KERNEL_HOPPER_BF16: return "hopper";
     case MOE_KERNEL_HOPPER_FP8: return "hopper-fp8";
     case MOE_KERNEL_V1: return "v1";
+    case MOE_KERNEL_HOPPER_FP8_DECODE: return "hopper-fp8-decode";
     }
     return "unknown";
 }
@@ -37,7 +38,8 @@ moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows
     /* the forward's own rule (src/core/gemm_select.c), as it runs without MOEFUSE_GEMM */
     if (moe__gemm_select(routed_rows, experts, hidden, intermediate, dtype, MOE__GEMM_AUTO) == MOE__CUDA_GEMM_V1)
         return MOE_KERNEL_V1;
-    return dtype == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
+    if (dtype == MOE_DTYPE_BF16) return MOE_KERNEL_HOPPER_BF16;
+    return moe__fp8_swap_select(routed_rows, experts) ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_FP8;
 }
 
 double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp) {
@@ -80,8 +82,10 @@ typedef struct row_context {
 /* The tiles of moefuse's grouped kernels (src/cuda/hopper/grouped_kernel.cuh BM x GBN x BK,
  * grouped_fp8_kernel.cuh FP8_BM x FP8_BN x FP8_BK, both persistent with one CTA per SM;
  * src/cuda/gemm.cuh GEMM_BM x GEMM_BN x GEMM_BK and gemm_fp8_v1.cuh's 64 x 128 x 128, whose
- * 96 KB of stages let 2 CTAs share an SM). The plan block is the tile's rows. */
-static const moe_tile hopper_bf16_tile = {128, 256}, hopper_fp8_tile = {128, 128}, v1_tile = {64, 128};
+ * 96 KB of stages let 2 CTAs share an SM; decode_fp8_kernel.cuh's unit of a 32-row plan block
+ * by 128 weight rows). The plan block is the tile's rows. */
+static const moe_tile hopper_bf16_tile = {128, 256}, hopper_fp8_tile = {128, 128}, v1_tile = {64, 128},
+                      hopper_fp8_decode_tile = {MOE__FP8_SWAP_BLOCK_ROWS, 128};
 
 static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_family kernel, const moe_tile *menu,
                           int nmenu) {
@@ -94,6 +98,9 @@ static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_fam
         break;
     case MOE_KERNEL_HOPPER_FP8:
         e.tiles = &hopper_fp8_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_fp8_flops;
+        break;
+    case MOE_KERNEL_HOPPER_FP8_DECODE: /* the same wgmma rate: at decode the weight stream binds */
+        e.tiles = &hopper_fp8_decode_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_fp8_flops;
         break;
     case MOE_KERNEL_V1:
         e.tiles = &v1_tile, e.ntiles = 1, e.slots = 2.0 * sms, rate = g->v1_flops;
@@ -282,9 +289,12 @@ moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, 
                                    double *seconds) {
     moe_status st = check_launch(ctx, "moe_grouped_launch_time", gpu, dtype, seconds);
     if (st != MOE_STATUS_OK) return st;
-    if (kernel != MOE_KERNEL_HOPPER_BF16 && kernel != MOE_KERNEL_HOPPER_FP8 && kernel != MOE_KERNEL_V1)
+    if (kernel != MOE_KERNEL_HOPPER_BF16 && kernel != MOE_KERNEL_HOPPER_FP8 && kernel != MOE_KERNEL_V1 &&
+        !(kernel == MOE_KERNEL_HOPPER_FP8_DECODE && dtype == MOE_DTYPE_E4M3))
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "moe_grouped_launch_time: kernel %d is not one of moefuse's grouped kernels", (int)kernel);
+                          "moe_grouped_launch_time: kernel %d (dtype %s) is not one of moefuse's grouped kernels "
+                          "(hopper-fp8-decode runs e4m3 only)",
+                          (int)kernel, moe_dtype_name(dtype));
     if (experts < 1 || rows < 1 || k < 1 || n < 1 || experts > MOE__ANALYSIS_TOKENS_MAX ||
         rows > MOE__ANALYSIS_TOKENS_MAX || k > INT32_MAX || n > INT32_MAX)
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,

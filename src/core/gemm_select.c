@@ -33,6 +33,14 @@ int moe__gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_d
     return routed_rows >= (int64_t)MOE__CUDA_HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
 }
 
+/* H200, session 8 (bench/results/2026-12-03-h200-session8/callJ4): the swapped kernel was faster
+ * at 1-16 rows per expert (forward 0.81-0.92x of the tiles' time at T <= 64, 0.83-0.91x at 16 rows)
+ * and slower at 32 (1.16x) and 128 (2.25x), where an expert's rows span several 32-row blocks that
+ * each stream its weights again. */
+int moe__fp8_swap_select(int64_t routed_rows, int64_t E) {
+    return E >= 1 && routed_rows <= (int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * E;
+}
+
 int64_t moe__gemm_block_rows(int path) {
     return path == MOE__CUDA_GEMM_HOPPER ? MOE__CUDA_HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
 }

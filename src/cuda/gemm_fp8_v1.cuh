@@ -89,7 +89,7 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 // Whether the Hopper FP8 GEMMs of a forward with these sizes run the decode kernel with the
 // operands swapped (gemm_hopper_fp8.cu; MOEFUSE_FP8_DECODE=swap|tiles overrides). Its plan
 // blocks are SWAP_BLOCK_ROWS rows (the kernel's N: one block, one pass over the weights).
-#define SWAP_BLOCK_ROWS 32
+#define SWAP_BLOCK_ROWS MOE__FP8_SWAP_BLOCK_ROWS
 bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------

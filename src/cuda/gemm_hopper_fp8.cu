@@ -84,15 +84,13 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales,
 }
 
 // The decode kernel with the operands swapped (decode_fp8_kernel.cuh) instead of the 128 x 128
-// tiles: routed rows averaging at most SWAP_MAX_AVG_ROWS per expert (J2, session 8: faster at
-// 1-16 rows, slower at 32 and more, bench/results/2026-12-03-h200-session8/), unless
+// tiles: moe__fp8_swap_select's rule (src/core/gemm_select.c, shared with the analysis), unless
 // MOEFUSE_FP8_DECODE=swap or =tiles forces one (tests, A/B runs).
-#define SWAP_MAX_AVG_ROWS 16
 bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
     const char *env = getenv("MOEFUSE_FP8_DECODE");
     if (env && !strcmp(env, "swap")) return true;
     if (env && !strcmp(env, "tiles")) return false;
-    return tokens * top_k <= SWAP_MAX_AVG_ROWS * experts;
+    return moe__fp8_swap_select(tokens * top_k, experts) != 0;
 }
 
 static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {

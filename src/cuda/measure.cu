@@ -536,9 +536,9 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int path = moe__cuda_gemm_select(routed, g->num_experts, H, I, dtype);
     const bool hopper = path == MOE__CUDA_GEMM_HOPPER, down = g->down == 1;
     g->path = path;
-    snprintf(g->path_name, sizeof g->path_name, "%s", moe__cuda_gemm_name(path));
     // FP8 at decode: the kernel with the operands swapped, on its plan of 32-row blocks.
     const bool swap = fp8 && hopper && hopper_fp8_swap_decode(T, K, E);
+    snprintf(g->path_name, sizeof g->path_name, "%s", swap ? "decode" : moe__cuda_gemm_name(path));
     const int64_t block = swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(path);
     g->block = block;
     // GEMM1 on the Hopper bf16 path with MOEFUSE_HOPPER_A=gather reads x itself (no permuted copy).
