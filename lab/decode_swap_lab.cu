@@ -32,7 +32,11 @@
 // 3.35 TB/s in qwen3 T=64's GEMM1, 2.52 in its GEMM2). Outcome (J1): 95% deepseek, 87% gpt-oss,
 // 73% qwen3 at T=64.
 //
-//   decode_swap_lab [--shapes qwen3,gptoss,deepseek] [--tokens 1,8,64] [--nt 8|16|32] [--check]
+// --bf16 (session 8, not yet run): the same kernel on bf16 weights and rows, the wgmma m64nNTk16 bf16
+// form, 64 elements (128 bytes) per k-block and no scales (the accumulator takes every k-block), for
+// the bf16 decode cells of issue 3 (they run on v1's mma.sync decode kernel today).
+//
+//   decode_swap_lab [--shapes qwen3,gptoss,deepseek] [--tokens 1,8,64] [--nt 8|16|32] [--bf16] [--check]
 #include <cuda.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -45,7 +49,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "gemm_fp8_launch.cuh" // make_tensor_map_e4m3
+#include "gemm_fp8_launch.cuh" // make_tensor_map_e4m3, make_tensor_map (bf16)
 #include "lab_util.h"
 #include "ptx.cuh"
 
@@ -58,13 +62,38 @@ constexpr int W_ROWS = 128;    // weight rows per unit
 constexpr int STAGES = 8;
 constexpr int THREADS = 384;   // producer warpgroup (one warp used) + two consumer warpgroups
 
+// D[64 x NT] (+)= A[64 x 16] . B[NT x 16]^T, bf16 from shared memory, both K-major (no transposes).
+template <int NT> __device__ __forceinline__ void wgmma_bf16_nt(float *d, uint64_t a, uint64_t b, int accumulate);
+template <> __device__ __forceinline__ void wgmma_bf16_nt<8>(float *d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+template <> __device__ __forceinline__ void wgmma_bf16_nt<16>(float *d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
+                 "1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+template <> __device__ __forceinline__ void wgmma_bf16_nt<32>(float *d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+                 "%10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+
 struct unit_t {
     int expert, row0, rows, n0; // plan rows row0 .. row0 + rows - 1 (rows <= NT), weight rows n0 ..
 };
 
 struct swap_params {
     const unit_t *units;
-    int num_units, n, k, num_kb, rows_total;
+    int num_units, n, k, num_kb, rows_total; // num_kb: k-blocks of 128 bytes (128 e4m3 or 64 bf16)
     const float *sx;  // [num_kb][rows_total]
     const float *sw;  // [E][ceil(n / 128)][num_kb]
     float *y;         // [rows_total, n]
@@ -79,7 +108,7 @@ template <int NT> struct swap_layout {
     static constexpr int SMEM = 1024 + STAGES * STAGE_STRIDE + 2 * STAGES * 8;
 };
 
-template <int NT>
+template <int NT, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
     swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                 const swap_params p) {
@@ -107,18 +136,19 @@ __global__ void __launch_bounds__(THREADS, 1)
                 uint8_t *st = smem + stage * L::STAGE_STRIDE;
                 if (lane == 0) {
                     mbar_arrive_expect_tx(&full[stage], L::W_BYTES + NT * KB);
-                    tma_load_2d(st, &map_w, &full[stage], kb * KB, t.expert * p.n + t.n0);
-                    tma_load_2d(st + L::W_BYTES, &map_x, &full[stage], kb * KB, t.row0);
+                    const int k0 = kb * (BF16 ? KB / 2 : KB); // in elements
+                    tma_load_2d(st, &map_w, &full[stage], k0, t.expert * p.n + t.n0);
+                    tma_load_2d(st + L::W_BYTES, &map_x, &full[stage], k0, t.row0);
                 }
                 // The scales by cp.async (zeros past the chunk's rows), each lane's arrival when its
                 // copy lands, so the producer never waits for a load.
                 float *scales = (float *)(st + L::W_BYTES + L::X_BYTES);
-                if (lane < NT) {
+                if (!BF16 && lane < NT) {
                     const bool live = lane < t.rows;
                     cp_async_4(scales + lane, live ? p.sx + (int64_t)kb * p.rows_total + t.row0 + lane : p.sx,
                                live ? 4u : 0u);
                 }
-                if (lane == 0) cp_async_4(scales + NT, sw_unit + kb, 4u);
+                if (!BF16 && lane == 0) cp_async_4(scales + NT, sw_unit + kb, 4u);
                 cp_async_mbar_arrive_noinc(&full[stage]);
                 if (++stage == STAGES) {
                     stage = 0;
@@ -143,15 +173,25 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * KB);
                 const uint64_t desc_x = smem_desc_k_sw128(st + L::W_BYTES);
                 wgmma_fence();
+                if constexpr (BF16) { // 4 k16 steps of 32 bytes straight into the accumulator
 #pragma unroll
-                for (int kk = 0; kk < KB / 32; ++kk)
-                    wgmma_e4m3_nt<NT>(part, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32),
-                                      kk > 0);
-                wgmma_commit_group();
-                wgmma_wait_group<0>();
-                fence_registers<NT / 2>(part);
-                const float *scales = (const float *)(st + L::W_BYTES + L::X_BYTES);
-                promote_swapped<NT>(acc, part, scales, scales[NT], lane);
+                    for (int kk = 0; kk < KB / 32; ++kk)
+                        wgmma_bf16_nt<NT>(acc, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32),
+                                          kb > 0 || kk > 0);
+                    wgmma_commit_group();
+                    wgmma_wait_group<0>();
+                    fence_registers<NT / 2>(acc);
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < KB / 32; ++kk)
+                        wgmma_e4m3_nt<NT>(part, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32),
+                                          kk > 0);
+                    wgmma_commit_group();
+                    wgmma_wait_group<0>();
+                    fence_registers<NT / 2>(part);
+                    const float *scales = (const float *)(st + L::W_BYTES + L::X_BYTES);
+                    promote_swapped<NT>(acc, part, scales, scales[NT], lane);
+                }
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[stage]);
                 if (++stage == STAGES) {
@@ -234,11 +274,27 @@ __global__ void fill_weights(uint8_t *w, int64_t bytes, const uint8_t *allowed, 
 }
 uint8_t weight_code(int64_t i, uint64_t seed) { return TABLES.allowed[hash64(seed + (uint64_t)i) % TABLES.count]; }
 
-template <int NT>
+// --bf16: values n/64 with |n| <= 127 (exact in bf16), element i of W from hash(i) as above.
+__host__ __device__ inline float small_value(uint32_t h) { return (float)((int)(h % 255u) - 127) / 64.0f; }
+__global__ void fill_weights_bf16(__nv_bfloat16 *w, int64_t count, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x)
+        w[i] = __float2bfloat16(small_value(hash64(seed + (uint64_t)i)));
+}
+float bf16_value(const uint8_t *bytes, size_t i) {
+    uint16_t b;
+    memcpy(&b, bytes + 2 * i, 2);
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+template <int NT, bool BF16>
 int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double read_tbps, const uint8_t *dw,
               uint64_t w_seed, void *flush, size_t flush_bytes) {
     using L = swap_layout<NT>;
-    const int num_kb = (s.k + KB - 1) / KB, tiles_n = (s.n + W_ROWS - 1) / W_ROWS;
+    constexpr int ELEM = BF16 ? 2 : 1, KE = KB / ELEM; // bytes per element, elements per k-block
+    const int num_kb = (s.k + KE - 1) / KE, tiles_n = (s.n + W_ROWS - 1) / W_ROWS;
     // Routing: each token to top_k distinct experts; plan rows sorted by expert.
     std::vector<int> count(s.experts, 0);
     for (int t = 0; t < tokens; ++t) {
@@ -264,8 +320,15 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
     // Data: X [rows + NT, K] (NT rows of slack: a box may run past the last row); W (dw) made once
     // per shape by fill_weights.
     const int64_t x_rows = rows + NT;
-    std::vector<uint8_t> hx((size_t)x_rows * s.k);
-    for (auto &c : hx) c = random_e4m3();
+    std::vector<uint8_t> hx((size_t)x_rows * s.k * ELEM);
+    if (BF16) {
+        for (size_t i = 0; i < hx.size() / 2; ++i) {
+            const __nv_bfloat16 v = __float2bfloat16(small_value(rng()));
+            memcpy(&hx[2 * i], &v, 2);
+        }
+    } else {
+        for (auto &c : hx) c = random_e4m3();
+    }
     std::vector<float> hsx((size_t)num_kb * rows), hsw((size_t)s.experts * tiles_n * num_kb);
     for (auto &v : hsx) v = 0.5f + urand();
     for (auto &v : hsw) v = (0.5f + urand()) / s.k;
@@ -282,17 +345,21 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
     CUDA_OK(cudaMemcpy(dsw, hsw.data(), hsw.size() * 4, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(du, units.data(), units.size() * sizeof(unit_t), cudaMemcpyHostToDevice));
     CUtensorMap map_w, map_x;
-    if (make_tensor_map_e4m3(&map_w, dw, (int64_t)s.experts * s.n, s.k, s.k, W_ROWS) != CUDA_SUCCESS ||
-        make_tensor_map_e4m3(&map_x, dx, x_rows, s.k, s.k, NT) != CUDA_SUCCESS) {
+    const bool maps_ok =
+        BF16 ? make_tensor_map(&map_w, dw, (int64_t)s.experts * s.n, s.k, s.k, W_ROWS) == CUDA_SUCCESS &&
+                   make_tensor_map(&map_x, dx, x_rows, s.k, s.k, NT) == CUDA_SUCCESS
+             : make_tensor_map_e4m3(&map_w, dw, (int64_t)s.experts * s.n, s.k, s.k, W_ROWS) == CUDA_SUCCESS &&
+                   make_tensor_map_e4m3(&map_x, dx, x_rows, s.k, s.k, NT) == CUDA_SUCCESS;
+    if (!maps_ok) {
         printf("%s T=%d: tensor map encoding failed\n", s.name, tokens);
         return 1;
     }
     swap_params p = {du, (int)units.size(), s.n, s.k, num_kb, rows, dsx, dsw, dy};
-    CUDA_OK(cudaFuncSetAttribute(swap_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM));
+    CUDA_OK(cudaFuncSetAttribute(swap_kernel<NT, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM));
     const int grid = std::min<int>(sms, std::max<int>(1, (int)units.size()));
     // Check: output poisoned (0xff bytes: NaN), one launch, then the checks below.
     CUDA_OK(cudaMemset(dy, 0xff, (size_t)rows * s.n * 4));
-    swap_kernel<NT><<<grid, THREADS, L::SMEM>>>(map_w, map_x, p);
+    swap_kernel<NT, BF16><<<grid, THREADS, L::SMEM>>>(map_w, map_x, p);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> hy((size_t)rows * s.n);
@@ -308,21 +375,25 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
                 ++bad;
             }
     std::vector<float> xdec((size_t)rows * s.k), wdec(s.k);
-    for (size_t i = 0; i < xdec.size(); ++i) xdec[i] = TABLES.value[hx[i]];
+    for (size_t i = 0; i < xdec.size(); ++i) xdec[i] = BF16 ? bf16_value(hx.data(), i) : TABLES.value[hx[i]];
     std::vector<double> ref;
     std::vector<size_t> at;
     for (int e = 0; e < s.experts; ++e) {
         if (!count[e]) continue;
         for (int n = 0; n < s.n; ++n) {
             if (n % 7 != 0 && n < s.n - 8) continue;
-            for (int k = 0; k < s.k; ++k) wdec[k] = TABLES.value[weight_code(((int64_t)e * s.n + n) * s.k + k, w_seed)];
+            for (int k = 0; k < s.k; ++k) {
+                const int64_t i = ((int64_t)e * s.n + n) * s.k + k;
+                wdec[k] = BF16 ? small_value(hash64(w_seed + (uint64_t)i)) : TABLES.value[weight_code(i, w_seed)];
+            }
             for (int r = offset[e]; r < offset[e + 1]; ++r) {
                 double v = 0.0;
                 for (int kb = 0; kb < num_kb; ++kb) {
                     double sum = 0.0;
-                    for (int k = kb * KB; k < std::min(s.k, (kb + 1) * KB); ++k)
+                    for (int k = kb * KE; k < std::min(s.k, (kb + 1) * KE); ++k)
                         sum += (double)xdec[(size_t)r * s.k + k] * wdec[k];
-                    v += sum * hsx[(size_t)kb * rows + r] * hsw[((size_t)e * tiles_n + n / W_ROWS) * num_kb + kb];
+                    v += BF16 ? sum
+                              : sum * hsx[(size_t)kb * rows + r] * hsw[((size_t)e * tiles_n + n / W_ROWS) * num_kb + kb];
                 }
                 ref.push_back(v);
                 at.push_back((size_t)r * s.n + n);
@@ -354,7 +425,7 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
             // in a model the other layers have evicted them).
             CUDA_OK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
             CUDA_OK(cudaEventRecord(a));
-            swap_kernel<NT><<<grid, THREADS, L::SMEM>>>(map_w, map_x, p);
+            swap_kernel<NT, BF16><<<grid, THREADS, L::SMEM>>>(map_w, map_x, p);
             CUDA_OK(cudaEventRecord(b));
             CUDA_OK(cudaEventSynchronize(b));
             float x;
@@ -364,10 +435,10 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
         std::sort(t.begin(), t.end());
         ms = t[t.size() / 2];
     }
-    const double w_bytes = (double)touched * s.n * s.k;
-    printf("%-9s T=%-3d NT=%-2d rows %4d experts %3d units %6zu  %s (max rel err %.1e)  %.4f ms  %.2f TB/s = %.0f%% of "
+    const double w_bytes = (double)touched * s.n * s.k * ELEM;
+    printf("%s %-9s T=%-3d NT=%-2d rows %4d experts %3d units %6zu  %s (max rel err %.1e)  %.4f ms  %.2f TB/s = %.0f%% of "
            "the read\n",
-           s.name, tokens, NT, rows, touched, units.size(), bad ? "FAIL" : "pass", max_err, ms,
+           BF16 ? "bf16" : "fp8 ", s.name, tokens, NT, rows, touched, units.size(), bad ? "FAIL" : "pass", max_err, ms,
            ms > 0 ? w_bytes / ms / 1e9 : 0.0, ms > 0 ? 100.0 * w_bytes / ms / 1e9 / read_tbps : 0.0);
     cudaFree(dx), cudaFree(dsx), cudaFree(dsw), cudaFree(dy), cudaFree(du);
     return bad ? 1 : 0;
@@ -378,15 +449,16 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
 int main(int argc, char **argv) {
     const char *shapes = "qwen3,gptoss,deepseek", *tokens = "1,8,64";
     int nt = 32;
-    bool check_only = false;
+    bool check_only = false, bf16 = false;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = argv[++i];
         else if (!strcmp(argv[i], "--nt") && i + 1 < argc) nt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check")) check_only = true;
+        else if (!strcmp(argv[i], "--bf16")) bf16 = true;
         else {
             fprintf(stderr, "usage: decode_swap_lab [--shapes qwen3,gptoss,deepseek] [--tokens 1,8,64] [--nt 8|16|32] "
-                            "[--check]\n");
+                            "[--bf16] [--check]\n");
             return 2;
         }
     }
@@ -419,8 +491,9 @@ int main(int argc, char **argv) {
     std::sort(rt.begin(), rt.end());
     const double read_tbps = read_bytes / rt[rt.size() / 2] / 1e9;
     CUDA_OK(cudaFree(buf));
-    printf("decode_swap_lab: %d SMs, read ceiling %.3f TB/s (2 GiB, median of 5); W bytes = touched experts x N x K\n",
-           sms, read_tbps);
+    printf("decode_swap_lab: %d SMs, read ceiling %.3f TB/s (2 GiB, median of 5); W bytes = touched experts x N x K x "
+           "%d\n",
+           sms, read_tbps, bf16 ? 2 : 1);
     const size_t flush_bytes = (size_t)256 << 20;
     void *flush;
     uint8_t *d_allowed;
@@ -430,18 +503,19 @@ int main(int argc, char **argv) {
     int failed = 0, passed = 0;
     for (const shape_t &s : SHAPES) {
         if (!strstr(shapes, s.name)) continue;
-        const int64_t w_bytes = (int64_t)s.experts * s.n * s.k;
+        const int64_t w_count = (int64_t)s.experts * s.n * s.k;
         const uint64_t w_seed = 0x5eed0000ull + (uint64_t)s.experts * s.n;
         uint8_t *dw;
-        CUDA_OK(cudaMalloc(&dw, w_bytes));
-        fill_weights<<<sms * 8, 256>>>(dw, w_bytes, d_allowed, TABLES.count, w_seed);
+        CUDA_OK(cudaMalloc(&dw, w_count * (bf16 ? 2 : 1)));
+        if (bf16) fill_weights_bf16<<<sms * 8, 256>>>((__nv_bfloat16 *)dw, w_count, w_seed);
+        else fill_weights<<<sms * 8, 256>>>(dw, w_count, d_allowed, TABLES.count, w_seed);
         CUDA_OK(cudaGetLastError());
         CUDA_OK(cudaDeviceSynchronize());
         for (const char *c = tokens; *c;) {
             const int t = atoi(c);
-            const int r = nt == 8    ? run_shape<8>(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes)
-                          : nt == 16 ? run_shape<16>(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes)
-                                     : run_shape<32>(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes);
+            auto run = bf16 ? (nt == 8 ? run_shape<8, true> : nt == 16 ? run_shape<16, true> : run_shape<32, true>)
+                            : (nt == 8 ? run_shape<8, false> : nt == 16 ? run_shape<16, false> : run_shape<32, false>);
+            const int r = run(s, t, check_only, sms, read_tbps, dw, w_seed, flush, flush_bytes);
             (r ? failed : passed)++;
             c = strchr(c, ',');
             if (!c) break;
