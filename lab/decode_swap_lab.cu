@@ -318,7 +318,7 @@ int run_shape(const shape_t &s, int tokens, bool check_only, int sms, double rea
                 units.push_back({e, offset[e] + r, std::min(NT, count[e] - r), nb * W_ROWS});
     }
     // Data: X [rows + NT, K] (NT rows of slack: a box may run past the last row); W (dw) made once
-    // per shape by fill_weights.
+    // per shape by fill_weights (fill_weights_bf16).
     const int64_t x_rows = rows + NT;
     std::vector<uint8_t> hx((size_t)x_rows * s.k * ELEM);
     if (BF16) {
