@@ -137,7 +137,7 @@ print("ratio = measured / predicted; fp8x = bf16 time / fp8 time (th: model, ach
       "grouped launch per layer (touched experts, expected rows; prediction: the model's grouped launch), "
       "other shapes on the Hopper dense engine (prediction: the model's time for that engine, as roofline "
       "--dense); kernel: bf16's (fp8's "
-      "if bf16 was not timed). probe: 128x128x128, about a launch's fixed cost "
+      "if bf16 was not timed; both when they differ). probe: 128x128x128, about a launch's fixed cost "
       "(the model adds the GPU's launch_us to every GEMM).\n")
 must = {"bf16": [0, 0], "fp8": [0, 0]}  # within, measured
 grouped = {"bf16": [0, 0], "fp8": [0, 0]}  # moefuse grouped, routed-expert shapes at T >= 512: within, measured
@@ -158,7 +158,9 @@ for path in sorted(glob.glob(os.path.join(out, "roofline_*.json"))):
         b, e = s.get("bf16", {}), s.get("fp8", {})
         kinds = "probe" if s["names"] == ["probe"] else "expert" if s["routed_expert"] else "dense"
         mf_kind = s.get("moefuse", {}).get("kernel", "dense" if kinds == "probe" and "moefuse_ms" in b else "-")
-        kernel = b.get("moefuse_kernel") or e.get("moefuse_kernel") or mf_kind
+        kb, ke = b.get("moefuse_kernel"), e.get("moefuse_kernel")
+        # both when the dtypes ran different kernels (FP8's decode kernel beside bf16's v1)
+        kernel = ("bf16: %s; fp8: %s" % (kb, ke) if kb and ke and kb != ke else kb or ke) or mf_kind
         if mf_kind == "grouped":
             l = s["moefuse"]
             kernel += " (%s, %d of %d experts, %d tokens x top-%d)" % (l["gemm"], l["experts"], l["num_experts"],
