@@ -130,8 +130,9 @@ bool fp8_swap_path(const moe_weights_t *w, int64_t T) {
            hopper_fp8_swap_decode(T, w->spec.top_k, w->spec.num_experts + (fused ? 1 : 0));
 }
 
-int64_t forward_block_rows(const moe_weights_t *w, int64_t T) {
-    return fp8_swap_path(w, T) ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(gemm_path(w, T));
+// The plan's rows per block for a forward on GEMM path `gemm`.
+int64_t forward_block_rows(bool fp8_swap, int gemm) {
+    return fp8_swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(gemm);
 }
 
 bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws_layout *L) {
@@ -149,7 +150,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->shared_rows = L->fused ? T : 0;
     L->gemm = gemm_path(w, T);
     L->fp8_swap = fp8_swap_path(w, T);
-    L->block = forward_block_rows(w, T);
+    L->block = forward_block_rows(L->fp8_swap, L->gemm);
     L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
@@ -415,7 +416,7 @@ extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens
 }
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    return forward_block_rows(w, num_tokens);
+    return forward_block_rows(fp8_swap_path(w, num_tokens), gemm_path(w, num_tokens));
 }
 
 // One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes

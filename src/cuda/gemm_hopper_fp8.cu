@@ -127,8 +127,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     moe_status st = device_sms(&sms, why, sizeof why);
     if (st != MOE_STATUS_OK) return moe__error(ctx, st, "Hopper FP8 GEMM: %s", why);
 
+    // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B).
     CUtensorMap map_a, map_b;
-    CUresult cr = make_tensor_map_e4m3(&map_a, g->a, g->rows, g->k, g->lda);
+    CUresult cr = make_tensor_map_e4m3(&map_a, g->a, g->rows, g->k, g->lda, a->swap_decode ? SWAP_NT : FP8_BM);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, g->b, g->experts * g->n, g->k, g->k);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
@@ -138,23 +139,16 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     grouped_fp8_params p;
     fill_params(a, sms, &p);
     if (a->swap_decode) {
-        // map_b's boxes (128 weight rows) are the swapped kernel's A; a plan block's 32 rows its B.
+        // map_b's boxes (128 weight rows) are the swapped kernel's A; map_a's (a plan block) its B.
         if (quant)
             return moe__error(ctx, MOE_STATUS_INTERNAL,
                               "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
-        CUtensorMap map_x;
-        cr = make_tensor_map_e4m3(&map_x, g->a, g->rows, g->k, g->lda, SWAP_NT);
-        if (cr != CUDA_SUCCESS)
-            return moe__error(ctx, MOE_STATUS_DEVICE_ERROR,
-                              "Hopper FP8 decode GEMM: cuTensorMapEncodeTiled rejected the rows' map (error %d) for "
-                              "rows %lld, k %lld",
-                              (int)cr, (long long)g->rows, (long long)g->k);
         const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
         const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
         auto kernel = g->mode == GEMM_DOWN ? decode_fp8_kernel<GEMM_DOWN> : decode_fp8_kernel<GEMM_UP>;
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
         if (err == cudaSuccess) {
-            kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_b, map_x, p);
+            kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_b, map_a, p);
             err = cudaGetLastError();
         }
         return cuda_status(ctx, err,

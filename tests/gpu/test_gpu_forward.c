@@ -65,21 +65,24 @@ int replay_x_shift;
 static const char *filter;
 bool selected(const char *name) { return !filter || strstr(name, filter); }
 
+/* Whether the forward of T tokens runs its Hopper FP8 GEMMs on the decode kernel with the
+ * operands swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one). */
+static bool fp8_swapped(model *m, int64_t T) {
+    char line[1024];
+    MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, T, m->act_format, line, sizeof line));
+    return strstr(line, "operands swapped") != NULL;
+}
+
 /* ---- one case: a model at T tokens ------------------------------------------------------ */
 static void run_case(model *m, run_spec r) {
     char name[200];
     const char *forced = getenv("MOEFUSE_GEMM");
     const int path = moe__cuda_forward_gemm(m->w_gpu, r.T);
     case_path = path;
-    /* The Hopper FP8 GEMMs' kernel, as moe_forward_config names it: the decode kernel with the
-     * operands swapped or the 128 x 128 tiles (MOEFUSE_FP8_DECODE=swap|tiles forces one: run_model
-     * runs both). */
+    /* The Hopper FP8 GEMMs' kernel (run_model runs both) */
     const char *fp8_kernel = "";
-    if (is_fp8_format(m->format) && path == MOE__CUDA_GEMM_HOPPER) {
-        char line[1024];
-        MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, r.T, m->act_format, line, sizeof line));
-        fp8_kernel = strstr(line, "operands swapped") ? " fp8 swap" : " fp8 tiles";
-    }
+    if (is_fp8_format(m->format) && path == MOE__CUDA_GEMM_HOPPER)
+        fp8_kernel = fp8_swapped(m, r.T) ? " fp8 swap" : " fp8 tiles";
     snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s%s]", m->name, (long long)r.T,
              routing_name(r.routing), r.graph ? routing_name(r.replay_routing) : "-", forced ? forced : "auto",
              moe__cuda_gemm_name(path), fp8_kernel);
@@ -188,11 +191,10 @@ void run_model(model *m, const run_spec *runs, int nruns) {
              * takes the small T by default, the 128 x 128 tiles the large; each must be right at
              * every T: an expert with more than 32 rows takes several 32-row blocks there). */
             if (is_fp8_format(m->format) && moe__cuda_forward_gemm(m->w_gpu, runs[i].T) == MOE__CUDA_GEMM_HOPPER) {
-                char line[1024], before[32] = "";
+                char before[32] = "";
                 const char *env = getenv("MOEFUSE_FP8_DECODE");
                 if (env) snprintf(before, sizeof before, "%s", env);
-                MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, runs[i].T, m->act_format, line, sizeof line));
-                setenv("MOEFUSE_FP8_DECODE", strstr(line, "operands swapped") ? "tiles" : "swap", 1);
+                setenv("MOEFUSE_FP8_DECODE", fp8_swapped(m, runs[i].T) ? "tiles" : "swap", 1);
                 run_case(m, runs[i]);
                 if (env) setenv("MOEFUSE_FP8_DECODE", before, 1);
                 else unsetenv("MOEFUSE_FP8_DECODE");

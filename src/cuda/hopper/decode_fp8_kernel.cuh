@@ -69,14 +69,14 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
     for (int j = 0; j < SWAP_NT / 8; ++j)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-            const int64_t r = row0 + 8 * j + 2 * q + c;
-            const int64_t id = p.sorted_ids[r];
-            const bool live = id != p.padding_id, routed = id < p.padding_id;
+            // The row's output and scale (the tiled kernels' rule); padding rows are not stored.
+            int64_t offset = 0;
+            float s = 1.0f;
+            const bool live = row_target<MODE>(p, row0 + 8 * j + 2 * q + c, offset, s);
             const float v_lo = acc[4 * j + c], v_hi = acc[4 * j + 2 + c];
             if (MODE == GEMM_UP) {
-                const float s = live && routed && p.weight_on_input ? p.topk_weights[id] : 1.0f;
                 const float x_lo = v_lo * s + bias[0], x_hi = v_hi * s + bias[1];
-                float *out_row = (float *)p.out + r * p.ldo;
+                float *out_row = (float *)p.out + offset;
                 if (p.activation == MOE_ACT_RELU2) {
                     if (!live) continue;
                     if (has[0]) out_row[n_lo] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_lo, 0.0f);
@@ -90,10 +90,7 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
                 if (has[1]) out_row[(n_lo + 8) / 2] = glu_activate(p.activation, p.act_alpha, p.act_limit, x_hi, up_hi);
             } else {
                 if (!live) continue;
-                const float w = routed ? (p.weight_on_input ? 1.0f : p.topk_weights[id])
-                                       : (p.shared_scale ? p.shared_scale[id - p.padding_id - 1] : 1.0f);
-                const int64_t offset = (routed ? id : id - 1) * p.ldo;
-                const float y_lo = (v_lo + bias[0]) * w, y_hi = (v_hi + bias[1]) * w;
+                const float y_lo = (v_lo + bias[0]) * s, y_hi = (v_hi + bias[1]) * s;
                 if (p.out_bf16) {
                     __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + offset;
                     if (has[0]) out_row[n_lo] = __float2bfloat16_rn(y_lo);
