@@ -312,13 +312,22 @@ static void describe_grouped(const moe_shape_list *list, const moe_gemm_row *r, 
     g->has_bias = spec->expert_has_bias;
 }
 
+/* The kernel family of a grouped launch on the path named ("v1", "hopper", "decode": FP8's swapped
+ * kernel, bf16 taking the hopper one), or, with no path, the forward's rule for routed rows over
+ * experts of hidden h and intermediate i. */
+static moe_kernel_family path_family(const char *path, moe_dtype dtype, int64_t rows, int64_t experts, int64_t h,
+                                     int64_t i) {
+    const int fp8 = dtype == MOE_DTYPE_E4M3;
+    if (!strcmp(path, "v1")) return MOE_KERNEL_V1;
+    if (!strcmp(path, "decode")) return fp8 ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_BF16;
+    if (!strcmp(path, "hopper")) return fp8 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
+    return moe_grouped_kernel_select(dtype, rows, experts, h, i);
+}
+
 /* The kernel family of a timed grouped launch: the path it ran on (g->path_name), or, when the
  * timing failed before the choice, the forward's rule. */
 static moe_kernel_family grouped_family(const moe_grouped_measure *g, moe_dtype dtype) {
-    if (!strcmp(g->path_name, "v1")) return MOE_KERNEL_V1;
-    if (!strcmp(g->path_name, "decode")) return MOE_KERNEL_HOPPER_FP8_DECODE;
-    if (!strcmp(g->path_name, "hopper")) return dtype == MOE_DTYPE_E4M3 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
-    return moe_grouped_kernel_select(dtype, g->tokens * g->top_k, g->num_experts, g->hidden, g->intermediate);
+    return path_family(g->path_name, dtype, g->tokens * g->top_k, g->num_experts, g->hidden, g->intermediate);
 }
 
 /* The roofline's time for the grouped launch g as it is timed (its tokens x top_k rows spread
@@ -749,11 +758,7 @@ static int predict_grouped_list(moe_context_t *ctx, const char *spec, const moe_
         for (int d = 0; d < MEASURE_DTYPES; d++) {
             const moe_dtype dt = measure_dtype[d];
             if (!both && dt != dtype) continue;
-            const int fp8 = dt == MOE_DTYPE_E4M3;
-            moe_kernel_family kernel = !strcmp(path, "v1")       ? MOE_KERNEL_V1
-                                       : !strcmp(path, "decode") ? (fp8 ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_BF16)
-                                       : path[0]                 ? (fp8 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16)
-                                                 : moe_grouped_kernel_select(dt, v[0], v[3], v[1], v[2]);
+            const moe_kernel_family kernel = path_family(path, dt, v[0], v[3], v[1], v[2]);
             double s = 0;
             if (moe_grouped_launch_time(ctx, gpu, dt, kernel, v[3], v[0], v[1], v[2], &s) != MOE_STATUS_OK)
                 return cli_fail(1, "roofline: --grouped: %s", moe_last_error(ctx));
