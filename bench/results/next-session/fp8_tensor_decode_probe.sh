@@ -16,7 +16,7 @@ K='regex:plan|quant|amax|permute|decode_fp8|grouped_fp8|combine|memset'
 M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 for impl in moefuse-tensor moefuse-block128; do
   for s in mixtral-8x7b deepseek-v3; do
-    timeout 150 ncu --clock-control none --cache-control none --kernel-name "$K" --launch-count 40 --metrics $M --csv \
+    timeout 35 ncu --clock-control none --cache-control none --kernel-name "$K" --launch-count 40 --metrics $M --csv \
       python3 bench/bench_moe.py --dtype fp8 --shapes $s --tokens 1 --impls $impl --min-reps 1 --target-s 0.01 \
       --out $O/ignored_${impl}_$s.json > $O/ncu_${impl}_$s.csv 2>&1
     echo "$impl $s rc=$?" >> $O/probe.log
