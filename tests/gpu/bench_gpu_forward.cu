@@ -20,9 +20,11 @@
 // positive random 128x128 block scales, W13's blocks paired per gate/up half as
 // moe_weights_create packs them) and act_format fp8-row128, timed on the v1 FP8 kernel and the
 // Hopper FP8 kernel (gemm_hopper_fp8.cu) as --gemm says, the Hopper y checked against the v1 y
-// as for bf16; JSON rows say "fp8".
+// as for bf16; JSON rows say "fp8". --dtype fp8-tensor: fp8-tensor weights (the same codes and
+// scale grids, as the binding broadcasts per-expert scales) and act_format fp8-tensor; rows say
+// "fp8-tensor".
 //
-// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] [--dtype bf16|fp8]
+// Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] [--dtype bf16|fp8|fp8-tensor]
 //                          [--json FILE]
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -112,19 +114,23 @@ __global__ void fill_scales(float *p, int64_t n, uint64_t seed, float scale) {
 
 int main(int argc, char **argv) {
     const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL, *gemm_arg = "v1,hopper";
-    bool fp8 = false;
+    bool fp8 = false, fp8_tensor = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--tokens")) tokens_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--shapes")) shapes_arg = argv[i + 1];
         else if (!strcmp(argv[i], "--json")) json_path = argv[i + 1];
         else if (!strcmp(argv[i], "--gemm")) gemm_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "--dtype")) fp8 = !strcmp(argv[i + 1], "fp8");
+        else if (!strcmp(argv[i], "--dtype")) {
+            fp8_tensor = !strcmp(argv[i + 1], "fp8-tensor");
+            fp8 = fp8_tensor || !strcmp(argv[i + 1], "fp8");
+        }
     }
     const char *paths[2];
     int npaths = 0;
     if (strstr(gemm_arg, "v1")) paths[npaths++] = "v1";
     if (strstr(gemm_arg, "hopper")) paths[npaths++] = "hopper";
-    const moe_format act_format = fp8 ? MOE_FORMAT_FP8_ROW128 : MOE_FORMAT_F32;
+    const moe_format act_format = fp8_tensor ? MOE_FORMAT_FP8_TENSOR : fp8 ? MOE_FORMAT_FP8_ROW128 : MOE_FORMAT_F32;
+    const char *dtype_name = fp8_tensor ? "fp8-tensor" : fp8 ? "fp8" : "bf16";
     int64_t tokens[16];
     int ntok = 0;
     for (const char *p = tokens_arg; *p && ntok < 16;) {
@@ -157,7 +163,7 @@ int main(int argc, char **argv) {
         const shape &sh = shapes[si];
         if (shapes_arg && !strstr(shapes_arg, sh.name)) continue;
         // The weights, as moe_weights_create would leave them for the CUDA backend.
-        const moe_format wformat = fp8 ? MOE_FORMAT_FP8_BLOCK128 : MOE_FORMAT_BF16;
+        const moe_format wformat = fp8_tensor ? MOE_FORMAT_FP8_TENSOR : fp8 ? MOE_FORMAT_FP8_BLOCK128 : MOE_FORMAT_BF16;
         moe_weights_t w;
         memset(&w, 0, sizeof w);
         moe_layer_spec_init(&w.spec, sh.E, sh.H, sh.I, sh.k);
@@ -180,14 +186,15 @@ int main(int argc, char **argv) {
         CUDA_OK(cudaMalloc(&dev.w2, (size_t)(n2 * wbytes)));
         if (fp8) {
             // Scale grids as moe_weights_create packs them (cuda_backend.h): W13 paired.
-            const int64_t hb = (sh.H + 127) / 128, ib = (sh.I + 127) / 128;
-            dev.w13_scales = {NULL, 2 * ib, hb, 1};
+            // fp8-tensor: one scale per expert matrix.
+            const int64_t hb = fp8_tensor ? 1 : (sh.H + 127) / 128, ib = fp8_tensor ? 1 : (sh.I + 127) / 128;
+            dev.w13_scales = {NULL, fp8_tensor ? 1 : 2 * ib, hb, fp8_tensor ? 0 : 1};
             dev.w2_scales = {NULL, hb, ib, 0};
-            CUDA_OK(cudaMalloc(&dev.w13_scales.data, (size_t)(sh.E * 2 * ib * hb) * 4));
+            CUDA_OK(cudaMalloc(&dev.w13_scales.data, (size_t)(sh.E * dev.w13_scales.rows * hb) * 4));
             CUDA_OK(cudaMalloc(&dev.w2_scales.data, (size_t)(sh.E * hb * ib) * 4));
             fill_e4m3<<<1024, 256>>>((uint8_t *)dev.w13, n13, 11 + si);
             fill_e4m3<<<1024, 256>>>((uint8_t *)dev.w2, n2, 13 + si);
-            fill_scales<<<64, 256>>>(dev.w13_scales.data, sh.E * 2 * ib * hb, 23 + si, 3.0f / sqrtf((float)sh.H) / 448.0f);
+            fill_scales<<<64, 256>>>(dev.w13_scales.data, sh.E * dev.w13_scales.rows * hb, 23 + si, 3.0f / sqrtf((float)sh.H) / 448.0f);
             fill_scales<<<64, 256>>>(dev.w2_scales.data, sh.E * hb * ib, 29 + si, 3.0f / sqrtf((float)sh.I) / 448.0f);
             CUDA_OK(cudaGetLastError());
         } else {
@@ -299,7 +306,7 @@ int main(int argc, char **argv) {
                         "\"dtype\": \"%s\", \"pass\": \"forward\", \"impl\": \"moefuse-%s\", \"ms\": %.5f, "
                         "\"tflops\": %.2f, \"gbps\": %.1f, \"err\": %s}\n",
                         sh.name, (long long)sh.E, (long long)sh.H, (long long)sh.I, (long long)sh.k, (long long)T,
-                        fp8 ? "fp8" : "bf16", moe__cuda_gemm_name(path), ms, flops / ms * 1e-9, bytes / ms * 1e-6, err_text);
+                        dtype_name, moe__cuda_gemm_name(path), ms, flops / ms * 1e-9, bytes / ms * 1e-6, err_text);
             CUDA_OK(cudaEventDestroy(e0));
             CUDA_OK(cudaEventDestroy(e1));
             CUDA_OK(cudaGraphExecDestroy(exec));
