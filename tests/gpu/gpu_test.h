@@ -163,9 +163,9 @@ typedef struct oracle_a2 {
 } oracle_a2;
 oracle_a2 oracle_a2_alloc(const model *m, int64_t S);
 void oracle_a2_free(oracle_a2 *o);
-double fp8_tolerance(const model *m, int64_t S, bool wgmma);
+double fp8_tolerance(const model *m, int64_t S);
 void fp8_stage_checks(const model *m, const device_buffers *b, const inputs *in, const int64_t *tok, int64_t S,
-                      const void *y, const oracle_a2 *o, const char *what);
+                      const void *y, const oracle_a2 *o, const char *what, bool wgmma);
 int stage_selftest(void);
 
 /* ---- one case: a model at T tokens (test_gpu_forward.c) ---------------------------------------- */

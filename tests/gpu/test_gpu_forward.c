@@ -29,7 +29,8 @@
  * says why y may differ by 4e-3 (bf16 y) or 1e-3 (f32, f16 y), plus one A2 code flip's worth).
  * FP8 models run on both paths too (the Hopper FP8 kernel where H and I are >= 128 and multiples
  * of 16); in the hopper pass a run that would take v1 again is skipped (it repeats the v1 pass).
- * A Hopper FP8 run is checked stage by stage (its wgmma accumulator flips a few A2 codes): A2
+ * An FP8 run is checked stage by stage (wgmma's accumulator flips a few A2 codes; on either path
+ * a flip of a large A2 element can move y by more than an average flip's term): A2
  * codes and scales read back from the workspace against the oracle's, y against the oracle
  * given the GPU's own A2, y end to end only coarsely (see fp8_tolerance); one line per
  * check gives the stages' numbers. `--filter fp8` runs all of them and nothing else.
