@@ -4,7 +4,7 @@
 // fp8_codec.cuh: both encode with fp8_encode_fast (the GPU suite's quantiser cases, double-
 // rounding traps included, check its codes bit for bit against the CPU's).
 //
-// FP8_ROW128: one warp per (row, 128-column group). FP8_TENSOR: an amax pass (atomicMax of the
+// FP8_ROW128: one warp per (row, four 128-column groups). FP8_TENSOR: an amax pass (atomicMax of the
 // bits of |x|, which order as the values do; order-free, so deterministic) into a zeroed device
 // word, then the quantise pass reads it: nothing goes back to the host.
 #include <string.h>
@@ -30,86 +30,131 @@ __device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
     return id == p.padding_id ? -1 : id > p.padding_id ? 1 : 0;
 }
 
-// A padding row of a plan (dead, but inside a block the GEMM reads): zero codes and scale 0,
+// Work is split into (row, span of columns) items whose loads a thread issues together, so that
+// a few wide live rows (decode: 1-2 rows of I = 14336) spread over many warps with several loads
+// in flight each. (Before session 9 a block walked a whole row one load at a time: mixtral's A2
+// amax pass at T = 1 took 25 us, its quantise pass 16 us; K2's ncu.)
+constexpr int QUANT_THREADS = 256;
+constexpr int TENSOR_SPAN = QUANT_THREADS * 4; // columns per item of the fp8-tensor passes (a block's)
+constexpr int ROW128_QUAD = 4;                 // 128-column groups per item of the row128 pass (a warp's)
+
+// A padding row of a plan (dead, but inside a block the GEMM reads) gets zero codes and scale 0,
 // as the x permute writes them (gemm_hopper_fp8.cu), so GEMM2 never reads unwritten or stale
-// workspace; its products are dropped by the epilogue anyway. Here one warp's (row, group).
-__device__ __forceinline__ void zero_dead_group(const fp8_quant_args &p, int64_t r, int64_t c0, int64_t g,
-                                                int lane) {
-    for (int j = 0; j < 4; j++) {
-        const int64_t c = c0 + lane + 32 * j;
-        if (c < p.cols) p.codes[r * p.codes_ld + c] = 0;
+// workspace; its products are dropped by the epilogue anyway. Codes [c0, c1) of row r, by the
+// `n` threads t: 16-byte stores where the row is 16-byte aligned, else bytes.
+__device__ __forceinline__ void zero_dead_codes(const fp8_quant_args &p, int64_t r, int64_t c0, int64_t c1, int t,
+                                                int n) {
+    uint8_t *row = p.codes + r * p.codes_ld;
+    if ((((uintptr_t)row) & 15) == 0) {
+        for (int64_t c = c0 + 16 * (int64_t)t; c < c1; c += 16 * (int64_t)n) {
+            if (c + 16 <= c1) *(uint4 *)(row + c) = make_uint4(0, 0, 0, 0);
+            else
+                for (int64_t b = c; b < c1; b++) row[b] = 0;
+        }
+    } else {
+        for (int64_t c = c0 + t; c < c1; c += n) row[c] = 0;
     }
-    if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = 0.0f;
 }
 
-// FP8_ROW128: one warp per (row, group); lane holds columns c0 + lane + 32 j, j < 4.
-__global__ void quant_row128_kernel(const fp8_quant_args p) {
-    const int64_t groups = (p.cols + 127) / 128, live = live_rows_of(p), items = live * groups;
+// FP8_ROW128: one warp per (row, ROW128_QUAD groups); lane holds columns g * 128 + lane + 32 j,
+// j < 4, of each group g, all loaded before the first group's reduction.
+__global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
+    const int64_t groups = (p.cols + 127) / 128, quads = (groups + ROW128_QUAD - 1) / ROW128_QUAD;
+    const int64_t live = live_rows_of(p), items = live * quads;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
     const int64_t warps = (int64_t)gridDim.x * warps_per_block;
     for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
-        const int64_t r = item / groups, g = item % groups, c0 = g * 128;
+        const int64_t r = item / quads, g0 = item % quads * ROW128_QUAD;
+        const int64_t g1 = g0 + ROW128_QUAD < groups ? g0 + ROW128_QUAD : groups;
         if (row_kind(p, r) < 0) { // the same for the whole warp
-            zero_dead_group(p, r, c0, g, lane);
+            zero_dead_codes(p, r, g0 * 128, g1 * 128 < p.cols ? g1 * 128 : p.cols, lane, 32);
+            if (lane < g1 - g0) p.scales[r * p.scale_rs + (g0 + lane) * p.scale_ks] = 0.0f;
             continue;
         }
-        float v[4];
-        uint32_t amax = 0;
+        float v[ROW128_QUAD][4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int64_t c = c0 + lane + 32 * j;
-            v[j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
-            amax = max(amax, finite_abs_bits(v[j]));
-        }
-        amax = __reduce_max_sync(0xFFFFFFFFu, amax);
-        const float s = fp8_scale(amax);
-        const fp8_divisor div = fp8_divisor_of(s);
+        for (int i = 0; i < ROW128_QUAD; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int64_t c = c0 + lane + 32 * j;
-            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[j], div);
+            for (int j = 0; j < 4; j++) {
+                const int64_t c = (g0 + i) * 128 + lane + 32 * j;
+                v[i][j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
+            }
+#pragma unroll
+        for (int i = 0; i < ROW128_QUAD; i++) {
+            const int64_t g = g0 + i;
+            if (g >= g1) break; // the same for the whole warp
+            uint32_t amax = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) amax = max(amax, finite_abs_bits(v[i][j]));
+            amax = __reduce_max_sync(0xFFFFFFFFu, amax);
+            const float s = fp8_scale(amax);
+            const fp8_divisor div = fp8_divisor_of(s);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int64_t c = g * 128 + lane + 32 * j;
+                if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[i][j], div);
+            }
+            if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
         }
-        if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
+    }
+}
+
+// The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
+__device__ __forceinline__ void load_span(const fp8_quant_args &p, int64_t r, int64_t c0, float *v) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int64_t c = c0 + threadIdx.x + QUANT_THREADS * j;
+        v[j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
     }
 }
 
 // FP8_TENSOR, pass 1: amax of each tensor (routed/plain rows, fused shared rows) into
-// p.amax[kind]. One block per row (grid-stride over rows), one atomicMax per warp.
-__global__ void amax_kernel(const fp8_quant_args p) {
-    const int64_t live = live_rows_of(p);
-    uint32_t amax[2] = {0u, 0u};
-    for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
+// p.amax[kind]. One block per (row, span) item (grid-stride), one atomicMax per warp.
+__global__ void __launch_bounds__(QUANT_THREADS) amax_kernel(const fp8_quant_args p) {
+    const int64_t spans = (p.cols + TENSOR_SPAN - 1) / TENSOR_SPAN, items = live_rows_of(p) * spans;
+    uint32_t routed = 0u, shared = 0u; // by kind (two scalars: an indexed pair would live in memory)
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        const int64_t r = item / spans;
         const int kind = row_kind(p, r);
         if (kind < 0) continue;
-        uint32_t m = 0;
-        for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x)
-            m = max(m, finite_abs_bits(load_as_float(p.src, r * p.src_ld + c, p.src_dtype)));
-        amax[kind] = max(amax[kind], m);
+        float v[4];
+        load_span(p, r, item % spans * TENSOR_SPAN, v);
+        uint32_t m = 0u;
+#pragma unroll
+        for (int j = 0; j < 4; j++) m = max(m, finite_abs_bits(v[j]));
+        if (kind == 0) routed = max(routed, m);
+        else shared = max(shared, m);
     }
-    for (int kind = 0; kind < 2; kind++) {
-        const uint32_t m = __reduce_max_sync(0xFFFFFFFFu, amax[kind]);
-        if ((threadIdx.x & 31) == 0 && m > 0) atomicMax(&p.amax[kind], m);
-    }
+    routed = __reduce_max_sync(0xFFFFFFFFu, routed);
+    shared = __reduce_max_sync(0xFFFFFFFFu, shared);
+    if ((threadIdx.x & 31) == 0 && routed > 0) atomicMax(&p.amax[0], routed);
+    if ((threadIdx.x & 31) == 0 && shared > 0) atomicMax(&p.amax[1], shared);
 }
 
 // FP8_TENSOR, pass 2: codes with the scale of the row's tensor; the scale itself to scales[0]
-// (no plan) or to each live plan row's scales[r].
-__global__ void quant_tensor_kernel(const fp8_quant_args p) {
-    const int64_t live = live_rows_of(p);
-    for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
+// (no plan) or to each plan row's scales[r] (0 for a padding row, whose codes are zeroed).
+__global__ void __launch_bounds__(QUANT_THREADS) quant_tensor_kernel(const fp8_quant_args p) {
+    const int64_t spans = (p.cols + TENSOR_SPAN - 1) / TENSOR_SPAN, items = live_rows_of(p) * spans;
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        const int64_t r = item / spans, c0 = item % spans * TENSOR_SPAN;
         const int kind = row_kind(p, r);
+        const bool first = c0 == 0 && threadIdx.x == 0; // writes the row's scale
         if (kind < 0) {
-            for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x) p.codes[r * p.codes_ld + c] = 0;
-            if (threadIdx.x == 0) p.scales[r] = 0.0f;
+            zero_dead_codes(p, r, c0, c0 + TENSOR_SPAN < p.cols ? c0 + TENSOR_SPAN : p.cols, threadIdx.x,
+                            QUANT_THREADS);
+            if (first) p.scales[r] = 0.0f;
             continue;
         }
+        float v[4];
+        load_span(p, r, c0, v);
         const float s = fp8_scale(p.amax[kind]);
         const fp8_divisor div = fp8_divisor_of(s);
-        for (int64_t c = threadIdx.x; c < p.cols; c += blockDim.x) {
-            const float v = load_as_float(p.src, r * p.src_ld + c, p.src_dtype);
-            p.codes[r * p.codes_ld + c] = fp8_encode_fast(v, div);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t c = c0 + threadIdx.x + QUANT_THREADS * j;
+            if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[j], div);
         }
-        if (threadIdx.x == 0 && (p.sorted_ids || r == 0)) p.scales[p.sorted_ids ? r : 0] = s;
+        if (first && (p.sorted_ids || r == 0)) p.scales[p.sorted_ids ? r : 0] = s;
     }
 }
 
@@ -121,18 +166,19 @@ unsigned capped_grid(int64_t blocks, int64_t cap) {
 
 cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
     if (p->rows == 0 || p->cols == 0) return cudaSuccess;
-    const int threads = 256;
     const int64_t cap = 132 * 16; // enough blocks to fill an H200 several times over
     if (p->format == MOE_FORMAT_FP8_ROW128) {
-        const int64_t warps = p->rows * ((p->cols + 127) / 128);
-        quant_row128_kernel<<<capped_grid((warps + 7) / 8, cap), threads, 0, stream>>>(*p);
+        const int64_t quads = ((p->cols + 127) / 128 + ROW128_QUAD - 1) / ROW128_QUAD;
+        const int64_t warps = p->rows * quads, per_block = QUANT_THREADS / 32;
+        quant_row128_kernel<<<capped_grid((warps + per_block - 1) / per_block, cap), QUANT_THREADS, 0, stream>>>(*p);
         return cudaGetLastError();
     }
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
     if (err != cudaSuccess) return err;
-    amax_kernel<<<capped_grid(p->rows, cap), threads, 0, stream>>>(*p);
+    const unsigned grid = capped_grid(p->rows * ((p->cols + TENSOR_SPAN - 1) / TENSOR_SPAN), cap);
+    amax_kernel<<<grid, QUANT_THREADS, 0, stream>>>(*p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    quant_tensor_kernel<<<capped_grid(p->rows, cap), threads, 0, stream>>>(*p);
+    quant_tensor_kernel<<<grid, QUANT_THREADS, 0, stream>>>(*p);
     return cudaGetLastError();
 }
 

@@ -53,29 +53,51 @@ __device__ __forceinline__ int swap_units(const grouped_fp8_params &p) {
     return (int)((*p.g.live_rows + SWAP_NT - 1) / SWAP_NT) * p.g.tiles_n;
 }
 
-// Epilogue of one unit: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
-// acc[4j + 2 + c]).
+// What a consumer thread's epilogue needs from the plan for one unit: its rows' outputs and
+// scales (row_target, the tiled kernels' rule) and its two weight rows' biases. Loaded when the
+// unit starts, so that the latency of these dependent global loads (id, then routing weight)
+// hides behind the unit's k-blocks instead of stalling the ring at the unit's end. (With them at
+// the end, K2's ncu: GEMM2 of deepseek-v3 T = 64, 16 k-blocks a unit, streamed at 3.9 TB/s where
+// the lab's epilogue without plan reads streamed 4.3.)
+struct swap_targets {
+    int64_t offset[SWAP_NT / 4]; // rows row0 + 8j + 2q + c at [2j + c]
+    float scale[SWAP_NT / 4];
+    unsigned live;               // bit 2j + c
+    float bias[2];               // weight rows n_lo, n_lo + 8
+};
+
 template <int MODE>
-__device__ __forceinline__ void swap_epilogue(const grouped_params &p, const float *acc, int64_t row0, int e, int n_lo,
-                                              int lane) {
+__device__ __forceinline__ void swap_targets_load(const grouped_params &p, int64_t row0, int e, int n_lo, int lane,
+                                                  swap_targets &t) {
     const int q = lane % 4;
-    const bool has[2] = {n_lo < p.n, n_lo + 8 < p.n};
-    float bias[2] = {0.0f, 0.0f};
-    if (p.bias) {
-        if (has[0]) bias[0] = p.bias[(int64_t)e * p.n + n_lo];
-        if (has[1]) bias[1] = p.bias[(int64_t)e * p.n + n_lo + 8];
+    t.live = 0;
+#pragma unroll
+    for (int i = 0; i < SWAP_NT / 4; ++i) {
+        t.offset[i] = 0;
+        t.scale[i] = 1.0f;
+        if (row_target<MODE>(p, row0 + 8 * (i / 2) + 2 * q + i % 2, t.offset[i], t.scale[i])) t.live |= 1u << i;
     }
+    t.bias[0] = p.bias && n_lo < p.n ? p.bias[(int64_t)e * p.n + n_lo] : 0.0f;
+    t.bias[1] = p.bias && n_lo + 8 < p.n ? p.bias[(int64_t)e * p.n + n_lo + 8] : 0.0f;
+}
+
+// Epilogue of one unit: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
+// acc[4j + 2 + c]), with the unit's targets t.
+template <int MODE>
+__device__ __forceinline__ void swap_epilogue(const grouped_params &p, const float *acc, const swap_targets &t,
+                                              int n_lo, int lane) {
+    const bool has[2] = {n_lo < p.n, n_lo + 8 < p.n};
 #pragma unroll
     for (int j = 0; j < SWAP_NT / 8; ++j)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-            // The row's output and scale (the tiled kernels' rule); padding rows are not stored.
-            int64_t offset = 0;
-            float s = 1.0f;
-            const bool live = row_target<MODE>(p, row0 + 8 * j + 2 * q + c, offset, s);
+            const int i = 2 * j + c;
+            const bool live = (t.live >> i) & 1u; // padding rows are not stored
+            const int64_t offset = t.offset[i];
+            const float s = t.scale[i];
             const float v_lo = acc[4 * j + c], v_hi = acc[4 * j + 2 + c];
             if (MODE == GEMM_UP) {
-                const float x_lo = v_lo * s + bias[0], x_hi = v_hi * s + bias[1];
+                const float x_lo = v_lo * s + t.bias[0], x_hi = v_hi * s + t.bias[1];
                 float *out_row = (float *)p.out + offset;
                 if (p.activation == MOE_ACT_RELU2) {
                     if (!live) continue;
@@ -90,7 +112,7 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
                 if (has[1]) out_row[(n_lo + 8) / 2] = glu_activate(p.activation, p.act_alpha, p.act_limit, x_hi, up_hi);
             } else {
                 if (!live) continue;
-                const float y_lo = (v_lo + bias[0]) * s, y_hi = (v_hi + bias[1]) * s;
+                const float y_lo = (v_lo + t.bias[0]) * s, y_hi = (v_hi + t.bias[1]) * s;
                 if (p.out_bf16) {
                     __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + offset;
                     if (has[0]) out_row[n_lo] = __float2bfloat16_rn(y_lo);
@@ -127,11 +149,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         ring_pos r = {0, 0};
         const int units = swap_units(p);
+        // The next unit's expert is loaded while this unit streams (its latency off the ring).
+        int e_next = (int)blockIdx.x < units ? p.g.block_expert[blockIdx.x / p.g.tiles_n] : 0;
         for (int u = blockIdx.x;; u += gridDim.x) {
             const bool done = u >= units;
             const int b = done ? 0 : u / p.g.tiles_n;
             const int n0 = done ? 0 : (u % p.g.tiles_n) * SWAP_W_ROWS;
-            const int e = done ? 0 : p.g.block_expert[b];
+            const int e = e_next;
+            const int u_next = u + gridDim.x;
+            e_next = u_next < units ? p.g.block_expert[u_next / p.g.tiles_n] : 0;
             const int64_t row0 = (int64_t)b * SWAP_NT;
             long long sw_even = 0, sw_odd = 0;
             int sw_ks = 0;
@@ -183,6 +209,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int b = __shfl_sync(0xffffffffu, h.x, 0);
             if (b < 0) break;
             const int e = __shfl_sync(0xffffffffu, h.y, 0), n0 = __shfl_sync(0xffffffffu, h.z, 0);
+            const int n_lo = n0 + half * 64 + warp * 16 + lane / 4;
+            swap_targets targets;
+            swap_targets_load<MODE>(p.g, (int64_t)b * SWAP_NT, e, n_lo, lane, targets);
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
             for (int kb = 0; kb < num_kb; ++kb) {
@@ -205,7 +234,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 release_stage<1>(&empty[r.slot], lane);
                 ring_next(r, SWAP_STAGES);
             }
-            swap_epilogue<MODE>(p.g, acc, (int64_t)b * SWAP_NT, e, n0 + half * 64 + warp * 16 + lane / 4, lane);
+            swap_epilogue<MODE>(p.g, acc, targets, n_lo, lane);
         }
     }
 #endif
