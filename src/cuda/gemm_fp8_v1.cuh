@@ -112,7 +112,7 @@ struct fp8_quant_args {
     // FP8_ROW128: the scale of (row r, 128-column group g) at scales[r * scale_rs + g * scale_ks]
     // (by row: [rows, ceil(cols/128)]; A2 in plan order: k-block-major [ceil(cols/128)][rows]).
     // FP8_TENSOR: scales[0] (sorted_ids NULL), or one scale per plan row, the scale of its
-    // tensor (sorted_ids set; 0 for a dead row, whose codes are zeroed).
+    // tensor (sorted_ids set; 0 for a dead row, whose codes are not written).
     float *scales;
     int64_t scale_rs, scale_ks;
     uint32_t *amax;          // FP8_TENSOR: 2 words of scratch (routed, shared), zeroed here

@@ -36,51 +36,40 @@ __device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
 // amax pass at T = 1 took 25 us, its quantise pass 16 us; K2's ncu.)
 constexpr int QUANT_THREADS = 256;
 constexpr int TENSOR_SPAN = QUANT_THREADS * 4; // columns per item of the fp8-tensor passes (a block's)
-constexpr int ROW128_QUAD = 4;                 // 128-column groups per item of the row128 pass (a warp's)
 
-// A padding row of a plan (dead, but inside a block the GEMM reads) gets zero codes and scale 0,
-// as the x permute writes them (gemm_hopper_fp8.cu), so GEMM2 never reads unwritten or stale
-// workspace; its products are dropped by the epilogue anyway. Codes [c0, c1) of row r, by the
-// `n` threads t: 16-byte stores where the row is 16-byte aligned, else bytes.
-__device__ __forceinline__ void zero_dead_codes(const fp8_quant_args &p, int64_t r, int64_t c0, int64_t c1, int t,
-                                                int n) {
-    uint8_t *row = p.codes + r * p.codes_ld;
-    if ((((uintptr_t)row) & 15) == 0) {
-        for (int64_t c = c0 + 16 * (int64_t)t; c < c1; c += 16 * (int64_t)n) {
-            if (c + 16 <= c1) *(uint4 *)(row + c) = make_uint4(0, 0, 0, 0);
-            else
-                for (int64_t b = c; b < c1; b++) row[b] = 0;
-        }
-    } else {
-        for (int64_t c = c0 + t; c < c1; c += n) row[c] = 0;
-    }
-}
+// A padding row of a plan (dead, but inside a block the GEMM reads) gets scale 0 and its codes
+// are not written: every GEMM drops a padding row's products (its output row, or with the
+// operands swapped its column, is not stored, and no other row's value depends on it), so
+// whatever bytes the workspace holds there reach nothing. (Zeroing them cost more than the live
+// rows at decode: deepseek-v3 T = 64 has 512 live rows in 7104 plan rows of 32-row blocks.)
+// The GPU suite poisons the workspace before a case's first run.
 
-// FP8_ROW128: one warp per (row, ROW128_QUAD groups); lane holds columns g * 128 + lane + 32 j,
-// j < 4, of each group g, all loaded before the first group's reduction.
-__global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
-    const int64_t groups = (p.cols + 127) / 128, quads = (groups + ROW128_QUAD - 1) / ROW128_QUAD;
-    const int64_t live = live_rows_of(p), items = live * quads;
+// FP8_ROW128: one warp per (row, GPI groups) item; lane holds columns g * 128 + lane + 32 j,
+// j < 4, of each group g, all loaded before the first group's reduction. GPI = 1 where the
+// items of one group fill the GPU (fewer steps in a warp's chain: x at T = 1 took 5.6 us with
+// GPI = 4 against 3.0 with one group), 4 where a warp would walk many items.
+template <int GPI> __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
+    const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
+    const int64_t items = live_rows_of(p) * per_row;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
     const int64_t warps = (int64_t)gridDim.x * warps_per_block;
     for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
-        const int64_t r = item / quads, g0 = item % quads * ROW128_QUAD;
-        const int64_t g1 = g0 + ROW128_QUAD < groups ? g0 + ROW128_QUAD : groups;
+        const int64_t r = item / per_row, g0 = item % per_row * GPI;
+        const int64_t g1 = g0 + GPI < groups ? g0 + GPI : groups;
         if (row_kind(p, r) < 0) { // the same for the whole warp
-            zero_dead_codes(p, r, g0 * 128, g1 * 128 < p.cols ? g1 * 128 : p.cols, lane, 32);
             if (lane < g1 - g0) p.scales[r * p.scale_rs + (g0 + lane) * p.scale_ks] = 0.0f;
             continue;
         }
-        float v[ROW128_QUAD][4];
+        float v[GPI][4];
 #pragma unroll
-        for (int i = 0; i < ROW128_QUAD; i++)
+        for (int i = 0; i < GPI; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int64_t c = (g0 + i) * 128 + lane + 32 * j;
                 v[i][j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
             }
 #pragma unroll
-        for (int i = 0; i < ROW128_QUAD; i++) {
+        for (int i = 0; i < GPI; i++) {
             const int64_t g = g0 + i;
             if (g >= g1) break; // the same for the whole warp
             uint32_t amax = 0;
@@ -132,7 +121,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) amax_kernel(const fp8_quant_arg
 }
 
 // FP8_TENSOR, pass 2: codes with the scale of the row's tensor; the scale itself to scales[0]
-// (no plan) or to each plan row's scales[r] (0 for a padding row, whose codes are zeroed).
+// (no plan) or to each plan row's scales[r] (0 for a padding row).
 __global__ void __launch_bounds__(QUANT_THREADS) quant_tensor_kernel(const fp8_quant_args p) {
     const int64_t spans = (p.cols + TENSOR_SPAN - 1) / TENSOR_SPAN, items = live_rows_of(p) * spans;
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
@@ -140,8 +129,6 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_tensor_kernel(const fp8_q
         const int kind = row_kind(p, r);
         const bool first = c0 == 0 && threadIdx.x == 0; // writes the row's scale
         if (kind < 0) {
-            zero_dead_codes(p, r, c0, c0 + TENSOR_SPAN < p.cols ? c0 + TENSOR_SPAN : p.cols, threadIdx.x,
-                            QUANT_THREADS);
             if (first) p.scales[r] = 0.0f;
             continue;
         }
@@ -168,9 +155,11 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
     if (p->rows == 0 || p->cols == 0) return cudaSuccess;
     const int64_t cap = 132 * 16; // enough blocks to fill an H200 several times over
     if (p->format == MOE_FORMAT_FP8_ROW128) {
-        const int64_t quads = ((p->cols + 127) / 128 + ROW128_QUAD - 1) / ROW128_QUAD;
-        const int64_t warps = p->rows * quads, per_block = QUANT_THREADS / 32;
-        quant_row128_kernel<<<capped_grid((warps + per_block - 1) / per_block, cap), QUANT_THREADS, 0, stream>>>(*p);
+        const int64_t per_block = QUANT_THREADS / 32, items = p->rows * ((p->cols + 127) / 128);
+        if (items <= cap * per_block) // one group a warp, each warp one item or so
+            quant_row128_kernel<1><<<capped_grid((items + per_block - 1) / per_block, cap), QUANT_THREADS, 0, stream>>>(*p);
+        else
+            quant_row128_kernel<4><<<capped_grid((items / 4 + per_block) / per_block, cap), QUANT_THREADS, 0, stream>>>(*p);
         return cudaGetLastError();
     }
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);

@@ -271,6 +271,11 @@ void device_alloc(const model *m, device_buffers *b, int64_t T, int routing) {
     CUDA_OK(cudaMalloc(&b->out_weights, (size_t)(T * k) * 4 + 4));
     MOE_OK(gpu_ctx, moe_forward_workspace_size(gpu_ctx, m->w_gpu, T, m->act_format, &b->workspace_size));
     CUDA_OK(cudaMalloc(&b->workspace, b->workspace_size ? b->workspace_size : 1));
+    /* The first run of a case finds all-ones bytes (NaN floats and e4m3 codes, id -1) wherever
+     * it reads what it did not write: they may reach only outputs it drops (a plan's padding
+     * rows, whose codes the forward does not write). Later runs find the earlier runs' rows
+     * (the stale-rows case's premise). */
+    CUDA_OK(cudaMemset(b->workspace, 0xFF, b->workspace_size ? b->workspace_size : 1));
     moe_forward_args *a = &b->args;
     moe_forward_args_init(a);
     a->act_format = m->act_format;
