@@ -21,10 +21,11 @@ using namespace moe_hopper;
 
 // Quantised x rows in plan order: codes [rows, h] (16-byte copies, h % 16 == 0) and, for
 // FP8_ROW128, their scales column-major [ceil(h/128)][ld_scales] (the GEMM's scale warp reads a
-// tile's 128 rows of one k-block as 512 contiguous bytes). Padding rows: zero codes and scales.
-// One block per plan row; rows past the live total are not written. A thread loads up to
-// PERMUTE_BATCH pieces before it stores them (one load in flight at a time made deepseek-v3's
-// T = 64 permute, 7104 rows of 7 KB, take 22 us; K2's ncu).
+// tile's 128 rows of one k-block as 512 contiguous bytes). Padding rows: scale 0 and no codes
+// written (the GEMMs drop their products; quant.cu says why). One block per plan row; rows past
+// the live total are not written. A thread loads up to PERMUTE_BATCH pieces before it stores
+// them (one load in flight at a time, and the padding rows zeroed, made deepseek-v3's T = 64
+// permute, 512 live rows in 7104, take 22 us; K2's and K4's ncu).
 constexpr int PERMUTE_THREADS = 128, PERMUTE_BATCH = 4;
 __global__ void __launch_bounds__(PERMUTE_THREADS)
     fp8_permute_kernel(const uint4 *__restrict__ codes, uint4 *__restrict__ codes_out, int64_t h16,
@@ -34,23 +35,26 @@ __global__ void __launch_bounds__(PERMUTE_THREADS)
     const int64_t live = *live_rows;
     for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
         const int64_t id = sorted_ids[r];
-        uint4 *dst = codes_out + r * h16;
-        const bool dead = id == padding_id;
-        const int64_t token = dead ? 0 : id < padding_id ? id / top_k : id - padding_id - 1;
+        if (id == padding_id) {
+            for (int64_t g = threadIdx.x; g < groups; g += PERMUTE_THREADS) scales_out[g * ld_scales + r] = 0.0f;
+            continue;
+        }
+        const int64_t token = id < padding_id ? id / top_k : id - padding_id - 1;
         const uint4 *src = codes + token * h16;
+        uint4 *dst = codes_out + r * h16;
         for (int64_t c0 = threadIdx.x; c0 < h16; c0 += PERMUTE_BATCH * PERMUTE_THREADS) {
             uint4 v[PERMUTE_BATCH];
 #pragma unroll
             for (int j = 0; j < PERMUTE_BATCH; j++) {
                 const int64_t c = c0 + j * PERMUTE_THREADS;
-                v[j] = dead || c >= h16 ? make_uint4(0, 0, 0, 0) : src[c];
+                v[j] = c < h16 ? src[c] : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
             for (int j = 0; j < PERMUTE_BATCH; j++)
                 if (c0 + j * PERMUTE_THREADS < h16) dst[c0 + j * PERMUTE_THREADS] = v[j];
         }
         for (int64_t g = threadIdx.x; g < groups; g += PERMUTE_THREADS)
-            scales_out[g * ld_scales + r] = dead ? 0.0f : scales[token * groups + g];
+            scales_out[g * ld_scales + r] = scales[token * groups + g];
     }
 }
 
