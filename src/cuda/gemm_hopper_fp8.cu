@@ -158,8 +158,6 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
         if (quant)
             return moe__error(ctx, MOE_STATUS_INTERNAL,
                               "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
-        const char *kb_order = getenv("MOEFUSE_FP8_DECODE_KB");
-        p.kb_rotate = kb_order && !strcmp(kb_order, "rotate");
         const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
         const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
         auto kernel = g->mode == GEMM_DOWN ? decode_fp8_kernel<GEMM_DOWN> : decode_fp8_kernel<GEMM_UP>;

@@ -162,9 +162,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             long long sw_even = 0, sw_odd = 0;
             int sw_ks = 0;
             if (!done) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
-            const int kb_first = p.kb_rotate && !done ? u % num_kb : 0;
-            for (int i = 0; i < (done ? 1 : num_kb); ++i) {
-                const int kb = kb_first + i < num_kb ? kb_first + i : kb_first + i - num_kb;
+            for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
                 mbar_wait(&empty[r.slot], r.phase ^ 1);
                 uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
                 float *slot = (float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);

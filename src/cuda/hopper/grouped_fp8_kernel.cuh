@@ -63,10 +63,6 @@ struct grouped_fp8_params {
     // 128-column group c) goes to out_scales[c * out_scale_ks + r].
     float *out_scales;
     long long out_scale_ks;
-    // The swapped decode kernel: unit u streams its k-blocks from u % num_kb on (wrapping), so that
-    // the SMs do not all read the same column offsets of their weight rows at once. (Session 9's
-    // A/B of it: MOEFUSE_FP8_DECODE_KB=rotate|straight.)
-    int kb_rotate;
 };
 
 // Whether the A scales of a k-block (rows m0 .. m0 + 127, m0 a multiple of 128) are 512
