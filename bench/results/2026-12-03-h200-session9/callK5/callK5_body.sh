@@ -19,6 +19,6 @@ BENCH_COMMIT=$BENCH_COMMIT TOTAL_S=130 OUT=$O/fp8 timeout 150 bash bench/run_on_
 mv $O/fp8_run.log $O/fp8/ 2>/dev/null
 run memcheck_fp8 40 compute-sanitizer --error-exitcode 3 --tool memcheck $T --quick --filter fp8
 run quantiser 40 $T --filter "fp8 quantiser"
-left=$((300 - (SECONDS - t0))); [ $left -gt 60 ] && left=60
+left=$((255 - (SECONDS - t0))); [ $left -gt 60 ] && left=60; [ $left -lt 5 ] && left=5
 run perf_deepseek $left $T --filter fp8-perf-deepseek --gemm hopper
 mark done 0 /dev/null
