@@ -45,10 +45,11 @@ constexpr int TENSOR_SPAN = QUANT_THREADS * 4; // columns per item of the fp8-te
 // The GPU suite poisons the workspace before a case's first run.
 
 // FP8_ROW128: one warp per (row, GPI groups) item; lane holds columns g * 128 + lane + 32 j,
-// j < 4, of each group g, all loaded before the first group's reduction. GPI is the fewest
-// groups (1, 4 or 16) whose items the GPU's warps take in about one pass: fewer groups shorten a
-// warp's chain (x at T = 1 took 5.6 us with GPI = 4 against 3.0 with one group); more make the
-// padding rows of a decode plan (an id read and a scale store each) fewer items.
+// j < 4, of each group g, all loaded before the first group's reduction. GPI = 1 where the
+// items of one group take the GPU's warps in about one pass, else 4: a warp's groups are a
+// serial chain of reductions and encodes (x at T = 1 took 5.6 us with GPI = 4 against 3.0 with
+// one group; GPI = 16, tried in K5, added ~14 us to gpt-oss's and deepseek-v3's T = 1 forward,
+// whose few live A2 rows each became one warp's 16-group chain).
 template <int GPI> __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
     const int64_t items = live_rows_of(p) * per_row;
@@ -157,12 +158,11 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
     const int64_t cap = 132 * 16; // enough blocks to fill an H200 several times over
     if (p->format == MOE_FORMAT_FP8_ROW128) {
         const int64_t per_block = QUANT_THREADS / 32, groups = (p->cols + 127) / 128;
-        const int gpi = p->rows * groups <= cap * per_block ? 1 : p->rows * ((groups + 3) / 4) <= cap * per_block ? 4 : 16;
+        const int gpi = p->rows * groups <= cap * per_block ? 1 : 4;
         const int64_t items = p->rows * ((groups + gpi - 1) / gpi);
         const unsigned grid = capped_grid((items + per_block - 1) / per_block, cap);
         if (gpi == 1) quant_row128_kernel<1><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-        else if (gpi == 4) quant_row128_kernel<4><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-        else quant_row128_kernel<16><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+        else quant_row128_kernel<4><<<grid, QUANT_THREADS, 0, stream>>>(*p);
         return cudaGetLastError();
     }
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);

@@ -117,7 +117,7 @@ void fp8_quantizer_cases(bool quick) {
     static const struct {
         int64_t rows, cols, pad;
     } shapes[] = {{1, 16, 0}, {3, 96, 8}, {5, 200, 0}, {64, 7168, 24}, {129, 2880, 0}, {4096, 2048, 0},
-                  {12000, 1400, 8}}; /* the row128 launch's 1, 4 and 16 groups a warp (the last: a partial group) */
+                  {12000, 1400, 8}}; /* the row128 launch's 4 groups a warp with a partial last quad and group */
     const moe_format formats[] = {MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_TENSOR};
     const moe_dtype dtypes[] = {MOE_DTYPE_F32, MOE_DTYPE_BF16, MOE_DTYPE_F16};
     const int nshapes = quick ? 4 : (int)(sizeof shapes / sizeof shapes[0]);
