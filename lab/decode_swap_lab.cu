@@ -1,7 +1,7 @@
 // FP8 decode lab: a grouped GEMM with the operands swapped (docs/hopper_gemm.md, "The FP8 decode
 // kernel with the operands swapped"). Written in session 7 without a GPU; first run in session 8
 // (bench/results/2026-12-03-h200-session8/callJ1: --check 9/9, deepseek T=64 at 95% of the read
-// ceiling); the library's version is src/cuda/hopper/decode_fp8_kernel.cuh (plan-driven units).
+// ceiling); the library's version is src/cuda/hopper/decode_swap_kernel.cuh (plan-driven units).
 //
 // Y[r, n] = sum_kb (sum_k X[r, k] W_e[n, k]) * sx[kb][r] * sw[e][n / 128][kb] for the plan rows r of
 // expert e: X e4m3 [rows, K] in plan order (rows sorted by expert), 1x128 scales k-block-major
@@ -61,31 +61,6 @@ constexpr int KB = FP8_BK;     // bytes (e4m3 elements) of K per k-block = per b
 constexpr int W_ROWS = 128;    // weight rows per unit
 constexpr int STAGES = 8;
 constexpr int THREADS = 384;   // producer warpgroup (one warp used) + two consumer warpgroups
-
-// D[64 x NT] (+)= A[64 x 16] . B[NT x 16]^T, bf16 from shared memory, both K-major (no transposes).
-template <int NT> __device__ __forceinline__ void wgmma_bf16_nt(float *d, uint64_t a, uint64_t b, int accumulate);
-template <> __device__ __forceinline__ void wgmma_bf16_nt<8>(float *d, uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "l"(a), "l"(b), "r"(acc));
-}
-template <> __device__ __forceinline__ void wgmma_bf16_nt<16>(float *d, uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
-                 "1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "l"(a), "l"(b), "r"(acc));
-}
-template <> __device__ __forceinline__ void wgmma_bf16_nt<32>(float *d, uint64_t a, uint64_t b, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
-                 "%10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15])
-                 : "l"(a), "l"(b), "r"(acc));
-}
 
 struct unit_t {
     int expert, row0, rows, n0; // plan rows row0 .. row0 + rows - 1 (rows <= NT), weight rows n0 ..

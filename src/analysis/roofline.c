@@ -82,7 +82,7 @@ typedef struct row_context {
 /* The tiles of moefuse's grouped kernels (src/cuda/hopper/grouped_kernel.cuh BM x GBN x BK,
  * grouped_fp8_kernel.cuh FP8_BM x FP8_BN x FP8_BK, both persistent with one CTA per SM;
  * src/cuda/gemm.cuh GEMM_BM x GEMM_BN x GEMM_BK and gemm_fp8_v1.cuh's 64 x 128 x 128, whose
- * 96 KB of stages let 2 CTAs share an SM; decode_fp8_kernel.cuh's unit of a 32-row plan block
+ * 96 KB of stages let 2 CTAs share an SM; decode_swap_kernel.cuh's unit of a 32-row plan block
  * by 128 weight rows). The plan block is the tile's rows. */
 static const moe_tile hopper_bf16_tile = {128, 256}, hopper_fp8_tile = {128, 128}, v1_tile = {64, 128},
                       hopper_fp8_decode_tile = {MOE__FP8_SWAP_BLOCK_ROWS, 128};

@@ -195,7 +195,7 @@ int moe__gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_d
 /* Rows of the tile and of the dispatch plan's blocks on `path`. */
 int64_t moe__gemm_block_rows(int path);
 /* FP8 on the Hopper path at decode: whether the grouped GEMMs take the kernel with the operands
- * swapped (src/cuda/hopper/decode_fp8_kernel.cuh) instead of the 128 x 128 tiles: routed rows
+ * swapped (src/cuda/hopper/decode_swap_kernel.cuh) instead of the 128 x 128 tiles: routed rows
  * averaging at most MOE__FP8_SWAP_MAX_AVG_ROWS per expert (E: the stack's matrices). Its plan
  * blocks are MOE__FP8_SWAP_BLOCK_ROWS rows (the kernel's N). Automatic rule; the CUDA backend
  * lets MOEFUSE_FP8_DECODE=swap|tiles override it. */

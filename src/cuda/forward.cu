@@ -44,9 +44,9 @@ struct ws_layout {
     bool fp8;       // FP8 weights: the w8a8 path (its arrays below; xc, a2, a2s and xperm empty)
     bool fp8_tensor; // act_format fp8-tensor (else 1x128 groups)
     bool a2_in_epilogue; // Hopper FP8, fp8-row128: GEMM1's epilogue quantises A2 (no fp32 A2)
-    bool fp8_swap;  // Hopper FP8 at decode: both GEMMs on the kernel with the operands swapped
+    bool swap;      // Hopper at decode: both GEMMs on the kernel with the operands swapped
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
-    int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (fp8_swap)
+    int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (swap)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
@@ -111,28 +111,42 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
 // Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
 // activations, when hopper_fp8_a2_in_epilogue says so.
 bool a2_in_epilogue(const ws_layout *L, int activation) {
-    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER && !L->fp8_swap &&
+    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap &&
            hopper_fp8_a2_in_epilogue(L->R13, L->I, activation != MOE_ACT_RELU2);
 }
 
-int gemm_path(const moe_weights_t *w, int64_t T) {
+// The path moe__cuda_gemm_select takes for T tokens (the analysis mirrors it).
+int gemm_select_path(const moe_weights_t *w, int64_t T) {
     int64_t rows;
     if (!moe__mul64(T, w->spec.top_k, &rows)) return MOE__CUDA_GEMM_V1;
     return moe__cuda_gemm_select(rows, w->spec.num_experts, w->spec.hidden, w->spec.intermediate, weights_dtype(w));
 }
 
-// Whether the forward of T tokens runs the FP8 GEMMs on the decode kernel with the operands
-// swapped (gemm_hopper_fp8.cu's rule; then the plan's blocks are its SWAP_BLOCK_ROWS rows, and A2
-// is quantised by the separate pass). Experts: those of the stack (a fused shared expert too).
-bool fp8_swap_path(const moe_weights_t *w, int64_t T) {
+// Whether the forward of T tokens runs both GEMMs on the decode kernel with the operands
+// swapped: FP8 by gemm_hopper_fp8.cu's rule, bf16 when gemm_hopper.cu's allows it (opt-in for
+// now) and Hopper could run these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and
+// FP8's A2 goes through the separate quantiser). Experts: those of the stack (a fused shared
+// expert too).
+bool swap_path(const moe_weights_t *w, int64_t T) {
     const bool fused = w->s13.count > 0 && w->spec.shared_intermediate == w->spec.intermediate;
-    return is_fp8_weights(w->format) && gemm_path(w, T) == MOE__CUDA_GEMM_HOPPER &&
-           hopper_fp8_swap_decode(T, w->spec.top_k, w->spec.num_experts + (fused ? 1 : 0));
+    const int64_t experts = w->spec.num_experts + (fused ? 1 : 0);
+    if (is_fp8_weights(w->format))
+        return gemm_select_path(w, T) == MOE__CUDA_GEMM_HOPPER && hopper_fp8_swap_decode(T, w->spec.top_k, experts);
+    const moe__gemm_force force = moe__gemm_force_parse(getenv("MOEFUSE_GEMM"));
+    return weights_dtype(w) == MOE_DTYPE_BF16 && force != MOE__GEMM_FORCE_V1 &&
+           moe__gemm_select(INT64_MAX, w->spec.num_experts, w->spec.hidden, w->spec.intermediate, MOE_DTYPE_BF16,
+                            MOE__GEMM_AUTO) == MOE__CUDA_GEMM_HOPPER &&
+           hopper_bf16_swap_decode(T, w->spec.top_k, experts);
+}
+
+// The forward's GEMM path: the selection's, or Hopper when the swapped decode kernel runs.
+int gemm_path(const moe_weights_t *w, int64_t T) {
+    return swap_path(w, T) ? MOE__CUDA_GEMM_HOPPER : gemm_select_path(w, T);
 }
 
 // The plan's rows per block for a forward on GEMM path `gemm`.
-int64_t forward_block_rows(bool fp8_swap, int gemm) {
-    return fp8_swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(gemm);
+int64_t forward_block_rows(bool swap, int gemm) {
+    return swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(gemm);
 }
 
 bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws_layout *L) {
@@ -148,9 +162,9 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->R13s = L->shared ? moe__w13_rows(s, L->Is) : 0;
     L->experts = L->E + (L->fused ? 1 : 0);
     L->shared_rows = L->fused ? T : 0;
+    L->swap = swap_path(w, T);
     L->gemm = gemm_path(w, T);
-    L->fp8_swap = fp8_swap_path(w, T);
-    L->block = forward_block_rows(L->fp8_swap, L->gemm);
+    L->block = forward_block_rows(L->swap, L->gemm);
     L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
@@ -296,7 +310,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     g1.g.act_limit = s->act_limit;
     set_act_scales(&g1, L, xq_scales, L.H, false);
     set_weight_scales(&g1, &d->w13_scales, d->format);
-    g1.swap_decode = L.fp8_swap; // g2 and the separate shared expert's copies: v1 ignores it
+    g1.swap_decode = L.swap; // g2 and the separate shared expert's copies: v1 ignores it
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     if (hopper) {
         // TMA loads A tiles: the x codes (and their row scales) in plan order first.
@@ -416,7 +430,7 @@ extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens
 }
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    return forward_block_rows(fp8_swap_path(w, num_tokens), gemm_path(w, num_tokens));
+    return forward_block_rows(swap_path(w, num_tokens), gemm_path(w, num_tokens));
 }
 
 // One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes
@@ -456,6 +470,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "fp8 weights run the wgmma path at every T%s%s%s",
                  env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
+    else if (L.swap)
+        snprintf(why, sizeof why, "MOEFUSE_BF16_DECODE=swap and T*k=%lld <= %d*E=%lld (the swapped decode kernel)",
+                 (long long)L.rows, MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.E);
     else
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
@@ -468,7 +485,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
         snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s, x codes and scales permuted, partials promoted into fp32 "
                  "per 128-K block",
-                 L.fp8_swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
+                 L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                               "rows x 128 K, 8 stages)"
                  : L.a2_in_epilogue ? "tile 128x128x128, 6 stages, A2 quantised in GEMM1's epilogue"
                                     : "tile 128x128x128, 6 stages");
@@ -476,6 +493,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
                  "128-K block", v1);
+    else if (hopper && L.swap)
+        snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
+                 "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper)
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, x rows permuted", HOPPER_BLOCK_M);
     else
@@ -657,17 +677,18 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
-    if (hopper && hopper_a_gather()) {
+    if (hopper && !L.swap && hopper_a_gather()) {
         // MOEFUSE_HOPPER_A=gather: GEMM1's producer gathers the x rows itself (no permute).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
     } else if (hopper) {
         // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and
         // H % 64 == 0, and x is 16-byte-aligned rows here).
-        LAUNCH(hopper_permute_launch(&g, WS(void, xperm), stream), "permute x rows");
+        LAUNCH(hopper_permute_launch(&g, WS(void, xperm), !L.swap, stream), "permute x rows");
         gemm_args gp = g;
         gp.a = WS(void, xperm);
         gp.lda = H;
-        if ((st = hopper_gemm_launch(ctx, &gp, stream)) != MOE_STATUS_OK) return st;
+        st = L.swap ? hopper_swap_decode_launch(ctx, &gp, stream) : hopper_gemm_launch(ctx, &gp, stream);
+        if (st != MOE_STATUS_OK) return st;
     } else {
         LAUNCH(gemm_launch(d->dtype, &g, stream), "GEMM1 (W13)");
     }
@@ -684,7 +705,8 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g2.out_bf16 = rows_in_bf16(L, args->y.dtype);
     g2.ldo = H;
     if (hopper) {
-        if ((st = hopper_gemm_launch(ctx, &g2, stream)) != MOE_STATUS_OK) return st;
+        st = L.swap ? hopper_swap_decode_launch(ctx, &g2, stream) : hopper_gemm_launch(ctx, &g2, stream);
+        if (st != MOE_STATUS_OK) return st;
     } else {
         LAUNCH(gemm_launch(d->dtype, &g2, stream), "GEMM2 (W2)");
     }

@@ -93,14 +93,21 @@ cudaError_t gemm_init(void);
 // Needs the plan built with block HOPPER_BLOCK_M (a 128-row tile never straddles experts),
 // bf16 operands, and rows that TMA can load (see moe__cuda_gemm_select).
 #define HOPPER_BLOCK_M MOE__CUDA_HOPPER_BLOCK_M
-// x rows gathered in plan order into a [rows, H] bf16 buffer (padding rows zero), so that
-// GEMM1 can load A tiles with TMA (TMA cannot gather rows). Rows past the live total
-// (*args->live_rows, read on the device) are not written. Uses a: x [T, lda], sorted_ids,
-// live_rows, rows, tokens, top_k; k = H.
-cudaError_t hopper_permute_launch(const gemm_args *args, void *a_perm, cudaStream_t stream);
+// x rows gathered in plan order into a [rows, H] bf16 buffer (padding rows zero, or not written
+// when !zero_padding: the swapped decode kernel drops their columns), so that GEMM1 can load A
+// tiles with TMA (TMA cannot gather rows). Rows past the live total (*args->live_rows, read on
+// the device) are not written. Uses a: x [T, lda], sorted_ids, live_rows, rows, tokens, top_k; k = H.
+cudaError_t hopper_permute_launch(const gemm_args *args, void *a_perm, bool zero_padding, cudaStream_t stream);
 // GEMM_UP with a = the permuted rows [rows, k] (lda = k), or GEMM_DOWN as in gemm_launch.
 // Same outputs as gemm_launch for the same arguments.
 moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
+// The same two GEMMs at decode on the kernel with the operands swapped
+// (hopper/decode_swap_kernel.cuh), for a plan of SWAP_BLOCK_ROWS-row blocks.
+moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
+// Whether the bf16 forward of tokens x top_k routed rows over `experts` takes it: only when
+// MOEFUSE_BF16_DECODE=swap asks (session 9: written and compiled, not yet run on a GPU), at most
+// moe__fp8_swap_select's rows per expert.
+bool hopper_bf16_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 // Shared-memory limits of the Hopper kernels and the tensor-map encoder (once, at upload).
 cudaError_t hopper_gemm_init(void);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gemm.cuh"
+#include "hopper/decode_swap_kernel.cuh"
 #include "hopper/grouped_api.h"
 #include "hopper/grouped_kernel.cuh"
 
@@ -14,15 +15,17 @@ namespace {
 using namespace moe_hopper;
 constexpr int SHIPPED_EPI = EPI_STAGED;
 
-// x rows in plan order; one block per row, 16-byte copies (H is a multiple of 8).
+// x rows in plan order; one block per row, 16-byte copies (H is a multiple of 8). Padding rows:
+// zeros, or nothing when !zero_padding.
 __global__ void permute_rows_kernel(const uint4 *x, int64_t ldx16, uint4 *a, int64_t h16, const int32_t *sorted_ids,
-                                    const int64_t *live_rows, int64_t padding_id, int64_t top_k) {
+                                    const int64_t *live_rows, int64_t padding_id, int64_t top_k, bool zero_padding) {
     const int64_t live = *live_rows;
     for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
         const int64_t id = sorted_ids[r];
         uint4 *dst = a + r * h16;
         if (id == padding_id) {
-            for (int64_t c = threadIdx.x; c < h16; c += blockDim.x) dst[c] = make_uint4(0, 0, 0, 0);
+            if (zero_padding)
+                for (int64_t c = threadIdx.x; c < h16; c += blockDim.x) dst[c] = make_uint4(0, 0, 0, 0);
         } else {
             const int64_t token = id < padding_id ? id / top_k : id - padding_id - 1;
             const uint4 *src = x + token * ldx16;
@@ -46,13 +49,14 @@ cudaError_t hopper_gemm_init(void) {
     return err;
 }
 
-cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, cudaStream_t stream) {
+cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_padding, cudaStream_t stream) {
     if (g->rows == 0) return cudaSuccess;
     if (hopper_sms <= 0) return cudaErrorInitializationError;
     const int64_t cap = (int64_t)hopper_sms * 16;
     const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
     permute_rows_kernel<<<blocks, 128, 0, stream>>>((const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm, g->k / 8,
-                                                     g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k);
+                                                     g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k,
+                                                     zero_padding);
     return cudaGetLastError();
 }
 
@@ -106,4 +110,40 @@ moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *g, cudaStream
 
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
     return grouped_launch(ctx, g, true, stream);
+}
+
+bool hopper_bf16_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
+    const char *env = getenv("MOEFUSE_BF16_DECODE");
+    return env && !strcmp(env, "swap") && moe__fp8_swap_select(tokens * top_k, experts) != 0;
+}
+
+moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
+    if (g->rows == 0) return MOE_STATUS_OK;
+    if (hopper_sms <= 0)
+        return moe__error(ctx, MOE_STATUS_INTERNAL, "Hopper decode GEMM: hopper_gemm_init (moe__cuda_init) was not called");
+    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->k % 8 != 0 || g->lda != g->k)
+        return moe__error(ctx, MOE_STATUS_INTERNAL,
+                          "Hopper decode GEMM: needs a plan (sorted ids, block owners, live rows) and k %% 8 == 0 with "
+                          "lda == k; got k = %lld, lda = %lld", (long long)g->k, (long long)g->lda);
+    // The rows' map: a plan block's SWAP_NT rows (the kernel's B); the weights': 128 rows (its A).
+    CUtensorMap map_x, map_w;
+    CUresult cr = make_tensor_map(&map_x, g->a, g->rows, g->k, g->lda, SWAP_NT);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_w, g->b, g->experts * g->n, g->k, g->k, SWAP_W_ROWS);
+    if (cr != CUDA_SUCCESS)
+        return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
+                          "Hopper decode GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
+                          cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
+                          (long long)g->rows, (long long)g->n, (long long)g->k);
+    grouped_fp8_params p = {}; // the FP8 scale fields stay zero: the bf16 kernel reads none
+    grouped_plan_params(g, hopper_sms, SWAP_W_ROWS, &p.g);
+    p.g.out_bf16 = g->mode == GEMM_DOWN && g->out_bf16;
+    const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
+    const unsigned ctas = (unsigned)(bound < hopper_sms ? bound : hopper_sms);
+    auto kernel = g->mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, true> : decode_swap_kernel<GEMM_UP, true>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
+    if (err == cudaSuccess) {
+        kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_w, map_x, p);
+        err = cudaGetLastError();
+    }
+    return cuda_status(ctx, err, g->mode == GEMM_UP ? "Hopper decode GEMM1 launch" : "Hopper decode GEMM2 launch");
 }

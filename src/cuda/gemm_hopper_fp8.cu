@@ -13,7 +13,7 @@
 #undef FP8_STAGES
 #undef FP8_THREADS
 #undef FP8_SMEM_BYTES
-#include "hopper/decode_fp8_kernel.cuh"
+#include "hopper/decode_swap_kernel.cuh"
 
 namespace {
 
@@ -98,7 +98,7 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales,
     return cudaGetLastError();
 }
 
-// The decode kernel with the operands swapped (decode_fp8_kernel.cuh) instead of the 128 x 128
+// The decode kernel with the operands swapped (decode_swap_kernel.cuh) instead of the 128 x 128
 // tiles: moe__fp8_swap_select's rule (src/core/gemm_select.c, shared with the analysis), unless
 // MOEFUSE_FP8_DECODE=swap or =tiles forces one (tests, A/B runs).
 bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
@@ -160,7 +160,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                               "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
         const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
         const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-        auto kernel = g->mode == GEMM_DOWN ? decode_fp8_kernel<GEMM_DOWN> : decode_fp8_kernel<GEMM_UP>;
+        auto kernel = g->mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, false> : decode_swap_kernel<GEMM_UP, false>;
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
         if (err == cudaSuccess) {
             kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_b, map_a, p);

@@ -66,9 +66,10 @@ int replay_x_shift;
 static const char *filter;
 bool selected(const char *name) { return !filter || strstr(name, filter); }
 
-/* Whether the forward of T tokens runs its Hopper FP8 GEMMs on the decode kernel with the
- * operands swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one). */
-static bool fp8_swapped(model *m, int64_t T) {
+/* Whether the forward of T tokens runs its Hopper GEMMs on the decode kernel with the operands
+ * swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one for FP8;
+ * MOEFUSE_BF16_DECODE=swap lets bf16 take it). */
+static bool swapped_decode(model *m, int64_t T) {
     char line[1024];
     MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, T, m->act_format, line, sizeof line));
     return strstr(line, "operands swapped") != NULL;
@@ -80,13 +81,14 @@ static void run_case(model *m, run_spec r) {
     const char *forced = getenv("MOEFUSE_GEMM");
     const int path = moe__cuda_forward_gemm(m->w_gpu, r.T);
     case_path = path;
-    /* The Hopper FP8 GEMMs' kernel (run_model runs both) */
-    const char *fp8_kernel = "";
-    if (is_fp8_format(m->format) && path == MOE__CUDA_GEMM_HOPPER)
-        fp8_kernel = fp8_swapped(m, r.T) ? " fp8 swap" : " fp8 tiles";
+    /* The Hopper GEMMs' kernel (run_model runs both for FP8) */
+    const bool swapped = path == MOE__CUDA_GEMM_HOPPER && swapped_decode(m, r.T);
+    const char *kernel = "";
+    if (path == MOE__CUDA_GEMM_HOPPER)
+        kernel = is_fp8_format(m->format) ? (swapped ? " fp8 swap" : " fp8 tiles") : swapped ? " swap" : "";
     snprintf(name, sizeof name, "%s T=%lld %s/%s [MOEFUSE_GEMM=%s ran %s%s]", m->name, (long long)r.T,
              routing_name(r.routing), r.graph ? routing_name(r.replay_routing) : "-", forced ? forced : "auto",
-             moe__cuda_gemm_name(path), fp8_kernel);
+             moe__cuda_gemm_name(path), kernel);
     case_failures = 0;
     const moe_layer_spec *s = &m->spec;
     device_buffers b;
@@ -110,9 +112,9 @@ static void run_case(model *m, run_spec r) {
     /* The plan with the block this forward used (64 on v1, 128 for the Hopper tiles, 32 for the
      * FP8 decode kernel with the operands swapped). */
     const int64_t block = moe__cuda_forward_block_rows(m->w_gpu, r.T);
-    const int64_t want_block = path != MOE__CUDA_GEMM_HOPPER ? 64 : strstr(fp8_kernel, "swap") ? 32 : 128;
+    const int64_t want_block = path != MOE__CUDA_GEMM_HOPPER ? 64 : swapped ? 32 : 128;
     CHECK(block == want_block, "moe__cuda_forward_block_rows = %lld on path %s%s, expected %lld", (long long)block,
-          moe__cuda_gemm_name(path), fp8_kernel, (long long)want_block);
+          moe__cuda_gemm_name(path), kernel, (long long)want_block);
     check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, 0, "plan");
     if (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate)
         check_plan((const int32_t *)b.out_ids, r.T, s->top_k, s->num_experts, block, r.T, "plan+shared");
@@ -195,7 +197,7 @@ void run_model(model *m, const run_spec *runs, int nruns) {
                 char before[32] = "";
                 const char *env = getenv("MOEFUSE_FP8_DECODE");
                 if (env) snprintf(before, sizeof before, "%s", env);
-                setenv("MOEFUSE_FP8_DECODE", fp8_swapped(m, runs[i].T) ? "tiles" : "swap", 1);
+                setenv("MOEFUSE_FP8_DECODE", swapped_decode(m, runs[i].T) ? "tiles" : "swap", 1);
                 run_case(m, runs[i]);
                 if (env) setenv("MOEFUSE_FP8_DECODE", before, 1);
                 else unsetenv("MOEFUSE_FP8_DECODE");

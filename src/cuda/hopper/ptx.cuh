@@ -325,7 +325,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t desc_a,
 }
 
 // D[64 x NT] (+)= A[64 x 32] . B[NT x 32]^T, NT = 8, 16 or 32: the narrow e4m3 forms of the decode
-// kernel with the operands swapped (decode_fp8_kernel.cuh: weights are A, a few plan rows B), NT / 2
+// kernel with the operands swapped (decode_swap_kernel.cuh: weights are A, a few plan rows B), NT / 2
 // fp32 accumulators per thread in the m64nNT fragment layout.
 template <int NT> __device__ __forceinline__ void wgmma_e4m3_nt(float *d, uint64_t a, uint64_t b, int accumulate);
 template <> __device__ __forceinline__ void wgmma_e4m3_nt<8>(float *d, uint64_t a, uint64_t b, int acc) {
@@ -345,6 +345,32 @@ template <> __device__ __forceinline__ void wgmma_e4m3_nt<32>(float *d, uint64_t
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
                  "%10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+
+// D[64 x NT] (+)= A[64 x 16] . B[NT x 16]^T, bf16 from shared memory, both K-major (no transposes):
+// the bf16 forms of the swapped decode kernel (decode_swap_kernel.cuh).
+template <int NT> __device__ __forceinline__ void wgmma_bf16_nt(float *d, uint64_t a, uint64_t b, int accumulate);
+template <> __device__ __forceinline__ void wgmma_bf16_nt<8>(float *d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+template <> __device__ __forceinline__ void wgmma_bf16_nt<16>(float *d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
+                 "1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(a), "l"(b), "r"(acc));
+}
+template <> __device__ __forceinline__ void wgmma_bf16_nt<32>(float *d, uint64_t a, uint64_t b, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+                 "%10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
                    "+f"(d[15])

@@ -1,5 +1,7 @@
-// The FP8 (w8a8) expert GEMMs at decode, with the operands swapped (docs/hopper_gemm.md, "an FP8
-// decode kernel with the operands swapped"; first measured as lab/decode_swap_lab.cu): the weights
+// The expert GEMMs at decode, with the operands swapped (docs/hopper_gemm.md, "an FP8 decode
+// kernel with the operands swapped"; first measured as lab/decode_swap_lab.cu): FP8 (w8a8), and
+// bf16 (BF16; session 9, not yet run in the library: the lab's bf16 form streamed 83-98% of the
+// read ceiling at T = 64). The weights
 // are wgmma's 64-row A operand and a plan block's few live rows are B, N = SWAP_NT = 32. The
 // grouped kernel (grouped_fp8_kernel.cuh) computes 128-row tiles of a block that holds 1-8 live
 // rows at decode and pays its fixed cost per 128 x 128 tile; here no padding rows are computed,
@@ -9,8 +11,10 @@
 //
 // the same product, scales and epilogues as the grouped FP8 kernel's EPI_STAGED (GEMM_UP:
 // x routing weight when weight_on_input, + bias, GLU of the interleaved (gate, up) rows or RELU2
-// -> fp32 A2 [rows, ldo]; GEMM_DOWN: + bias, x routing weight or shared gate -> rows out[id] or
-// out[id - 1], fp32 or bf16). Padding rows are not written.
+// -> A2 [rows, ldo], fp32 (FP8: the quantiser's input) or bf16 (BF16: GEMM2's); GEMM_DOWN:
+// + bias, x routing weight or shared gate -> rows out[id] or out[id - 1], fp32 or bf16). Padding
+// rows are not written. BF16: no scales, 64 elements (the same 128 bytes) per k-block, four
+// m64n32k16 wgmmas straight into the accumulator.
 //  - The plan is built with blocks of SWAP_BLOCK_ROWS = 32 rows (the forward does so when it takes
 //    this kernel), so an expert's padding is at most 31 rows and a block is one wgmma N.
 //  - Unit = (plan block b, 128 weight rows n0 ..): live blocks x ceil(N / 128) units, walked by a
@@ -29,14 +33,14 @@
 //    promotion into fp32 every 128 of K), free the stage. The fragment is out^T: thread (warp w,
 //    lane l) holds weight rows n0 + 64 half + 16 w + l/4 (+ 8) and block rows 8 j + 2 (l % 4) (+ 1).
 //    GLU: gate rows are even, up rows odd, so the up value of a gate row is 4 lanes away.
-#ifndef MOEFUSE_CUDA_HOPPER_DECODE_FP8_KERNEL_CUH
-#define MOEFUSE_CUDA_HOPPER_DECODE_FP8_KERNEL_CUH
+#ifndef MOEFUSE_CUDA_HOPPER_DECODE_SWAP_KERNEL_CUH
+#define MOEFUSE_CUDA_HOPPER_DECODE_SWAP_KERNEL_CUH
 
 #include "grouped_fp8_kernel.cuh"
 
 namespace moe_hopper {
 
-constexpr int SWAP_NT = SWAP_BLOCK_ROWS;   // plan rows per block (wgmma N)
+constexpr int SWAP_NT = MOE__FP8_SWAP_BLOCK_ROWS; // plan rows per block (wgmma N; internal.h)
 constexpr int SWAP_W_ROWS = 128;           // weight rows per unit: two consumer warpgroups x 64
 constexpr int SWAP_STAGES = 8;
 constexpr int SWAP_W_BYTES = SWAP_W_ROWS * FP8_BK;          // 16 KB
@@ -82,8 +86,13 @@ __device__ __forceinline__ void swap_targets_load(const grouped_params &p, int64
 }
 
 // Epilogue of one unit: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
-// acc[4j + 2 + c]), with the unit's targets t.
-template <int MODE>
+// acc[4j + 2 + c]), with the unit's targets t. A2_BF16: GEMM_UP stores A2 in bf16, else fp32.
+template <bool A2_BF16> struct a2_element { using type = float; };
+template <> struct a2_element<true> { using type = __nv_bfloat16; };
+__device__ __forceinline__ void put_a2(float *row, int col, float v) { row[col] = v; }
+__device__ __forceinline__ void put_a2(__nv_bfloat16 *row, int col, float v) { row[col] = __float2bfloat16_rn(v); }
+
+template <int MODE, bool A2_BF16>
 __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const float *acc, const swap_targets &t,
                                               int n_lo, int lane) {
     const bool has[2] = {n_lo < p.n, n_lo + 8 < p.n};
@@ -98,18 +107,19 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
             const float v_lo = acc[4 * j + c], v_hi = acc[4 * j + 2 + c];
             if (MODE == GEMM_UP) {
                 const float x_lo = v_lo * s + t.bias[0], x_hi = v_hi * s + t.bias[1];
-                float *out_row = (float *)p.out + offset;
+                typename a2_element<A2_BF16>::type *out_row = (typename a2_element<A2_BF16>::type *)p.out + offset;
                 if (p.activation == MOE_ACT_RELU2) {
                     if (!live) continue;
-                    if (has[0]) out_row[n_lo] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_lo, 0.0f);
-                    if (has[1]) out_row[n_lo + 8] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_hi, 0.0f);
+                    if (has[0]) put_a2(out_row, n_lo, glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_lo, 0.0f));
+                    if (has[1]) put_a2(out_row, n_lo + 8, glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_hi, 0.0f));
                     continue;
                 }
                 // Every lane shuffles (the partner's rows are live or not alike: same columns).
                 const float up_lo = __shfl_xor_sync(0xffffffffu, x_lo, 4), up_hi = __shfl_xor_sync(0xffffffffu, x_hi, 4);
                 if (!live || (lane / 4) % 2) continue; // odd weight rows are the up halves
-                if (has[0]) out_row[n_lo / 2] = glu_activate(p.activation, p.act_alpha, p.act_limit, x_lo, up_lo);
-                if (has[1]) out_row[(n_lo + 8) / 2] = glu_activate(p.activation, p.act_alpha, p.act_limit, x_hi, up_hi);
+                if (has[0]) put_a2(out_row, n_lo / 2, glu_activate(p.activation, p.act_alpha, p.act_limit, x_lo, up_lo));
+                if (has[1])
+                    put_a2(out_row, (n_lo + 8) / 2, glu_activate(p.activation, p.act_alpha, p.act_limit, x_hi, up_hi));
             } else {
                 if (!live) continue;
                 const float y_lo = (v_lo + t.bias[0]) * s, y_hi = (v_hi + t.bias[1]) * s;
@@ -126,17 +136,19 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
         }
 }
 
-template <int MODE>
+// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales.
+template <int MODE, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
-    decode_fp8_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
-                      const grouped_fp8_params p) {
+    decode_swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
+                       const grouped_fp8_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t *full = (uint64_t *)(smem + SWAP_STAGES * SWAP_STAGE_BYTES);
     uint64_t *empty = full + SWAP_STAGES;
     const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
+    constexpr int KE = BF16 ? FP8_BK / 2 : FP8_BK; // elements of K per k-block (128 bytes)
+    const int num_kb = (p.g.k + KE - 1) / KE;
     if (threadIdx.x == 0) ring_init(full, empty, SWAP_STAGES, 1 + 32, CONSUMER_WARPS);
     __syncthreads();
 
@@ -161,7 +173,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int64_t row0 = (int64_t)b * SWAP_NT;
             long long sw_even = 0, sw_odd = 0;
             int sw_ks = 0;
-            if (!done) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
+            if (!done && !BF16) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
             for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
                 mbar_wait(&empty[r.slot], r.phase ^ 1);
                 uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
@@ -177,11 +189,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                         mbar_arrive(&full[r.slot]);
                     } else {
                         mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + SWAP_X_BYTES);
-                        tma_load_2d(st, &map_w, &full[r.slot], kb * FP8_BK, e * p.g.n + n0);
-                        tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * FP8_BK, (int)row0);
+                        tma_load_2d(st, &map_w, &full[r.slot], kb * KE, e * p.g.n + n0);
+                        tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * KE, (int)row0);
                     }
                 }
-                if (!done) {
+                if (!done && !BF16) {
                     // Padding rows' scales are 0 (the permute and the quantiser write them);
                     // their columns are computed and dropped anyway.
                     cp_async_4(slot + lane, p.sa + (row0 + lane) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
@@ -220,21 +232,31 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
                 const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
                 wgmma_fence();
+                if constexpr (BF16) { // four k16 steps of 32 bytes straight into the accumulator
 #pragma unroll
-                for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                    wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
-                                           smem_desc_advance(desc_x, kk * 32), kk > 0);
-                wgmma_commit_group();
-                wgmma_wait_group<0>();
-                fence_registers<SWAP_NT / 2>(part);
-                const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
-                // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
-                promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
-                __syncwarp(); // every lane has read the slot's scales
+                    for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                        wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32),
+                                               smem_desc_advance(desc_x, kk * 32), kb > 0 || kk > 0);
+                    wgmma_commit_group();
+                    wgmma_wait_group<0>();
+                    fence_registers<SWAP_NT / 2>(acc);
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                        wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
+                                               smem_desc_advance(desc_x, kk * 32), kk > 0);
+                    wgmma_commit_group();
+                    wgmma_wait_group<0>();
+                    fence_registers<SWAP_NT / 2>(part);
+                    const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                    // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
+                    promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
+                }
+                __syncwarp(); // every lane is done with the stage
                 release_stage<1>(&empty[r.slot], lane);
                 ring_next(r, SWAP_STAGES);
             }
-            swap_epilogue<MODE>(p.g, acc, targets, n_lo, lane);
+            swap_epilogue<MODE, BF16>(p.g, acc, targets, n_lo, lane);
         }
     }
 #endif
