@@ -363,6 +363,10 @@ typedef struct moe_forward_args {
 
 /* Initialises args to "nothing set" (act_format F32). */
 void moe_forward_args_init(moe_forward_args *args);
+/* The workspace moe_forward needs for num_tokens tokens. It follows the GEMM path and plan block
+ * picked for that T, so query it for the T you run (or take the largest over the Ts you run): with
+ * MOEFUSE_BF16_DECODE=swap (opt-in, not yet validated) a T just under the swapped kernel's limit
+ * needs more than one just above it. */
 moe_status moe_forward_workspace_size(moe_context_t *ctx, const moe_weights_t *w, int64_t num_tokens,
                                       moe_format act_format, size_t *bytes);
 /* y = MoE(x). Sync-free on CUDA: nothing is read back to the host. */
@@ -370,11 +374,12 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
 
 /* Describes, in one NUL-terminated line written to buf, what moe_forward would run for
  * num_tokens tokens on these weights with this act_format: the backend; on CUDA the grouped
- * GEMM path (v1 mma.sync, 64-row plan blocks, or Hopper TMA+wgmma, 128-row blocks), its tile
- * sizes and why it was chosen (the rule T*k >= 128*E, or the MOEFUSE_GEMM override, named when
- * set), the plan block, how the shared expert runs (fused as expert E, or separate) and the
- * workspace bytes; on the CPU the thread count and the reference path. A pure function of its
- * arguments and of MOEFUSE_GEMM; nothing is printed or launched. Errors: NULL ctx/w/buf
+ * GEMM path (v1 mma.sync, 64-row plan blocks, or Hopper TMA+wgmma: 128-row tiles, or at decode
+ * the kernel with the operands swapped on 32-row blocks), its tile sizes and why it was chosen
+ * (the rule T*k >= 128*E, or the MOEFUSE_GEMM override, named when set), the plan block, how the
+ * shared expert runs (fused as expert E, or separate) and the workspace bytes; on the CPU the
+ * thread count and the reference path. A pure function of its arguments and of MOEFUSE_GEMM,
+ * MOEFUSE_FP8_DECODE and MOEFUSE_BF16_DECODE; nothing is printed or launched. Errors: NULL ctx/w/buf
  * (NULL_POINTER); buf_size too small for the line (INVALID_ARGUMENT, the message gives the
  * size needed; MOE_FORWARD_CONFIG_MAX always suffices); num_tokens < 0 (INVALID_ARGUMENT) or
  * too large (OVERFLOW), as moe_forward_workspace_size. */

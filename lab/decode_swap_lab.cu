@@ -32,9 +32,10 @@
 // 3.35 TB/s in qwen3 T=64's GEMM1, 2.52 in its GEMM2). Outcome (J1): 95% deepseek, 87% gpt-oss,
 // 73% qwen3 at T=64.
 //
-// --bf16 (session 8, not yet run): the same kernel on bf16 weights and rows, the wgmma m64nNTk16 bf16
-// form, 64 elements (128 bytes) per k-block and no scales (the accumulator takes every k-block), for
-// the bf16 decode cells of issue 3 (they run on v1's mma.sync decode kernel today).
+// --bf16 (session 8; first run session 9, K1: --check 9/9, 83/94/98% of the read ceiling at T=64 on
+// qwen3/gpt-oss/deepseek): the same kernel on bf16 weights and rows, the wgmma m64nNTk16 bf16 form,
+// 64 elements (128 bytes) per k-block and no scales (the accumulator takes every k-block), for the
+// bf16 decode cells of issue 3; the library's BF16 form of decode_swap_kernel.cuh.
 //
 //   decode_swap_lab [--shapes qwen3,gptoss,deepseek] [--tokens 1,8,64] [--nt 8|16|32] [--bf16] [--check]
 #include <cuda.h>

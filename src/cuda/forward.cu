@@ -5,7 +5,8 @@
 //                x . Wr^T in double) then the top-k kernel
 //   [shared gate] sigmoid(x . w_sg) per token
 //   plan         one kernel: counts, offsets, sorted ids, block owners (shared expert fused
-//                in as expert E when its width is I); block 64 (v1) or 128 (Hopper)
+//                in as expert E when its width is I); block 64 (v1), 128 (Hopper tiles) or
+//                SWAP_BLOCK_ROWS (the swapped decode kernel)
 //   [permute x]  Hopper path only: x rows copied in plan order (TMA cannot gather)
 //   GEMM1        gathered x rows . W13^T, bias + activation -> A2
 //   GEMM2        A2 . W2^T, bias x routing weight -> rows out[token*k + slot]: bf16 when y is
@@ -471,8 +472,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     else if (L.swap)
-        snprintf(why, sizeof why, "MOEFUSE_BF16_DECODE=swap and T*k=%lld <= %d*E=%lld (the swapped decode kernel)",
-                 (long long)L.rows, MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.E);
+        snprintf(why, sizeof why, "MOEFUSE_BF16_DECODE=swap and T*k=%lld <= %d x %lld experts = %lld (the swapped "
+                 "decode kernel)", (long long)L.rows, MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)L.experts,
+                 (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts);
     else
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",

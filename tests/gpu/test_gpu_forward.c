@@ -91,6 +91,16 @@ static void run_case(model *m, run_spec r) {
              moe__cuda_gemm_name(path), kernel);
     case_failures = 0;
     const moe_layer_spec *s = &m->spec;
+    /* MOEFUSE_BF16_DECODE=swap: a bf16 case on the Hopper path at <= 16 routed rows per expert
+     * (its stack's experts: a fused shared expert counts) must have taken the swapped kernel, by
+     * this rule written out here rather than by what the config line says. */
+    const char *bf16_decode = getenv("MOEFUSE_BF16_DECODE");
+    if (bf16_decode && !strcmp(bf16_decode, "swap") && m->format == MOE_FORMAT_BF16 && path == MOE__CUDA_GEMM_HOPPER) {
+        const int64_t experts = s->num_experts + (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate);
+        if (r.T * s->top_k <= 16 * experts)
+            CHECK(swapped, "MOEFUSE_BF16_DECODE=swap, T*k = %lld <= 16 x %lld experts, yet the forward ran the tiles",
+                  (long long)(r.T * s->top_k), (long long)experts);
+    }
     device_buffers b;
     device_alloc(m, &b, r.T, r.routing);
     inputs in = {0};
@@ -110,7 +120,7 @@ static void run_case(model *m, run_spec r) {
     CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
     double err = st == MOE_STATUS_OK ? check_outputs(m, &b, &in, r.oracle_limit, "eager") : NAN;
     /* The plan with the block this forward used (64 on v1, 128 for the Hopper tiles, 32 for the
-     * FP8 decode kernel with the operands swapped). */
+     * decode kernel with the operands swapped, either dtype). */
     const int64_t block = moe__cuda_forward_block_rows(m->w_gpu, r.T);
     const int64_t want_block = path != MOE__CUDA_GEMM_HOPPER ? 64 : swapped ? 32 : 128;
     CHECK(block == want_block, "moe__cuda_forward_block_rows = %lld on path %s%s, expected %lld", (long long)block,
