@@ -6,7 +6,8 @@
 # block 32), memcheck 0 errors, racecheck 0 hazards; forward A/B swap/v1 (v1's mma.sync decode
 # kernel: what the default runs there) at T = 1/8/64: 0.85-0.95 on qwen3, gpt-oss and deepseek (the lab's bf16
 # GEMM2 streamed 83/94/98% of the read ceiling at T = 64, K1), ~1.0 on mixtral (8 experts: up to
-# 16 rows each only at T <= 64). ~3 min. From the repo root, after
+# 16 rows each only at T <= 64); pipe/swap 0.95-1.0 (MOEFUSE_SWAP_PIPELINE=1: the pipelined bf16
+# mainloop). ~4 min. From the repo root, after
 #   STAGES=build OUT=$O bash tests/gpu/run_on_device.sh   (builds build-device):
 #   O=$OUT bash bench/results/next-session/bf16_swap_validate.sh
 set -u
@@ -20,11 +21,15 @@ echo "memcheck rc=$?: $(tail -n 1 $O/memcheck_swap.log)" >> $O/probe.log
 timeout 90 compute-sanitizer --error-exitcode 3 --tool racecheck $T --quick --gemm hopper > $O/racecheck_swap.log 2>&1
 echo "racecheck rc=$?: $(tail -n 1 $O/racecheck_swap.log)" >> $O/probe.log
 S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 1,8,64"
-# Arms: swap (the new kernel), v1 (what the default takes at these T), tiles (the Hopper tiles).
+# Arms: swap (the new kernel), pipe (it with the pipelined mainloop, MOEFUSE_SWAP_PIPELINE=1),
+# v1 (what the default takes at these T), tiles (the Hopper tiles).
+MOEFUSE_SWAP_PIPELINE=1 timeout 90 $T --quick --gemm hopper > $O/quick_pipe_swap.log 2>&1
+echo "quick pipe rc=$?: $(tail -n 1 $O/quick_pipe_swap.log)" >> $O/probe.log
 for i in 1 2; do
   MOEFUSE_BF16_DECODE=swap timeout 60 $B/bench_gpu_forward $S4 --gemm hopper > $O/fwd/swap_$i.log 2>&1
+  MOEFUSE_SWAP_PIPELINE=1 MOEFUSE_BF16_DECODE=swap timeout 60 $B/bench_gpu_forward $S4 --gemm hopper > $O/fwd/pipe_$i.log 2>&1
   MOEFUSE_BF16_DECODE=off timeout 60 $B/bench_gpu_forward $S4 --gemm v1 > $O/fwd/v1_$i.log 2>&1
   MOEFUSE_BF16_DECODE=off timeout 60 $B/bench_gpu_forward $S4 --gemm hopper > $O/fwd/tiles_$i.log 2>&1
 done
-python3 tools/ab_summary.py $O/fwd swap v1 tiles > $O/fwd/ab.md 2>&1
+python3 tools/ab_summary.py $O/fwd swap pipe v1 tiles > $O/fwd/ab.md 2>&1
 cd $O && tar czf probe.tgz *.log fwd && rm -rf *_swap.log fwd

@@ -136,8 +136,50 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
         }
 }
 
-// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales.
-template <int MODE, bool BF16>
+// ---- the pipelined bf16 consumer mainloop (PIPE; MOEFUSE_SWAP_PIPELINE=1, session 9: not yet run) ----
+// Without it a consumer waits for each k-block's wgmmas before it frees the stage and issues the
+// next: ~0.3 us a k-block of the ~0.5 us the weight stream takes to bring one, so the per-unit work
+// (targets, epilogue) of short units may let the ring fill and stall the producer (deepseek-v3
+// T=64's FP8 GEMM2, 16 k-blocks a unit, streams 3.9 TB/s, its GEMM1, 56, 4.37). With it, k-block
+// kb's wgmmas are in flight while kb - 1's are waited for and its stage freed, as the tiled kernels
+// do. bf16 only: the FP8 form's promotion reads the previous k-block's partial sums while the next
+// k-block's wgmmas run, and ptxas then serialises every wgmma (C7514, "non wgmma instructions reading
+// accumulator registers of a wgmma between start and end of the pipeline stage"): tried, dropped.
+inline bool swap_pipeline_requested() {
+    const char *env = getenv("MOEFUSE_SWAP_PIPELINE");
+    return env && !strcmp(env, "1");
+}
+
+// One unit's k-blocks, pipelined; the unit's first stage has been waited for (its header).
+__device__ __forceinline__ void swap_mainloop_pipelined_bf16(uint8_t *smem, uint64_t *full, uint64_t *empty,
+                                                             ring_pos &r, int num_kb, int half, int lane, float *acc) {
+    ring_pos prev = r;
+    for (int kb = 0; kb < num_kb; ++kb) {
+        if (kb > 0) mbar_wait(&full[r.slot], r.phase);
+        uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+        const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
+        const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < FP8_BK / 32; ++kk)
+            wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32),
+                                   kb > 0 || kk > 0);
+        wgmma_commit_group();
+        if (kb > 0) {
+            wgmma_wait_group<1>(); // k-block kb - 1's wgmmas are done with their stage
+            release_stage<1>(&empty[prev.slot], lane);
+        }
+        prev = r;
+        ring_next(r, SWAP_STAGES);
+    }
+    wgmma_wait_group<0>();
+    fence_registers<SWAP_NT / 2>(acc);
+    release_stage<1>(&empty[prev.slot], lane);
+}
+
+// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales. PIPE (bf16
+// only): the pipelined consumer mainloop (above).
+template <int MODE, bool BF16, bool PIPE>
 __global__ void __launch_bounds__(THREADS, 1)
     decode_swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                        const grouped_fp8_params p) {
@@ -210,7 +252,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
         const int half = warpgroup - 1; // weight rows half * 64 .. + 63 of the unit
-        float acc[SWAP_NT / 2], part[SWAP_NT / 2];
+        float acc[SWAP_NT / 2], part[SWAP_NT / 2]; // part: FP8's k-block partial sums
         ring_pos r = {0, 0};
         for (;;) {
             mbar_wait(&full[r.slot], r.phase);
@@ -226,35 +268,43 @@ __global__ void __launch_bounds__(THREADS, 1)
             swap_targets_load<MODE>(p.g, (int64_t)b * SWAP_NT, e, n_lo, lane, targets);
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
-            for (int kb = 0; kb < num_kb; ++kb) {
-                if (kb > 0) mbar_wait(&full[r.slot], r.phase);
-                uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
-                const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
-                const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
-                wgmma_fence();
-                if constexpr (BF16) { // four k16 steps of 32 bytes straight into the accumulator
+            if constexpr (PIPE) {
+                static_assert(BF16, "the pipelined mainloop is bf16's (see above)");
+                swap_mainloop_pipelined_bf16(smem, full, empty, r, num_kb, half, lane, acc);
+            } else {
+                // Each k-block's wgmmas waited for before the next are issued: the measured form,
+                // kept as it was compiled for K1-K5 (the same SASS) until PIPE is measured and one of
+                // the two goes.
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    if (kb > 0) mbar_wait(&full[r.slot], r.phase);
+                    uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+                    const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
+                    const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
+                    wgmma_fence();
+                    if constexpr (BF16) { // four k16 steps of 32 bytes straight into the accumulator
 #pragma unroll
-                    for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                        wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32),
-                                               smem_desc_advance(desc_x, kk * 32), kb > 0 || kk > 0);
-                    wgmma_commit_group();
-                    wgmma_wait_group<0>();
-                    fence_registers<SWAP_NT / 2>(acc);
-                } else {
+                        for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                            wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32),
+                                                   smem_desc_advance(desc_x, kk * 32), kb > 0 || kk > 0);
+                        wgmma_commit_group();
+                        wgmma_wait_group<0>();
+                        fence_registers<SWAP_NT / 2>(acc);
+                    } else {
 #pragma unroll
-                    for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                        wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
-                                               smem_desc_advance(desc_x, kk * 32), kk > 0);
-                    wgmma_commit_group();
-                    wgmma_wait_group<0>();
-                    fence_registers<SWAP_NT / 2>(part);
-                    const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
-                    // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
-                    promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
+                        for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                            wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
+                                                   smem_desc_advance(desc_x, kk * 32), kk > 0);
+                        wgmma_commit_group();
+                        wgmma_wait_group<0>();
+                        fence_registers<SWAP_NT / 2>(part);
+                        const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                        // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
+                        promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
+                    }
+                    __syncwarp(); // every lane is done with the stage
+                    release_stage<1>(&empty[r.slot], lane);
+                    ring_next(r, SWAP_STAGES);
                 }
-                __syncwarp(); // every lane is done with the stage
-                release_stage<1>(&empty[r.slot], lane);
-                ring_next(r, SWAP_STAGES);
             }
             swap_epilogue<MODE, BF16>(p.g, acc, targets, n_lo, lane);
         }
