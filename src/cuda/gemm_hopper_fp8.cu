@@ -160,8 +160,11 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                               "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
         const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
         const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-        auto kernel = g->mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, false, false>
-                                           : decode_swap_kernel<GEMM_UP, false, false>;
+        const bool pipe = swap_pipeline_requested();
+        auto kernel = g->mode == GEMM_DOWN ? (pipe ? decode_swap_kernel<GEMM_DOWN, false, true>
+                                                   : decode_swap_kernel<GEMM_DOWN, false, false>)
+                                           : (pipe ? decode_swap_kernel<GEMM_UP, false, true>
+                                                   : decode_swap_kernel<GEMM_UP, false, false>);
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
         if (err == cudaSuccess) {
             kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_b, map_a, p);

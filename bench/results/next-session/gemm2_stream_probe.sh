@@ -6,7 +6,7 @@
 # Prediction (before any run): the library's consumer warps stall longer on the full barrier (the
 # producer is the bottleneck), with more L2 sectors per request on the A2 operand's 32-row boxes
 # (its rows span 14.5 MB of a2q against the lab's 1 MB of packed rows) and lower DRAM throughput;
-# the lab's stalls are the same kind, shorter. ~90 s. From the repo root, after
+# the lab's stalls are the same kind, shorter. Then the FP8 MOEFUSE_SWAP_PIPELINE=1 check and A/B. ~2.5 min. From the repo root, after
 # `STAGES=build OUT=$O bash tests/gpu/run_on_device.sh` built build-device:
 #   O=$OUT bash bench/results/next-session/gemm2_stream_probe.sh
 set -u
@@ -23,4 +23,15 @@ timeout 120 ncu --clock-control none --cache-control none $S --kernel-name-base 
   --kernel-name 'regex:decode_fp8_kernel<1>' --launch-skip 1 --launch-count 2 \
   build-device/bench_gpu_forward --shapes deepseek-v3 --tokens 64 --gemm hopper --dtype fp8 > $O/ncu_lib_gemm2.txt 2>&1
 echo "lib rc=$?" >> $O/probe.log
-cd $O && tar czf probe.tgz *.txt probe.log build_lab.log && rm -f *.txt
+# The FP8 form of MOEFUSE_SWAP_PIPELINE=1 (two k-blocks a wait): checked, then
+# A/B against the shipped mainloop (prediction: GEMM2-heavy cells gain most; deepseek T=64 0.96-1.0).
+MOEFUSE_SWAP_PIPELINE=1 timeout 90 build-device/test_gpu_forward --quick --gemm hopper --filter fp8 > $O/quick_fp8_pipe.txt 2>&1
+echo "quick fp8 pipe rc=$?: $(tail -n 1 $O/quick_fp8_pipe.txt)" >> $O/probe.log
+mkdir -p $O/fwd
+S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 1,8,64 --gemm hopper --dtype fp8"
+for i in 1 2; do
+  MOEFUSE_SWAP_PIPELINE=1 timeout 60 build-device/bench_gpu_forward $S4 > $O/fwd/pipe_$i.log 2>&1
+  MOEFUSE_SWAP_PIPELINE=0 timeout 60 build-device/bench_gpu_forward $S4 > $O/fwd/base_$i.log 2>&1
+done
+python3 tools/ab_summary.py $O/fwd pipe base > $O/fwd/ab.md 2>&1
+cd $O && tar czf probe.tgz *.txt probe.log build_lab.log fwd && rm -rf *.txt fwd

@@ -136,15 +136,16 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
         }
 }
 
-// ---- the pipelined bf16 consumer mainloop (PIPE; MOEFUSE_SWAP_PIPELINE=1, session 9: not yet run) ----
+// ---- the pipelined consumer mainloops (PIPE; MOEFUSE_SWAP_PIPELINE=1, session 9: not yet run) ----
 // Without it a consumer waits for each k-block's wgmmas before it frees the stage and issues the
 // next: ~0.3 us a k-block of the ~0.5 us the weight stream takes to bring one, so the per-unit work
 // (targets, epilogue) of short units may let the ring fill and stall the producer (deepseek-v3
 // T=64's FP8 GEMM2, 16 k-blocks a unit, streams 3.9 TB/s, its GEMM1, 56, 4.37). With it, k-block
 // kb's wgmmas are in flight while kb - 1's are waited for and its stage freed, as the tiled kernels
-// do. bf16 only: the FP8 form's promotion reads the previous k-block's partial sums while the next
-// k-block's wgmmas run, and ptxas then serialises every wgmma (C7514, "non wgmma instructions reading
-// accumulator registers of a wgmma between start and end of the pipeline stage"): tried, dropped.
+// do. FP8 cannot promote k-block kb - 1 while kb's wgmmas run (ptxas then serialises every wgmma:
+// C7514, "non wgmma instructions reading accumulator registers of a wgmma between start and end of
+// the pipeline stage"; tried, dropped), so its form issues two k-blocks into two partial-sum sets
+// and waits once for both: half the waits, the second k-block's wgmmas behind the first's.
 inline bool swap_pipeline_requested() {
     const char *env = getenv("MOEFUSE_SWAP_PIPELINE");
     return env && !strcmp(env, "1");
@@ -177,8 +178,53 @@ __device__ __forceinline__ void swap_mainloop_pipelined_bf16(uint8_t *smem, uint
     release_stage<1>(&empty[prev.slot], lane);
 }
 
-// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales. PIPE (bf16
-// only): the pipelined consumer mainloop (above).
+// FP8: a finished partial-sum set promoted with its stage's scales, then the stage freed.
+__device__ __forceinline__ void swap_promote_release(uint8_t *smem, uint64_t *empty, const ring_pos &r, float *acc,
+                                                     float *part, int lane) {
+    fence_registers<SWAP_NT / 2>(part);
+    const float *slot = (const float *)(smem + r.slot * SWAP_STAGE_BYTES + SWAP_W_BYTES + SWAP_X_BYTES);
+    promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
+    __syncwarp(); // every lane has read the slot's scales
+    release_stage<1>(&empty[r.slot], lane);
+}
+
+// FP8: one k-block's four wgmmas (stage r, this warpgroup's 64 weight rows) into a fresh
+// partial-sum set, committed.
+__device__ __forceinline__ void swap_issue_fp8(uint8_t *smem, const ring_pos &r, int half, float *part) {
+    uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+    const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
+    const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < FP8_BK / 32; ++kk)
+        wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32), kk > 0);
+    wgmma_commit_group();
+}
+
+// One unit's k-blocks two at a time (the FP8 PIPE form above); the first stage has been waited for.
+__device__ __forceinline__ void swap_mainloop_paired_fp8(uint8_t *smem, uint64_t *full, uint64_t *empty, ring_pos &r,
+                                                         int num_kb, int half, int lane, float *acc) {
+    float part_a[SWAP_NT / 2], part_b[SWAP_NT / 2]; // k-blocks 2i and 2i + 1 (named: no local memory)
+    for (int kb = 0; kb < num_kb; kb += 2) {
+        if (kb > 0) mbar_wait(&full[r.slot], r.phase);
+        const ring_pos ra = r;
+        swap_issue_fp8(smem, ra, half, part_a);
+        ring_next(r, SWAP_STAGES);
+        const bool two = kb + 1 < num_kb;
+        const ring_pos rb = r;
+        if (two) {
+            mbar_wait(&full[rb.slot], rb.phase);
+            swap_issue_fp8(smem, rb, half, part_b);
+            ring_next(r, SWAP_STAGES);
+        }
+        wgmma_wait_group<0>();
+        swap_promote_release(smem, empty, ra, acc, part_a, lane);
+        if (two) swap_promote_release(smem, empty, rb, acc, part_b, lane);
+    }
+}
+
+// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales. PIPE: the
+// pipelined consumer mainloops (above).
 template <int MODE, bool BF16, bool PIPE>
 __global__ void __launch_bounds__(THREADS, 1)
     decode_swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
@@ -268,9 +314,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             swap_targets_load<MODE>(p.g, (int64_t)b * SWAP_NT, e, n_lo, lane, targets);
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
-            if constexpr (PIPE) {
-                static_assert(BF16, "the pipelined mainloop is bf16's (see above)");
+            if constexpr (PIPE && BF16) {
                 swap_mainloop_pipelined_bf16(smem, full, empty, r, num_kb, half, lane, acc);
+            } else if constexpr (PIPE) {
+                swap_mainloop_paired_fp8(smem, full, empty, r, num_kb, half, lane, acc);
             } else {
                 // Each k-block's wgmmas waited for before the next are issued: the measured form,
                 // kept as it was compiled for K1-K5 (the same SASS) until PIPE is measured and one of
