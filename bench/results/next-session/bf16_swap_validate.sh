@@ -25,6 +25,9 @@ S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 1,8,64
 # v1 (what the default takes at these T), tiles (the Hopper tiles).
 MOEFUSE_SWAP_PIPELINE=1 timeout 90 $T --quick --gemm hopper > $O/quick_pipe_swap.log 2>&1
 echo "quick pipe rc=$?: $(tail -n 1 $O/quick_pipe_swap.log)" >> $O/probe.log
+MOEFUSE_SWAP_PIPELINE=1 timeout 90 compute-sanitizer --error-exitcode 3 --tool racecheck $T --quick --gemm hopper \
+  > $O/racecheck_pipe_swap.log 2>&1
+echo "racecheck pipe rc=$?: $(tail -n 1 $O/racecheck_pipe_swap.log)" >> $O/probe.log
 for i in 1 2; do
   MOEFUSE_BF16_DECODE=swap timeout 60 $B/bench_gpu_forward $S4 --gemm hopper > $O/fwd/swap_$i.log 2>&1
   MOEFUSE_SWAP_PIPELINE=1 MOEFUSE_BF16_DECODE=swap timeout 60 $B/bench_gpu_forward $S4 --gemm hopper > $O/fwd/pipe_$i.log 2>&1

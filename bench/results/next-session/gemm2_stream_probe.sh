@@ -20,13 +20,16 @@ timeout 120 ncu --clock-control none --cache-control none $S --kernel-name regex
 echo "lab rc=$?" >> $O/probe.log
 # The library: GEMM2 of the second and third forwards (the first is the graph's warm-up).
 timeout 120 ncu --clock-control none --cache-control none $S --kernel-name-base demangled \
-  --kernel-name 'regex:decode_fp8_kernel<1>' --launch-skip 1 --launch-count 2 \
+  --kernel-name 'regex:decode_swap_kernel<1, false' --launch-skip 1 --launch-count 2 \
   build-device/bench_gpu_forward --shapes deepseek-v3 --tokens 64 --gemm hopper --dtype fp8 > $O/ncu_lib_gemm2.txt 2>&1
 echo "lib rc=$?" >> $O/probe.log
 # The FP8 form of MOEFUSE_SWAP_PIPELINE=1 (two k-blocks a wait): checked, then
 # A/B against the shipped mainloop (prediction: GEMM2-heavy cells gain most; deepseek T=64 0.96-1.0).
 MOEFUSE_SWAP_PIPELINE=1 timeout 90 build-device/test_gpu_forward --quick --gemm hopper --filter fp8 > $O/quick_fp8_pipe.txt 2>&1
 echo "quick fp8 pipe rc=$?: $(tail -n 1 $O/quick_fp8_pipe.txt)" >> $O/probe.log
+MOEFUSE_SWAP_PIPELINE=1 timeout 90 compute-sanitizer --error-exitcode 3 --tool racecheck build-device/test_gpu_forward \
+  --quick --gemm hopper --filter fp8- > $O/racecheck_fp8_pipe.txt 2>&1
+echo "racecheck fp8 pipe rc=$?: $(tail -n 1 $O/racecheck_fp8_pipe.txt)" >> $O/probe.log
 mkdir -p $O/fwd
 S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 1,8,64 --gemm hopper --dtype fp8"
 for i in 1 2; do

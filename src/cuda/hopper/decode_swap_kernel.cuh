@@ -194,6 +194,7 @@ __device__ __forceinline__ void swap_issue_fp8(uint8_t *smem, const ring_pos &r,
     uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
     const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
     const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
+    fence_registers<SWAP_NT / 2>(part); // the last promotion's reads of part stay before the wgmmas
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < FP8_BK / 32; ++kk)
