@@ -164,7 +164,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->experts = L->E + (L->fused ? 1 : 0);
     L->shared_rows = L->fused ? T : 0;
     L->swap = swap_path(w, T);
-    L->gemm = gemm_path(w, T);
+    L->gemm = L->swap ? MOE__CUDA_GEMM_HOPPER : gemm_select_path(w, T); // gemm_path without a second swap_path
     L->block = forward_block_rows(L->swap, L->gemm);
     L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
     const int64_t bm = L->block;
@@ -431,7 +431,7 @@ extern "C" int moe__cuda_forward_gemm(const moe_weights_t *w, int64_t num_tokens
 }
 
 extern "C" int64_t moe__cuda_forward_block_rows(const moe_weights_t *w, int64_t num_tokens) {
-    return forward_block_rows(swap_path(w, num_tokens), gemm_path(w, num_tokens));
+    return forward_block_rows(swap_path(w, num_tokens), gemm_select_path(w, num_tokens)); // gemm unread on swap
 }
 
 // One line for moe_forward_config (src/core/forward.c): the path moe__cuda_gemm_select takes

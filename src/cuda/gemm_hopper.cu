@@ -137,16 +137,6 @@ moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *g, cud
     grouped_fp8_params p = {}; // the FP8 scale fields stay zero: the bf16 kernel reads none
     grouped_plan_params(g, hopper_sms, SWAP_W_ROWS, &p.g);
     p.g.out_bf16 = g->mode == GEMM_DOWN && g->out_bf16;
-    const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
-    const unsigned ctas = (unsigned)(bound < hopper_sms ? bound : hopper_sms);
-    const bool pipe = swap_pipeline_requested();
-    auto kernel = g->mode == GEMM_DOWN
-                      ? (pipe ? decode_swap_kernel<GEMM_DOWN, true, true> : decode_swap_kernel<GEMM_DOWN, true, false>)
-                      : (pipe ? decode_swap_kernel<GEMM_UP, true, true> : decode_swap_kernel<GEMM_UP, true, false>);
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
-    if (err == cudaSuccess) {
-        kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_w, map_x, p);
-        err = cudaGetLastError();
-    }
-    return cuda_status(ctx, err, g->mode == GEMM_UP ? "Hopper decode GEMM1 launch" : "Hopper decode GEMM2 launch");
+    return cuda_status(ctx, swap_decode_launch<true>(g->mode, map_w, map_x, p, g->rows, hopper_sms, stream),
+                       g->mode == GEMM_UP ? "Hopper decode GEMM1 launch" : "Hopper decode GEMM2 launch");
 }

@@ -158,19 +158,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
         if (quant)
             return moe__error(ctx, MOE_STATUS_INTERNAL,
                               "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
-        const int64_t bound = (g->rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
-        const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-        const bool pipe = swap_pipeline_requested();
-        auto kernel = g->mode == GEMM_DOWN ? (pipe ? decode_swap_kernel<GEMM_DOWN, false, true>
-                                                   : decode_swap_kernel<GEMM_DOWN, false, false>)
-                                           : (pipe ? decode_swap_kernel<GEMM_UP, false, true>
-                                                   : decode_swap_kernel<GEMM_UP, false, false>);
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
-        if (err == cudaSuccess) {
-            kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_b, map_a, p);
-            err = cudaGetLastError();
-        }
-        return cuda_status(ctx, err,
+        return cuda_status(ctx, swap_decode_launch<false>(g->mode, map_b, map_a, p, g->rows, sms, stream),
                            g->mode == GEMM_UP ? "Hopper FP8 decode GEMM1 launch" : "Hopper FP8 decode GEMM2 launch");
     }
     // Persistent: at most one CTA per SM, and no more than the host bound of work units.

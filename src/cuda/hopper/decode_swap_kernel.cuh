@@ -360,6 +360,25 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
+// Launches the swapped kernel for one grouped GEMM (GEMM_UP or GEMM_DOWN): map_w the weights'
+// 128-row boxes (its A), map_x a plan block's rows (its B) over `rows` plan rows; a persistent
+// grid of at most `sms` CTAs and no more than the host bound of units. The shared-memory limit is
+// set at each launch (allowed under graph capture).
+template <bool BF16>
+inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const CUtensorMap &map_x,
+                                      const grouped_fp8_params &p, int64_t rows, int sms, cudaStream_t stream) {
+    const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
+    const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
+    const bool pipe = swap_pipeline_requested();
+    auto kernel = mode == GEMM_DOWN
+                      ? (pipe ? decode_swap_kernel<GEMM_DOWN, BF16, true> : decode_swap_kernel<GEMM_DOWN, BF16, false>)
+                      : (pipe ? decode_swap_kernel<GEMM_UP, BF16, true> : decode_swap_kernel<GEMM_UP, BF16, false>);
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_w, map_x, p);
+    return cudaGetLastError();
+}
+
 } // namespace moe_hopper
 
 #endif
