@@ -2,5 +2,5 @@
 # Device call L1 (session 10) driver: unpack HEAD's archive, run the body, tar the results (<= 8 files back).
 set -u
 R=$PWD; O=$OUT; S=/tmp/snap; mkdir -p $S && tar xzf .snap/head.tgz -C $S && cp -r .deps $S/ && cd $S
-O=$O BENCH_COMMIT=$(cat $R/.snap/commit) timeout 560 bash $R/bench/results/2026-12-03-h200-session10/callL1/callL1_body.sh
+R=$R O=$O BENCH_COMMIT=$(cat $R/.snap/commit) timeout 560 bash $R/bench/results/2026-12-03-h200-session10/callL1/callL1_body.sh
 cd $O && tar czf callL1.tgz suite call.log 2>/dev/null; rm -rf suite
