@@ -15,9 +15,9 @@ run() { local n=$1 lim=$2; shift 2; timeout $lim "$@" > $L/$n.log 2>&1; mark $n 
 [ -x $T ] || STAGES=build OUT=$L timeout 150 bash tests/gpu/run_on_device.sh > /dev/null 2>&1; mark build $? /dev/null
 run test_quick 60 $T --quick
 mkdir -p $L/gemm2 $L/bf16
-O=$L/gemm2 timeout 220 bash $R/bench/results/next-session/gemm2_stream_probe.sh > $L/gemm2_probe.log 2>&1
+O=$L/gemm2 timeout 220 bash $R/bench/results/2026-12-03-h200-session10/callL1/gemm2_stream_probe.sh > $L/gemm2_probe.log 2>&1
 mark gemm2_probe $? $L/gemm2/probe.log
 left=$((540 - (SECONDS - t0))); [ $left -gt 300 ] && left=300
-O=$L/bf16 timeout $left bash $R/bench/results/next-session/bf16_swap_validate.sh > $L/bf16_probe.log 2>&1
+O=$L/bf16 timeout $left bash $R/bench/results/2026-12-03-h200-session10/callL1/bf16_swap_validate.sh > $L/bf16_probe.log 2>&1
 mark bf16_probe $? $L/bf16/probe.log
 mark done 0 /dev/null
