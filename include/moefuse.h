@@ -363,10 +363,9 @@ typedef struct moe_forward_args {
 
 /* Initialises args to "nothing set" (act_format F32). */
 void moe_forward_args_init(moe_forward_args *args);
-/* The workspace moe_forward needs for num_tokens tokens. It follows the GEMM path and plan block
- * picked for that T, so query it for the T you run (or take the largest over the Ts you run): with
- * MOEFUSE_BF16_DECODE=swap (opt-in, not yet validated) a T just under the swapped kernel's limit
- * needs more than one just above it. */
+/* The workspace moe_forward needs for num_tokens tokens. It never shrinks as num_tokens grows
+ * (same weights, act_format and environment), so a workspace sized for the largest T you run also
+ * runs every smaller T. */
 moe_status moe_forward_workspace_size(moe_context_t *ctx, const moe_weights_t *w, int64_t num_tokens,
                                       moe_format act_format, size_t *bytes);
 /* y = MoE(x). Sync-free on CUDA: nothing is read back to the host. */

@@ -206,15 +206,18 @@ typedef enum moe_kernel_family {
                                  * engine 128 x 256 or 128 x 128 (x 64) */
     MOE_KERNEL_HOPPER_FP8 = 2,  /* moefuse's FP8 wgmma kernels (grouped, dense engine), 128 x 128 x 128, 1 CTA per SM */
     MOE_KERNEL_V1 = 3,          /* moefuse's grouped mma.sync kernel, 64 x 128 x 64, 2 CTAs per SM */
-    MOE_KERNEL_HOPPER_FP8_DECODE = 4 /* moefuse's FP8 decode kernel with the operands swapped: 32 plan rows
-                                      * (the plan block) x 128 weight rows x 128, 1 CTA per SM, at the
-                                      * FP8 wgmma rate */
+    MOE_KERNEL_HOPPER_FP8_DECODE = 4, /* moefuse's FP8 decode kernel with the operands swapped: 32 plan rows
+                                       * (the plan block) x 128 weight rows x 128, 1 CTA per SM, at the
+                                       * FP8 wgmma rate */
+    MOE_KERNEL_HOPPER_BF16_DECODE = 5 /* the same kernel on bf16: 32 plan rows x 128 weight rows x 64, 1 CTA
+                                       * per SM, at the bf16 wgmma rate */
 } moe_kernel_family;
-/* "library", "hopper", "hopper-fp8", "v1", "hopper-fp8-decode" */
+/* "library", "hopper", "hopper-fp8", "v1", "hopper-fp8-decode", "hopper-bf16-decode" */
 const char *moe_kernel_family_name(moe_kernel_family kernel);
 /* The grouped kernel the cuda forward runs, by the forward's own rule (the library's
- * moe__gemm_select, which the CUDA backend calls, and for FP8 moe__fp8_swap_select; automatic, as
- * without MOEFUSE_GEMM or MOEFUSE_FP8_DECODE): weights' dtype bf16 or e4m3, routed rows T·k over
+ * moe__gemm_select, which the CUDA backend calls, and at decode moe__fp8_swap_select for FP8,
+ * moe__bf16_swap_select for bf16; automatic, as without MOEFUSE_GEMM, MOEFUSE_FP8_DECODE or
+ * MOEFUSE_BF16_DECODE): weights' dtype bf16 or e4m3, routed rows T·k over
  * `experts` experts, the layer's hidden and intermediate sizes. MOE_KERNEL_LIBRARY for other
  * dtypes. */
 moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows, int64_t experts, int64_t hidden,

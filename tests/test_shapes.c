@@ -1012,7 +1012,17 @@ static void test_roofline_grouped(void) {
           "fp8 16 rows per expert: the decode kernel with the operands swapped");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 2049, 128, 2880, 2880) == MOE_KERNEL_HOPPER_FP8,
           "fp8 just over 16 rows per expert: the 128 x 128 tiles");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 64, 8, 7168, 2048) == MOE_KERNEL_V1, "bf16 8 rows: v1, no decode kernel");
+    /* bf16 at decode: the swapped kernel from half a row per expert (2 x rows >= E) up to 4 */
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 32, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16_DECODE,
+          "bf16 4 rows per expert: the decode kernel with the operands swapped");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 33, 8, 7168, 2048) == MOE_KERNEL_V1,
+          "bf16 just over 4 rows per expert: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 64, 128, 2048, 768) == MOE_KERNEL_HOPPER_BF16_DECODE,
+          "bf16 half a row per expert (qwen3 T = 8): the swapped kernel");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 63, 128, 2048, 768) == MOE_KERNEL_V1,
+          "bf16 under half a row per expert: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 32, 8, 1000, 2048) == MOE_KERNEL_V1,
+          "bf16 4 rows per expert, H 1000 (Hopper cannot run it): v1");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 2880, 120) == MOE_KERNEL_V1, "fp8 I 120: v1");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 320, 208) == MOE_KERNEL_HOPPER_FP8,
           "fp8 H 320, I 208 (multiples of 16): hopper");
@@ -1060,6 +1070,16 @@ static void test_roofline_grouped(void) {
           memory + launch);
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_FP8_DECODE, 252, 4096, 2048, 7168,
                                   &s) == MOE_STATUS_INVALID_ARGUMENT, "bf16 on the fp8 decode kernel: refused");
+    /* its bf16 form: the same 14112 units of 32x128x2048 in 107 waves at 724/132 TFLOP/s, store 132
+     * units of 32x128 bf16; memory A 4096x2048 + out 4096x7168 + 252 W of 2048x7168, 2 B each */
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16_DECODE, 252, 4096, 2048, 7168,
+                                  &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    compute = 107 * (2.0 * 32 * 128 * 2048 / (724e12 / 132) + 132.0 * 32 * 128 * 2 / bw);
+    memory = (4096.0 * 2048 * 2 + 4096.0 * 7168 * 2 + 252.0 * 2048 * 7168 * 2) / bw;
+    CHECK(memory > compute && close_rel(s, memory + launch, 1e-12), "hopper bf16 decode: %.6g s, expected %.6g", s,
+          memory + launch);
+    CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_HOPPER_BF16_DECODE, 252, 4096, 2048, 7168,
+                                  &s) == MOE_STATUS_INVALID_ARGUMENT, "e4m3 on the bf16 decode kernel: refused");
     /* an uneven spread: 300 rows on 2 experts of K 64, N 256 -> 150 each, 2 blocks of 128 each:
      * 4 tiles on hopper bf16, one wave */
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16, 2, 300, 64, 256, &s) ==

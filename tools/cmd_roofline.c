@@ -312,14 +312,14 @@ static void describe_grouped(const moe_shape_list *list, const moe_gemm_row *r, 
     g->has_bias = spec->expert_has_bias;
 }
 
-/* The kernel family of a grouped launch on the path named ("v1", "hopper", "decode": FP8's swapped
- * kernel, bf16 taking the hopper one), or, with no path, the forward's rule for routed rows over
+/* The kernel family of a grouped launch on the path named ("v1", "hopper", "decode": the swapped
+ * kernel of either dtype), or, with no path, the forward's rule for routed rows over
  * experts of hidden h and intermediate i. */
 static moe_kernel_family path_family(const char *path, moe_dtype dtype, int64_t rows, int64_t experts, int64_t h,
                                      int64_t i) {
     const int fp8 = dtype == MOE_DTYPE_E4M3;
     if (!strcmp(path, "v1")) return MOE_KERNEL_V1;
-    if (!strcmp(path, "decode")) return fp8 ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_BF16;
+    if (!strcmp(path, "decode")) return fp8 ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_BF16_DECODE;
     if (!strcmp(path, "hopper")) return fp8 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16;
     return moe_grouped_kernel_select(dtype, rows, experts, h, i);
 }

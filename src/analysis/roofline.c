@@ -28,6 +28,7 @@ const char *moe_kernel_family_name(moe_kernel_family kernel) {
     case MOE_KERNEL_HOPPER_FP8: return "hopper-fp8";
     case MOE_KERNEL_V1: return "v1";
     case MOE_KERNEL_HOPPER_FP8_DECODE: return "hopper-fp8-decode";
+    case MOE_KERNEL_HOPPER_BF16_DECODE: return "hopper-bf16-decode";
     }
     return "unknown";
 }
@@ -36,8 +37,14 @@ moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows
                                             int64_t intermediate) {
     if (dtype != MOE_DTYPE_BF16 && dtype != MOE_DTYPE_E4M3) return MOE_KERNEL_LIBRARY;
     /* the forward's own rule (src/core/gemm_select.c), as it runs without MOEFUSE_GEMM */
-    if (moe__gemm_select(routed_rows, experts, hidden, intermediate, dtype, MOE__GEMM_AUTO) == MOE__CUDA_GEMM_V1)
-        return MOE_KERNEL_V1;
+    if (moe__gemm_select(routed_rows, experts, hidden, intermediate, dtype, MOE__GEMM_AUTO) == MOE__CUDA_GEMM_V1) {
+        /* bf16 at decode on the swapped kernel, where Hopper can run these shapes (forward.cu's swap_path) */
+        const int hopper_can = moe__gemm_select(INT64_MAX, experts, hidden, intermediate, dtype, MOE__GEMM_AUTO) ==
+                               MOE__CUDA_GEMM_HOPPER;
+        return dtype == MOE_DTYPE_BF16 && hopper_can && moe__bf16_swap_select(routed_rows, experts)
+                   ? MOE_KERNEL_HOPPER_BF16_DECODE
+                   : MOE_KERNEL_V1;
+    }
     if (dtype == MOE_DTYPE_BF16) return MOE_KERNEL_HOPPER_BF16;
     return moe__fp8_swap_select(routed_rows, experts) ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_FP8;
 }
@@ -85,7 +92,7 @@ typedef struct row_context {
  * 96 KB of stages let 2 CTAs share an SM; decode_swap_kernel.cuh's unit of a 32-row plan block
  * by 128 weight rows). The plan block is the tile's rows. */
 static const moe_tile hopper_bf16_tile = {128, 256}, hopper_fp8_tile = {128, 128}, v1_tile = {64, 128},
-                      hopper_fp8_decode_tile = {MOE__FP8_SWAP_BLOCK_ROWS, 128};
+                      swap_decode_tile = {MOE__FP8_SWAP_BLOCK_ROWS, 128};
 
 static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_family kernel, const moe_tile *menu,
                           int nmenu) {
@@ -100,7 +107,10 @@ static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_fam
         e.tiles = &hopper_fp8_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_fp8_flops;
         break;
     case MOE_KERNEL_HOPPER_FP8_DECODE: /* the same wgmma rate: at decode the weight stream binds */
-        e.tiles = &hopper_fp8_decode_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_fp8_flops;
+        e.tiles = &swap_decode_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_fp8_flops;
+        break;
+    case MOE_KERNEL_HOPPER_BF16_DECODE:
+        e.tiles = &swap_decode_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_bf16_flops;
         break;
     case MOE_KERNEL_V1:
         e.tiles = &v1_tile, e.ntiles = 1, e.slots = 2.0 * sms, rate = g->v1_flops;
@@ -290,10 +300,11 @@ moe_status moe_grouped_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, 
     moe_status st = check_launch(ctx, "moe_grouped_launch_time", gpu, dtype, seconds);
     if (st != MOE_STATUS_OK) return st;
     if (kernel != MOE_KERNEL_HOPPER_BF16 && kernel != MOE_KERNEL_HOPPER_FP8 && kernel != MOE_KERNEL_V1 &&
-        !(kernel == MOE_KERNEL_HOPPER_FP8_DECODE && dtype == MOE_DTYPE_E4M3))
+        !(kernel == MOE_KERNEL_HOPPER_FP8_DECODE && dtype == MOE_DTYPE_E4M3) &&
+        !(kernel == MOE_KERNEL_HOPPER_BF16_DECODE && dtype == MOE_DTYPE_BF16))
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                           "moe_grouped_launch_time: kernel %d (dtype %s) is not one of moefuse's grouped kernels "
-                          "(hopper-fp8-decode runs e4m3 only)",
+                          "(hopper-fp8-decode runs e4m3 only, hopper-bf16-decode bf16 only)",
                           (int)kernel, moe_dtype_name(dtype));
     if (experts < 1 || rows < 1 || k < 1 || n < 1 || experts > MOE__ANALYSIS_TOKENS_MAX ||
         rows > MOE__ANALYSIS_TOKENS_MAX || k > INT32_MAX || n > INT32_MAX)

@@ -454,6 +454,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     const bool can = hopper || (!force_v1 && moe__cuda_gemm_select(INT64_MAX, L.E, L.H, L.I, dt) ==
                                                  MOE__CUDA_GEMM_HOPPER);
     const int64_t threshold = (int64_t)HOPPER_BLOCK_M * L.E;
+    const char *bf16_decode = getenv("MOEFUSE_BF16_DECODE");
+    const bool bf16_env = bf16_decode && !strcmp(bf16_decode, "swap");
     char why[256];
     if (force_v1)
         snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=v1");
@@ -472,9 +474,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     else if (L.swap)
-        snprintf(why, sizeof why, "MOEFUSE_BF16_DECODE=swap and T*k=%lld <= %d x %lld experts = %lld (the swapped "
-                 "decode kernel)", (long long)L.rows, MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)L.experts,
-                 (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts);
+        snprintf(why, sizeof why, "%s and T*k=%lld <= %d x %lld experts = %lld (the swapped decode kernel)",
+                 bf16_env ? "MOEFUSE_BF16_DECODE=swap" : "E/2 <= T*k", (long long)L.rows,
+                 bf16_env ? MOE__FP8_SWAP_MAX_AVG_ROWS : MOE__BF16_SWAP_MAX_AVG_ROWS, (long long)L.experts,
+                 (long long)(bf16_env ? MOE__FP8_SWAP_MAX_AVG_ROWS : MOE__BF16_SWAP_MAX_AVG_ROWS) * L.experts);
     else
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
@@ -526,13 +529,30 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                     tiles, why, (long long)L.block,
                     shared, moe_format_name(act_format), act_note,
                     rows_in_bf16(L, MOE_DTYPE_BF16) ? "bf16 when y is bf16, else fp32" : "fp32",
-                    (long long)L.total);
+                    (long long)moe__cuda_forward_workspace(w, T, act_format));
 }
 
+// The workspace for T tokens: the layout's, and no less than that of any smaller T. Each path's
+// layout grows with T, but where the path changes it may shrink (the swapped decode kernel keeps a
+// permuted x that v1 does not; v1's 64-row blocks pad more than its 32-row ones), so the layouts
+// just below each change of path at or below T count too: the last T within the swapped kernel's
+// rows-per-expert limits (moe__fp8_swap_select, moe__bf16_swap_select) and the last T below its bf16
+// lower bound (v1 -> Hopper tiles only grows). A caller sizing for its largest T can then run
+// every smaller T.
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
     ws_layout L;
     if (!layout_compute(w, num_tokens, act_format, &L)) return SIZE_MAX;
-    return (size_t)L.total;
+    int64_t total = L.total;
+    const int64_t k = L.k, experts = L.experts;
+    const int64_t half = (experts + 1) / 2; // 2 T*k >= experts <=> T*k >= half
+    const int64_t below[3] = {(int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * experts / k,
+                              (int64_t)MOE__BF16_SWAP_MAX_AVG_ROWS * experts / k, (half + k - 1) / k - 1};
+    for (int i = 0; i < 3; i++) {
+        ws_layout B;
+        if (below[i] >= 1 && below[i] < num_tokens && layout_compute(w, below[i], act_format, &B) && B.total > total)
+            total = B.total;
+    }
+    return (size_t)total;
 }
 
 extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args) {

@@ -104,9 +104,9 @@ moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *args, cudaStr
 // The same two GEMMs at decode on the kernel with the operands swapped
 // (hopper/decode_swap_kernel.cuh), for a plan of SWAP_BLOCK_ROWS-row blocks.
 moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
-// Whether the bf16 forward of tokens x top_k routed rows over `experts` takes it: only when
-// MOEFUSE_BF16_DECODE=swap asks (session 9: written and compiled, not yet run on a GPU), at most
-// moe__fp8_swap_select's rows per expert.
+// Whether the bf16 forward of tokens x top_k routed rows over `experts` takes it:
+// moe__bf16_swap_select's rule; MOEFUSE_BF16_DECODE=off never, =swap up to moe__fp8_swap_select's
+// rows per expert.
 bool hopper_bf16_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 // Shared-memory limits of the Hopper kernels and the tensor-map encoder (once, at upload).
 cudaError_t hopper_gemm_init(void);

@@ -114,7 +114,9 @@ moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *g, cu
 
 bool hopper_bf16_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
     const char *env = getenv("MOEFUSE_BF16_DECODE");
-    return env && !strcmp(env, "swap") && moe__fp8_swap_select(tokens * top_k, experts) != 0;
+    if (env && !strcmp(env, "off")) return false;
+    if (env && !strcmp(env, "swap")) return moe__fp8_swap_select(tokens * top_k, experts) != 0;
+    return moe__bf16_swap_select(tokens * top_k, experts) != 0;
 }
 
 moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {

@@ -533,18 +533,22 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     if ((st = check_cuda_context(ctx, fn)) != MOE_STATUS_OK) return st;
 
     // The path and plan block, as the forward picks them for these routed rows.
-    const int path = moe__cuda_gemm_select(routed, g->num_experts, H, I, dtype);
+    // At decode the kernel with the operands swapped, on its plan of 32-row blocks: FP8 on the
+    // Hopper path by hopper_fp8_swap_decode, bf16 where Hopper can run these shapes by
+    // hopper_bf16_swap_decode (forward.cu's swap_path; the forward counts a fused shared expert
+    // among E, a single launch here does not).
+    const int selected = moe__cuda_gemm_select(routed, g->num_experts, H, I, dtype);
+    const bool swap = fp8 ? selected == MOE__CUDA_GEMM_HOPPER && hopper_fp8_swap_decode(T, K, E)
+                          : moe__cuda_gemm_select(INT64_MAX, g->num_experts, H, I, dtype) == MOE__CUDA_GEMM_HOPPER &&
+                                hopper_bf16_swap_decode(T, K, E);
+    const int path = swap ? MOE__CUDA_GEMM_HOPPER : selected;
     const bool hopper = path == MOE__CUDA_GEMM_HOPPER, down = g->down == 1;
     g->path = path;
-    // FP8 at decode: the kernel with the operands swapped, on its plan of 32-row blocks. (bf16's
-    // opt-in form of it, MOEFUSE_BF16_DECODE=swap, is not timed here: bf16 decode is timed on v1,
-    // the path the forward takes by default.)
-    const bool swap = fp8 && hopper && hopper_fp8_swap_decode(T, K, E);
     snprintf(g->path_name, sizeof g->path_name, "%s", swap ? "decode" : moe__cuda_gemm_name(path));
     const int64_t block = swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(path);
     g->block = block;
     // GEMM1 on the Hopper bf16 path with MOEFUSE_HOPPER_A=gather reads x itself (no permuted copy).
-    const bool gather = hopper && !fp8 && !down && hopper_a_gather();
+    const bool gather = hopper && !fp8 && !down && !swap && hopper_a_gather();
 
     // The plan on the host: row r = token*K + slot to expert r % E.
     const int64_t max_rows = routed + E * (block - 1), max_blocks = ceil_div(max_rows, block);
@@ -687,6 +691,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         x.out = base + off_out;
         if (!fp8) {
             if (!hopper) return cuda_status(ctx, gemm_launch(MOE_DTYPE_BF16, &x, s.stream), "v1 grouped GEMM");
+            if (swap) return hopper_swap_decode_launch(ctx, &x, s.stream);
             return gather ? hopper_gemm1_gather_launch(ctx, &x, s.stream) : hopper_gemm_launch(ctx, &x, s.stream);
         }
         fp8_gemm_args y = f;

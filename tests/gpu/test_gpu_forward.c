@@ -67,8 +67,8 @@ static const char *filter;
 bool selected(const char *name) { return !filter || strstr(name, filter); }
 
 /* Whether the forward of T tokens runs its Hopper GEMMs on the decode kernel with the operands
- * swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one for FP8;
- * MOEFUSE_BF16_DECODE=swap lets bf16 take it). */
+ * swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one for FP8,
+ * MOEFUSE_BF16_DECODE=swap|off for bf16). */
 static bool swapped_decode(model *m, int64_t T) {
     char line[1024];
     MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m->w_gpu, T, m->act_format, line, sizeof line));
@@ -91,15 +91,21 @@ static void run_case(model *m, run_spec r) {
              moe__cuda_gemm_name(path), kernel);
     case_failures = 0;
     const moe_layer_spec *s = &m->spec;
-    /* MOEFUSE_BF16_DECODE=swap: a bf16 case on the Hopper path at <= 16 routed rows per expert
-     * (its stack's experts: a fused shared expert counts) must have taken the swapped kernel, by
-     * this rule written out here rather than by what the config line says. */
-    const char *bf16_decode = getenv("MOEFUSE_BF16_DECODE");
-    if (bf16_decode && !strcmp(bf16_decode, "swap") && m->format == MOE_FORMAT_BF16 && path == MOE__CUDA_GEMM_HOPPER) {
+    /* bf16 where Hopper can run these shapes (MOEFUSE_GEMM not v1): the swapped kernel exactly where
+     * the rule says, written out here rather than read from the config line: from half a routed row
+     * per expert (its stack's experts: a fused shared expert counts) up to 4, or with
+     * MOEFUSE_BF16_DECODE=swap any T up to 16 rows per expert, never with =off. */
+    if (m->format == MOE_FORMAT_BF16 && !(forced && !strcmp(forced, "v1")) &&
+        moe__cuda_gemm_select(INT64_MAX, s->num_experts, s->hidden, s->intermediate, MOE_DTYPE_BF16) ==
+            MOE__CUDA_GEMM_HOPPER) {
+        const char *bf16_decode = getenv("MOEFUSE_BF16_DECODE");
+        const bool on = bf16_decode && !strcmp(bf16_decode, "swap"), off = bf16_decode && !strcmp(bf16_decode, "off");
         const int64_t experts = s->num_experts + (s->num_shared_experts > 0 && s->shared_intermediate == s->intermediate);
-        if (r.T * s->top_k <= 16 * experts)
-            CHECK(swapped, "MOEFUSE_BF16_DECODE=swap, T*k = %lld <= 16 x %lld experts, yet the forward ran the tiles",
-                  (long long)(r.T * s->top_k), (long long)experts);
+        const int64_t rows = r.T * s->top_k;
+        const bool want = !off && (on ? rows <= 16 * experts : 2 * rows >= experts && rows <= 4 * experts);
+        CHECK(swapped == want, "bf16 T*k = %lld over %lld experts (MOEFUSE_BF16_DECODE=%s): swapped kernel %s, expected %s",
+              (long long)rows, (long long)experts, bf16_decode ? bf16_decode : "unset", swapped ? "ran" : "not run",
+              want ? "it" : "not");
     }
     device_buffers b;
     device_alloc(m, &b, r.T, r.routing);
@@ -179,6 +185,30 @@ static void run_case(model *m, run_spec r) {
     fflush(stdout);
 }
 
+/* moe_forward_workspace_size never shrinks as T grows (a workspace sized for the largest T runs
+ * every smaller one), across every change of path: T = 1 .. past the swapped kernel's limit of
+ * 16 rows per expert, and around v1 -> Hopper tiles at 128 rows per expert. Host only. */
+static void workspace_monotonic_case(model *m) {
+    case_failures = 0;
+    const int64_t k = m->spec.top_k, experts = m->spec.num_experts + 1;
+    const int64_t swap_end = 16 * experts / k + 4, tiles_at = 128 * m->spec.num_experts / k;
+    const int64_t ranges[2][2] = {{1, swap_end}, {tiles_at - 4, tiles_at + 4}};
+    size_t prev = 0;
+    int64_t bad_T = 0;
+    for (int i = 0; i < 2; i++)
+        for (int64_t T = ranges[i][0] > 1 ? ranges[i][0] : 1; T <= ranges[i][1] && !bad_T; T++) {
+            size_t bytes = 0;
+            MOE_OK(gpu_ctx, moe_forward_workspace_size(gpu_ctx, m->w_gpu, T, m->act_format, &bytes));
+            if (bytes < prev) bad_T = T;
+            prev = bytes;
+        }
+    CHECK(!bad_T, "moe_forward_workspace_size(T = %lld) < its value at a smaller T", (long long)bad_T);
+    if (case_failures == 0) cases_passed++;
+    else cases_failed++;
+    printf("%s %s workspace never shrinks with T (1 .. %lld, %lld .. %lld)\n", case_failures ? "FAIL" : "ok  ", m->name,
+           (long long)swap_end, (long long)(tiles_at - 4), (long long)(tiles_at + 4));
+}
+
 void run_model(model *m, const run_spec *runs, int nruns) {
     if (!selected(m->name)) return;
     MOE_OK(cpu_ctx, moe_layer_spec_validate(cpu_ctx, &m->spec));
@@ -191,6 +221,7 @@ void run_model(model *m, const run_spec *runs, int nruns) {
            m->act_format != MOE_FORMAT_F32 ? moe_format_name(m->act_format) : "",
            moe_dtype_name(m->x_dtype), moe_activation_name(m->spec.activation), moe_score_name(m->spec.score),
            (long long)m->spec.n_group, (long long)m->spec.topk_group, (double)(clock() - c0) / CLOCKS_PER_SEC);
+    if (!perf_only) workspace_monotonic_case(m);
     for (int g = first_path; g <= last_path; g++) {
         setenv("MOEFUSE_GEMM", gemm_paths[g], 1);
         for (int i = 0; i < nruns; i++) {

@@ -136,97 +136,8 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
         }
 }
 
-// ---- the pipelined consumer mainloops (PIPE; MOEFUSE_SWAP_PIPELINE=1, session 9: not yet run) ----
-// Without it a consumer waits for each k-block's wgmmas before it frees the stage and issues the
-// next: ~0.3 us a k-block of the ~0.5 us the weight stream takes to bring one, so the per-unit work
-// (targets, epilogue) of short units may let the ring fill and stall the producer (deepseek-v3
-// T=64's FP8 GEMM2, 16 k-blocks a unit, streams 3.9 TB/s, its GEMM1, 56, 4.37). With it, k-block
-// kb's wgmmas are in flight while kb - 1's are waited for and its stage freed, as the tiled kernels
-// do. FP8 cannot promote k-block kb - 1 while kb's wgmmas run (ptxas then serialises every wgmma:
-// C7514, "non wgmma instructions reading accumulator registers of a wgmma between start and end of
-// the pipeline stage"; tried, dropped), so its form issues two k-blocks into two partial-sum sets
-// and waits once for both: half the waits, the second k-block's wgmmas behind the first's.
-inline bool swap_pipeline_requested() {
-    const char *env = getenv("MOEFUSE_SWAP_PIPELINE");
-    return env && !strcmp(env, "1");
-}
-
-// One unit's k-blocks, pipelined; the unit's first stage has been waited for (its header).
-__device__ __forceinline__ void swap_mainloop_pipelined_bf16(uint8_t *smem, uint64_t *full, uint64_t *empty,
-                                                             ring_pos &r, int num_kb, int half, int lane, float *acc) {
-    ring_pos prev = r;
-    for (int kb = 0; kb < num_kb; ++kb) {
-        if (kb > 0) mbar_wait(&full[r.slot], r.phase);
-        uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
-        const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
-        const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < FP8_BK / 32; ++kk)
-            wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32),
-                                   kb > 0 || kk > 0);
-        wgmma_commit_group();
-        if (kb > 0) {
-            wgmma_wait_group<1>(); // k-block kb - 1's wgmmas are done with their stage
-            release_stage<1>(&empty[prev.slot], lane);
-        }
-        prev = r;
-        ring_next(r, SWAP_STAGES);
-    }
-    wgmma_wait_group<0>();
-    fence_registers<SWAP_NT / 2>(acc);
-    release_stage<1>(&empty[prev.slot], lane);
-}
-
-// FP8: a finished partial-sum set promoted with its stage's scales, then the stage freed.
-__device__ __forceinline__ void swap_promote_release(uint8_t *smem, uint64_t *empty, const ring_pos &r, float *acc,
-                                                     float *part, int lane) {
-    fence_registers<SWAP_NT / 2>(part);
-    const float *slot = (const float *)(smem + r.slot * SWAP_STAGE_BYTES + SWAP_W_BYTES + SWAP_X_BYTES);
-    promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
-    __syncwarp(); // every lane has read the slot's scales
-    release_stage<1>(&empty[r.slot], lane);
-}
-
-// FP8: one k-block's four wgmmas (stage r, this warpgroup's 64 weight rows) into a fresh
-// partial-sum set, committed.
-__device__ __forceinline__ void swap_issue_fp8(uint8_t *smem, const ring_pos &r, int half, float *part) {
-    uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
-    const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
-    const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
-    fence_registers<SWAP_NT / 2>(part); // the last promotion's reads of part stay before the wgmmas
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < FP8_BK / 32; ++kk)
-        wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32), smem_desc_advance(desc_x, kk * 32), kk > 0);
-    wgmma_commit_group();
-}
-
-// One unit's k-blocks two at a time (the FP8 PIPE form above); the first stage has been waited for.
-__device__ __forceinline__ void swap_mainloop_paired_fp8(uint8_t *smem, uint64_t *full, uint64_t *empty, ring_pos &r,
-                                                         int num_kb, int half, int lane, float *acc) {
-    float part_a[SWAP_NT / 2], part_b[SWAP_NT / 2]; // k-blocks 2i and 2i + 1 (named: no local memory)
-    for (int kb = 0; kb < num_kb; kb += 2) {
-        if (kb > 0) mbar_wait(&full[r.slot], r.phase);
-        const ring_pos ra = r;
-        swap_issue_fp8(smem, ra, half, part_a);
-        ring_next(r, SWAP_STAGES);
-        const bool two = kb + 1 < num_kb;
-        const ring_pos rb = r;
-        if (two) {
-            mbar_wait(&full[rb.slot], rb.phase);
-            swap_issue_fp8(smem, rb, half, part_b);
-            ring_next(r, SWAP_STAGES);
-        }
-        wgmma_wait_group<0>();
-        swap_promote_release(smem, empty, ra, acc, part_a, lane);
-        if (two) swap_promote_release(smem, empty, rb, acc, part_b, lane);
-    }
-}
-
-// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales. PIPE: the
-// pipelined consumer mainloops (above).
-template <int MODE, bool BF16, bool PIPE>
+// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales.
+template <int MODE, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
     decode_swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                        const grouped_fp8_params p) {
@@ -315,44 +226,38 @@ __global__ void __launch_bounds__(THREADS, 1)
             swap_targets_load<MODE>(p.g, (int64_t)b * SWAP_NT, e, n_lo, lane, targets);
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
-            if constexpr (PIPE && BF16) {
-                swap_mainloop_pipelined_bf16(smem, full, empty, r, num_kb, half, lane, acc);
-            } else if constexpr (PIPE) {
-                swap_mainloop_paired_fp8(smem, full, empty, r, num_kb, half, lane, acc);
-            } else {
-                // Each k-block's wgmmas waited for before the next are issued: the measured form,
-                // kept as it was compiled for K1-K5 (the same SASS) until PIPE is measured and one of
-                // the two goes.
-                for (int kb = 0; kb < num_kb; ++kb) {
-                    if (kb > 0) mbar_wait(&full[r.slot], r.phase);
-                    uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
-                    const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
-                    const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
-                    wgmma_fence();
-                    if constexpr (BF16) { // four k16 steps of 32 bytes straight into the accumulator
+            // Each k-block's wgmmas are waited for before the next are issued. Session 10 measured
+            // the pipelined forms (bf16: kb's wgmmas in flight while kb - 1's stage is freed; FP8:
+            // two k-blocks a wait) at 0.97-1.006 of this one (L1): not kept (src/cuda/NOTES.md).
+            for (int kb = 0; kb < num_kb; ++kb) {
+                if (kb > 0) mbar_wait(&full[r.slot], r.phase);
+                uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+                const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
+                const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
+                wgmma_fence();
+                if constexpr (BF16) { // four k16 steps of 32 bytes straight into the accumulator
 #pragma unroll
-                        for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                            wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32),
-                                                   smem_desc_advance(desc_x, kk * 32), kb > 0 || kk > 0);
-                        wgmma_commit_group();
-                        wgmma_wait_group<0>();
-                        fence_registers<SWAP_NT / 2>(acc);
-                    } else {
+                    for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                        wgmma_bf16_nt<SWAP_NT>(acc, smem_desc_advance(desc_w, kk * 32),
+                                               smem_desc_advance(desc_x, kk * 32), kb > 0 || kk > 0);
+                    wgmma_commit_group();
+                    wgmma_wait_group<0>();
+                    fence_registers<SWAP_NT / 2>(acc);
+                } else {
 #pragma unroll
-                        for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                            wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
-                                                   smem_desc_advance(desc_x, kk * 32), kk > 0);
-                        wgmma_commit_group();
-                        wgmma_wait_group<0>();
-                        fence_registers<SWAP_NT / 2>(part);
-                        const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
-                        // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
-                        promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
-                    }
-                    __syncwarp(); // every lane is done with the stage
-                    release_stage<1>(&empty[r.slot], lane);
-                    ring_next(r, SWAP_STAGES);
+                    for (int kk = 0; kk < FP8_BK / 32; ++kk)
+                        wgmma_e4m3_nt<SWAP_NT>(part, smem_desc_advance(desc_w, kk * 32),
+                                               smem_desc_advance(desc_x, kk * 32), kk > 0);
+                    wgmma_commit_group();
+                    wgmma_wait_group<0>();
+                    fence_registers<SWAP_NT / 2>(part);
+                    const float *slot = (const float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                    // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
+                    promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
                 }
+                __syncwarp(); // every lane is done with the stage
+                release_stage<1>(&empty[r.slot], lane);
+                ring_next(r, SWAP_STAGES);
             }
             swap_epilogue<MODE, BF16>(p.g, acc, targets, n_lo, lane);
         }
@@ -369,10 +274,7 @@ inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const 
                                       const grouped_fp8_params &p, int64_t rows, int sms, cudaStream_t stream) {
     const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-    const bool pipe = swap_pipeline_requested();
-    auto kernel = mode == GEMM_DOWN
-                      ? (pipe ? decode_swap_kernel<GEMM_DOWN, BF16, true> : decode_swap_kernel<GEMM_DOWN, BF16, false>)
-                      : (pipe ? decode_swap_kernel<GEMM_UP, BF16, true> : decode_swap_kernel<GEMM_UP, BF16, false>);
+    auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
     if (err != cudaSuccess) return err;
     kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_w, map_x, p);
