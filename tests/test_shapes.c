@@ -1012,17 +1012,17 @@ static void test_roofline_grouped(void) {
           "fp8 16 rows per expert: the decode kernel with the operands swapped");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 2049, 128, 2880, 2880) == MOE_KERNEL_HOPPER_FP8,
           "fp8 just over 16 rows per expert: the 128 x 128 tiles");
-    /* bf16 at decode: the swapped kernel from half a row per expert (2 x rows >= E) up to 4 */
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 32, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16_DECODE,
-          "bf16 4 rows per expert: the decode kernel with the operands swapped");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 33, 8, 7168, 2048) == MOE_KERNEL_V1,
-          "bf16 just over 4 rows per expert: v1");
+    /* bf16 at decode: the swapped kernel from half a row per expert (2 x rows >= E) up to 16 */
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 128, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16_DECODE,
+          "bf16 16 rows per expert: the decode kernel with the operands swapped");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 129, 8, 7168, 2048) == MOE_KERNEL_V1,
+          "bf16 just over 16 rows per expert: v1");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 64, 128, 2048, 768) == MOE_KERNEL_HOPPER_BF16_DECODE,
           "bf16 half a row per expert (qwen3 T = 8): the swapped kernel");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 63, 128, 2048, 768) == MOE_KERNEL_V1,
           "bf16 under half a row per expert: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 32, 8, 1000, 2048) == MOE_KERNEL_V1,
-          "bf16 4 rows per expert, H 1000 (Hopper cannot run it): v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 128, 8, 1000, 2048) == MOE_KERNEL_V1,
+          "bf16 16 rows per expert, H 1000 (Hopper cannot run it): v1");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 2880, 120) == MOE_KERNEL_V1, "fp8 I 120: v1");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_E4M3, 4096, 8, 320, 208) == MOE_KERNEL_HOPPER_FP8,
           "fp8 H 320, I 208 (multiples of 16): hopper");

@@ -41,17 +41,18 @@ int moe__fp8_swap_select(int64_t routed_rows, int64_t E) {
     return E >= 1 && routed_rows <= (int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * E;
 }
 
-/* H200, session 10 (bench/results/2026-12-03-h200-session10/callL1, L2): the bf16 swapped kernel
- * against v1's decode kernel, forward time at T = 1/8/64: faster where the experts average half a
- * row to 4 rows (qwen3 T = 8 0.95x, T = 64 0.90x; gpt-oss T = 64 0.94x), slower below (T = 1
- * 1.04-1.19x, gpt-oss and deepseek T = 8 1.07x and 1.02x: with one row per touched expert both
- * kernels only stream the weights, v1 gathers x where the swapped kernel needs a permuted copy, and
- * few 128-row units fill the SMs' last wave worse: mixtral T = 1's GEMM2 is 64 units for 132 SMs).
- * Above 4 rows it was measured only at mixtral T = 64 (16 rows, 1.01x): v1 there until measured.
- * Left slower by this rule: mixtral T = 8 (2 rows, 1.04x) and deepseek T = 64 (1.01x, where v1 is
- * at the memory floor already). */
+/* H200, session 10 (bench/results/2026-12-03-h200-session10/, callL1 to L3): the bf16 swapped
+ * kernel against v1's kernels, forward time. Faster from half a row per expert: qwen3 T = 8 0.95x,
+ * T = 64 0.90x, gpt-oss T = 64 0.94x (L1); at 4-16 rows (T = 128-512, L3) deepseek 0.89x, gpt-oss
+ * 0.89x, qwen3 0.91-0.92x. Slower below half a row (T = 1 1.04-1.19x, gpt-oss and deepseek T = 8
+ * 1.07x and 1.02x: with one row per touched expert both kernels only stream the weights, v1 gathers
+ * x where the swapped kernel needs a permuted copy, and few 128-row units fill the SMs' last wave
+ * worse: mixtral T = 1's GEMM2 is 64 units for 132 SMs). Left slower by this rule: mixtral T = 8
+ * (2 rows, 1.04x) and deepseek T = 64 (1.01x, where v1 is at the memory floor already); mixtral
+ * T = 64 (16 rows) 1.01x. Above 16 rows an expert's rows span several 32-row blocks, each streaming
+ * its weights again (moe__fp8_swap_select). */
 int moe__bf16_swap_select(int64_t routed_rows, int64_t E) {
-    return E >= 1 && 2 * routed_rows >= E && routed_rows <= (int64_t)MOE__BF16_SWAP_MAX_AVG_ROWS * E;
+    return moe__fp8_swap_select(routed_rows, E) && 2 * routed_rows >= E;
 }
 
 int64_t moe__gemm_block_rows(int path) {

@@ -204,9 +204,8 @@ int64_t moe__gemm_block_rows(int path);
 int moe__fp8_swap_select(int64_t routed_rows, int64_t E);
 /* bf16 where Hopper can run the shapes: whether the grouped GEMMs at decode take the same swapped
  * kernel instead of v1's kernels: routed rows averaging from half a row up to
- * MOE__BF16_SWAP_MAX_AVG_ROWS per expert. Automatic rule; the CUDA backend lets
- * MOEFUSE_BF16_DECODE=swap|off override it (swap: any T*k up to MOE__FP8_SWAP_MAX_AVG_ROWS x E). */
-#define MOE__BF16_SWAP_MAX_AVG_ROWS 4
+ * MOE__FP8_SWAP_MAX_AVG_ROWS per expert. Automatic rule; the CUDA backend lets
+ * MOEFUSE_BF16_DECODE=swap|off override it (swap: below half a row too). */
 int moe__bf16_swap_select(int64_t routed_rows, int64_t E);
 
 #endif

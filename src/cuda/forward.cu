@@ -476,8 +476,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else if (L.swap)
         snprintf(why, sizeof why, "%s and T*k=%lld <= %d x %lld experts = %lld (the swapped decode kernel)",
                  bf16_env ? "MOEFUSE_BF16_DECODE=swap" : "E/2 <= T*k", (long long)L.rows,
-                 bf16_env ? MOE__FP8_SWAP_MAX_AVG_ROWS : MOE__BF16_SWAP_MAX_AVG_ROWS, (long long)L.experts,
-                 (long long)(bf16_env ? MOE__FP8_SWAP_MAX_AVG_ROWS : MOE__BF16_SWAP_MAX_AVG_ROWS) * L.experts);
+                 MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)L.experts, (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts);
     else
         snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
                  (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
@@ -536,8 +535,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
 // layout grows with T, but where the path changes it may shrink (the swapped decode kernel keeps a
 // permuted x that v1 does not; v1's 64-row blocks pad more than its 32-row ones), so the layouts
 // just below each change of path at or below T count too: the last T within the swapped kernel's
-// rows-per-expert limits (moe__fp8_swap_select, moe__bf16_swap_select) and the last T below its bf16
-// lower bound (v1 -> Hopper tiles only grows). A caller sizing for its largest T can then run
+// rows-per-expert limit (moe__fp8_swap_select) and the last T below its bf16 lower bound
+// (moe__bf16_swap_select; v1 -> Hopper tiles only grows). A caller sizing for its largest T can then run
 // every smaller T.
 extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t num_tokens, moe_format act_format) {
     ws_layout L;
@@ -545,9 +544,8 @@ extern "C" size_t moe__cuda_forward_workspace(const moe_weights_t *w, int64_t nu
     int64_t total = L.total;
     const int64_t k = L.k, experts = L.experts;
     const int64_t half = (experts + 1) / 2; // 2 T*k >= experts <=> T*k >= half
-    const int64_t below[3] = {(int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * experts / k,
-                              (int64_t)MOE__BF16_SWAP_MAX_AVG_ROWS * experts / k, (half + k - 1) / k - 1};
-    for (int i = 0; i < 3; i++) {
+    const int64_t below[2] = {(int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * experts / k, (half + k - 1) / k - 1};
+    for (int i = 0; i < 2; i++) {
         ws_layout B;
         if (below[i] >= 1 && below[i] < num_tokens && layout_compute(w, below[i], act_format, &B) && B.total > total)
             total = B.total;

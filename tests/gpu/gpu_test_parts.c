@@ -291,12 +291,12 @@ void selection_cases(void) {
     CHECK(moe__cuda_gemm_select(1, 128, 2048, 768, MOE_DTYPE_E4M3) == HOP, "fp8 forced hopper at T*k = 1");
     unsetenv("MOEFUSE_GEMM");
     /* bf16 at decode (where Hopper can run): the swapped kernel from half a routed row per expert
-     * up to 4 (gemm_select.c, session 10's A/B) */
+     * up to 16 (gemm_select.c, session 10's A/B) */
     CHECK(moe__bf16_swap_select(8 * 8, 128), "bf16 swap: qwen3 T=8 (0.5 rows/expert)");
     CHECK(!moe__bf16_swap_select(1 * 8, 128), "bf16 swap: not at qwen3 T=1");
     CHECK(!moe__bf16_swap_select(8 * 4, 128), "bf16 swap: not at gpt-oss T=8 (0.25 rows/expert)");
     CHECK(moe__bf16_swap_select(64 * 4, 128), "bf16 swap: gpt-oss T=64");
-    CHECK(moe__bf16_swap_select(32 * 8, 64) && !moe__bf16_swap_select(32 * 8 + 1, 64), "bf16 swap: up to 4 rows/expert");
+    CHECK(moe__bf16_swap_select(128 * 8, 64) && !moe__bf16_swap_select(128 * 8 + 1, 64), "bf16 swap: up to 16 rows/expert");
     CHECK(moe__bf16_swap_select(1, 2) && !moe__bf16_swap_select(1, 3), "bf16 swap: 2 T*k >= E, odd E");
     if (case_failures == 0) cases_passed++;
     else cases_failed++;

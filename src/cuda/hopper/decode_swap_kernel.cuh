@@ -58,31 +58,44 @@ __device__ __forceinline__ int swap_units(const grouped_fp8_params &p) {
 }
 
 // What a consumer thread's epilogue needs from the plan for one unit: its rows' outputs and
-// scales (row_target, the tiled kernels' rule) and its two weight rows' biases. Loaded when the
-// unit starts, so that the latency of these dependent global loads (id, then routing weight)
-// hides behind the unit's k-blocks instead of stalling the ring at the unit's end. (With them at
-// the end, K2's ncu: GEMM2 of deepseek-v3 T = 64, 16 k-blocks a unit, streamed at 3.9 TB/s where
-// the lab's epilogue without plan reads streamed 4.3.)
+// scales (row_target_of, the tiled kernels' rule) and its two weight rows' biases. Two dependent
+// global loads (id, then routing weight) in two steps, so that no consumer waits for either:
+// swap_targets_start issues the ids' loads (and the biases') when the unit starts and reads none;
+// swap_targets_resolve, SWAP_RESOLVE_KB k-blocks later when the ids have landed, turns them into
+// targets and issues the weights' loads, first read by the epilogue. (Session 10, L3's ncu of
+// deepseek-v3 T = 64's GEMM2, 16 k-blocks a unit: with both loads and their use at unit start, 28%
+// of the consumers' stall samples were on them, against the lab's consumers, which have no plan
+// reads and spend their stalls waiting for the stream; 846 us against the lab's 752.)
+constexpr int SWAP_RESOLVE_KB = 2;
 struct swap_targets {
-    int64_t offset[SWAP_NT / 4]; // rows row0 + 8j + 2q + c at [2j + c]
+    int64_t offset[SWAP_NT / 4]; // rows row0 + 8j + 2q + c at [2j + c]; the row's id until resolved
     float scale[SWAP_NT / 4];
     unsigned live;               // bit 2j + c
     float bias[2];               // weight rows n_lo, n_lo + 8
 };
 
+__device__ __forceinline__ int64_t swap_target_row(int64_t row0, int lane, int i) {
+    return row0 + 8 * (i / 2) + 2 * (lane % 4) + i % 2;
+}
+
+__device__ __forceinline__ void swap_targets_start(const grouped_params &p, int64_t row0, int e, int n_lo, int lane,
+                                                   swap_targets &t) {
+#pragma unroll
+    for (int i = 0; i < SWAP_NT / 4; ++i) t.offset[i] = p.sorted_ids[swap_target_row(row0, lane, i)];
+    t.bias[0] = p.bias && n_lo < p.n ? p.bias[(int64_t)e * p.n + n_lo] : 0.0f;
+    t.bias[1] = p.bias && n_lo + 8 < p.n ? p.bias[(int64_t)e * p.n + n_lo + 8] : 0.0f;
+}
+
 template <int MODE>
-__device__ __forceinline__ void swap_targets_load(const grouped_params &p, int64_t row0, int e, int n_lo, int lane,
-                                                  swap_targets &t) {
-    const int q = lane % 4;
+__device__ __forceinline__ void swap_targets_resolve(const grouped_params &p, int64_t row0, int lane, swap_targets &t) {
     t.live = 0;
 #pragma unroll
     for (int i = 0; i < SWAP_NT / 4; ++i) {
+        const int64_t id = t.offset[i];
         t.offset[i] = 0;
         t.scale[i] = 1.0f;
-        if (row_target<MODE>(p, row0 + 8 * (i / 2) + 2 * q + i % 2, t.offset[i], t.scale[i])) t.live |= 1u << i;
+        if (row_target_of<MODE>(p, swap_target_row(row0, lane, i), id, t.offset[i], t.scale[i])) t.live |= 1u << i;
     }
-    t.bias[0] = p.bias && n_lo < p.n ? p.bias[(int64_t)e * p.n + n_lo] : 0.0f;
-    t.bias[1] = p.bias && n_lo + 8 < p.n ? p.bias[(int64_t)e * p.n + n_lo + 8] : 0.0f;
 }
 
 // Epilogue of one unit: rows row0 + 8j + 2q (+1) x weight rows n_lo, n_lo + 8 (acc[4j + c] and
@@ -222,8 +235,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (b < 0) break;
             const int e = __shfl_sync(0xffffffffu, h.y, 0), n0 = __shfl_sync(0xffffffffu, h.z, 0);
             const int n_lo = n0 + half * 64 + warp * 16 + lane / 4;
+            const int64_t row0 = (int64_t)b * SWAP_NT;
             swap_targets targets;
-            swap_targets_load<MODE>(p.g, (int64_t)b * SWAP_NT, e, n_lo, lane, targets);
+            swap_targets_start(p.g, row0, e, n_lo, lane, targets);
+            const int resolve_kb = num_kb > SWAP_RESOLVE_KB ? SWAP_RESOLVE_KB : num_kb - 1;
 #pragma unroll
             for (int i = 0; i < SWAP_NT / 2; ++i) acc[i] = 0.0f;
             // Each k-block's wgmmas are waited for before the next are issued. Session 10 measured
@@ -258,6 +273,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 __syncwarp(); // every lane is done with the stage
                 release_stage<1>(&empty[r.slot], lane);
                 ring_next(r, SWAP_STAGES);
+                if (kb == resolve_kb) swap_targets_resolve<MODE>(p.g, row0, lane, targets);
             }
             swap_epilogue<MODE, BF16>(p.g, acc, targets, n_lo, lane);
         }

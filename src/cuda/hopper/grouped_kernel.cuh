@@ -143,9 +143,10 @@ __device__ __forceinline__ int live_blocks(const grouped_params &p) {
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
 // GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
 // GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.
+// row_target_of: the same with the row's id already loaded (id = p.sorted_ids[r]).
 template <int MODE>
-__device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
-    const int64_t id = p.sorted_ids[r];
+__device__ __forceinline__ bool row_target_of(const grouped_params &p, int64_t r, int64_t id, int64_t &offset,
+                                              float &scale) {
     if (id == p.padding_id) return false;
     const bool routed = id < p.padding_id;
     if (MODE == GEMM_UP) {
@@ -157,6 +158,11 @@ __device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, i
         offset = (routed ? id : id - 1) * p.ldo;
     }
     return true;
+}
+
+template <int MODE>
+__device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
+    return row_target_of<MODE>(p, r, p.sorted_ids[r], offset, scale);
 }
 
 // EPI_NONE (lab only, both grouped kernels): touch every accumulator and store only what is
