@@ -402,7 +402,7 @@ typedef struct moe_grouped_measure {
     float act_alpha, act_limit;
     int32_t has_bias;             /* bias rows in the epilogue (expert_has_bias) */
     /* out (path, block and plan_rows are set once chosen, also when the timing then fails); path_name
-     * "decode": the Hopper FP8 path on its decode kernel with the operands swapped (block 32) */
+     * "decode": the Hopper path's decode kernel with the operands swapped, FP8 or bf16 (block 32) */
     double ms;                    /* median of the timed launches */
     int32_t path;                 /* MOE__CUDA_GEMM_V1 (0) or _HOPPER (1); -1 before the choice */
     char path_name[16];           /* "v1", "hopper", "decode" ("" before the choice) */

@@ -25,7 +25,7 @@ static void usage(FILE *f) {
           "--gemm: the model's time for plain GEMMs (no model needed), one line each: M K N dtype predicted_ms,\n"
           "as --measure predicts them (tools/check_measured.py re-checks committed --measure JSONs with it).\n"
           "--grouped: the same for moefuse's grouped launches as --measure times them (ROWS spread evenly over\n"
-          "EXPERTS, K x N each; kernel v1, hopper or decode (FP8's swapped kernel), default the forward's rule):\n"
+          "EXPERTS, K x N each; kernel v1, hopper or decode (the swapped decode kernel), default the forward's rule):\n"
           "rows k n experts dtype kernel ms.\n"
           "--dense: the same for moefuse's Hopper dense engine (its tile, persistent, one CTA per SM, its kernel\n"
           "family's rate; no split-K or stream-K): M K N dtype predicted_ms, as --gemm.\n"
@@ -743,7 +743,7 @@ static int parse_grouped_item(const char **p, long long v[4], char path[8]) {
 /* --grouped ROWSxKxN/EXPERTS[:v1|:hopper|:decode][,...]: the model's time for grouped launches as
  * --measure times them (ROWS routed rows spread evenly over EXPERTS experts, K x N each), on the
  * kernel named (default: the forward's rule, with K and N standing in for H and I in its size
- * checks; decode: the FP8 kernel with the operands swapped, bf16 then taking the hopper kernel),
+ * checks; decode: the kernel with the operands swapped, FP8 or bf16),
  * so that committed moefuse timings can be re-checked against the current model without a GPU.
  * The whole list is checked before anything is printed. */
 static int predict_grouped_list(moe_context_t *ctx, const char *spec, const moe_gpu_spec *gpu, int both,

@@ -395,12 +395,18 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
             moe_roofline_free(rf);
             return st;
         }
-        int64_t routed_rows; /* T·k, saturated: the rule only compares it with 128·E */
+        int64_t routed_rows; /* T·k, saturated: the rules only compare it with multiples of E */
         if (!moe__mul64(list->tokens, c->layer.top_k, &routed_rows)) routed_rows = INT64_MAX;
-        grouped = make_engine(gpu, dtype,
-                              moe_grouped_kernel_select(dtype, routed_rows, c->layer.num_experts, c->layer.hidden,
-                                                        c->layer.intermediate),
-                              menu, ntiles);
+        /* The forward counts a shared expert fused into the stack (same intermediate size) among the
+         * experts of its decode rules (forward.cu's swap_path); its 128·E rule counts the routed ones. */
+        const moe_layer_spec *l = &c->layer;
+        const int fused = l->num_shared_experts > 0 && l->shared_intermediate == l->intermediate;
+        moe_kernel_family kernel = moe_grouped_kernel_select(dtype, routed_rows, l->num_experts + fused, l->hidden,
+                                                             l->intermediate);
+        if (moe_grouped_kernel_select(dtype, routed_rows, l->num_experts, l->hidden, l->intermediate) ==
+            MOE_KERNEL_HOPPER_BF16)
+            kernel = MOE_KERNEL_HOPPER_BF16; /* at or above 128 rows per routed expert: the tiles */
+        grouped = make_engine(gpu, dtype, kernel, menu, ntiles);
     }
 
     for (int64_t i = 0; i < list->num_rows; i++) {

@@ -49,8 +49,9 @@ int moe__fp8_swap_select(int64_t routed_rows, int64_t E) {
  * x where the swapped kernel needs a permuted copy, and few 128-row units fill the SMs' last wave
  * worse: mixtral T = 1's GEMM2 is 64 units for 132 SMs). Left slower by this rule: mixtral T = 8
  * (2 rows, 1.04x) and deepseek T = 64 (1.01x, where v1 is at the memory floor already); mixtral
- * T = 64 (16 rows) 1.01x, 0.96x once the kernel's plan reads left the unit start (L4). Above 16 rows an expert's rows span several 32-row blocks, each streaming
- * its weights again (moe__fp8_swap_select). */
+ * T = 64 (16 rows) 1.01x, 0.96x once the kernel's plan reads left the unit start (L4). Above 16
+ * rows an expert's rows span several 32-row blocks, each streaming its weights again
+ * (moe__fp8_swap_select). */
 int moe__bf16_swap_select(int64_t routed_rows, int64_t E) {
     return moe__fp8_swap_select(routed_rows, E) && 2 * routed_rows >= E;
 }

@@ -124,8 +124,8 @@ int gemm_select_path(const moe_weights_t *w, int64_t T) {
 }
 
 // Whether the forward of T tokens runs both GEMMs on the decode kernel with the operands
-// swapped: FP8 by gemm_hopper_fp8.cu's rule, bf16 when gemm_hopper.cu's allows it (opt-in for
-// now) and Hopper could run these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and
+// swapped: FP8 by gemm_hopper_fp8.cu's rule, bf16 by gemm_hopper.cu's where Hopper could run
+// these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and
 // FP8's A2 goes through the separate quantiser). Experts: those of the stack (a fused shared
 // expert too).
 bool swap_path(const moe_weights_t *w, int64_t T) {
@@ -459,6 +459,11 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char why[256];
     if (force_v1)
         snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=v1");
+    else if (L.swap && !L.fp8)
+        snprintf(why, sizeof why, "%s and T*k=%lld <= %d x %lld experts = %lld (the swapped decode kernel)%s",
+                 bf16_env ? "MOEFUSE_BF16_DECODE=swap" : "2*T*k >= experts", (long long)L.rows,
+                 MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)L.experts, (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts,
+                 force_hopper ? "; MOEFUSE_GEMM=hopper" : "");
     else if (force_hopper && hopper)
         snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=hopper (the rule alone: T*k=%lld %s 128*E=%lld)",
                  (long long)L.rows, L.rows >= threshold ? ">=" : "<", (long long)threshold);
@@ -473,14 +478,15 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "fp8 weights run the wgmma path at every T%s%s%s",
                  env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
-    else if (L.swap)
-        snprintf(why, sizeof why, "%s and T*k=%lld <= %d x %lld experts = %lld (the swapped decode kernel)",
-                 bf16_env ? "MOEFUSE_BF16_DECODE=swap" : "E/2 <= T*k", (long long)L.rows,
-                 MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)L.experts, (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts);
     else
-        snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
-                 (long long)threshold, env ? " (MOEFUSE_GEMM=" : "", env ? env : "",
-                 env ? " is neither v1 nor hopper: automatic)" : "");
+        snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
+                 (long long)threshold,
+                 hopper ? ""
+                 : bf16_decode && !strcmp(bf16_decode, "off") ? ", MOEFUSE_BF16_DECODE=off"
+                 : L.rows <= (int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts
+                     ? ", 2*T*k < experts (the swapped decode kernel from half a row per expert)"
+                     : "",
+                 env ? " (MOEFUSE_GEMM=" : "", env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     // v1: the kernel its launch picks for GEMM1 (the 64-row tile, or the decode kernel).
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);

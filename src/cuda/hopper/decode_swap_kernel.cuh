@@ -1,7 +1,7 @@
 // The expert GEMMs at decode, with the operands swapped (docs/hopper_gemm.md, "an FP8 decode
 // kernel with the operands swapped"; first measured as lab/decode_swap_lab.cu): FP8 (w8a8), and
-// bf16 (BF16; session 9, not yet run in the library: the lab's bf16 form streamed 83-98% of the
-// read ceiling at T = 64). The weights
+// bf16 (BF16; since session 10 the default bf16 decode from half a row to 16 rows per expert:
+// moe__bf16_swap_select). The weights
 // are wgmma's 64-row A operand and a plan block's few live rows are B, N = SWAP_NT = 32. The
 // grouped kernel (grouped_fp8_kernel.cuh) computes 128-row tiles of a block that holds 1-8 live
 // rows at decode and pays its fixed cost per 128 x 128 tile; here no padding rows are computed,
