@@ -110,9 +110,15 @@ static const variant VARIANTS[] = {
     // in these times).
     {"up_none_gather", "GEMM1 mainloop with A gathered from x, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true},
     {"up_staged_gather", "GEMM1 shipped epilogue, A gathered from x (library: MOEFUSE_HOPPER_A=gather)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, true},
+    // Probes of the shipped epilogue's cost per tile (outputs not the GEMM's: not checked): all
+    // of it but the stores; all of it with a made-up row table (no plan / weight loads).
+    {"up_staged_nostore", "GEMM1 shipped epilogue without its stores", GEMM_UP, GEMM_UP, EPI_STAGED_NOSTORE, OUT_NONE, false},
+    {"up_staged_notable", "GEMM1 shipped epilogue, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_NONE, false},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
+    {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_NONE, false},
+    {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_NONE, false},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -166,6 +172,8 @@ static launch_fn pick(const variant &v, int act) {
         case EPI_REGS: return launch_t<GEMM_UP, EPI_REGS, 0>;
         case EPI_REGS_RAW: return launch_t<GEMM_UP, EPI_REGS_RAW, 0>;
         case EPI_NONE: return launch_t<GEMM_UP, EPI_NONE, 0>;
+        case EPI_STAGED_NOSTORE: return launch_t<GEMM_UP, EPI_STAGED_NOSTORE, 0>;
+        case EPI_STAGED_NOTABLE: return launch_t<GEMM_UP, EPI_STAGED_NOTABLE, 0>;
         case EPI_REGS_ACT:
             if (act == MOE_ACT_SWIGLU) return launch_t<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU>;
             if (act == MOE_ACT_SWIGLU_OAI) return launch_t<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU_OAI>;
@@ -176,6 +184,8 @@ static launch_fn pick(const variant &v, int act) {
         case EPI_STAGED: return launch_t<GEMM_DOWN, EPI_STAGED, 0>;
         case EPI_REGS: return launch_t<GEMM_DOWN, EPI_REGS, 0>;
         case EPI_NONE: return launch_t<GEMM_DOWN, EPI_NONE, 0>;
+        case EPI_STAGED_NOSTORE: return launch_t<GEMM_DOWN, EPI_STAGED_NOSTORE, 0>;
+        case EPI_STAGED_NOTABLE: return launch_t<GEMM_DOWN, EPI_STAGED_NOTABLE, 0>;
         }
     }
     return nullptr;
@@ -198,6 +208,8 @@ static const void *kernel_address(const variant &v, int act) {
         case EPI_REGS: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS, 0>;
         case EPI_REGS_RAW: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS_RAW, 0>;
         case EPI_NONE: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0>;
+        case EPI_STAGED_NOSTORE: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED_NOSTORE, 0>;
+        case EPI_STAGED_NOTABLE: return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED_NOTABLE, 0>;
         case EPI_REGS_ACT:
             if (act == MOE_ACT_SWIGLU) return (const void *)grouped_gemm_kernel<GEMM_UP, EPI_REGS_ACT, MOE_ACT_SWIGLU>;
             if (act == MOE_ACT_SWIGLU_OAI)
@@ -209,6 +221,8 @@ static const void *kernel_address(const variant &v, int act) {
         case EPI_STAGED: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0>;
         case EPI_REGS: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_REGS, 0>;
         case EPI_NONE: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_NONE, 0>;
+        case EPI_STAGED_NOSTORE: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED_NOSTORE, 0>;
+        case EPI_STAGED_NOTABLE: return (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED_NOTABLE, 0>;
         }
     }
     return nullptr;
@@ -704,7 +718,7 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                if (v.epi == EPI_STAGED && !grouped_staged_ok(&a)) {
+                if (epi_staged(v.epi) && !grouped_staged_ok(&a)) {
                     printf("%-18s staged epilogue cannot run here (n %% 4, ldo %% 4, alignment)\n", v.name);
                     ++failed;
                     cudaFree(out);

@@ -40,6 +40,10 @@
 //    FP8 grouped kernel (grouped_fp8_kernel.cuh) takes EPI_STAGED (shipped) or EPI_NONE too.
 //  - EPI_QUANT: FP8 grouped kernel, GEMM_UP only: A2 quantised to e4m3 in the epilogue
 //    (grouped_fp8_kernel.cuh).
+//  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
+//    made of: all of it but the output stores (a value is stored only if NaN), or all of it
+//    with the row table made up (offset from the plan row, scale 1, every row live) instead of
+//    loaded from the plan and the routing weights. Their outputs are not the GEMM's.
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_KERNEL_CUH
 
@@ -48,7 +52,18 @@
 
 namespace moe_hopper {
 
-enum grouped_epilogue { EPI_STAGED = 0, EPI_REGS = 1, EPI_REGS_ACT = 2, EPI_REGS_RAW = 3, EPI_NONE = 4, EPI_QUANT = 5 };
+enum grouped_epilogue {
+    EPI_STAGED = 0,
+    EPI_REGS = 1,
+    EPI_REGS_ACT = 2,
+    EPI_REGS_RAW = 3,
+    EPI_NONE = 4,
+    EPI_QUANT = 5,
+    EPI_STAGED_NOSTORE = 6,
+    EPI_STAGED_NOTABLE = 7
+};
+// The epilogues that run staged_epilogue (the shipped one and its lab probes).
+__host__ __device__ constexpr bool epi_staged(int epi) { return epi == EPI_STAGED || epi == EPI_STAGED_NOSTORE || epi == EPI_STAGED_NOTABLE; }
 
 using grouped_config = dense_config<256, 4, 1>;
 constexpr int GBN = grouped_config::BN;
@@ -67,7 +82,7 @@ constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
 template <int EPI> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (EPI == EPI_STAGED ? STAGED_EXTRA_BYTES : 0);
+    return grouped_config::SMEM_BYTES + (epi_staged(EPI) ? STAGED_EXTRA_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
@@ -281,7 +296,7 @@ template <typename V, typename O> __device__ __forceinline__ void store_packed(O
 // GEMM_UP, one chunk, activation fixed: lane reads 4 columns (granule lane%8) of rows
 // 4i + lane/8 of the warp's 16, i.e. 2 (gate, up) pairs -> 2 values of A2 (RELU2: 4 columns
 // -> 4), in A2's type O: bf16, or fp32 on the FP8 path (quantised next).
-template <int ACT, typename O = __nv_bfloat16>
+template <int ACT, typename O = __nv_bfloat16, bool STORE = true>
 __device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const float *stage, const int64_t *row_off,
                                                 const float *row_scale, float4 b, int col, int lane) {
     O *out = (O *)p.out;
@@ -298,12 +313,12 @@ __device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const f
             const float y0 = glu_activate(ACT, 0.0f, 0.0f, x0, 0.0f), y1 = glu_activate(ACT, 0.0f, 0.0f, x1, 0.0f);
             const float y2 = glu_activate(ACT, 0.0f, 0.0f, x2, 0.0f), y3 = glu_activate(ACT, 0.0f, 0.0f, x3, 0.0f);
             const auto q = pack4<O>(y0, y1, y2, y3);
-            store_packed(out + off + col, q);
+            if (STORE || y0 != y0) store_packed(out + off + col, q);
         } else {
             const float y0 = glu_activate(ACT, p.act_alpha, p.act_limit, x0, x1);
             const float y1 = glu_activate(ACT, p.act_alpha, p.act_limit, x2, x3);
             const auto q = pack2<O>(y0, y1);
-            store_packed(out + off + col / 2, q);
+            if (STORE || y0 != y0) store_packed(out + off + col / 2, q);
         }
     }
 }
@@ -311,7 +326,7 @@ __device__ __forceinline__ void staged_up_chunk(const grouped_params &p, const f
 // GEMM_DOWN, one chunk: (acc + bias) x scale -> 4 values of one row per lane and row, in R:
 // float, 16-byte stores; __nv_bfloat16 (each value rounded once), 8-byte stores, so a warp's
 // 8 lanes still cover whole 32-byte sectors of a row. col % 4 == 0 and ldo % 4 == 0: aligned.
-template <typename R = float>
+template <typename R = float, bool STORE = true>
 __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const float *stage, const int64_t *row_off,
                                                   const float *row_scale, float4 b, int col, int lane) {
     R *out = (R *)p.out;
@@ -324,7 +339,7 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
         const float4 v = *(const float4 *)(stage + rr * STAGE_LD + 4 * (lane % 8));
         const float y0 = (v.x + b.x) * s, y1 = (v.y + b.y) * s, y2 = (v.z + b.z) * s, y3 = (v.w + b.w) * s;
         const auto q = pack4<R>(y0, y1, y2, y3);
-        store_packed(out + off + col, q);
+        if (STORE || y0 != y0) store_packed(out + off + col, q);
     }
 }
 
@@ -332,7 +347,7 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
 // of row warp_row + i's output (-1: padding, nothing stored), row_scale[i] its epilogue scale.
 // Returns whether any of the 16 rows is live (at decode most warps hold only padding).
 // Shared by the bf16 and FP8 staged epilogues.
-template <int MODE>
+template <int MODE, bool MADE_UP = false>
 __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
                                                int64_t *&row_off, float *&row_scale) {
     row_off = (int64_t *)info;
@@ -342,7 +357,10 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
     if (lane < 16) {
         int64_t off = -1;
         float s = 1.0f;
-        if (!row_target<MODE>(p, warp_row + lane, off, s)) off = -1;
+        if (MADE_UP) // EPI_STAGED_NOTABLE: no plan or weight loads; GEMM2's rows kept inside out
+            off = (MODE == GEMM_UP ? warp_row + lane : (warp_row + lane) % p.padding_id) * p.ldo;
+        else if (!row_target<MODE>(p, warp_row + lane, off, s))
+            off = -1;
         row_off[lane] = off;
         row_scale[lane] = s;
         live = off >= 0;
@@ -354,12 +372,13 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
 // n0 + 32 * CHUNKS - 1 (those below n; the bf16 tile is 256 wide, the FP8 one 128). `stage` is
 // the warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on
 // the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
-template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16>
+template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED>
 __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                 int n0, int lane, float *stage, uint8_t *info) {
     int64_t *row_off;
     float *row_scale;
-    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
+    constexpr bool ST = PROBE != EPI_STAGED_NOSTORE;
+    if (!fill_row_table<MODE, PROBE == EPI_STAGED_NOTABLE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
     for (int c = 0; c < CHUNKS; ++c) {
@@ -373,21 +392,21 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
         const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
             if (p.out_bf16)
-                staged_down_chunk<__nv_bfloat16>(p, stage, row_off, row_scale, b, col, lane);
+                staged_down_chunk<__nv_bfloat16, ST>(p, stage, row_off, row_scale, b, col, lane);
             else
-                staged_down_chunk<float>(p, stage, row_off, row_scale, b, col, lane);
+                staged_down_chunk<float, ST>(p, stage, row_off, row_scale, b, col, lane);
         } else {
             // One uniform branch per chunk, each case a specialised straight-line body.
             switch (p.activation) {
-            case MOE_ACT_SWIGLU: staged_up_chunk<MOE_ACT_SWIGLU, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_GEGLU: staged_up_chunk<MOE_ACT_GEGLU, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_SWIGLU: staged_up_chunk<MOE_ACT_SWIGLU, A2T, ST>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_GEGLU: staged_up_chunk<MOE_ACT_GEGLU, A2T, ST>(p, stage, row_off, row_scale, b, col, lane); break;
             case MOE_ACT_GEGLU_TANH:
-                staged_up_chunk<MOE_ACT_GEGLU_TANH, A2T>(p, stage, row_off, row_scale, b, col, lane);
+                staged_up_chunk<MOE_ACT_GEGLU_TANH, A2T, ST>(p, stage, row_off, row_scale, b, col, lane);
                 break;
-            case MOE_ACT_REGLU: staged_up_chunk<MOE_ACT_REGLU, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
-            case MOE_ACT_RELU2: staged_up_chunk<MOE_ACT_RELU2, A2T>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_REGLU: staged_up_chunk<MOE_ACT_REGLU, A2T, ST>(p, stage, row_off, row_scale, b, col, lane); break;
+            case MOE_ACT_RELU2: staged_up_chunk<MOE_ACT_RELU2, A2T, ST>(p, stage, row_off, row_scale, b, col, lane); break;
             case MOE_ACT_SWIGLU_OAI:
-                staged_up_chunk<MOE_ACT_SWIGLU_OAI, A2T>(p, stage, row_off, row_scale, b, col, lane);
+                staged_up_chunk<MOE_ACT_SWIGLU_OAI, A2T, ST>(p, stage, row_off, row_scale, b, col, lane);
                 break;
             }
         }
@@ -540,9 +559,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 
             const int e = p.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
-            if (EPI == EPI_STAGED)
-                staged_epilogue<MODE>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
-                                      row_info + cw * ROWINFO_WARP_BYTES);
+            if constexpr (epi_staged(EPI))
+                staged_epilogue<MODE, STAGE_CHUNKS, __nv_bfloat16, EPI>(p, acc, e, warp_row, n0, lane,
+                                                                        (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                                        row_info + cw * ROWINFO_WARP_BYTES);
             else
                 regs_epilogue<MODE, EPI, ACT>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
         }
