@@ -94,6 +94,7 @@ struct variant {
     bool gather = false;   // GEMM1 with A gathered from x by the producer (no permuted copy)
     bool fp8 = false;      // the FP8 grouped kernel (--fp8): fp32 outputs on both GEMMs
     bool probe = false;    // writes into `out`'s buffer, but not the GEMM's values: not checked
+    bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -115,9 +116,11 @@ static const variant VARIANTS[] = {
     // of it but the stores; all of it with a made-up row table (no plan / weight loads).
     {"up_staged_nostore", "GEMM1 shipped epilogue without its stores", GEMM_UP, GEMM_UP, EPI_STAGED_NOSTORE, OUT_A2, false, false, false, true},
     {"up_staged_notable", "GEMM1 shipped epilogue, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true},
+    {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
+    {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
     {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
@@ -128,16 +131,16 @@ static const variant VARIANTS[] = {
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
-template <int MODE, int EPI, int ACT, bool GATHER = false>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false>
 static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                             unsigned ctas) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER>();
+        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER, DYN>();
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    return grouped_kernel_launch<MODE, EPI, ACT, GATHER>(a, b, bt, p, ctas, 0);
+    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN>(a, b, bt, p, ctas, 0);
 }
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
@@ -165,6 +168,8 @@ static fp8_launch_fn pick_fp8(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.dyn) return v.kernel_mode == GEMM_UP ? launch_t<GEMM_UP, EPI_STAGED, 0, false, true>
+                                               : launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true>;
     if (v.gather) return v.epi == EPI_STAGED ? launch_t<GEMM_UP, EPI_STAGED, 0, true>
                          : v.epi == EPI_NONE ? launch_t<GEMM_UP, EPI_NONE, 0, true> : nullptr;
     if (v.kernel_mode == GEMM_UP) {
@@ -200,6 +205,9 @@ static const void *kernel_address(const variant &v, int act) {
         return v.epi == EPI_NONE ? (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_NONE>
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
+    if (v.dyn)
+        return v.kernel_mode == GEMM_UP ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, true>
+                                        : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true>;
     if (v.gather)
         return v.epi == EPI_STAGED ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, true>
                : v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true> : nullptr;
@@ -662,6 +670,9 @@ int main(int argc, char **argv) {
     FILE *json = json_path ? fopen(json_path, "a") : nullptr;
     float *d_cmp;
     CUDA_OK(cudaMalloc(&d_cmp, 3 * sizeof(float)));
+    int *d_units; // the DYN variants' ticket counters (0 at every launch: the kernel resets them)
+    CUDA_OK(cudaMalloc(&d_units, 2 * sizeof(int)));
+    CUDA_OK(cudaMemset(d_units, 0, 2 * sizeof(int)));
     int passed = 0, failed = 0;
 
     for (const model &m : MODELS) {
@@ -737,6 +748,7 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
+                if (!fp8) p.unit_counter = d_units;
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
                     return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas);

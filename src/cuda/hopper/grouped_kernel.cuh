@@ -81,8 +81,11 @@ constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
 constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int64) + scales
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
-template <int EPI> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (epi_staged(EPI) ? STAGED_EXTRA_BYTES : 0);
+// DYN (lab): the stage headers that carry each unit's number from the producer to the consumers.
+constexpr int DYN_HEADER_BYTES = 16 * 4;
+static_assert(GSTAGES <= 16, "one header int per stage");
+template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
+    return grouped_config::SMEM_BYTES + (epi_staged(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
@@ -106,6 +109,9 @@ struct grouped_params {
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     const __nv_bfloat16 *x;
     int64_t ldx, top_k;
+    // DYN (lab): [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
+    // the last CTA to take its final ticket puts them back to 0.
+    int *unit_counter;
 };
 
 // ---- GATHER: the producer warpgroup loads A rows itself --------------------------------------
@@ -421,11 +427,17 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
     return tail ? map_b_tail : map_b;
 }
 
-template <int MODE, int EPI, int ACT, bool GATHER = false>
+// DYN (lab): units are taken in order from a ticket counter (unit_counter) instead of the static
+// stride u += gridDim.x, so that units next to each other (the m-blocks of one expert that share a
+// weight tile) start when their CTAs free up, at nearly the same time, and read the tile's
+// k-slices from L2 after the first of them. The producer passes each unit's number to the
+// consumers in a header of the unit's first stage (-1: no more units).
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
+    static_assert(!(GATHER && DYN), "DYN: the TMA producer only");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config;
     extern __shared__ uint8_t smem_raw[];
@@ -437,6 +449,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
     uint8_t *staging = (uint8_t *)(empty + GSTAGES);
     uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
+    // DYN: after the staged epilogue's buffers (grouped_smem_bytes counts them for staged EPIs).
+    int *stage_unit = (int *)(epi_staged(EPI) ? row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES : staging);
 
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
@@ -492,7 +506,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 tma_prefetch_map(&map_b_tail);
                 int stage = 0;
                 uint32_t phase = 0;
-                for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                for (int u = blockIdx.x; u < units;) {
+                    // DYN: the next ticket is taken now, its latency hidden behind this unit's loads.
+                    const int next = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x;
                     int m_block, n_block;
                     raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                     const int e = p.block_expert[m_block];
@@ -502,6 +518,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&empty[stage], phase ^ 1);
+                        if (DYN && kb == 0) stage_unit[stage] = u; // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
                         tma_load_2d(smem_b + stage * CFG::B_BYTES, mb, &full[stage], kb * BK, b_row);
@@ -509,6 +526,19 @@ __global__ void __launch_bounds__(THREADS, 1)
                             stage = 0;
                             phase ^= 1;
                         }
+                    }
+                    u = next;
+                }
+                if (DYN) {
+                    // The end marker, in the stage the next unit would have started in.
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    stage_unit[stage] = -1;
+                    mbar_arrive(&full[stage]);
+                    // Every CTA's producer has taken its last ticket once all have counted
+                    // themselves here: the last one resets the counters for the next launch.
+                    if (atomicAdd(&p.unit_counter[1], 1) == (int)gridDim.x - 1) {
+                        atomicExch(&p.unit_counter[0], 0);
+                        atomicExch(&p.unit_counter[1], 0);
                     }
                 }
             }
@@ -526,7 +556,16 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < GBN / 2; ++i) acc[i] = 0.0f;
         int stage = 0;
         uint32_t phase = 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
+            if (DYN) {
+                // The unit's first stage: its header names the unit (-1: none left). Lane 0 reads it
+                // (the warp's own release of the stage comes later, from lane 0) and shares it.
+                mbar_wait(&full[stage], phase);
+                int v = 0;
+                if (lane == 0) v = stage_unit[stage];
+                u = __shfl_sync(0xFFFFFFFFu, v, 0);
+                if (u < 0) break;
+            }
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
             const int m0 = m_block * BM;
@@ -637,16 +676,17 @@ inline bool grouped_gather_ok(const gemm_args *g) {
     return g->mode == GEMM_UP && g->k % 8 == 0 && g->lda % 8 == 0 && g->lda >= g->k && (uintptr_t)g->a % 16 == 0;
 }
 
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false> cudaError_t grouped_set_smem() {
-    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI>());
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false> cudaError_t grouped_set_smem() {
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
 }
 
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false>
+// DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so).
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream) {
-    grouped_gemm_kernel<MODE, EPI, ACT, GATHER>
-        <<<ctas, THREADS, grouped_smem_bytes<EPI>(), stream>>>(map_a, map_b, map_b_tail, p);
+    grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN>
+        <<<ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
 
