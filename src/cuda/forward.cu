@@ -49,6 +49,7 @@ struct ws_layout {
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (swap)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
+    int64_t units;  // Hopper bf16 tiles: the grouped GEMMs' ticket counter, 2 ints (zeroed before GEMM1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
     // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
@@ -183,7 +184,9 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          reserve(&c, n, 2, &L->a2) && moe__mul64(T * bf16, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
-         reserve(&c, n, 2, &L->xperm) && (!L->fp8 || reserve_fp8(&c, L)) &&
+         reserve(&c, n, 2, &L->xperm) &&
+         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap && !L->fp8 ? 2 : 0, 4, &L->units) &&
+         (!L->fp8 || reserve_fp8(&c, L)) &&
          moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
 }
@@ -713,6 +716,11 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         gemm_args gp = g;
         gp.a = WS(void, xperm);
         gp.lda = H;
+        if (!L.swap) {
+            // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
+            LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
+            g.unit_counter = gp.unit_counter = WS(int, units);
+        }
         st = L.swap ? hopper_swap_decode_launch(ctx, &gp, stream) : hopper_gemm_launch(ctx, &gp, stream);
         if (st != MOE_STATUS_OK) return st;
     } else {

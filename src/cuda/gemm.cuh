@@ -43,6 +43,9 @@ struct gemm_args {
     int64_t ldo;
     int activation;              // moe_activation (GEMM_UP)
     float act_alpha, act_limit;
+    // Hopper tiled grouped GEMM (bf16, A by TMA): two device ints, 0 at the launch (the kernel
+    // leaves them 0): the ticket counter its CTAs take units from. NULL: units by a static stride.
+    int *unit_counter;
 };
 
 // The v1 kernel's tile for a launch: a pure function of host-known sizes (rows = the host

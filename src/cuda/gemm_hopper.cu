@@ -45,6 +45,8 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, false, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -63,6 +65,13 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
 bool hopper_a_gather(void) {
     const char *env = getenv("MOEFUSE_HOPPER_A");
     return env && !strcmp(env, "gather");
+}
+
+// MOEFUSE_HOPPER_SCHEDULE=static: the tiled grouped GEMMs take their units by the static stride
+// even when given a ticket counter (for A/B runs; see src/cuda/NOTES.md, session 11).
+static bool hopper_static_schedule(void) {
+    const char *env = getenv("MOEFUSE_HOPPER_SCHEDULE");
+    return env && !strcmp(env, "static");
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
@@ -95,8 +104,15 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
+    // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
+    // keeps the static stride).
+    const bool dyn = !gather && p.unit_counter && !hopper_static_schedule();
     const cudaError_t err =
         gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+        : dyn ? (g->mode == GEMM_UP
+                     ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+                     : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
+                                                                                     stream))
         : g->mode == GEMM_UP ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream)
                              : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
     return cuda_status(ctx, err,

@@ -507,8 +507,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 int stage = 0;
                 uint32_t phase = 0;
                 for (int u = blockIdx.x; u < units;) {
-                    // DYN: the next ticket is taken now, its latency hidden behind this unit's loads.
-                    const int next = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x;
                     int m_block, n_block;
                     raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                     const int e = p.block_expert[m_block];
@@ -527,7 +525,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                             phase ^= 1;
                         }
                     }
-                    u = next;
+                    // DYN: the next ticket after the unit's last load is issued, while the consumers
+                    // still have the ring's stages to work on (taken at the unit's start, the
+                    // atomic's latency stalled the producer's k-loop: ptxas waits on it at the loop
+                    // head; lab call M4, 3-4% on the short-K shapes).
+                    u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x;
                 }
                 if (DYN) {
                     // The end marker, in the stage the next unit would have started in.
@@ -654,6 +656,7 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     grouped_plan_params(g, sms, GBN, p);
     p->b_tail_rows = tail;
     p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
+    p->unit_counter = g->unit_counter;
     p->ldx = g->lda;
     p->top_k = g->top_k;
     p->out_bf16 = g->out_bf16;
