@@ -5,7 +5,9 @@
 //
 //  - Row block b (128 plan rows, all of one expert: the plan is built with block 128) is
 //    owned by expert e = block_expert[b]. The live blocks are offsets[experts] / 128, read on
-//    the device by every CTA at start: the grid is the host bound (#SMs), no host sync.
+//    the device by every CTA at start: the grid is the host bound (#SMs), no host sync. Units
+//    (row block, column tile) in the grouped raster order; each CTA takes the next from a ticket
+//    counter (DYN, below) or, without one, every gridDim.x-th.
 //  - A tiles: GEMM1 reads the permuted copy of x, GEMM2 reads A2; both are plain [rows, K]
 //    matrices in plan order, so TMA loads them as in the dense case. GATHER (GEMM1 only): no
 //    permuted copy; the whole producer warpgroup gathers the tile's x rows itself (see
@@ -81,7 +83,7 @@ constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
 constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int64) + scales
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
-// DYN (lab): the stage headers that carry each unit's number from the producer to the consumers.
+// DYN: the stage headers that carry each unit's number from the producer to the consumers.
 constexpr int DYN_HEADER_BYTES = 16 * 4;
 static_assert(GSTAGES <= 16, "one header int per stage");
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
@@ -109,7 +111,7 @@ struct grouped_params {
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     const __nv_bfloat16 *x;
     int64_t ldx, top_k;
-    // DYN (lab): [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
+    // DYN: [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
     // the last CTA to take its final ticket puts them back to 0.
     int *unit_counter;
 };
@@ -427,11 +429,12 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
     return tail ? map_b_tail : map_b;
 }
 
-// DYN (lab): units are taken in order from a ticket counter (unit_counter) instead of the static
-// stride u += gridDim.x, so that units next to each other (the m-blocks of one expert that share a
-// weight tile) start when their CTAs free up, at nearly the same time, and read the tile's
-// k-slices from L2 after the first of them. The producer passes each unit's number to the
-// consumers in a header of the unit's first stage (-1: no more units).
+// DYN (the library's TMA path when the forward gives a counter): units are taken in order from a
+// ticket counter (unit_counter) instead of the static stride u += gridDim.x, so that units next to
+// each other (the m-blocks of one expert that share a weight tile) start when their CTAs free up,
+// at nearly the same time, and read the tile's k-slices from L2 after the first of them (deepseek
+// GEMM1 at T=16384: 59.9 -> 37 GB of DRAM reads; src/cuda/NOTES.md, session 11). The producer
+// passes each unit's number to the consumers in a header of the unit's first stage (-1: none left).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
