@@ -510,7 +510,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper)
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, x rows permuted", HOPPER_BLOCK_M);
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, %s", HOPPER_BLOCK_M,
+                 hopper_a_gather() ? "x rows gathered by the producer, tiles by a static stride"
+                 : hopper_static_schedule() ? "x rows permuted, tiles by a static stride"
+                                            : "x rows permuted, tiles from a ticket counter");
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);
     char shared[160];

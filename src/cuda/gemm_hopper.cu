@@ -69,7 +69,7 @@ bool hopper_a_gather(void) {
 
 // MOEFUSE_HOPPER_SCHEDULE=static: the tiled grouped GEMMs take their units by the static stride
 // even when given a ticket counter (for A/B runs; see src/cuda/NOTES.md, session 11).
-static bool hopper_static_schedule(void) {
+bool hopper_static_schedule(void) {
     const char *env = getenv("MOEFUSE_HOPPER_SCHEDULE");
     return env && !strcmp(env, "static");
 }

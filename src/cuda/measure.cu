@@ -592,6 +592,10 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t a_scales = fp8 ? product(kblock_major ? scale_ld : a_rows, kb) : 0;
     const int64_t off_a_scales = common.add(a_scales, 4);
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
+    // The bf16 tiled launch's ticket counter (as the forward's workspace holds it; each launch
+    // leaves it 0).
+    const bool tickets = !fp8 && hopper && !swap && !gather;
+    const int64_t off_units = common.add(tickets ? 2 : 0, 4);
     region set;
     const int64_t off_a = set.add(product(a_rows, k), elem);
     const int64_t off_w = set.add(product(product(E, n), k), elem);
@@ -629,7 +633,8 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
             cudaSuccess ||
         (e = cudaMemcpy(c + off_sorted, sorted.data(), (size_t)max_rows * 4, cudaMemcpyHostToDevice)) != cudaSuccess ||
         (e = cudaMemcpy(c + off_block, block_expert.data(), (size_t)max_blocks * 4, cudaMemcpyHostToDevice)) !=
-            cudaSuccess)
+            cudaSuccess ||
+        (tickets && (e = cudaMemset(c + off_units, 0, 2 * sizeof(int))) != cudaSuccess))
         return cuda_fail(ctx, e, "uploading the plan");
     const uint64_t seed = fresh_seed();
     launch_fill_f32(c + off_weights, routed, seed ^ 0x2545F4914F6CDD1Dull, 0.05f, 1.0f, s.stream);
@@ -669,6 +674,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     a.activation = g->activation;
     a.act_alpha = g->act_alpha;
     a.act_limit = g->act_limit;
+    a.unit_counter = tickets ? (int *)(c + off_units) : NULL;
     if (down && (!fp8 || hopper)) g->rows_bf16 = set_rows_bf16(a, 0); // as the forward for bf16 y
     fp8_gemm_args f;
     memset(&f, 0, sizeof f);
