@@ -128,6 +128,8 @@ static const variant VARIANTS[] = {
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
     {"fp8_down_none", "FP8 GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true},
+    {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true},
+    {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -147,22 +149,24 @@ typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const
                                  unsigned);
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
-template <int MODE, int EPI>
+template <int MODE, int EPI, bool DYN = false>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_fp8_smem_bytes());
+        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               grouped_fp8_smem_bytes<DYN>());
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_fp8_kernel<MODE, false, EPI><<<ctas, THREADS, grouped_fp8_smem_bytes()>>>(a, b, p);
+    grouped_fp8_kernel<MODE, false, EPI, DYN><<<ctas, THREADS, grouped_fp8_smem_bytes<DYN>()>>>(a, b, p);
     return cudaGetLastError();
 }
 
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
 static fp8_launch_fn pick_fp8(const variant &v) {
+    if (v.dyn) return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED, true> : fp8_launch_t<GEMM_DOWN, EPI_STAGED, true>;
     if (v.kernel_mode == GEMM_UP) return v.epi == EPI_NONE ? fp8_launch_t<GEMM_UP, EPI_NONE> : fp8_launch_t<GEMM_UP, EPI_STAGED>;
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
 }
@@ -199,6 +203,9 @@ static launch_fn pick(const variant &v, int act) {
 
 static const void *kernel_address(const variant &v, int act) {
     if (v.fp8) {
+        if (v.dyn)
+            return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>
+                                            : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>;
         if (v.kernel_mode == GEMM_UP)
             return v.epi == EPI_NONE ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_NONE>
                                      : (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED>;
@@ -662,9 +669,10 @@ int main(int argc, char **argv) {
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
-        const int smem = fp8                    ? grouped_fp8_smem_bytes()
-                         : epi_staged(v.epi)   ? grouped_smem_bytes<EPI_STAGED>()
-                                               : grouped_smem_bytes<EPI_REGS>();
+        const int smem = fp8                  ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
+                         : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
+                         : epi_staged(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
+                                             : grouped_smem_bytes<EPI_REGS>();
         printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem, v.what);
     }
     FILE *json = json_path ? fopen(json_path, "a") : nullptr;
@@ -748,7 +756,8 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                if (!fp8) p.unit_counter = d_units;
+                if (fp8) p8.g.unit_counter = d_units;
+                else p.unit_counter = d_units;
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
                     return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas);

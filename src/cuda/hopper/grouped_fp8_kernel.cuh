@@ -43,8 +43,31 @@ constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
-constexpr int grouped_fp8_smem_bytes() { return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES; }
-static_assert(grouped_fp8_smem_bytes() <= 227 * 1024, "shared memory per CTA on sm_90");
+// DYN (lab): the unit ring's barriers and slots and the tile stages' headers (fp8_dyn_carve).
+constexpr int GF8_DYN_BYTES = 128;
+template <bool DYN = false> constexpr int grouped_fp8_smem_bytes() {
+    return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES + (DYN ? GF8_DYN_BYTES : 0);
+}
+static_assert(grouped_fp8_smem_bytes<true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+
+// DYN (lab, as the bf16 kernel's DYN): the TMA thread takes units from the ticket counter
+// g.unit_counter and publishes each in a ring of 2 slots that the scale warp reads (unit_full /
+// unit_empty, one arrival each), and in the header of the unit's first tile stage, which the
+// consumers read. -1: no units left.
+struct fp8_dyn {
+    uint64_t *unit_full, *unit_empty; // [2]
+    int *unit_slot;                   // [2]
+    int *tile_unit;                   // [STAGES]
+};
+__device__ __forceinline__ fp8_dyn fp8_dyn_carve(uint8_t *p) {
+    fp8_dyn d;
+    d.unit_full = (uint64_t *)p; // 8-byte aligned: past the row tables
+    d.unit_empty = d.unit_full + 2;
+    d.unit_slot = (int *)(d.unit_empty + 2);
+    d.tile_unit = d.unit_slot + 2;
+    static_assert(4 * 8 + 2 * 4 + grouped_fp8_config::STAGES * 4 <= GF8_DYN_BYTES, "GF8_DYN_BYTES");
+    return d;
+}
 
 enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
 
@@ -225,18 +248,20 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128) or EPI_STAGED (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store).
-template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED>
+template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
     static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || (EPI == EPI_QUANT && MODE == GEMM_UP),
                   "the FP8 grouped kernel's epilogues: staged, none, or A2 quantised (GEMM1)");
+    static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config;
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     uint8_t *staging = s.end;                                      // per consumer warp
     uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
+    const fp8_dyn dy = fp8_dyn_carve(row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES); // DYN only
 
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
@@ -245,7 +270,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = units_m * units_along_n(p.g.tiles_n, p.tiles_per_unit);
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
-    if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
+    if (threadIdx.x == 0) {
+        if (DYN)
+            for (int j = 0; j < 2; ++j) {
+                mbar_init(&dy.unit_full[j], 1);
+                mbar_init(&dy.unit_empty[j], 1);
+            }
+        fp8_rings_init<CFG>(s); // (its fence covers the two above)
+    }
     __syncthreads();
 
     if (warpgroup == 0) {
@@ -256,8 +288,24 @@ __global__ void __launch_bounds__(THREADS, 1)
             tma_prefetch_map(&map_b);
         }
         if ((warp == 0 && lane == 0) || warp == 1) {
-            ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            ring_pos r = {0, 0};  // warp 0: the tiles' ring; warp 1: the scale ring
+            ring_pos ur = {0, 0}; // DYN: the unit ring
+            for (int u = blockIdx.x;;) {
+                if (DYN) {
+                    if (warp == 0) { // publish u (or the end) to the scale warp
+                        mbar_wait(&dy.unit_empty[ur.slot], ur.phase ^ 1);
+                        dy.unit_slot[ur.slot] = u < units ? u : -1;
+                        mbar_arrive(&dy.unit_full[ur.slot]);
+                    } else {
+                        mbar_wait(&dy.unit_full[ur.slot], ur.phase);
+                        u = dy.unit_slot[ur.slot];
+                        __syncwarp(); // every lane has read the slot before lane 0 frees it
+                        if (lane == 0) mbar_arrive(&dy.unit_empty[ur.slot]);
+                        if (u < 0) break;
+                    }
+                    ring_next(ur, 2);
+                }
+                if (u >= units) break;
                 int m_block, n_first, n_count;
                 unit_tiles(p, u, units_m, m_block, n_first, n_count);
                 const int e = p.g.block_expert[m_block];
@@ -270,6 +318,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     for (int kb = 0; kb < num_kb; ++kb) {
                         if (warp == 0) {
                             mbar_wait(&s.empty[r.slot], r.phase ^ 1);
+                            if (DYN && t == 0 && kb == 0) dy.tile_unit[r.slot] = u; // for the consumers
                             mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                             tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
                             tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
@@ -307,6 +356,20 @@ __global__ void __launch_bounds__(THREADS, 1)
                         }
                     }
                 }
+                // DYN: the TMA thread's next ticket, after the unit's last load (see the bf16 kernel).
+                if (!DYN) u += gridDim.x;
+                else if (warp == 0) u = (int)gridDim.x + atomicAdd(&p.g.unit_counter[0], 1);
+            }
+            if (DYN && warp == 0) {
+                // The consumers' end marker, in the tile stage the next unit would have used;
+                // then the counters' reset by the last CTA (see the bf16 kernel).
+                mbar_wait(&s.empty[r.slot], r.phase ^ 1);
+                dy.tile_unit[r.slot] = -1;
+                mbar_arrive(&s.full[r.slot]);
+                if (atomicAdd(&p.g.unit_counter[1], 1) == (int)gridDim.x - 1) {
+                    atomicExch(&p.g.unit_counter[0], 0);
+                    atomicExch(&p.g.unit_counter[1], 0);
+                }
             }
         }
     } else {
@@ -321,7 +384,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
+            if (DYN) { // the unit's first tile stage names it (-1: none left); lane 0 reads, shares
+                mbar_wait(&s.full[tiles.slot], tiles.phase);
+                int v = 0;
+                if (lane == 0) v = dy.tile_unit[tiles.slot];
+                u = __shfl_sync(0xFFFFFFFFu, v, 0);
+                if (u < 0) break;
+            }
             int m_block, n_first, n_count;
             unit_tiles(p, u, units_m, m_block, n_first, n_count);
             const int m0 = m_block * FP8_BM;
