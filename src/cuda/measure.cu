@@ -594,7 +594,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
     // The bf16 tiled launch's ticket counter (as the forward's workspace holds it; each launch
     // leaves it 0).
-    const bool tickets = !fp8 && hopper && !swap && !gather;
+    const bool tickets = !fp8 && hopper && !swap && !hopper_a_gather(); // the forward's gather mode: none
     const int64_t off_units = common.add(tickets ? 2 : 0, 4);
     region set;
     const int64_t off_a = set.add(product(a_rows, k), elem);
@@ -634,7 +634,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
         (e = cudaMemcpy(c + off_sorted, sorted.data(), (size_t)max_rows * 4, cudaMemcpyHostToDevice)) != cudaSuccess ||
         (e = cudaMemcpy(c + off_block, block_expert.data(), (size_t)max_blocks * 4, cudaMemcpyHostToDevice)) !=
             cudaSuccess ||
-        (tickets && (e = cudaMemset(c + off_units, 0, 2 * sizeof(int))) != cudaSuccess))
+        (tickets && (e = cudaMemsetAsync(c + off_units, 0, 2 * sizeof(int), s.stream)) != cudaSuccess))
         return cuda_fail(ctx, e, "uploading the plan");
     const uint64_t seed = fresh_seed();
     launch_fill_f32(c + off_weights, routed, seed ^ 0x2545F4914F6CDD1Dull, 0.05f, 1.0f, s.stream);

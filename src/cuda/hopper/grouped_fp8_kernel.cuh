@@ -366,7 +366,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_wait(&s.empty[r.slot], r.phase ^ 1);
                 dy.tile_unit[r.slot] = -1;
                 mbar_arrive(&s.full[r.slot]);
+                __threadfence(); // as the bf16 kernel: the last ticket before the count before the reset
                 if (atomicAdd(&p.g.unit_counter[1], 1) == (int)gridDim.x - 1) {
+                    __threadfence();
                     atomicExch(&p.g.unit_counter[0], 0);
                     atomicExch(&p.g.unit_counter[1], 0);
                 }

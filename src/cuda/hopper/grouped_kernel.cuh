@@ -90,6 +90,7 @@ template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
     return grouped_config::SMEM_BYTES + (epi_staged(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
@@ -541,7 +542,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                     mbar_arrive(&full[stage]);
                     // Every CTA's producer has taken its last ticket once all have counted
                     // themselves here: the last one resets the counters for the next launch.
+                    // The fences order this CTA's last ticket before its count, and every count
+                    // before the reset (relaxed atomics on two words).
+                    __threadfence();
                     if (atomicAdd(&p.unit_counter[1], 1) == (int)gridDim.x - 1) {
+                        __threadfence();
                         atomicExch(&p.unit_counter[0], 0);
                         atomicExch(&p.unit_counter[1], 0);
                     }
