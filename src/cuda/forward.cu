@@ -49,7 +49,7 @@ struct ws_layout {
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (swap)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
-    int64_t units;  // Hopper bf16 tiles: the grouped GEMMs' ticket counter, 2 ints (zeroed before GEMM1)
+    int64_t units;  // Hopper tiles: the grouped GEMMs' ticket counter, 2 ints (zeroed before GEMM1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
     // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
@@ -185,7 +185,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
-         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap && !L->fp8 ? 2 : 0, 4, &L->units) &&
+         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 : 0, 4, &L->units) &&
          (!L->fp8 || reserve_fp8(&c, L)) &&
          moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
@@ -325,6 +325,14 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
                               hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
                               "permute the x codes")) != MOE_STATUS_OK)
             return st;
+        if (!L.swap && hopper_ticket_schedule(true)) {
+            // The tiled GEMMs' ticket counter (FP8: opt-in, MOEFUSE_HOPPER_SCHEDULE=dyn): 0 for
+            // GEMM1, which leaves it 0 for GEMM2 (g2 copies g1).
+            if ((st = cuda_status(ctx, cudaMemsetAsync(base + L.units, 0, 2 * sizeof(int), stream),
+                                  "zero the GEMMs' ticket counter")) != MOE_STATUS_OK)
+                return st;
+            g1.g.unit_counter = (int *)(base + L.units);
+        }
         fp8_gemm_args h1 = g1;
         h1.g.a = xpq;
         if (!L.fp8_tensor) { // scale of (plan row r, k-block kb) at xpq_scales[kb * scale_ld + r]
@@ -496,12 +504,16 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     char tiles[256];
     if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
-        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s, x codes and scales permuted, partials promoted into fp32 "
-                 "per 128-K block",
+        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s, x codes and scales permuted, partials promoted into "
+                 "fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                               "rows x 128 K, 8 stages)"
                  : L.a2_in_epilogue ? "tile 128x128x128, 6 stages, A2 quantised in GEMM1's epilogue"
-                                    : "tile 128x128x128, 6 stages");
+                                    : "tile 128x128x128, 6 stages",
+                 L.swap ? ""
+                 // gemm_hopper_fp8.cu: the decode instantiation (under 64 routed rows per expert) keeps the stride
+                 : L.rows >= 64 * L.experts && hopper_ticket_schedule(true) ? ", tiles from a ticket counter"
+                                                                              : ", tiles by a static stride");
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
@@ -512,7 +524,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else if (hopper)
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, %s", HOPPER_BLOCK_M,
                  hopper_a_gather() ? "x rows gathered by the producer, tiles by a static stride"
-                 : hopper_static_schedule() ? "x rows permuted, tiles by a static stride"
+                 : !hopper_ticket_schedule(false) ? "x rows permuted, tiles by a static stride"
                                             : "x rows permuted, tiles from a ticket counter");
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);

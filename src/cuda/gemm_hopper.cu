@@ -67,11 +67,13 @@ bool hopper_a_gather(void) {
     return env && !strcmp(env, "gather");
 }
 
-// MOEFUSE_HOPPER_SCHEDULE=static: the tiled grouped GEMMs take their units by the static stride
-// even when given a ticket counter (for A/B runs; see src/cuda/NOTES.md, session 11).
-bool hopper_static_schedule(void) {
+// MOEFUSE_HOPPER_SCHEDULE=static|dyn overrides the default (tickets for bf16, the static stride for
+// FP8), for A/B runs (src/cuda/NOTES.md, session 11).
+bool hopper_ticket_schedule(bool fp8) {
     const char *env = getenv("MOEFUSE_HOPPER_SCHEDULE");
-    return env && !strcmp(env, "static");
+    if (env && !strcmp(env, "static")) return false;
+    if (env && !strcmp(env, "dyn")) return true;
+    return !fp8;
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
@@ -106,7 +108,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
     // keeps the static stride).
-    const bool dyn = !gather && p.unit_counter && !hopper_static_schedule();
+    const bool dyn = !gather && p.unit_counter && hopper_ticket_schedule(false);
     const cudaError_t err =
         gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream)
         : dyn ? (g->mode == GEMM_UP

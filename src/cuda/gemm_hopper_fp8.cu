@@ -14,6 +14,7 @@
 #undef FP8_THREADS
 #undef FP8_SMEM_BYTES
 #include "hopper/decode_swap_kernel.cuh"
+#include "hopper/grouped_api.h"
 
 namespace {
 
@@ -168,15 +169,21 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     // launch does the same), so that no init hook outside this file is needed.
     // Under 64 routed rows per expert on average most blocks have an all-padding half.
     const bool decode = g->tokens * g->top_k < 64 * g->experts;
-    auto kernel = g->mode == GEMM_DOWN
+    // Units from the ticket counter (prefill, when given one and hopper_ticket_schedule says so).
+    const bool dyn = !decode && g->unit_counter && hopper_ticket_schedule(true);
+    p.g.unit_counter = dyn ? g->unit_counter : nullptr;
+    auto kernel = dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
+                         : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>
+                                              : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>)
+                  : g->mode == GEMM_DOWN
                       ? (decode ? grouped_fp8_kernel<GEMM_DOWN, true> : grouped_fp8_kernel<GEMM_DOWN, false>)
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_fp8_smem_bytes());
+    const int smem = dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes();
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {
-        kernel<<<ctas, THREADS, grouped_fp8_smem_bytes(), stream>>>(map_a, map_b, p);
+        kernel<<<ctas, THREADS, smem, stream>>>(map_a, map_b, p);
         err = cudaGetLastError();
     }
     return cuda_status(ctx, err, g->mode == GEMM_UP ? "Hopper FP8 GEMM1 launch" : "Hopper FP8 GEMM2 launch");

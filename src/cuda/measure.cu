@@ -594,7 +594,8 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
     // The bf16 tiled launch's ticket counter (as the forward's workspace holds it; each launch
     // leaves it 0).
-    const bool tickets = !fp8 && hopper && !swap && !hopper_a_gather(); // the forward's gather mode: none
+    // (none for the forward's bf16 gather mode; the launchers decide whether to use it)
+    const bool tickets = hopper && !swap && (fp8 || !hopper_a_gather());
     const int64_t off_units = common.add(tickets ? 2 : 0, 4);
     region set;
     const int64_t off_a = set.add(product(a_rows, k), elem);

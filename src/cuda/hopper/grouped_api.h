@@ -9,10 +9,10 @@
 // x rows through the plan: no permute pass, no xperm traffic) or permute (the default: a
 // permute kernel writes x rows in plan order, then TMA loads them).
 bool hopper_a_gather(void);
-// How the tiled bf16 grouped GEMMs (A by TMA) take their units when given a ticket counter
-// (gemm_args.unit_counter): from it (the default), or by the static stride when
-// MOEFUSE_HOPPER_SCHEDULE=static.
-bool hopper_static_schedule(void);
+// Whether the tiled grouped GEMMs (A by TMA, prefill) take their units from a ticket counter when
+// given one (gemm_args.unit_counter), rather than by the static stride: bf16 by default, FP8 only
+// with MOEFUSE_HOPPER_SCHEDULE=dyn (not yet measured in the forward); =static: neither.
+bool hopper_ticket_schedule(bool fp8);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
