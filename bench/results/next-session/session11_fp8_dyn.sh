@@ -8,8 +8,11 @@
 # Prediction (before any run): every lab check passes; M1's ncu had the FP8 deepseek GEMM1 at
 # T=16384 with DRAM 50% busy over 9.9 ms (~24 GB for 7.5 GB of weights): DYN brings that towards
 # 10-15 GB and the launch 3-8% faster; T=4096 deepseek 0.93-0.96 as in bf16; others within +-2%.
-# ~2 min. If it wins: ship it as the bf16 kernel's DYN was (b062fef): gemm_hopper_fp8.cu picks the
-# DYN instantiation when the gemm_args carry a counter, forward_fp8 reserves and zeroes one.
+# Then the library with it (opt-in since session 11: MOEFUSE_HOPPER_SCHEDULE=dyn makes forward_fp8
+# zero a counter and the launcher take the DYN instantiation at prefill): --quick and the FP8 cases
+# on Hopper under racecheck with it, and the forward A/B (bench_gpu_forward --dtype fp8, dyn vs
+# default, T=512..16384, alternated). Prediction for the forward: deepseek T >= 4096 0.95-0.98,
+# others 0.98-1.01. ~5 min. If it wins: make it the FP8 default in hopper_ticket_schedule.
 set -u
 O=${O:-$PWD/probe-out}; LB=$O/lab; mkdir -p $LB
 t0=$SECONDS
@@ -30,3 +33,17 @@ for v in fp8_up_staged fp8_up_dyn; do
   mark "ncu $v" $? /dev/null
 done
 python3 tools/ncu_summary.py $LB/ncu_*.csv > $LB/ncu_summary.md 2>&1
+export LD_LIBRARY_PATH=$PWD/.deps/cjson/lib
+B=build-device; T=$B/test_gpu_forward; L=$O/suite; F=$O/fwd; mkdir -p $L $F
+STAGES=build OUT=$L timeout 150 bash tests/gpu/run_on_device.sh > /dev/null 2>&1; mark build $? /dev/null
+MOEFUSE_HOPPER_SCHEDULE=dyn timeout 60 $T --quick > $L/quick_dyn.log 2>&1; mark quick_dyn $? $L/quick_dyn.log
+MOEFUSE_HOPPER_SCHEDULE=dyn timeout 150 $T --perf 512,4096 --filter fp8 --gemm hopper > $L/perf_fp8_dyn.log 2>&1
+mark perf_fp8_dyn $? $L/perf_fp8_dyn.log # the FP8 prefill tiles at real shapes (quick's are mostly decode)
+MOEFUSE_HOPPER_SCHEDULE=dyn timeout 150 compute-sanitizer --error-exitcode 3 --tool racecheck $T --quick --gemm hopper \
+  --filter fp8 > $L/racecheck_dyn.log 2>&1; mark racecheck_dyn $? $L/racecheck_dyn.log
+S4="--shapes qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3 --tokens 512,4096,16384 --gemm hopper --dtype fp8"
+for i in 1 2; do
+  MOEFUSE_HOPPER_SCHEDULE=dyn timeout 45 $B/bench_gpu_forward $S4 > $F/dyn_$i.log 2>&1; mark "fwd dyn $i" $? /dev/null
+  timeout 45 $B/bench_gpu_forward $S4 > $F/static_$i.log 2>&1; mark "fwd static $i" $? /dev/null
+done
+python3 tools/ab_summary.py $F dyn static > $F/ab_fp8.md 2>&1
