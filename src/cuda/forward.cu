@@ -510,10 +510,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                               "rows x 128 K, 8 stages)"
                  : L.a2_in_epilogue ? "tile 128x128x128, 6 stages, A2 quantised in GEMM1's epilogue"
                                     : "tile 128x128x128, 6 stages",
-                 L.swap ? ""
-                 // gemm_hopper_fp8.cu: the decode instantiation (under 64 routed rows per expert) keeps the stride
-                 : L.rows >= 64 * L.experts && hopper_ticket_schedule(true) ? ", tiles from a ticket counter"
-                                                                              : ", tiles by a static stride");
+                 L.swap                                         ? ""
+                 : hopper_fp8_ticket_tiles(L.T, L.k, L.experts) ? ", tiles from a ticket counter"
+                                                                : ", tiles by a static stride");
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
@@ -731,7 +730,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         gemm_args gp = g;
         gp.a = WS(void, xperm);
         gp.lda = H;
-        if (!L.swap) {
+        if (!L.swap && hopper_ticket_schedule(false)) {
             // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
             LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
             g.unit_counter = gp.unit_counter = WS(int, units);

@@ -109,6 +109,16 @@ bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
     return moe__fp8_swap_select(tokens * top_k, experts) != 0;
 }
 
+// Under 64 routed rows per expert on average most blocks have an all-padding half: the tiles'
+// decode instantiation (SKIP_IDLE) skips them.
+static bool fp8_tiles_decode(int64_t tokens, int64_t top_k, int64_t experts) {
+    return tokens * top_k < 64 * experts;
+}
+
+bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts) {
+    return !fp8_tiles_decode(tokens, top_k, experts) && hopper_ticket_schedule(true);
+}
+
 static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {
     return ldo % 16 == 0 && (gated ? n % 128 == 0 : n % 16 == 0);
 }
@@ -167,10 +177,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    // Under 64 routed rows per expert on average most blocks have an all-padding half.
-    const bool decode = g->tokens * g->top_k < 64 * g->experts;
-    // Units from the ticket counter (prefill, when given one and hopper_ticket_schedule says so).
-    const bool dyn = !decode && g->unit_counter && hopper_ticket_schedule(true);
+    const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
+    const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     auto kernel = dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>

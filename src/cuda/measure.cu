@@ -592,9 +592,8 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t a_scales = fp8 ? product(kblock_major ? scale_ld : a_rows, kb) : 0;
     const int64_t off_a_scales = common.add(a_scales, 4);
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
-    // The bf16 tiled launch's ticket counter (as the forward's workspace holds it; each launch
-    // leaves it 0).
-    // (none for the forward's bf16 gather mode; the launchers decide whether to use it)
+    // The tiled launches' ticket counter, as the forward's workspace holds it (none in bf16's gather
+    // mode); each launch leaves it 0, and the launchers decide whether to use it.
     const bool tickets = hopper && !swap && (fp8 || !hopper_a_gather());
     const int64_t off_units = common.add(tickets ? 2 : 0, 4);
     region set;
