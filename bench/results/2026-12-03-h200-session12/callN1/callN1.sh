@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Device call N1 (session 12) driver: unpack HEAD's archive, run session 11's prepared follow-up
+# (bench/results/next-session/session11_followup.sh: its header holds the prediction written before
+# any run), tar the results.
+set -u
+R=$PWD; O=$OUT; S=/tmp/snap; mkdir -p $S && tar xzf .snap/head.tgz -C $S && cp -r .deps $S/ && cd $S
+O=$O timeout 585 bash bench/results/next-session/session11_followup.sh
+cd $O && tar czf callN1.tgz bf16 fp8 measure call.log *.log 2>/dev/null; rm -rf bf16 fp8 measure
