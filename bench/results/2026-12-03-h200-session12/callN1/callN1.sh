@@ -4,5 +4,5 @@
 # any run), tar the results.
 set -u
 R=$PWD; O=$OUT; S=/tmp/snap; mkdir -p $S && tar xzf .snap/head.tgz -C $S && cp -r .deps $S/ && cd $S
-O=$O timeout 585 bash bench/results/next-session/session11_followup.sh
+O=$O timeout 585 bash $R/bench/results/next-session/session11_followup.sh
 cd $O && tar czf callN1.tgz bf16 fp8 measure call.log *.log 2>/dev/null; rm -rf bf16 fp8 measure
