@@ -162,6 +162,12 @@ typedef struct moe_gpu_spec {
     double hopper_bf16_flops; /* MOE_KERNEL_HOPPER_BF16 */
     double hopper_fp8_flops;  /* MOE_KERNEL_HOPPER_FP8 */
     double v1_flops;          /* MOE_KERNEL_V1 (bf16, and FP8 whose e4m3 MMAs run as f16 ones) */
+    /* 0..1: the share of the board's power that streaming at read_bw takes from the tensor cores,
+     * whose dtype peak above (bf16_flops, fp8_flops) is taken to be their rate at the power limit.
+     * A launch then takes at least flops / peak + stream_power_share x bytes / read_bw: balanced
+     * launches, which keep both the weight stream and the MMAs busy, slow down as the clock drops.
+     * 0: no such bound (the plain roofline). */
+    double stream_power_share;
 } moe_gpu_spec;
 
 /* Built-in: "h200" (measured on the project's H200: 751 / 1335 TFLOP/s, 4.19 TB/s), "h100"

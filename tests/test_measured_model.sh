@@ -21,7 +21,9 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 # after those model changes (session 5, device call F3), used to set nothing: a validation run; its
 # floors are its counts as measured. Sixth and seventh: the same, on session 6's code (device calls
 # G2, G3). Twelfth: session 11's (device call M1), the first with the bf16 decode family and with
-# deepseek-v3's training step.
+# deepseek-v3's training step; thirteenth: session 12's (N1), the first with the bf16 ticket schedule.
+# Since session 12 the moefuse counts (mf_*) are those with the power bound (stream_power_share 0.5
+# in the H200 entry), which was fitted on all of these runs (docs/roofline_model.md): calibration.
 LOGS="$SRC/tests/gpu/logs"
 if ! command -v python3 >/dev/null; then echo "SKIP: no python3"; echo "0 passed, 0 failed"; exit 0; fi
 passed=0 failed=0
@@ -34,10 +36,11 @@ check() { # folder floors
 }
 check 2026-12-02-measure-h200 bf16=142,fp8=142
 check 2026-12-02-measure-h200-validation bf16=140,fp8=144
-check 2026-12-02-measure-h200-moefuse bf16=144,fp8=143,mf_bf16=24,mf_fp8=28,mf_dense_bf16=106,mf_dense_fp8=114
-check 2026-12-03-measure-h200-run4 bf16=144,fp8=144,mf_bf16=24,mf_fp8=28,mf_dense_bf16=106,mf_dense_fp8=113
-check 2026-12-03-measure-h200-run6 bf16=143,fp8=144,mf_bf16=27,mf_fp8=28,mf_dense_bf16=106,mf_dense_fp8=114
-check 2026-12-03-measure-h200-run7 bf16=143,fp8=143,mf_bf16=27,mf_fp8=28,mf_dense_bf16=106,mf_dense_fp8=113
-check 2026-12-03-measure-h200-run12 bf16=144,fp8=142,mf_bf16=25,mf_fp8=28,mf_dense_bf16=106,mf_dense_fp8=113
+check 2026-12-02-measure-h200-moefuse bf16=144,fp8=143,mf_bf16=28,mf_fp8=28,mf_dense_bf16=112,mf_dense_fp8=114
+check 2026-12-03-measure-h200-run4 bf16=144,fp8=144,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=113
+check 2026-12-03-measure-h200-run6 bf16=143,fp8=144,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=114
+check 2026-12-03-measure-h200-run7 bf16=143,fp8=143,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=113
+check 2026-12-03-measure-h200-run12 bf16=144,fp8=142,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=113
+check 2026-12-03-measure-h200-run13 bf16=144,fp8=142,mf_bf16=28,mf_fp8=28,mf_dense_bf16=112,mf_dense_fp8=114
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1030,18 +1030,21 @@ static void test_roofline_grouped(void) {
 
     moe_gpu_spec h200;
     moe_gpu_builtin(NULL, "h200", &h200);
-    const double bw = 4.19e12, launch = 5.5e-6;
+    const double bw = 4.19e12, launch = 5.5e-6, share = 0.5;
+    CHECK(h200.stream_power_share == share, "h200 stream_power_share %g", h200.stream_power_share);
     /* deepseek-v3 GEMM1 at T = 4096: 32768 rows on 256 experts, 128 each: one 128-row block each;
      * 16 columns of 256 (N 4096): 4096 tiles of 128x256x7168 on 132 CTAs = 32 waves, each a tile's
      * math at 724/132 TFLOP/s plus the wave's exposed store (132 tiles of 128x256 bf16). Memory:
-     * A 32768x7168 + out 32768x4096 + 256 W of 7168x4096, 2 B each: it is memory-bound. */
+     * A 32768x7168 + out 32768x4096 + 256 W of 7168x4096, 2 B each. The power limit: the 4096
+     * tiles' MMAs at the bf16 peak (751) plus half the memory time; it exceeds both. */
     double s = 0;
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_BF16, 256, 32768, 7168, 4096, &s) ==
               MOE_STATUS_OK, "%s", moe_last_error(NULL));
     double compute = 32 * (2.0 * 128 * 256 * 7168 / (724e12 / 132) + 132.0 * 128 * 256 * 2 / bw);
     double memory = (32768.0 * 7168 * 2 + 32768.0 * 4096 * 2 + 256.0 * 7168 * 4096 * 2) / bw;
-    CHECK(memory > compute && close_rel(s, memory + launch, 1e-12), "hopper bf16: %.6g s, expected %.6g", s,
-          memory + launch);
+    double power = 4096.0 * 2 * 128 * 256 * 7168 / 751e12 + share * memory;
+    CHECK(power > memory && memory > compute && close_rel(s, power + launch, 1e-12),
+          "hopper bf16: %.6g s, expected %.6g", s, power + launch);
     /* deepseek-v3 GEMM2 at T = 512 in FP8 on v1: 4096 rows on 252 experts (64 of them get 17, the
      * rest 16): 252 blocks of 64 rows, 56 columns of 128 (N 7168): 14112 tiles of 64x128 (K 2048,
      * 16 k-steps of 128) on 2 x 132 CTAs = 54 waves at 224/264 TFLOP/s each, plus each wave's store
@@ -1051,23 +1054,26 @@ static void test_roofline_grouped(void) {
               MOE_STATUS_OK, "%s", moe_last_error(NULL));
     compute = 54 * (2.0 * 64 * 128 * 2048 / (224e12 / 264) + 264.0 * 64 * 128 * 2 / bw);
     memory = (4096.0 * 2048 + 4096.0 * 7168 * 2 + 252.0 * 2048 * 7168) / bw;
-    CHECK(compute > memory && close_rel(s, compute + launch, 1e-12), "v1 fp8: %.6g s, expected %.6g", s,
-          compute + launch);
+    power = 14112.0 * 2 * 64 * 128 * 2048 / 751e12 + share * memory; /* f16 MMAs: the bf16 peak */
+    CHECK(compute > memory && compute > power && close_rel(s, compute + launch, 1e-12),
+          "v1 fp8: %.6g s, expected %.6g", s, compute + launch);
     /* the same on the FP8 wgmma kernel: 252 blocks of 128 rows x 56 columns of 128 = 14112 tiles of
      * 128x128x2048 on 132 CTAs = 107 waves (106.9) at 834/132 TFLOP/s, store 132 tiles of 128x128 */
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_HOPPER_FP8, 252, 4096, 2048, 7168, &s) ==
               MOE_STATUS_OK, "%s", moe_last_error(NULL));
     compute = 107 * (2.0 * 128 * 128 * 2048 / (834e12 / 132) + 132.0 * 128 * 128 * 2 / bw);
-    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "hopper fp8: %.6g s, expected %.6g", s,
-          fmax(compute, memory) + launch);
+    power = 14112.0 * 2 * 128 * 128 * 2048 / 1335e12 + share * memory;
+    CHECK(close_rel(s, fmax(fmax(compute, memory), power) + launch, 1e-12), "hopper fp8: %.6g s, expected %.6g", s,
+          fmax(fmax(compute, memory), power) + launch);
     /* the same on the FP8 decode kernel: plan blocks of 32 rows, one per expert (16 or 17 rows):
      * 252 x 56 = 14112 units of 32x128x2048 on 132 CTAs = 107 waves at 834/132 TFLOP/s, store 132
      * units of 32x128: memory-bound (the weight stream). bf16 is not its dtype. */
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_HOPPER_FP8_DECODE, 252, 4096, 2048, 7168,
                                   &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
     compute = 107 * (2.0 * 32 * 128 * 2048 / (834e12 / 132) + 132.0 * 32 * 128 * 2 / bw);
-    CHECK(memory > compute && close_rel(s, memory + launch, 1e-12), "hopper fp8 decode: %.6g s, expected %.6g", s,
-          memory + launch);
+    power = 14112.0 * 2 * 32 * 128 * 2048 / 1335e12 + share * memory;
+    CHECK(memory > compute && memory > power && close_rel(s, memory + launch, 1e-12),
+          "hopper fp8 decode: %.6g s, expected %.6g", s, memory + launch);
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_BF16, MOE_KERNEL_HOPPER_FP8_DECODE, 252, 4096, 2048, 7168,
                                   &s) == MOE_STATUS_INVALID_ARGUMENT, "bf16 on the fp8 decode kernel: refused");
     /* its bf16 form: the same 14112 units of 32x128x2048 in 107 waves at 724/132 TFLOP/s, store 132
@@ -1076,8 +1082,9 @@ static void test_roofline_grouped(void) {
                                   &s) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
     compute = 107 * (2.0 * 32 * 128 * 2048 / (724e12 / 132) + 132.0 * 32 * 128 * 2 / bw);
     memory = (4096.0 * 2048 * 2 + 4096.0 * 7168 * 2 + 252.0 * 2048 * 7168 * 2) / bw;
-    CHECK(memory > compute && close_rel(s, memory + launch, 1e-12), "hopper bf16 decode: %.6g s, expected %.6g", s,
-          memory + launch);
+    power = 14112.0 * 2 * 32 * 128 * 2048 / 751e12 + share * memory;
+    CHECK(memory > compute && memory > power && close_rel(s, memory + launch, 1e-12),
+          "hopper bf16 decode: %.6g s, expected %.6g", s, memory + launch);
     CHECK(moe_grouped_launch_time(NULL, &h200, MOE_DTYPE_E4M3, MOE_KERNEL_HOPPER_BF16_DECODE, 252, 4096, 2048, 7168,
                                   &s) == MOE_STATUS_INVALID_ARGUMENT, "e4m3 on the bf16 decode kernel: refused");
     /* an uneven spread: 300 rows on 2 experts of K 64, N 256 -> 150 each, 2 blocks of 128 each:
@@ -1086,8 +1093,9 @@ static void test_roofline_grouped(void) {
               MOE_STATUS_OK, "%s", moe_last_error(NULL));
     compute = 2.0 * 128 * 256 * 64 / (724e12 / 132) + 4.0 * 128 * 256 * 2 / bw;
     memory = (300.0 * 64 * 2 + 300.0 * 256 * 2 + 2.0 * 64 * 256 * 2) / bw;
-    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "uneven: %.6g s, expected %.6g", s,
-          fmax(compute, memory) + launch);
+    power = 4.0 * 2 * 128 * 256 * 64 / 751e12 + share * memory;
+    CHECK(close_rel(s, fmax(fmax(compute, memory), power) + launch, 1e-12), "uneven: %.6g s, expected %.6g", s,
+          fmax(fmax(compute, memory), power) + launch);
     /* a GPU without kernel rates (h100: datasheet) runs the kernels at its peaks */
     moe_gpu_spec h100;
     moe_gpu_builtin(NULL, "h100", &h100);
@@ -1113,6 +1121,17 @@ static void test_roofline_grouped(void) {
     const char *negative = "{\"bf16_tflops\": 751, \"fp8_tflops\": 1335, \"read_tbps\": 4.19, \"sms\": 132, "
                            "\"v1_tflops\": -1}";
     CHECK(moe_gpu_parse(NULL, negative, strlen(negative), &g) == MOE_STATUS_INVALID_ARGUMENT, "negative v1 accepted");
+    CHECK(moe_gpu_parse(NULL, file, strlen(file), &g) == MOE_STATUS_OK && g.stream_power_share == 0.0,
+          "stream_power_share defaults to 0 (no power bound)");
+    const char *share_file = "{\"bf16_tflops\": 751, \"fp8_tflops\": 1335, \"read_tbps\": 4.19, \"sms\": 132, "
+                             "\"stream_power_share\": 0.25}";
+    CHECK(moe_gpu_parse(NULL, share_file, strlen(share_file), &g) == MOE_STATUS_OK && g.stream_power_share == 0.25,
+          "stream_power_share 0.25: %s", moe_last_error(NULL));
+    const char *share_big = "{\"bf16_tflops\": 751, \"fp8_tflops\": 1335, \"read_tbps\": 4.19, \"sms\": 132, "
+                            "\"stream_power_share\": 1.5}";
+    CHECK(moe_gpu_parse(NULL, share_big, strlen(share_big), &g) == MOE_STATUS_INVALID_ARGUMENT &&
+              strstr(moe_last_error(NULL), "stream_power_share"),
+          "stream_power_share 1.5 accepted or not named: %s", moe_last_error(NULL));
 }
 
 /* moefuse's Hopper dense engine (roofline --measure's timing of non-routed shapes): its tile, one

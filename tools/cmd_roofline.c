@@ -21,7 +21,7 @@ static void usage(FILE *f) {
           "Routed-expert Fprop rows run on moefuse's grouped kernel the forward picks (hopper 128x256 bf16,\n"
           "hopper-fp8 128x128, or v1 64x128 with 2 CTAs per SM), at that kernel's sustained rate.\n"
           "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us,\n"
-          "epilogue_exposed, hopper_bf16_tflops, hopper_fp8_tflops, v1_tflops, name.\n"
+          "epilogue_exposed, hopper_bf16_tflops, hopper_fp8_tflops, v1_tflops, stream_power_share, name.\n"
           "--gemm: the model's time for plain GEMMs (no model needed), one line each: M K N dtype predicted_ms,\n"
           "as --measure predicts them (tools/check_measured.py re-checks committed --measure JSONs with it).\n"
           "--grouped: the same for moefuse's grouped launches as --measure times them (ROWS spread evenly over\n"
@@ -114,10 +114,10 @@ static void print_json(const moe_shape_list *l, const moe_roofline *rf) {
     cli_json_string(stdout, g->source);
     printf(", \"bf16_tflops\": %.6g, \"fp8_tflops\": %.6g, \"read_tbps\": %.6g, \"sms\": %lld, \"ctas_per_sm\": %lld, "
            "\"l2_mb\": %.6g, \"launch_us\": %.6g, \"epilogue_exposed\": %.6g, \"hopper_bf16_tflops\": %.6g, "
-           "\"hopper_fp8_tflops\": %.6g, \"v1_tflops\": %.6g, \"ridge\": %.6g},\n",
+           "\"hopper_fp8_tflops\": %.6g, \"v1_tflops\": %.6g, \"stream_power_share\": %.6g, \"ridge\": %.6g},\n",
            g->bf16_flops / 1e12, g->fp8_flops / 1e12, g->read_bw / 1e12, (long long)g->sms, (long long)g->ctas_per_sm,
            g->l2_bytes / 1e6, g->launch_s * 1e6, g->epilogue_exposed, g->hopper_bf16_flops / 1e12,
-           g->hopper_fp8_flops / 1e12, g->v1_flops / 1e12, rf->ridge);
+           g->hopper_fp8_flops / 1e12, g->v1_flops / 1e12, g->stream_power_share, rf->ridge);
     analysis_json_notes(stdout, l);
     printf(",\n\"gemms\": [\n");
     for (int64_t i = 0; i < l->num_rows; i++) {

@@ -40,14 +40,25 @@
  *    mixtral-8x7b T = 16384 layer forward on the v1 path, 235.45 TFLOP/s against that run's
  *    cuBLAS 8192^3 ceiling of 788.5 -> 751 x 0.2986. A whole layer (routing, permute and combine
  *    included), so a lower bound of the GEMMs' rate; v1's 64x128 mainloop is unchanged since.
- *    v1's FP8 kernel takes the same rate: ptxas runs its e4m3 MMAs as f16 ones (forward.cu). */
+ *    v1's FP8 kernel takes the same rate: ptxas runs its e4m3 MMAs as f16 ones (forward.cu).
+ *
+ * stream_power_share 0.5 (session 12): the power bound of moefuse's kernel families (roofline.c,
+ * power_bound). Their bf16 launches that keep both the weight stream and the MMAs busy (one or two
+ * row blocks per expert at T = 4096: intensity near the ridge) ran 1.17-1.29x the max of the two
+ * times in every --measure run, with the SM clock at 1.32-1.62 GHz and DRAM 74-81% busy under ncu
+ * (session 7, call H2): the board at its power limit. Fitted, not measured: of 0.3-0.7 in steps of
+ * 0.1 over the grouped launches of the runs in tests/gpu/logs (0.4-0.7 put all 28 in +-25% in each),
+ * 0.5 has the smallest rms log ratio (0.080, 0.136 without the bound; run 13's power_share_sweep.txt):
+ * calibration on that data, validated only by later runs. cuBLAS shapes of
+ * the same intensity do not show it (4096 x 7168 x 576 runs faster than its 8192^3 rate), so the
+ * library model keeps the plain roofline. */
 static const moe_gpu_spec builtin[] = {
     {"h200", "measured on the project's H200 (PERF.md, lab/results, tests/gpu/logs/2026-12-02-measure-h200)",
-     751e12, 1335e12, 4.19e12, 132, 1, 60e6, 5.5e-6, 1.0, 724e12, 834e12, 224e12},
+     751e12, 1335e12, 4.19e12, 132, 1, 60e6, 5.5e-6, 1.0, 724e12, 834e12, 224e12, 0.5},
     {"h100", "H100 SXM datasheet (dense peaks; not measured)", 989.4e12, 1978.9e12, 3.35e12, 132, 1, 50e6, 0.0, 0.0,
-     0.0, 0.0, 0.0},
+     0.0, 0.0, 0.0, 0.0},
     {"b200", "B200 datasheet (dense peaks; not measured; approximate)", 2250e12, 4500e12, 8.0e12, 148, 1, 126e6,
-     0.0, 0.0, 0.0, 0.0, 0.0},
+     0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
 };
 #define BUILTIN_COUNT ((int)(sizeof builtin / sizeof builtin[0]))
 
@@ -96,7 +107,7 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     moe_gpu_spec g;
     memset(&g, 0, sizeof g);
     double bf16 = 0, fp8 = 0, read = 0, sms = 0, l2 = 0, ctas = 1, launch = 0, exposed = 0;
-    double hopper_bf16 = 0, hopper_fp8 = 0, v1 = 0;
+    double hopper_bf16 = 0, hopper_fp8 = 0, v1 = 0, power_share = 0;
     if (!cJSON_IsObject(root)) {
         st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: expected a JSON object");
         goto done;
@@ -108,11 +119,12 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
         (st = get_number(ctx, root, "epilogue_exposed", 0, 0, &exposed)) ||
         (st = get_number(ctx, root, "hopper_bf16_tflops", 0, 0, &hopper_bf16)) ||
         (st = get_number(ctx, root, "hopper_fp8_tflops", 0, 0, &hopper_fp8)) ||
-        (st = get_number(ctx, root, "v1_tflops", 0, 0, &v1)))
+        (st = get_number(ctx, root, "v1_tflops", 0, 0, &v1)) ||
+        (st = get_number(ctx, root, "stream_power_share", 0, 0, &power_share)))
         goto done;
-    if (exposed > 1) {
-        st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: \"epilogue_exposed\" must be in 0..1, got %g",
-                        exposed);
+    if (exposed > 1 || power_share > 1) {
+        st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: \"%s\" must be in 0..1, got %g",
+                        exposed > 1 ? "epilogue_exposed" : "stream_power_share", exposed > 1 ? exposed : power_share);
         goto done;
     }
     if (sms != floor(sms) || sms > 100000 || ctas != floor(ctas) || ctas < 1 || ctas > 64) {
@@ -137,6 +149,7 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     g.hopper_bf16_flops = hopper_bf16 * 1e12;
     g.hopper_fp8_flops = hopper_fp8 * 1e12;
     g.v1_flops = v1 * 1e12;
+    g.stream_power_share = power_share;
     *out = g;
 done:
     cJSON_Delete(root);

@@ -74,8 +74,9 @@ typedef struct engine {
     const moe_tile *tiles;
     int ntiles;
     int32_t tile_k;
-    double rate;  /* FLOP/s over the whole GPU */
-    double slots; /* concurrent CTAs: SMs x CTAs per SM */
+    double rate;       /* FLOP/s over the whole GPU */
+    double power_rate; /* the dtype's peak: the tensor cores' rate at the power limit (power_bound) */
+    double slots;      /* concurrent CTAs: SMs x CTAs per SM */
 } engine;
 
 /* How a routed row's tokens fall on the experts of one launch. */
@@ -97,7 +98,7 @@ static const moe_tile hopper_bf16_tile = {128, 256}, hopper_fp8_tile = {128, 128
 static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_family kernel, const moe_tile *menu,
                           int nmenu) {
     const double peak = dtype == MOE_DTYPE_E4M3 ? g->fp8_flops : g->bf16_flops, sms = (double)g->sms;
-    engine e = {kernel, menu, nmenu, dtype == MOE_DTYPE_E4M3 ? 128 : 64, peak, sms * (double)g->ctas_per_sm};
+    engine e = {kernel, menu, nmenu, dtype == MOE_DTYPE_E4M3 ? 128 : 64, peak, peak, sms * (double)g->ctas_per_sm};
     double rate = 0.0;
     switch (kernel) {
     case MOE_KERNEL_HOPPER_BF16:
@@ -112,8 +113,8 @@ static engine make_engine(const moe_gpu_spec *g, moe_dtype dtype, moe_kernel_fam
     case MOE_KERNEL_HOPPER_BF16_DECODE:
         e.tiles = &swap_decode_tile, e.ntiles = 1, e.slots = sms, rate = g->hopper_bf16_flops;
         break;
-    case MOE_KERNEL_V1:
-        e.tiles = &v1_tile, e.ntiles = 1, e.slots = 2.0 * sms, rate = g->v1_flops;
+    case MOE_KERNEL_V1: /* its e4m3 MMAs run as f16 ones (forward.cu): the bf16 power rate */
+        e.tiles = &v1_tile, e.ntiles = 1, e.slots = 2.0 * sms, rate = g->v1_flops, e.power_rate = g->bf16_flops;
         break;
     case MOE_KERNEL_LIBRARY:
         break;
@@ -130,6 +131,14 @@ static double routed_blocks(const row_context *rc, double block) {
         return (rc->experts_here - extra) * ceil_div(base, block) + extra * ceil_div(base + 1, block);
     }
     return rc->experts_here * moe_binomial_expected_ceil(rc->tokens, rc->p, (int64_t)block);
+}
+
+/* The power limit: the MMAs a launch executes (padded tiles included) at the rate the tensor cores
+ * reach alone at the power limit, plus the share of the power its memory stream takes
+ * (moe_gpu_spec.stream_power_share). It binds only where both are busy; 0 with no share. */
+static double power_bound(const row_context *rc, const engine *e, double executed_flops, double memory_s) {
+    if (e->kernel == MOE_KERNEL_LIBRARY || !(rc->gpu->stream_power_share > 0)) return 0.0;
+    return executed_flops / e->power_rate + rc->gpu->stream_power_share * memory_s;
 }
 
 static launch_model model_launch(const row_context *rc, const engine *e, const moe_gemm_row *r, moe_tile t, int split,
@@ -169,7 +178,8 @@ static launch_model model_launch(const row_context *rc, const engine *e, const m
     double store = rc->gpu->epilogue_exposed * fmin(lm.tiles, e->slots) * tm * tn * out_bytes / rc->gpu->read_bw;
     lm.compute = lm.waves * (2.0 * tm * tn * k_eff / tile_rate + store);
     double memory = launch_bytes / rc->gpu->read_bw;
-    lm.time = fmax(lm.compute, memory) + rc->gpu->launch_s;
+    double power = power_bound(rc, e, lm.tiles * 2.0 * tm * tn * k_eff, memory);
+    lm.time = fmax(fmax(lm.compute, memory), power) + rc->gpu->launch_s;
     return lm;
 }
 
@@ -223,7 +233,8 @@ static launch_model model_stream_k(const row_context *rc, const engine *e, const
     lm.compute = per_cta * 2.0 * tm * tn * tk / tile_rate + store + fixup;
     /* the partials are written and read back once each */
     double memory = (launch_bytes + 2.0 * partials * partial_bytes) / rc->gpu->read_bw;
-    lm.time = fmax(lm.compute, memory) + rc->gpu->launch_s;
+    double power = power_bound(rc, e, total * 2.0 * tm * tn * tk, memory);
+    lm.time = fmax(fmax(lm.compute, memory), power) + rc->gpu->launch_s;
     return lm;
 }
 
@@ -265,12 +276,13 @@ void moe_roofline_free(moe_roofline *roof) {
 
 static moe_status check_gpu(moe_context_t *ctx, const moe_gpu_spec *gpu) {
     if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0) || gpu->sms < 1 ||
-        gpu->ctas_per_sm < 1 || gpu->launch_s < 0 || !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1))
+        gpu->ctas_per_sm < 1 || gpu->launch_s < 0 || !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1) ||
+        !(gpu->stream_power_share >= 0 && gpu->stream_power_share <= 1))
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                           "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM), "
-                          "launch_s >= 0 (%g), epilogue_exposed in 0..1 (%g)",
+                          "launch_s >= 0 (%g), epilogue_exposed and stream_power_share in 0..1 (%g, %g)",
                           gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
-                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->epilogue_exposed);
+                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->epilogue_exposed, gpu->stream_power_share);
     if (!(gpu->hopper_bf16_flops >= 0) || !(gpu->hopper_fp8_flops >= 0) || !(gpu->v1_flops >= 0))
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                           "gpu: kernel rates must be >= 0 (0: the dtype's peak); got hopper bf16 %g, hopper fp8 %g, v1 %g "
