@@ -23,7 +23,8 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 # G2, G3). Twelfth: session 11's (device call M1), the first with the bf16 decode family and with
 # deepseek-v3's training step; thirteenth: session 12's (N1), the first with the bf16 ticket schedule.
 # Since session 12 the moefuse counts (mf_*) are those with the power bound (stream_power_share 0.5
-# in the H200 entry), which was fitted on all of these runs (docs/roofline_model.md): calibration.
+# in the H200 entry), which was fitted on runs up to 13 (docs/roofline_model.md): calibration.
+# Fourteenth: session 12's N3, the first run after that choice (a validation run).
 LOGS="$SRC/tests/gpu/logs"
 if ! command -v python3 >/dev/null; then echo "SKIP: no python3"; echo "0 passed, 0 failed"; exit 0; fi
 passed=0 failed=0
@@ -42,5 +43,6 @@ check 2026-12-03-measure-h200-run6 bf16=143,fp8=144,mf_bf16=28,mf_fp8=28,mf_dens
 check 2026-12-03-measure-h200-run7 bf16=143,fp8=143,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=113
 check 2026-12-03-measure-h200-run12 bf16=144,fp8=142,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=113
 check 2026-12-03-measure-h200-run13 bf16=144,fp8=142,mf_bf16=28,mf_fp8=28,mf_dense_bf16=112,mf_dense_fp8=114
+check 2026-12-03-measure-h200-run14 bf16=143,fp8=144,mf_bf16=28,mf_fp8=28,mf_dense_bf16=113,mf_dense_fp8=114
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
