@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "grouped_pingpong_kernel.cuh"
 #include "hopper/grouped_fp8_kernel.cuh" // and grouped_kernel.cuh
 #include "lab_util.h"
 
@@ -95,6 +96,7 @@ struct variant {
     bool fp8 = false;      // the FP8 grouped kernel (--fp8): fp32 outputs on both GEMMs
     bool probe = false;    // writes into `out`'s buffer, but not the GEMM's values: not checked
     bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
+    bool pp = false;       // the pingpong kernel (lab/grouped_pingpong_kernel.cuh): 128 x 128 tiles
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -117,10 +119,14 @@ static const variant VARIANTS[] = {
     {"up_staged_nostore", "GEMM1 shipped epilogue without its stores", GEMM_UP, GEMM_UP, EPI_STAGED_NOSTORE, OUT_A2, false, false, false, true},
     {"up_staged_notable", "GEMM1 shipped epilogue, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true},
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
+    {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
+    {"up_pp_dyn", "up_pp, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
     {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
+    {"down_pp", "GEMM2, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true},
+    {"down_pp_dyn", "down_pp, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
     {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
@@ -171,7 +177,15 @@ static fp8_launch_fn pick_fp8(const variant &v) {
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
 }
 
+template <int MODE, bool DYN>
+static cudaError_t pp_launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
+                               unsigned ctas) {
+    return grouped_pingpong_launch<MODE, DYN>(a, b, bt, p, ctas, 0);
+}
+
 static launch_fn pick(const variant &v, int act) {
+    if (v.pp) return v.kernel_mode == GEMM_UP ? (v.dyn ? pp_launch_t<GEMM_UP, true> : pp_launch_t<GEMM_UP, false>)
+                                              : (v.dyn ? pp_launch_t<GEMM_DOWN, true> : pp_launch_t<GEMM_DOWN, false>);
     if (v.dyn) return v.kernel_mode == GEMM_UP ? launch_t<GEMM_UP, EPI_STAGED, 0, false, true>
                                                : launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true>;
     if (v.gather) return v.epi == EPI_STAGED ? launch_t<GEMM_UP, EPI_STAGED, 0, true>
@@ -212,6 +226,10 @@ static const void *kernel_address(const variant &v, int act) {
         return v.epi == EPI_NONE ? (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_NONE>
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
+    if (v.pp)
+        return v.kernel_mode == GEMM_UP
+                   ? (v.dyn ? (const void *)grouped_pingpong_kernel<GEMM_UP, true> : (const void *)grouped_pingpong_kernel<GEMM_UP, false>)
+                   : (v.dyn ? (const void *)grouped_pingpong_kernel<GEMM_DOWN, true> : (const void *)grouped_pingpong_kernel<GEMM_DOWN, false>);
     if (v.dyn)
         return v.kernel_mode == GEMM_UP ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, true>
                                         : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true>;
@@ -670,6 +688,7 @@ int main(int argc, char **argv) {
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
         const int smem = fp8                  ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
+                         : v.pp               ? PP_SMEM_BYTES
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
                          : epi_staged(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
                                              : grouped_smem_bytes<EPI_REGS>();
@@ -749,6 +768,7 @@ int main(int argc, char **argv) {
                 grouped_fp8_params p8;
                 unsigned ctas = 0;
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, &ma, &mb, &p8, &ctas)
+                                : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
