@@ -121,12 +121,16 @@ static const variant VARIANTS[] = {
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_dyn", "up_pp, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true},
+    {"up_pp_none", "up_pp's mainloop, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
+    {"up_pp_regs", "up_pp, epilogue from the fragment (activation per tile, 2-byte stores)", GEMM_UP, GEMM_UP, EPI_REGS, OUT_A2, true, false, false, false, false, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
     {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
     {"down_pp", "GEMM2, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_pp_dyn", "down_pp, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true},
+    {"down_pp_none", "down_pp's mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
+    {"down_pp_regs", "down_pp, epilogue from the fragment (8-byte stores)", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
     {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
@@ -177,15 +181,26 @@ static fp8_launch_fn pick_fp8(const variant &v) {
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
 }
 
-template <int MODE, bool DYN>
+template <int MODE, bool DYN, int EPI = EPI_STAGED>
 static cudaError_t pp_launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                                unsigned ctas) {
-    return grouped_pingpong_launch<MODE, DYN>(a, b, bt, p, ctas, 0);
+    return grouped_pingpong_launch<MODE, DYN, EPI>(a, b, bt, p, ctas, 0);
+}
+
+template <int MODE> static launch_fn pick_pp(const variant &v) {
+    if (v.dyn) return pp_launch_t<MODE, true>;
+    return v.epi == EPI_NONE ? pp_launch_t<MODE, false, EPI_NONE>
+           : v.epi == EPI_REGS ? pp_launch_t<MODE, false, EPI_REGS> : pp_launch_t<MODE, false>;
+}
+template <int MODE> static const void *pp_kernel(const variant &v) {
+    if (v.dyn) return (const void *)grouped_pingpong_kernel<MODE, true>;
+    return v.epi == EPI_NONE   ? (const void *)grouped_pingpong_kernel<MODE, false, EPI_NONE>
+           : v.epi == EPI_REGS ? (const void *)grouped_pingpong_kernel<MODE, false, EPI_REGS>
+                               : (const void *)grouped_pingpong_kernel<MODE, false>;
 }
 
 static launch_fn pick(const variant &v, int act) {
-    if (v.pp) return v.kernel_mode == GEMM_UP ? (v.dyn ? pp_launch_t<GEMM_UP, true> : pp_launch_t<GEMM_UP, false>)
-                                              : (v.dyn ? pp_launch_t<GEMM_DOWN, true> : pp_launch_t<GEMM_DOWN, false>);
+    if (v.pp) return v.kernel_mode == GEMM_UP ? pick_pp<GEMM_UP>(v) : pick_pp<GEMM_DOWN>(v);
     if (v.dyn) return v.kernel_mode == GEMM_UP ? launch_t<GEMM_UP, EPI_STAGED, 0, false, true>
                                                : launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true>;
     if (v.gather) return v.epi == EPI_STAGED ? launch_t<GEMM_UP, EPI_STAGED, 0, true>
@@ -226,10 +241,7 @@ static const void *kernel_address(const variant &v, int act) {
         return v.epi == EPI_NONE ? (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_NONE>
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
-    if (v.pp)
-        return v.kernel_mode == GEMM_UP
-                   ? (v.dyn ? (const void *)grouped_pingpong_kernel<GEMM_UP, true> : (const void *)grouped_pingpong_kernel<GEMM_UP, false>)
-                   : (v.dyn ? (const void *)grouped_pingpong_kernel<GEMM_DOWN, true> : (const void *)grouped_pingpong_kernel<GEMM_DOWN, false>);
+    if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
     if (v.dyn)
         return v.kernel_mode == GEMM_UP ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, true>
                                         : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true>;

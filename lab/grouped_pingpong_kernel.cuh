@@ -22,7 +22,8 @@
 //  - DYN: the producer takes units from the ticket counter and names each in its first stage's
 //    header, as the shipped kernel does. The end marker (-1) is read by one warpgroup only; it
 //    sets `done` before passing the turn, and the other checks `done` after its turn wait.
-// The epilogue is the shipped staged one (4 chunks of 32 columns a 64-row half).
+// The epilogue is the shipped staged one (4 chunks of 32 columns a 64-row half); lab probes:
+// from the fragment (EPI_REGS) or none (EPI_NONE).
 #ifndef MOEFUSE_LAB_GROUPED_PINGPONG_KERNEL_CUH
 #define MOEFUSE_LAB_GROUPED_PINGPONG_KERNEL_CUH
 
@@ -48,7 +49,32 @@ __device__ __forceinline__ void pp_position(int64_t it, int &stage, uint32_t &ph
     phase = (uint32_t)((it / PP_STAGES) & 1);
 }
 
-template <int MODE, bool DYN>
+// The tile's epilogue for one warpgroup: EPI_STAGED (the shipped one), EPI_REGS (from the
+// fragment, no shared memory; the activation chosen once a tile) or EPI_NONE (lab probes).
+template <int MODE, int EPI>
+__device__ __forceinline__ void pp_epilogue(const grouped_params &p, float (&acc)[2][PP_BN / 2], int e, int m_block,
+                                            int n0, int warp, int lane, float *stage_buf, uint8_t *info) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int64_t warp_row = (int64_t)m_block * BM + h * 64 + warp * 16;
+        if (EPI == EPI_STAGED) {
+            staged_epilogue<MODE, PP_CHUNKS>(p, acc[h], e, warp_row, n0, lane, stage_buf, info);
+        } else if (EPI == EPI_NONE || MODE == GEMM_DOWN) {
+            regs_epilogue<MODE, EPI, 0, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4);
+        } else {
+            switch (p.activation) {
+            case MOE_ACT_SWIGLU: regs_epilogue<MODE, EPI_REGS_ACT, MOE_ACT_SWIGLU, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4); break;
+            case MOE_ACT_GEGLU: regs_epilogue<MODE, EPI_REGS_ACT, MOE_ACT_GEGLU, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4); break;
+            case MOE_ACT_GEGLU_TANH: regs_epilogue<MODE, EPI_REGS_ACT, MOE_ACT_GEGLU_TANH, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4); break;
+            case MOE_ACT_REGLU: regs_epilogue<MODE, EPI_REGS_ACT, MOE_ACT_REGLU, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4); break;
+            case MOE_ACT_RELU2: regs_epilogue<MODE, EPI_REGS_ACT, MOE_ACT_RELU2, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4); break;
+            case MOE_ACT_SWIGLU_OAI: regs_epilogue<MODE, EPI_REGS_ACT, MOE_ACT_SWIGLU_OAI, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4); break;
+            }
+        }
+    }
+}
+
+template <int MODE, bool DYN, int EPI = EPI_STAGED>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_pingpong_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                             const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
@@ -188,15 +214,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_registers<PP_BN / 2>(acc[1]);
             release_stage<1>(&empty[prev_stage], lane);
 
-            const int e = p.block_expert[m_block];
-            const int n0 = n_block * PP_BN;
-            float *stage_buf = (float *)(staging + cw * STAGE_WARP_BYTES);
-            uint8_t *info = row_info + cw * ROWINFO_WARP_BYTES;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int64_t warp_row = (int64_t)m_block * BM + h * 64 + warp * 16;
-                staged_epilogue<MODE, PP_CHUNKS>(p, acc[h], e, warp_row, n0, lane, stage_buf, info);
-            }
+            pp_epilogue<MODE, EPI>(p, acc, p.block_expert[m_block], m_block, n_block * PP_BN, warp, lane,
+                                   (float *)(staging + cw * STAGE_WARP_BYTES), row_info + cw * ROWINFO_WARP_BYTES);
         }
     }
 #endif
@@ -226,17 +245,17 @@ inline CUresult grouped_pingpong_prepare(const gemm_args *g, int sms, CUtensorMa
     return CUDA_SUCCESS;
 }
 
-template <int MODE, bool DYN>
+template <int MODE, bool DYN, int EPI = EPI_STAGED>
 cudaError_t grouped_pingpong_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                     const grouped_params &p, unsigned ctas, cudaStream_t stream) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN>,
+        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN, EPI>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM_BYTES);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_pingpong_kernel<MODE, DYN><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
+    grouped_pingpong_kernel<MODE, DYN, EPI><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
 

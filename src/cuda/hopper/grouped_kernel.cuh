@@ -199,12 +199,13 @@ template <int N> __device__ __forceinline__ void keep_accumulators(const grouped
 }
 
 // ---- EPI_REGS* / EPI_NONE: from the accumulator fragment --------------------------------
-// One consumer thread: its rows (row, row + 8) x columns n0 + 8j + 2q (+1).
-template <int MODE, int EPI, int ACT>
+// One consumer thread: its rows (row, row + 8) x columns n0 + 8j + 2q (+1) of a fragment
+// TILE_N columns wide.
+template <int MODE, int EPI, int ACT, int TILE_N = GBN>
 __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const float *acc, int e, int64_t row, int n0,
                                               int q) {
     if (EPI == EPI_NONE) {
-        keep_accumulators<GBN / 2>(p, acc);
+        keep_accumulators<TILE_N / 2>(p, acc);
         return;
     }
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
@@ -215,7 +216,7 @@ __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const flo
         if (EPI == EPI_REGS_RAW) {
             __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + r * p.ldo;
 #pragma unroll
-            for (int j = 0; j < GBN / 8; ++j) {
+            for (int j = 0; j < TILE_N / 8; ++j) {
                 const int col = n0 + 8 * j + 2 * q;
                 if (col < p.n)
                     *(__nv_bfloat162 *)(out_row + col) =
@@ -229,7 +230,7 @@ __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const flo
         if (MODE == GEMM_UP) {
             __nv_bfloat16 *out_row = (__nv_bfloat16 *)p.out + offset;
 #pragma unroll
-            for (int j = 0; j < GBN / 8; ++j) {
+            for (int j = 0; j < TILE_N / 8; ++j) {
                 const int col = n0 + 8 * j + 2 * q;
                 if (col >= p.n) continue; // n is even: the pair is whole
                 // Scaling the accumulator by the input weight = scaling the gathered row.
@@ -248,7 +249,7 @@ __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const flo
         } else {
             float *out_row = (float *)p.out + offset;
 #pragma unroll
-            for (int j = 0; j < GBN / 8; ++j) {
+            for (int j = 0; j < TILE_N / 8; ++j) {
                 const int col = n0 + 8 * j + 2 * q;
                 if (col >= p.n) continue;
                 float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
