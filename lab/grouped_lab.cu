@@ -97,6 +97,7 @@ struct variant {
     bool probe = false;    // writes into `out`'s buffer, but not the GEMM's values: not checked
     bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
     bool pp = false;       // the pingpong kernel (lab/grouped_pingpong_kernel.cuh): 128 x 128 tiles
+    bool pre = false;      // pingpong: the row table loaded during the mainloop (PRE)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -121,6 +122,9 @@ static const variant VARIANTS[] = {
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_dyn", "up_pp, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true},
+    {"up_pp_pre", "up_pp, row table loaded during the mainloop (PRE)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
+    {"up_pp_pre_dyn", "up_pp_pre, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true, true},
+    {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
     {"up_pp_none", "up_pp's mainloop, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
     {"up_pp_regs", "up_pp, epilogue from the fragment (activation per tile, 2-byte stores)", GEMM_UP, GEMM_UP, EPI_REGS, OUT_A2, true, false, false, false, false, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
@@ -129,6 +133,9 @@ static const variant VARIANTS[] = {
     {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
     {"down_pp", "GEMM2, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_pp_dyn", "down_pp, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true},
+    {"down_pp_pre", "down_pp, row table loaded during the mainloop (PRE)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, true},
+    {"down_pp_pre_dyn", "down_pp_pre, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true, true},
+    {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, false, true},
     {"down_pp_none", "down_pp's mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
     {"down_pp_regs", "down_pp, epilogue from the fragment (8-byte stores)", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
@@ -181,22 +188,33 @@ static fp8_launch_fn pick_fp8(const variant &v) {
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED>
+template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false>
 static cudaError_t pp_launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                                unsigned ctas) {
-    return grouped_pingpong_launch<MODE, DYN, EPI>(a, b, bt, p, ctas, 0);
+    return grouped_pingpong_launch<MODE, DYN, EPI, PRE>(a, b, bt, p, ctas, 0);
 }
 
 template <int MODE> static launch_fn pick_pp(const variant &v) {
+    if (v.pre) return v.dyn ? pp_launch_t<MODE, true, EPI_STAGED, true> : pp_launch_t<MODE, false, EPI_STAGED, true>;
     if (v.dyn) return pp_launch_t<MODE, true>;
-    return v.epi == EPI_NONE ? pp_launch_t<MODE, false, EPI_NONE>
-           : v.epi == EPI_REGS ? pp_launch_t<MODE, false, EPI_REGS> : pp_launch_t<MODE, false>;
+    switch (v.epi) {
+    case EPI_NONE: return pp_launch_t<MODE, false, EPI_NONE>;
+    case EPI_REGS: return pp_launch_t<MODE, false, EPI_REGS>;
+    case EPI_STAGED_NOTABLE: return pp_launch_t<MODE, false, EPI_STAGED_NOTABLE>;
+    default: return pp_launch_t<MODE, false>;
+    }
 }
 template <int MODE> static const void *pp_kernel(const variant &v) {
+    if (v.pre)
+        return v.dyn ? (const void *)grouped_pingpong_kernel<MODE, true, EPI_STAGED, true>
+                     : (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED, true>;
     if (v.dyn) return (const void *)grouped_pingpong_kernel<MODE, true>;
-    return v.epi == EPI_NONE   ? (const void *)grouped_pingpong_kernel<MODE, false, EPI_NONE>
-           : v.epi == EPI_REGS ? (const void *)grouped_pingpong_kernel<MODE, false, EPI_REGS>
-                               : (const void *)grouped_pingpong_kernel<MODE, false>;
+    switch (v.epi) {
+    case EPI_NONE: return (const void *)grouped_pingpong_kernel<MODE, false, EPI_NONE>;
+    case EPI_REGS: return (const void *)grouped_pingpong_kernel<MODE, false, EPI_REGS>;
+    case EPI_STAGED_NOTABLE: return (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED_NOTABLE>;
+    default: return (const void *)grouped_pingpong_kernel<MODE, false>;
+    }
 }
 
 static launch_fn pick(const variant &v, int act) {

@@ -22,8 +22,12 @@
 //  - DYN: the producer takes units from the ticket counter and names each in its first stage's
 //    header, as the shipped kernel does. The end marker (-1) is read by one warpgroup only; it
 //    sets `done` before passing the turn, and the other checks `done` after its turn wait.
-// The epilogue is the shipped staged one (4 chunks of 32 columns a 64-row half); lab probes:
-// from the fragment (EPI_REGS) or none (EPI_NONE).
+//  - The turn barriers count lane 0 of each of the 4 warps, and only lane 0 reads `done` and the
+//    headers: each warp's reads are ordered before its own arrival (racecheck, call P1, flagged
+//    the first form, where every lane read `done` and one thread arrived for the warpgroup).
+// The epilogue is the shipped staged one (4 chunks of 32 columns a 64-row half), its row table
+// loaded after the mainloop or (PRE) during it; lab probes: from the fragment (EPI_REGS), none
+// (EPI_NONE), the staged one's probes (EPI_STAGED_NOTABLE, _NOSTORE).
 #ifndef MOEFUSE_LAB_GROUPED_PINGPONG_KERNEL_CUH
 #define MOEFUSE_LAB_GROUPED_PINGPONG_KERNEL_CUH
 
@@ -38,8 +42,10 @@ constexpr int PP_B_BYTES = PP_BN * BK * 2;
 constexpr int PP_CHUNKS = PP_BN / STAGE_COLS;
 // Ring, then full/empty barriers, 2 turn barriers, the staged epilogue's buffers, 16 stage
 // headers and the done flag; 1024 of slack to align the ring.
+// PRE: a 32-row table per consumer warp (both halves) instead of the 16-row one.
+constexpr int PP_ROWINFO_WARP_BYTES = 32 * 8 + 32 * 4;
 constexpr int PP_SMEM_BYTES = 1024 + PP_STAGES * (PP_A_BYTES + PP_B_BYTES) + (2 * PP_STAGES + 2) * 8 +
-                              STAGED_EXTRA_BYTES + DYN_HEADER_BYTES + 16;
+                              CONSUMER_WARPS * (STAGE_WARP_BYTES + PP_ROWINFO_WARP_BYTES) + DYN_HEADER_BYTES + 16;
 static_assert(PP_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(PP_STAGES <= 16, "one header int per stage");
 
@@ -57,8 +63,8 @@ __device__ __forceinline__ void pp_epilogue(const grouped_params &p, float (&acc
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int64_t warp_row = (int64_t)m_block * BM + h * 64 + warp * 16;
-        if (EPI == EPI_STAGED) {
-            staged_epilogue<MODE, PP_CHUNKS>(p, acc[h], e, warp_row, n0, lane, stage_buf, info);
+        if (epi_staged(EPI)) {
+            staged_epilogue<MODE, PP_CHUNKS, __nv_bfloat16, EPI>(p, acc[h], e, warp_row, n0, lane, stage_buf, info);
         } else if (EPI == EPI_NONE || MODE == GEMM_DOWN) {
             regs_epilogue<MODE, EPI, 0, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4);
         } else {
@@ -74,7 +80,11 @@ __device__ __forceinline__ void pp_epilogue(const grouped_params &p, float (&acc
     }
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED>
+// PRE (EPI_STAGED only): each warp's row table (32 rows: 16 of each half, lane l -> half l / 16)
+// is loaded during the mainloop instead of after it: the plan ids issued at the unit's start,
+// the targets and routing weights (which need the ids) two k-blocks later, both read only in
+// the epilogue. Without it each half's epilogue starts with two dependent global round trips.
+template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_pingpong_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                             const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
@@ -88,7 +98,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint64_t *turn = empty + PP_STAGES; // turn[w]: warpgroup w may start its next mainloop
     uint8_t *staging = (uint8_t *)(turn + 2);
     uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
-    int *stage_unit = (int *)(row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES);
+    int *stage_unit = (int *)(row_info + CONSUMER_WARPS * PP_ROWINFO_WARP_BYTES);
     volatile int *done = stage_unit + 16;
 
     const int warpgroup = threadIdx.x / 128;
@@ -98,8 +108,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (threadIdx.x == 0) {
         ring_init(full, empty, PP_STAGES, 1, 4);
-        mbar_init(&turn[0], 1);
-        mbar_init(&turn[1], 1);
+        mbar_init(&turn[0], 4); // lane 0 of each warp of the other warpgroup
+        mbar_init(&turn[1], 4);
         *done = 0;
         fence_mbarrier_init();
     }
@@ -168,21 +178,28 @@ __global__ void __launch_bounds__(THREADS, 1)
             uint32_t phase;
             pp_position(it, stage, phase);
             if (DYN) {
-                if (*done) break; // the other warpgroup read the end marker
-                mbar_wait(&full[stage], phase);
+                // Lane 0 reads `done` and the header, the lane that arrives on the turn barriers
+                // (so each read is ordered before this warp's next arrival).
                 int v = 0;
+                if (lane == 0 && *done) v = -1; // the other warpgroup read the end marker
+                if (__shfl_sync(0xFFFFFFFFu, v, 0) < 0) break;
+                mbar_wait(&full[stage], phase);
                 if (lane == 0) v = stage_unit[stage];
                 u = __shfl_sync(0xFFFFFFFFu, v, 0);
                 if (u < 0) {
-                    if (threadIdx.x % 128 == 0) {
-                        *done = 1;
-                        mbar_arrive(&turn[wg ^ 1]); // release: `done` is seen after the turn wait
-                    }
+                    if (threadIdx.x % 128 == 0) *done = 1;
+                    if (lane == 0) mbar_arrive(&turn[wg ^ 1]); // after `done`: seen after the turn wait
                     break;
                 }
             }
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+            const int64_t my_row = (int64_t)m_block * BM + (lane / 16) * 64 + warp * 16 + lane % 16; // PRE
+            int32_t my_id = 0;
+            int64_t my_off = -1;
+            float my_scale = 1.0f;
+            if (PRE) my_id = p.sorted_ids[my_row];
+            const int resolve_kb = num_kb > 2 ? 2 : num_kb - 1;
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
@@ -199,6 +216,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                       accumulate);
                 }
                 wgmma_commit_group();
+                if (PRE && kb == resolve_kb && !row_target_of<MODE>(p, my_row, my_id, my_off, my_scale)) my_off = -1;
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -208,14 +226,31 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             }
             // Every stage of this unit has been waited on: the other warpgroup's turn.
-            if (threadIdx.x % 128 == 0) mbar_arrive(&turn[wg ^ 1]);
+            if (lane == 0) mbar_arrive(&turn[wg ^ 1]);
             wgmma_wait_group<0>();
             fence_registers<PP_BN / 2>(acc[0]);
             fence_registers<PP_BN / 2>(acc[1]);
             release_stage<1>(&empty[prev_stage], lane);
 
-            pp_epilogue<MODE, EPI>(p, acc, p.block_expert[m_block], m_block, n_block * PP_BN, warp, lane,
-                                   (float *)(staging + cw * STAGE_WARP_BYTES), row_info + cw * ROWINFO_WARP_BYTES);
+            float *stage_buf = (float *)(staging + cw * STAGE_WARP_BYTES);
+            uint8_t *info = row_info + cw * PP_ROWINFO_WARP_BYTES;
+            if (PRE) {
+                int64_t *row_off = (int64_t *)info;
+                float *row_scale = (float *)(info + 32 * 8);
+                __syncwarp(); // the previous tile's reads of the table are done
+                row_off[lane] = my_off;
+                row_scale[lane] = my_scale;
+                const unsigned live = __ballot_sync(0xFFFFFFFFu, my_off >= 0);
+                const int e = p.block_expert[m_block];
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    if ((live >> (16 * h)) & 0xFFFFu)
+                        staged_epilogue_rows<MODE, PP_CHUNKS>(p, acc[h], e, n_block * PP_BN, lane, stage_buf,
+                                                              row_off + 16 * h, row_scale + 16 * h);
+            } else {
+                pp_epilogue<MODE, EPI>(p, acc, p.block_expert[m_block], m_block, n_block * PP_BN, warp, lane, stage_buf,
+                                       info);
+            }
         }
     }
 #endif
@@ -245,17 +280,17 @@ inline CUresult grouped_pingpong_prepare(const gemm_args *g, int sms, CUtensorMa
     return CUDA_SUCCESS;
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED>
+template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false>
 cudaError_t grouped_pingpong_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                     const grouped_params &p, unsigned ctas, cudaStream_t stream) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN, EPI>,
+        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN, EPI, PRE>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM_BYTES);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_pingpong_kernel<MODE, DYN, EPI><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
+    grouped_pingpong_kernel<MODE, DYN, EPI, PRE><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
 
