@@ -98,6 +98,7 @@ struct variant {
     bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
     bool pp = false;       // the pingpong kernel (lab/grouped_pingpong_kernel.cuh): 128 x 128 tiles
     bool pre = false;      // pingpong: the row table loaded during the mainloop (PRE)
+    bool trace = false;    // pingpong: clock64 trace of CTAs 0-3 (TRACE), summarised after timing
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -125,6 +126,8 @@ static const variant VARIANTS[] = {
     {"up_pp_pre", "up_pp, row table loaded during the mainloop (PRE)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
     {"up_pp_pre_dyn", "up_pp_pre, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true, true},
     {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
+    {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, false, true},
+    {"up_pp_none_trace", "up_pp_none with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true, false, true},
     {"up_pp_none", "up_pp's mainloop, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
     {"up_pp_regs", "up_pp, epilogue from the fragment (activation per tile, 2-byte stores)", GEMM_UP, GEMM_UP, EPI_REGS, OUT_A2, true, false, false, false, false, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
@@ -136,6 +139,8 @@ static const variant VARIANTS[] = {
     {"down_pp_pre", "down_pp, row table loaded during the mainloop (PRE)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, true},
     {"down_pp_pre_dyn", "down_pp_pre, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true, true},
     {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, false, true},
+    {"down_pp_trace", "down_pp with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, false, true},
+    {"down_pp_none_trace", "down_pp_none with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true, false, true},
     {"down_pp_none", "down_pp's mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
     {"down_pp_regs", "down_pp, epilogue from the fragment (8-byte stores)", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
@@ -188,13 +193,46 @@ static fp8_launch_fn pick_fp8(const variant &v) {
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false>
+template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false, bool TRACE = false>
 static cudaError_t pp_launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                                unsigned ctas) {
-    return grouped_pingpong_launch<MODE, DYN, EPI, PRE>(a, b, bt, p, ctas, 0);
+    return grouped_pingpong_launch<MODE, DYN, EPI, PRE, TRACE>(a, b, bt, p, ctas, 0);
+}
+
+// The pingpong trace of the last launch (the static schedule gives every launch the same units):
+// per CTA and warpgroup, medians in thousands of SM cycles of the turn wait, the mainloop's issue,
+// the MMA drain and the epilogue, and the first units' points.
+static void print_pp_trace() {
+    static long long t[PP_TRACE_CTAS][2][PP_TRACE_UNITS][PP_TRACE_POINTS];
+    CUDA_OK(cudaMemcpyFromSymbol(t, pp_trace, sizeof t));
+    for (int c = 0; c < PP_TRACE_CTAS; ++c)
+        for (int w = 0; w < 2; ++w) {
+            std::vector<double> d[4];
+            int n = 0;
+            for (int k = 0; k < PP_TRACE_UNITS; ++k) {
+                const long long *r = t[c][w][k];
+                if (!(r[0] > 0 && r[4] >= r[0])) break;
+                for (int i = 0; i < 4; ++i) d[i].push_back((r[i + 1] - r[i]) * 1e-3);
+                ++n;
+            }
+            if (!n) continue;
+            printf("  trace cta %d wg %d: %d units; median kcycles: turn wait %.2f, issue %.2f, drain %.2f, epilogue %.2f\n", c,
+                   w, n, [&] { std::sort(d[0].begin(), d[0].end()); return d[0][n / 2]; }(),
+                   [&] { std::sort(d[1].begin(), d[1].end()); return d[1][n / 2]; }(),
+                   [&] { std::sort(d[2].begin(), d[2].end()); return d[2][n / 2]; }(),
+                   [&] { std::sort(d[3].begin(), d[3].end()); return d[3][n / 2]; }());
+            if (c == 0)
+                for (int k = 0; k < std::min(n, 6); ++k) {
+                    const long long *r = t[c][w][k];
+                    printf("    unit %d: cycles from cta 0 wg 0's first point: %lld %lld %lld %lld %lld\n", 2 * k + w,
+                           r[0] - t[0][0][0][0], r[1] - t[0][0][0][0], r[2] - t[0][0][0][0], r[3] - t[0][0][0][0],
+                           r[4] - t[0][0][0][0]);
+                }
+        }
 }
 
 template <int MODE> static launch_fn pick_pp(const variant &v) {
+    if (v.trace) return v.epi == EPI_NONE ? pp_launch_t<MODE, false, EPI_NONE, false, true> : pp_launch_t<MODE, false, EPI_STAGED, false, true>;
     if (v.pre) return v.dyn ? pp_launch_t<MODE, true, EPI_STAGED, true> : pp_launch_t<MODE, false, EPI_STAGED, true>;
     if (v.dyn) return pp_launch_t<MODE, true>;
     switch (v.epi) {
@@ -205,6 +243,9 @@ template <int MODE> static launch_fn pick_pp(const variant &v) {
     }
 }
 template <int MODE> static const void *pp_kernel(const variant &v) {
+    if (v.trace)
+        return v.epi == EPI_NONE ? (const void *)grouped_pingpong_kernel<MODE, false, EPI_NONE, false, true>
+                                 : (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED, false, true>;
     if (v.pre)
         return v.dyn ? (const void *)grouped_pingpong_kernel<MODE, true, EPI_STAGED, true>
                      : (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED, true>;
@@ -879,6 +920,7 @@ int main(int argc, char **argv) {
                     cudaFree(d_rows);
                 }
                 const double ms = check_only ? 0.0 : median_ms(launch);
+                if (v.trace && !check_only) print_pp_trace();
                 const int64_t tiles = (P.live / BM) * tiles_n;
                 const double flop = 2.0 * real_rows * O.n * O.k;
                 const double tflops = ms > 0 ? flop / (ms * 1e-3) / 1e12 : 0.0;

@@ -84,7 +84,13 @@ __device__ __forceinline__ void pp_epilogue(const grouped_params &p, float (&acc
 // is loaded during the mainloop instead of after it: the plan ids issued at the unit's start,
 // the targets and routing weights (which need the ids) two k-blocks later, both read only in
 // the epilogue. Without it each half's epilogue starts with two dependent global round trips.
-template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false>
+// TRACE (lab): thread 0 of each consumer warpgroup of CTAs 0 .. PP_TRACE_CTAS - 1 writes clock64()
+// at 5 points of each of its units into pp_trace: loop top (before the turn wait), after the turn
+// wait, after the k-loop's issue, after the final wgmma wait, after the epilogue.
+constexpr int PP_TRACE_CTAS = 4, PP_TRACE_UNITS = 256, PP_TRACE_POINTS = 5;
+__device__ long long pp_trace[PP_TRACE_CTAS][2][PP_TRACE_UNITS][PP_TRACE_POINTS];
+
+template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false, bool TRACE = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_pingpong_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                             const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
@@ -166,13 +172,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int cw = wg * 4 + warp;
         float acc[2][PP_BN / 2]; // [64-row half][m64n128 fragment]
         uint32_t turn_phase = 0;
+        const bool tracer = TRACE && threadIdx.x % 128 == 0 && blockIdx.x < PP_TRACE_CTAS;
         for (int j = wg;; j += 2) {
             int u = blockIdx.x + j * (int)gridDim.x;
             if (!DYN && u >= units) break;
+            long long *tr = tracer && j / 2 < PP_TRACE_UNITS ? pp_trace[blockIdx.x][wg][j / 2] : nullptr;
+            if (tr) tr[0] = clock64();
             if (j > 0) { // the other warpgroup has waited on every stage of unit j - 1
                 mbar_wait(&turn[wg], turn_phase);
                 turn_phase ^= 1;
             }
+            if (tr) tr[1] = clock64();
             int64_t it = (int64_t)j * num_kb; // ring position of this unit's first k-block
             int stage;
             uint32_t phase;
@@ -226,10 +236,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             }
             // Every stage of this unit has been waited on: the other warpgroup's turn.
+            if (tr) tr[2] = clock64();
             if (lane == 0) mbar_arrive(&turn[wg ^ 1]);
             wgmma_wait_group<0>();
             fence_registers<PP_BN / 2>(acc[0]);
             fence_registers<PP_BN / 2>(acc[1]);
+            if (tr) tr[3] = clock64();
             release_stage<1>(&empty[prev_stage], lane);
 
             float *stage_buf = (float *)(staging + cw * STAGE_WARP_BYTES);
@@ -251,6 +263,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 pp_epilogue<MODE, EPI>(p, acc, p.block_expert[m_block], m_block, n_block * PP_BN, warp, lane, stage_buf,
                                        info);
             }
+            if (tr) tr[4] = clock64();
         }
     }
 #endif
@@ -280,17 +293,17 @@ inline CUresult grouped_pingpong_prepare(const gemm_args *g, int sms, CUtensorMa
     return CUDA_SUCCESS;
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false>
+template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false, bool TRACE = false>
 cudaError_t grouped_pingpong_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                     const grouped_params &p, unsigned ctas, cudaStream_t stream) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN, EPI, PRE>,
+        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN, EPI, PRE, TRACE>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM_BYTES);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_pingpong_kernel<MODE, DYN, EPI, PRE><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
+    grouped_pingpong_kernel<MODE, DYN, EPI, PRE, TRACE><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
 
