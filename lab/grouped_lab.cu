@@ -67,7 +67,7 @@ struct model {
 
 static const model MODELS[] = {
     {"qwen3", 128, 2048, 768, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
-    {"gptoss", 128, 2880, 2880, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, false, true},
+    {"gptoss", 128, 2880, 2880, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, true},
     {"mixtral", 8, 4096, 14336, 2, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
     {"deepseek", 256, 7168, 2048, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, true, true},
     // Small shapes for the epilogues' correctness: every activation, N tails (I = 320: a GEMM1
@@ -97,7 +97,6 @@ struct variant {
     bool probe = false;    // writes into `out`'s buffer, but not the GEMM's values: not checked
     bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
     bool pp = false;       // the pingpong kernel (lab/grouped_pingpong_kernel.cuh): 128 x 128 tiles
-    bool pre = false;      // pingpong: the row table loaded during the mainloop (PRE)
     bool trace = false;    // pingpong: clock64 trace of CTAs 0-3 (TRACE), summarised after timing
 };
 
@@ -122,12 +121,9 @@ static const variant VARIANTS[] = {
     {"up_staged_notable", "GEMM1 shipped epilogue, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true},
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
-    {"up_pp_dyn", "up_pp, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true},
-    {"up_pp_pre", "up_pp, row table loaded during the mainloop (PRE)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
-    {"up_pp_pre_dyn", "up_pp_pre, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true, true, true},
-    {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
-    {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, false, true},
-    {"up_pp_none_trace", "up_pp_none with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true, false, true},
+    {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, true},
+    {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
+    {"up_pp_none_trace", "up_pp_none with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true, true},
     {"up_pp_none", "up_pp's mainloop, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
     {"up_pp_regs", "up_pp, epilogue from the fragment (activation per tile, 2-byte stores)", GEMM_UP, GEMM_UP, EPI_REGS, OUT_A2, true, false, false, false, false, true},
     {"down_none", "GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false},
@@ -135,23 +131,20 @@ static const variant VARIANTS[] = {
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
     {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
     {"down_pp", "GEMM2, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true},
-    {"down_pp_dyn", "down_pp, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true},
-    {"down_pp_pre", "down_pp, row table loaded during the mainloop (PRE)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, true},
-    {"down_pp_pre_dyn", "down_pp_pre, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, true, true},
-    {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, false, true},
-    {"down_pp_trace", "down_pp with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, false, true},
-    {"down_pp_none_trace", "down_pp_none with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true, false, true},
+    {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, true},
+    {"down_pp_trace", "down_pp with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, true},
+    {"down_pp_none_trace", "down_pp_none with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true, true},
     {"down_pp_none", "down_pp's mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
     {"down_pp_regs", "down_pp, epilogue from the fragment (8-byte stores)", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
     {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
-    {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
+    {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, true},
     {"fp8_down_none", "FP8 GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, true},
-    {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true},
-    {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true},
-    {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, true},
+    {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, true},
+    {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, true},
+    {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -193,10 +186,10 @@ static fp8_launch_fn pick_fp8(const variant &v) {
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false, bool TRACE = false>
+template <int MODE, int EPI = EPI_STAGED, bool TRACE = false>
 static cudaError_t pp_launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                                unsigned ctas) {
-    return grouped_pingpong_launch<MODE, DYN, EPI, PRE, TRACE>(a, b, bt, p, ctas, 0);
+    return grouped_pingpong_launch<MODE, EPI, TRACE>(a, b, bt, p, ctas, 0);
 }
 
 // The pingpong trace of the last launch (the static schedule gives every launch the same units):
@@ -232,29 +225,23 @@ static void print_pp_trace() {
 }
 
 template <int MODE> static launch_fn pick_pp(const variant &v) {
-    if (v.trace) return v.epi == EPI_NONE ? pp_launch_t<MODE, false, EPI_NONE, false, true> : pp_launch_t<MODE, false, EPI_STAGED, false, true>;
-    if (v.pre) return v.dyn ? pp_launch_t<MODE, true, EPI_STAGED, true> : pp_launch_t<MODE, false, EPI_STAGED, true>;
-    if (v.dyn) return pp_launch_t<MODE, true>;
+    if (v.trace) return v.epi == EPI_NONE ? pp_launch_t<MODE, EPI_NONE, true> : pp_launch_t<MODE, EPI_STAGED, true>;
     switch (v.epi) {
-    case EPI_NONE: return pp_launch_t<MODE, false, EPI_NONE>;
-    case EPI_REGS: return pp_launch_t<MODE, false, EPI_REGS>;
-    case EPI_STAGED_NOTABLE: return pp_launch_t<MODE, false, EPI_STAGED_NOTABLE>;
-    default: return pp_launch_t<MODE, false>;
+    case EPI_NONE: return pp_launch_t<MODE, EPI_NONE>;
+    case EPI_REGS: return pp_launch_t<MODE, EPI_REGS>;
+    case EPI_STAGED_NOTABLE: return pp_launch_t<MODE, EPI_STAGED_NOTABLE>;
+    default: return pp_launch_t<MODE>;
     }
 }
 template <int MODE> static const void *pp_kernel(const variant &v) {
     if (v.trace)
-        return v.epi == EPI_NONE ? (const void *)grouped_pingpong_kernel<MODE, false, EPI_NONE, false, true>
-                                 : (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED, false, true>;
-    if (v.pre)
-        return v.dyn ? (const void *)grouped_pingpong_kernel<MODE, true, EPI_STAGED, true>
-                     : (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED, true>;
-    if (v.dyn) return (const void *)grouped_pingpong_kernel<MODE, true>;
+        return v.epi == EPI_NONE ? (const void *)grouped_pingpong_kernel<MODE, EPI_NONE, true>
+                                 : (const void *)grouped_pingpong_kernel<MODE, EPI_STAGED, true>;
     switch (v.epi) {
-    case EPI_NONE: return (const void *)grouped_pingpong_kernel<MODE, false, EPI_NONE>;
-    case EPI_REGS: return (const void *)grouped_pingpong_kernel<MODE, false, EPI_REGS>;
-    case EPI_STAGED_NOTABLE: return (const void *)grouped_pingpong_kernel<MODE, false, EPI_STAGED_NOTABLE>;
-    default: return (const void *)grouped_pingpong_kernel<MODE, false>;
+    case EPI_NONE: return (const void *)grouped_pingpong_kernel<MODE, EPI_NONE>;
+    case EPI_REGS: return (const void *)grouped_pingpong_kernel<MODE, EPI_REGS>;
+    case EPI_STAGED_NOTABLE: return (const void *)grouped_pingpong_kernel<MODE, EPI_STAGED_NOTABLE>;
+    default: return (const void *)grouped_pingpong_kernel<MODE>;
     }
 }
 

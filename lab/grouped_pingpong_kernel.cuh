@@ -18,16 +18,18 @@
 //    has waited on every stage of unit j - 1. That keeps the tensor cores on one tile at a time,
 //    and keeps a warpgroup's `full` waits at most one ring phase ahead of the fills (a parity
 //    wait two phases ahead would pass early).
-//  - Empty barriers count the 4 warps of one warpgroup (one reader per stage).
-//  - DYN: the producer takes units from the ticket counter and names each in its first stage's
-//    header, as the shipped kernel does. The end marker (-1) is read by one warpgroup only; it
-//    sets `done` before passing the turn, and the other checks `done` after its turn wait.
-//  - The turn barriers count lane 0 of each of the 4 warps, and only lane 0 reads `done` and the
-//    headers: each warp's reads are ordered before its own arrival (racecheck, call P1, flagged
-//    the first form, where every lane read `done` and one thread arrived for the warpgroup).
-// The epilogue is the shipped staged one (4 chunks of 32 columns a 64-row half), its row table
-// loaded after the mainloop or (PRE) during it; lab probes: from the fragment (EPI_REGS), none
-// (EPI_NONE), the staged one's probes (EPI_STAGED_NOTABLE, _NOSTORE).
+//  - Empty barriers count the 4 warps of one warpgroup (one reader per stage); the turn barriers
+//    lane 0 of each of the other warpgroup's 4 warps.
+// The epilogue is the shipped staged one (4 chunks of 32 columns a 64-row half); lab probes: from
+// the fragment (EPI_REGS), none (EPI_NONE), the staged one's probes (EPI_STAGED_NOTABLE, _NOSTORE);
+// TRACE records clock64() at 5 points of each unit.
+//
+// Outcome (session 13, bench/results/2026-12-03-h200-session13/, src/cuda/NOTES.md): no gain. The
+// mainloop alone is within 3-7% of the shipped one on qwen3/gpt-oss/mixtral, but an epilogue that
+// runs beside the other warpgroup's MMAs takes about twice as long as the same work a warp in the
+// shipped kernel (trace, qwen3 T=16384: GEMM2 epilogue 11.8k cycles against a 6.1k-cycle
+// mainloop), so the pair is bound by the epilogue. Forms tried and deleted: the ticket schedule
+// (it hung; not debugged) and the row table loaded during the mainloop (no change).
 #ifndef MOEFUSE_LAB_GROUPED_PINGPONG_KERNEL_CUH
 #define MOEFUSE_LAB_GROUPED_PINGPONG_KERNEL_CUH
 
@@ -40,14 +42,11 @@ constexpr int PP_STAGES = 6;
 constexpr int PP_A_BYTES = BM * BK * 2;
 constexpr int PP_B_BYTES = PP_BN * BK * 2;
 constexpr int PP_CHUNKS = PP_BN / STAGE_COLS;
-// Ring, then full/empty barriers, 2 turn barriers, the staged epilogue's buffers, 16 stage
-// headers and the done flag; 1024 of slack to align the ring.
-// PRE: a 32-row table per consumer warp (both halves) instead of the 16-row one.
-constexpr int PP_ROWINFO_WARP_BYTES = 32 * 8 + 32 * 4;
+// Ring, then full/empty barriers, 2 turn barriers and the staged epilogue's buffers; 1024 of
+// slack to align the ring.
 constexpr int PP_SMEM_BYTES = 1024 + PP_STAGES * (PP_A_BYTES + PP_B_BYTES) + (2 * PP_STAGES + 2) * 8 +
-                              CONSUMER_WARPS * (STAGE_WARP_BYTES + PP_ROWINFO_WARP_BYTES) + DYN_HEADER_BYTES + 16;
+                              STAGED_EXTRA_BYTES;
 static_assert(PP_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(PP_STAGES <= 16, "one header int per stage");
 
 // A ring position -> (stage, parity of its fill).
 __device__ __forceinline__ void pp_position(int64_t it, int &stage, uint32_t &phase) {
@@ -80,17 +79,13 @@ __device__ __forceinline__ void pp_epilogue(const grouped_params &p, float (&acc
     }
 }
 
-// PRE (EPI_STAGED only): each warp's row table (32 rows: 16 of each half, lane l -> half l / 16)
-// is loaded during the mainloop instead of after it: the plan ids issued at the unit's start,
-// the targets and routing weights (which need the ids) two k-blocks later, both read only in
-// the epilogue. Without it each half's epilogue starts with two dependent global round trips.
 // TRACE (lab): thread 0 of each consumer warpgroup of CTAs 0 .. PP_TRACE_CTAS - 1 writes clock64()
 // at 5 points of each of its units into pp_trace: loop top (before the turn wait), after the turn
 // wait, after the k-loop's issue, after the final wgmma wait, after the epilogue.
 constexpr int PP_TRACE_CTAS = 4, PP_TRACE_UNITS = 256, PP_TRACE_POINTS = 5;
 __device__ long long pp_trace[PP_TRACE_CTAS][2][PP_TRACE_UNITS][PP_TRACE_POINTS];
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false, bool TRACE = false>
+template <int MODE, int EPI = EPI_STAGED, bool TRACE = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_pingpong_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                             const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
@@ -104,8 +99,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint64_t *turn = empty + PP_STAGES; // turn[w]: warpgroup w may start its next mainloop
     uint8_t *staging = (uint8_t *)(turn + 2);
     uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
-    int *stage_unit = (int *)(row_info + CONSUMER_WARPS * PP_ROWINFO_WARP_BYTES);
-    volatile int *done = stage_unit + 16;
 
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
@@ -116,7 +109,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         ring_init(full, empty, PP_STAGES, 1, 4);
         mbar_init(&turn[0], 4); // lane 0 of each warp of the other warpgroup
         mbar_init(&turn[1], 4);
-        *done = 0;
         fence_mbarrier_init();
     }
     __syncthreads();
@@ -140,7 +132,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int b_row = e * p.n + n_block * PP_BN;
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
-                    if (DYN && kb == 0) stage_unit[stage] = u;
                     mbar_arrive_expect_tx(&full[stage], PP_A_BYTES + b_bytes);
                     tma_load_2d(smem_a + stage * PP_A_BYTES, &map_a, &full[stage], kb * BK, m_block * BM);
                     tma_load_2d(smem_b + stage * PP_B_BYTES, mb, &full[stage], kb * BK, b_row);
@@ -149,18 +140,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         phase ^= 1;
                     }
                 }
-                u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x;
-            }
-            if (DYN) { // as in the shipped kernel: end marker, then the last CTA resets the counters
-                mbar_wait(&empty[stage], phase ^ 1);
-                stage_unit[stage] = -1;
-                mbar_arrive(&full[stage]);
-                __threadfence();
-                if (atomicAdd(&p.unit_counter[1], 1) == (int)gridDim.x - 1) {
-                    __threadfence();
-                    atomicExch(&p.unit_counter[0], 0);
-                    atomicExch(&p.unit_counter[1], 0);
-                }
+                u += (int)gridDim.x;
             }
         }
     } else {
@@ -175,7 +155,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const bool tracer = TRACE && threadIdx.x % 128 == 0 && blockIdx.x < PP_TRACE_CTAS;
         for (int j = wg;; j += 2) {
             int u = blockIdx.x + j * (int)gridDim.x;
-            if (!DYN && u >= units) break;
+            if (u >= units) break;
             long long *tr = tracer && j / 2 < PP_TRACE_UNITS ? pp_trace[blockIdx.x][wg][j / 2] : nullptr;
             if (tr) tr[0] = clock64();
             if (j > 0) { // the other warpgroup has waited on every stage of unit j - 1
@@ -183,33 +163,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                 turn_phase ^= 1;
             }
             if (tr) tr[1] = clock64();
-            int64_t it = (int64_t)j * num_kb; // ring position of this unit's first k-block
-            int stage;
+            int stage; // the ring position of this unit's first k-block: j * num_kb
             uint32_t phase;
-            pp_position(it, stage, phase);
-            if (DYN) {
-                // Lane 0 reads `done` and the header, the lane that arrives on the turn barriers
-                // (so each read is ordered before this warp's next arrival).
-                int v = 0;
-                if (lane == 0 && *done) v = -1; // the other warpgroup read the end marker
-                if (__shfl_sync(0xFFFFFFFFu, v, 0) < 0) break;
-                mbar_wait(&full[stage], phase);
-                if (lane == 0) v = stage_unit[stage];
-                u = __shfl_sync(0xFFFFFFFFu, v, 0);
-                if (u < 0) {
-                    if (threadIdx.x % 128 == 0) *done = 1;
-                    if (lane == 0) mbar_arrive(&turn[wg ^ 1]); // after `done`: seen after the turn wait
-                    break;
-                }
-            }
+            pp_position((int64_t)j * num_kb, stage, phase);
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
-            const int64_t my_row = (int64_t)m_block * BM + (lane / 16) * 64 + warp * 16 + lane % 16; // PRE
-            int32_t my_id = 0;
-            int64_t my_off = -1;
-            float my_scale = 1.0f;
-            if (PRE) my_id = p.sorted_ids[my_row];
-            const int resolve_kb = num_kb > 2 ? 2 : num_kb - 1;
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
@@ -226,7 +184,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                                       accumulate);
                 }
                 wgmma_commit_group();
-                if (PRE && kb == resolve_kb && !row_target_of<MODE>(p, my_row, my_id, my_off, my_scale)) my_off = -1;
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -244,25 +201,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (tr) tr[3] = clock64();
             release_stage<1>(&empty[prev_stage], lane);
 
-            float *stage_buf = (float *)(staging + cw * STAGE_WARP_BYTES);
-            uint8_t *info = row_info + cw * PP_ROWINFO_WARP_BYTES;
-            if (PRE) {
-                int64_t *row_off = (int64_t *)info;
-                float *row_scale = (float *)(info + 32 * 8);
-                __syncwarp(); // the previous tile's reads of the table are done
-                row_off[lane] = my_off;
-                row_scale[lane] = my_scale;
-                const unsigned live = __ballot_sync(0xFFFFFFFFu, my_off >= 0);
-                const int e = p.block_expert[m_block];
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    if ((live >> (16 * h)) & 0xFFFFu)
-                        staged_epilogue_rows<MODE, PP_CHUNKS>(p, acc[h], e, n_block * PP_BN, lane, stage_buf,
-                                                              row_off + 16 * h, row_scale + 16 * h);
-            } else {
-                pp_epilogue<MODE, EPI>(p, acc, p.block_expert[m_block], m_block, n_block * PP_BN, warp, lane, stage_buf,
-                                       info);
-            }
+            pp_epilogue<MODE, EPI>(p, acc, p.block_expert[m_block], m_block, n_block * PP_BN, warp, lane,
+                                   (float *)(staging + cw * STAGE_WARP_BYTES), row_info + cw * ROWINFO_WARP_BYTES);
             if (tr) tr[4] = clock64();
         }
     }
@@ -284,7 +224,7 @@ inline CUresult grouped_pingpong_prepare(const gemm_args *g, int sms, CUtensorMa
     grouped_plan_params(g, sms, PP_BN, p);
     p->b_tail_rows = tail;
     p->x = nullptr;
-    p->unit_counter = g->unit_counter;
+    p->unit_counter = nullptr;
     p->ldx = g->lda;
     p->top_k = g->top_k;
     p->out_bf16 = g->out_bf16;
@@ -293,17 +233,17 @@ inline CUresult grouped_pingpong_prepare(const gemm_args *g, int sms, CUtensorMa
     return CUDA_SUCCESS;
 }
 
-template <int MODE, bool DYN, int EPI = EPI_STAGED, bool PRE = false, bool TRACE = false>
+template <int MODE, int EPI = EPI_STAGED, bool TRACE = false>
 cudaError_t grouped_pingpong_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                     const grouped_params &p, unsigned ctas, cudaStream_t stream) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, DYN, EPI, PRE, TRACE>,
+        cudaError_t err = cudaFuncSetAttribute(grouped_pingpong_kernel<MODE, EPI, TRACE>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, PP_SMEM_BYTES);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_pingpong_kernel<MODE, DYN, EPI, PRE, TRACE><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
+    grouped_pingpong_kernel<MODE, EPI, TRACE><<<ctas, THREADS, PP_SMEM_BYTES, stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
 
