@@ -120,6 +120,8 @@ static const variant VARIANTS[] = {
     {"up_staged_nostore", "GEMM1 shipped epilogue without its stores", GEMM_UP, GEMM_UP, EPI_STAGED_NOSTORE, OUT_A2, false, false, false, true},
     {"up_staged_notable", "GEMM1 shipped epilogue, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true},
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
+    {"up_actfirst", "GEMM1, activation from the fragment, bf16 outputs staged (EPI_ACT_FIRST)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true},
+    {"up_actfirst_dyn", "up_actfirst, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, true},
     {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
@@ -247,6 +249,7 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 
 static launch_fn pick(const variant &v, int act) {
     if (v.pp) return v.kernel_mode == GEMM_UP ? pick_pp<GEMM_UP>(v) : pick_pp<GEMM_DOWN>(v);
+    if (v.epi == EPI_ACT_FIRST) return v.dyn ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true> : launch_t<GEMM_UP, EPI_ACT_FIRST, 0>;
     if (v.dyn) return v.kernel_mode == GEMM_UP ? launch_t<GEMM_UP, EPI_STAGED, 0, false, true>
                                                : launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true>;
     if (v.gather) return v.epi == EPI_STAGED ? launch_t<GEMM_UP, EPI_STAGED, 0, true>
@@ -288,6 +291,9 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.epi == EPI_ACT_FIRST)
+        return v.dyn ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true>
+                     : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0>;
     if (v.dyn)
         return v.kernel_mode == GEMM_UP ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, true>
                                         : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true>;
@@ -748,7 +754,7 @@ int main(int argc, char **argv) {
         const int smem = fp8                  ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
                          : v.pp               ? PP_SMEM_BYTES
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
-                         : epi_staged(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
+                         : epi_uses_staging(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
                                              : grouped_smem_bytes<EPI_REGS>();
         printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem, v.what);
     }
@@ -811,6 +817,12 @@ int main(int argc, char **argv) {
                 gemm_args a = args_for(v, P, O, out, g);
                 if (v.gather && !grouped_gather_ok(&a)) {
                     printf("%-18s gather cannot run here (k, lda %% 8, alignment)\n", v.name);
+                    ++failed;
+                    cudaFree(out);
+                    continue;
+                }
+                if (v.epi == EPI_ACT_FIRST && !grouped_act_first_ok(&a)) {
+                    printf("%-18s act-first epilogue cannot run here (n / 2 %% 8, ldo %% 8, alignment)\n", v.name);
                     ++failed;
                     cudaFree(out);
                     continue;

@@ -1,7 +1,8 @@
 // The grouped expert GEMMs on the Hopper engine: the kernel and its epilogues are in
 // src/cuda/hopper/grouped_kernel.cuh (shared with the kernel lab, lab/grouped_lab.cu); this file
-// holds the permute kernel and the library's entry points. Shipped epilogue: EPI_STAGED for
-// both GEMMs (see src/cuda/NOTES.md, "GEMM1 epilogue", for why and for the variants).
+// holds the permute kernel and the library's entry points. Shipped epilogues: GEMM1 EPI_ACT_FIRST
+// (EPI_STAGED where its shape checks fail, with the gathering producer, or with
+// MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and session 13).
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,8 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, false, true>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -74,6 +77,12 @@ bool hopper_ticket_schedule(bool fp8) {
     if (env && !strcmp(env, "static")) return false;
     if (env && !strcmp(env, "dyn")) return true;
     return !fp8;
+}
+
+// MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs).
+static bool hopper_act_first(const gemm_args *g) {
+    const char *env = getenv("MOEFUSE_HOPPER_EPI");
+    return !(env && !strcmp(env, "staged")) && grouped_act_first_ok(g);
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
@@ -109,8 +118,12 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
     // keeps the static stride).
     const bool dyn = !gather && p.unit_counter && hopper_ticket_schedule(false);
+    const bool act_first = !gather && g->mode == GEMM_UP && hopper_act_first(g);
     const cudaError_t err =
         gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+        : act_first ? (dyn ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true>(map_a, map_b, map_b_tail, p,
+                                                                                           ctas, stream)
+                           : grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST>(map_a, map_b, map_b_tail, p, ctas, stream))
         : dyn ? (g->mode == GEMM_UP
                      ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
                      : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,

@@ -42,6 +42,10 @@
 //    FP8 grouped kernel (grouped_fp8_kernel.cuh) takes EPI_STAGED (shipped) or EPI_NONE too.
 //  - EPI_QUANT: FP8 grouped kernel, GEMM_UP only: A2 quantised to e4m3 in the epilogue
 //    (grouped_fp8_kernel.cuh).
+//  - EPI_ACT_FIRST: GEMM_UP, gated activations, bf16 A2 (RELU2 falls back to EPI_STAGED): the
+//    activation straight from the fragment (a thread holds each (gate, up) pair it owns), then
+//    only the bf16 outputs go through the warp's staging buffer (a quarter of EPI_STAGED's
+//    bytes), read back row-major for 16-byte stores. See act_first_up_epilogue.
 //  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
 //    made of: all of it but the output stores (a value is stored only if NaN), or all of it
 //    with the row table made up (offset from the plan row, scale 1, every row live) instead of
@@ -62,10 +66,13 @@ enum grouped_epilogue {
     EPI_NONE = 4,
     EPI_QUANT = 5,
     EPI_STAGED_NOSTORE = 6,
-    EPI_STAGED_NOTABLE = 7
+    EPI_STAGED_NOTABLE = 7,
+    EPI_ACT_FIRST = 8
 };
 // The epilogues that run staged_epilogue (the shipped one and its lab probes).
 __host__ __device__ constexpr bool epi_staged(int epi) { return epi == EPI_STAGED || epi == EPI_STAGED_NOSTORE || epi == EPI_STAGED_NOTABLE; }
+// The epilogues that need the per-warp staging buffers and row tables.
+__host__ __device__ constexpr bool epi_uses_staging(int epi) { return epi_staged(epi) || epi == EPI_ACT_FIRST; }
 
 using grouped_config = dense_config<256, 4, 1>;
 constexpr int GBN = grouped_config::BN;
@@ -87,7 +94,7 @@ constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_
 constexpr int DYN_HEADER_BYTES = 16 * 4;
 static_assert(GSTAGES <= 16, "one header int per stage");
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (epi_staged(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
+    return grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -431,6 +438,100 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
     staged_epilogue_rows<MODE, CHUNKS, A2T, PROBE>(p, acc, e, n0, lane, stage, row_off, row_scale);
 }
 
+// ---- EPI_ACT_FIRST ------------------------------------------------------------------------
+// GEMM_UP with a gated activation into bf16 A2. Fragment column pair (8j + 2q, 8j + 2q + 1) of a
+// thread is one (gate, up) pair, so A2 column n0/2 + 4j + q of rows lane/4 and lane/4 + 8 is
+// computed where the accumulators are. Neighbour lanes (q, q ^ 1) swap one value so that each
+// writes two adjacent A2 columns of one row (even lanes the upper row, odd lanes the lower) into
+// the warp's staging buffer, 64 A2 columns (a pass, 4 chunks of 4 j) at a time, rows
+// ACT_STAGE_LD apart; the pass is read back row-major, 16 bytes a lane, for 16-byte stores.
+// Requires n / 2 and ldo multiples of 8 and out 16-byte aligned (grouped_act_first_ok).
+constexpr int ACT_STAGE_LD = 72;        // bf16: 144-byte rows (16-byte aligned for the read-back)
+constexpr int ACT_PASS_CHUNKS = 4;      // chunks of STAGE_COLS tile columns a pass: 64 A2 columns
+static_assert(16 * ACT_STAGE_LD * 2 <= STAGE_WARP_BYTES, "a pass fits the warp's staging buffer");
+
+// v[4jj + 2h + e] = acc[4(4c + jj) + 2h + e]: chunk c's 16 fragment values, register moves under
+// a uniform branch (keeps the caller's loop over chunks rolled, as stage_chunk does).
+__device__ __forceinline__ void chunk_fragment(const float *acc, int c, float (&v)[16]) {
+#pragma unroll
+    for (int C = 0; C < STAGE_CHUNKS; ++C) {
+        if (C == c) {
+#pragma unroll
+            for (int i = 0; i < 16; ++i) v[i] = acc[16 * C + i];
+        }
+    }
+}
+
+template <int ACT>
+__device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, const float *acc, int e, int n0, int lane,
+                                                      __nv_bfloat16 *stage, const int64_t *row_off,
+                                                      const float *row_scale) {
+    const int q = lane % 4, r0 = lane / 4;
+    const bool odd = q & 1;
+    const float s0 = row_scale[r0], s1 = row_scale[r0 + 8];
+    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
+    const int half_n = p.n / 2;
+    __nv_bfloat16 *out = (__nv_bfloat16 *)p.out;
+#pragma unroll 1
+    for (int pass = 0; pass < STAGE_CHUNKS / ACT_PASS_CHUNKS; ++pass) {
+        const int a2_col0 = n0 / 2 + pass * (ACT_PASS_CHUNKS * STAGE_COLS / 2);
+        if (a2_col0 >= half_n) break; // the rest of the tile is past n (uniform)
+        __syncwarp();                 // the previous pass's reads (and the row table writes) are done
+#pragma unroll 1
+        for (int cc = 0; cc < ACT_PASS_CHUNKS; ++cc) {
+            const int c = pass * ACT_PASS_CHUNKS + cc;
+            float v[16];
+            chunk_fragment(acc, c, v);
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const int col = n0 + 8 * (4 * c + jj) + 2 * q; // the gate's tile column; n is even
+                const float2 b = bias && col < p.n ? *(const float2 *)(bias + col) : make_float2(0.0f, 0.0f);
+                // Scaling the accumulator by the input weight = scaling the gathered row.
+                const float y0 = glu_activate(ACT, p.act_alpha, p.act_limit, v[4 * jj] * s0 + b.x, v[4 * jj + 1] * s0 + b.y);
+                const float y1 =
+                    glu_activate(ACT, p.act_alpha, p.act_limit, v[4 * jj + 2] * s1 + b.x, v[4 * jj + 3] * s1 + b.y);
+                const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0 : y1, 1);
+                const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(got, y1) : __floats2bfloat162_rn(y0, got);
+                const int row = odd ? r0 + 8 : r0;
+                *(__nv_bfloat162 *)(stage + row * ACT_STAGE_LD + 4 * (4 * cc + jj) + (q & ~1)) = pair;
+            }
+        }
+        __syncwarp();
+        const int g = lane % 8; // 8 A2 columns (16 bytes) of rows 4i + lane / 8
+        const int col = a2_col0 + 8 * g;
+        if (col < half_n) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int rr = 4 * i + lane / 8;
+                const int64_t off = row_off[rr];
+                if (off < 0) continue;
+                *(uint4 *)(out + off + col) = *(const uint4 *)(stage + rr * ACT_STAGE_LD + 8 * g);
+            }
+        }
+    }
+}
+
+// EPI_ACT_FIRST for one consumer warp: the row table, then the activation's specialisation
+// (RELU2, not gated, takes the staged epilogue).
+__device__ __forceinline__ void act_first_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                                   int n0, int lane, float *stage, uint8_t *info) {
+    if (p.activation == MOE_ACT_RELU2) {
+        staged_epilogue<GEMM_UP>(p, acc, e, warp_row, n0, lane, stage, info);
+        return;
+    }
+    int64_t *row_off;
+    float *row_scale;
+    if (!fill_row_table<GEMM_UP>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
+    __nv_bfloat16 *st = (__nv_bfloat16 *)stage;
+    switch (p.activation) {
+    case MOE_ACT_SWIGLU: act_first_up_epilogue<MOE_ACT_SWIGLU>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_GEGLU: act_first_up_epilogue<MOE_ACT_GEGLU>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_GEGLU_TANH: act_first_up_epilogue<MOE_ACT_GEGLU_TANH>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_REGLU: act_first_up_epilogue<MOE_ACT_REGLU>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_SWIGLU_OAI: act_first_up_epilogue<MOE_ACT_SWIGLU_OAI>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    }
+}
+
 // The B box of tile column n_block (map and bytes): the whole GBN rows, or the tail's.
 __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
                                                     const CUtensorMap *map_b_tail, uint32_t &bytes) {
@@ -463,7 +564,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint8_t *staging = (uint8_t *)(empty + GSTAGES);
     uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
     // DYN: after the staged epilogue's buffers (grouped_smem_bytes counts them for staged EPIs).
-    int *stage_unit = (int *)(epi_staged(EPI) ? row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES : staging);
+    int *stage_unit = (int *)(epi_uses_staging(EPI) ? row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES : staging);
 
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
@@ -617,7 +718,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 
             const int e = p.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
-            if constexpr (epi_staged(EPI))
+            if constexpr (EPI == EPI_ACT_FIRST && MODE == GEMM_UP)
+                act_first_epilogue(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
+                                   row_info + cw * ROWINFO_WARP_BYTES);
+            else if constexpr (epi_staged(EPI))
                 staged_epilogue<MODE, STAGE_CHUNKS, __nv_bfloat16, EPI>(p, acc, e, warp_row, n0, lane,
                                                                         (float *)(staging + cw * STAGE_WARP_BYTES),
                                                                         row_info + cw * ROWINFO_WARP_BYTES);
@@ -688,6 +792,12 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
 // (H, I multiples of 64, 256-aligned workspace and cudaMalloc'd biases) always pass.
 inline bool grouped_staged_ok(const gemm_args *g) {
     return g->n % 4 == 0 && g->ldo % 4 == 0 && (uintptr_t)g->out % 16 == 0 && (uintptr_t)g->bias % 16 == 0;
+}
+
+// What EPI_ACT_FIRST needs beyond EPI_STAGED: A2 rows and the tile's A2 columns in whole 16-byte
+// granules (n / 2 and ldo multiples of 8). The forward's shapes (I a multiple of 64) always pass.
+inline bool grouped_act_first_ok(const gemm_args *g) {
+    return grouped_staged_ok(g) && g->mode == GEMM_UP && (g->n / 2) % 8 == 0 && g->ldo % 8 == 0;
 }
 
 // What GATHER needs: GEMM1, k and the row stride multiples of 8 and x 16-byte aligned (16-byte
