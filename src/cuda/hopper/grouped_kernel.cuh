@@ -468,6 +468,7 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
                                                       const float *row_scale) {
     const int q = lane % 4, r0 = lane / 4;
     const bool odd = q & 1;
+    __syncwarp(); // the row table's writes (lanes 0-15) are visible
     const float s0 = row_scale[r0], s1 = row_scale[r0 + 8];
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
     const int half_n = p.n / 2;
