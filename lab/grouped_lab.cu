@@ -67,7 +67,7 @@ struct model {
 
 static const model MODELS[] = {
     {"qwen3", 128, 2048, 768, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
-    {"gptoss", 128, 2880, 2880, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, true},
+    {"gptoss", 128, 2880, 2880, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, false, true},
     {"mixtral", 8, 4096, 14336, 2, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
     {"deepseek", 256, 7168, 2048, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, true, true},
     // Small shapes for the epilogues' correctness: every activation, N tails (I = 320: a GEMM1
