@@ -521,10 +521,14 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper)
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, %s", HOPPER_BLOCK_M,
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, %s, %s", HOPPER_BLOCK_M,
                  hopper_a_gather() ? "x rows gathered by the producer, tiles by a static stride"
                  : !hopper_ticket_schedule(false) ? "x rows permuted, tiles by a static stride"
-                                            : "x rows permuted, tiles from a ticket counter");
+                                            : "x rows permuted, tiles from a ticket counter",
+                 !hopper_a_gather() && hopper_act_first_enabled() && w->spec.activation != MOE_ACT_RELU2 &&
+                         L.I % 8 == 0
+                     ? "GEMM1's activation from the accumulators"
+                     : "GEMM1's staged epilogue");
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);
     char shared[160];

@@ -80,9 +80,13 @@ bool hopper_ticket_schedule(bool fp8) {
 }
 
 // MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs).
-static bool hopper_act_first(const gemm_args *g) {
+bool hopper_act_first_enabled(void) {
     const char *env = getenv("MOEFUSE_HOPPER_EPI");
-    return !(env && !strcmp(env, "staged")) && grouped_act_first_ok(g);
+    return !(env && !strcmp(env, "staged"));
+}
+
+static bool hopper_act_first(const gemm_args *g) {
+    return hopper_act_first_enabled() && grouped_act_first_ok(g);
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
