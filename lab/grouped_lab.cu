@@ -98,6 +98,7 @@ struct variant {
     bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
     bool pp = false;       // the pingpong kernel (lab/grouped_pingpong_kernel.cuh): 128 x 128 tiles
     bool trace = false;    // pingpong: clock64 trace of CTAs 0-3 (TRACE), summarised after timing
+    int bn = 256;          // the shipped kernel's tile columns: 256, or 240 (divides gpt-oss's 2880)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -122,6 +123,8 @@ static const variant VARIANTS[] = {
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
     {"up_actfirst", "GEMM1, activation from the fragment, bf16 outputs staged (EPI_ACT_FIRST)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true},
     {"up_actfirst_dyn", "up_actfirst, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true},
+    {"up_bn240", "up_actfirst_dyn with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240},
+    {"up_staged_bn240", "up_staged with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, false, false, 240},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, true},
     {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
@@ -132,6 +135,7 @@ static const variant VARIANTS[] = {
     {"down_staged", "GEMM2 shipped: staged, 16-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true},
     {"down_regs", "GEMM2 first version: from registers, 8-byte stores", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true},
     {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
+    {"down_bn240", "down_dyn with 240-wide tiles", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, false, false, 240},
     {"down_pp", "GEMM2, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, true},
     {"down_pp_trace", "down_pp with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, true},
@@ -150,16 +154,16 @@ static const variant VARIANTS[] = {
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                             unsigned ctas) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER, DYN>();
+        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER, DYN, BN>();
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN>(a, b, bt, p, ctas, 0);
+    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN, BN>(a, b, bt, p, ctas, 0);
 }
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
@@ -248,6 +252,10 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.bn == 240)
+        return v.kernel_mode == GEMM_DOWN ? launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true, 240>
+               : v.epi == EPI_ACT_FIRST   ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
+                                          : launch_t<GEMM_UP, EPI_STAGED, 0, false, false, 240>;
     if (v.pp) return v.kernel_mode == GEMM_UP ? pick_pp<GEMM_UP>(v) : pick_pp<GEMM_DOWN>(v);
     if (v.epi == EPI_ACT_FIRST) return v.dyn ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true> : launch_t<GEMM_UP, EPI_ACT_FIRST, 0>;
     if (v.dyn) return v.kernel_mode == GEMM_UP ? launch_t<GEMM_UP, EPI_STAGED, 0, false, true>
@@ -291,6 +299,10 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.bn == 240)
+        return v.kernel_mode == GEMM_DOWN ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true, 240>
+               : v.epi == EPI_ACT_FIRST   ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
+                                          : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, false, 240>;
     if (v.epi == EPI_ACT_FIRST)
         return v.dyn ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true>
                      : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0>;
@@ -839,7 +851,7 @@ int main(int argc, char **argv) {
                 unsigned ctas = 0;
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, &ma, &mb, &p8, &ctas)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
-                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather);
+                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
                     ++failed;

@@ -102,7 +102,7 @@ static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memo
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
     int tiles_n, group_m;
-    int b_tail_rows;          // n % GBN: the rows map_b_tail loads for a row's last tile (0: none)
+    int b_tail_rows;          // n % BN: the rows map_b_tail loads for a row's last tile (0: none)
     const int64_t *live_rows; // device: the plan's total (a multiple of 128)
     const int32_t *block_expert;
     const int32_t *sorted_ids;
@@ -275,8 +275,9 @@ __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const flo
 // Copies chunk c (columns 32c .. 32c+31 of the tile) of this lane's fragment into the warp's
 // staging rows: acc[4j + 2h + e] is fragment row lane/4 + 8h, column 8j + 2*(lane%4) + e.
 // The branch per chunk keeps every accumulator index a compile-time constant (registers),
-// while the loop around the caller stays rolled. CHUNKS: the tile's width / STAGE_COLS.
-template <int CHUNKS = STAGE_CHUNKS>
+// while the loop around the caller stays rolled. CHUNKS: the tile's width / STAGE_COLS, rounded
+// up; TILE_N: the fragment's width (a last chunk of a 240-wide tile holds 16 columns).
+template <int CHUNKS = STAGE_CHUNKS, int TILE_N = CHUNKS * STAGE_COLS>
 __device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stage, int lane) {
     float *dst = stage + (lane / 4) * STAGE_LD + 2 * (lane % 4);
 #pragma unroll
@@ -285,6 +286,7 @@ __device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stag
 #pragma unroll
             for (int jj = 0; jj < STAGE_COLS / 8; ++jj) {
                 const int j = C * (STAGE_COLS / 8) + jj;
+                if (j >= TILE_N / 8) break; // past the fragment (compile-time)
                 *(float2 *)(dst + 8 * jj) = make_float2(acc[4 * j + 0], acc[4 * j + 1]);
                 *(float2 *)(dst + 8 * STAGE_LD + 8 * jj) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
             }
@@ -386,10 +388,11 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
 }
 
 // The epilogue of one consumer warp over a filled row table (row_off, row_scale: its 16 rows):
-// columns n0 .. n0 + 32 * CHUNKS - 1 of the tile (those below n; the bf16 tile is 256 wide, the
-// FP8 one 128). `stage` is the warp's staging buffer. A2T: GEMM_UP's output type (bf16; fp32 on
-// the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
-template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED>
+// columns n0 .. n0 + TILE_N - 1 of the tile (those below n; the bf16 tile is 256 wide, or 240,
+// the FP8 one 128). `stage` is the warp's staging buffer. A2T: GEMM_UP's output type (bf16; fp32
+// on the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
+template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED,
+          int TILE_N = CHUNKS * STAGE_COLS>
 __device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, const float *acc, int e, int n0, int lane,
                                                      float *stage, const int64_t *row_off, const float *row_scale) {
     constexpr bool ST = PROBE != EPI_STAGED_NOSTORE;
@@ -399,10 +402,11 @@ __device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, co
         const int chunk_col = n0 + c * STAGE_COLS;
         if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
         __syncwarp(); // the previous chunk's reads (and the row table writes) are done
-        stage_chunk<CHUNKS>(acc, c, stage, lane);
+        stage_chunk<CHUNKS, TILE_N>(acc, c, stage, lane);
         __syncwarp();
         const int col = chunk_col + 4 * (lane % 8);
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
+        if (TILE_N % STAGE_COLS != 0 && col >= n0 + TILE_N) continue; // the next tile's (a partial last chunk)
         const float4 b = bias ? *(const float4 *)(bias + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (MODE == GEMM_DOWN) {
             if (p.out_bf16)
@@ -429,13 +433,14 @@ __device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, co
 
 // The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, its row table
 // (filled here into `info`) and staged_epilogue_rows.
-template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED>
+template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED,
+          int TILE_N = CHUNKS * STAGE_COLS>
 __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                 int n0, int lane, float *stage, uint8_t *info) {
     int64_t *row_off;
     float *row_scale;
     if (!fill_row_table<MODE, PROBE == EPI_STAGED_NOTABLE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
-    staged_epilogue_rows<MODE, CHUNKS, A2T, PROBE>(p, acc, e, n0, lane, stage, row_off, row_scale);
+    staged_epilogue_rows<MODE, CHUNKS, A2T, PROBE, TILE_N>(p, acc, e, n0, lane, stage, row_off, row_scale);
 }
 
 // ---- EPI_ACT_FIRST ------------------------------------------------------------------------
@@ -450,19 +455,21 @@ constexpr int ACT_STAGE_LD = 72;        // bf16: 144-byte rows (16-byte aligned 
 constexpr int ACT_PASS_CHUNKS = 4;      // chunks of STAGE_COLS tile columns a pass: 64 A2 columns
 static_assert(16 * ACT_STAGE_LD * 2 <= STAGE_WARP_BYTES, "a pass fits the warp's staging buffer");
 
-// v[4jj + 2h + e] = acc[4(4c + jj) + 2h + e]: chunk c's 16 fragment values, register moves under
-// a uniform branch (keeps the caller's loop over chunks rolled, as stage_chunk does).
-__device__ __forceinline__ void chunk_fragment(const float *acc, int c, float (&v)[16]) {
+// v[4jj + 2h + e] = acc[4(4c + jj) + 2h + e]: chunk c's 16 fragment values (0 past a fragment
+// TILE_N wide), register moves under a uniform branch (keeps the caller's loop over chunks
+// rolled, as stage_chunk does).
+template <int TILE_N = GBN> __device__ __forceinline__ void chunk_fragment(const float *acc, int c, float (&v)[16]) {
+    constexpr int CHUNKS = (TILE_N + STAGE_COLS - 1) / STAGE_COLS;
 #pragma unroll
-    for (int C = 0; C < STAGE_CHUNKS; ++C) {
+    for (int C = 0; C < CHUNKS; ++C) {
         if (C == c) {
 #pragma unroll
-            for (int i = 0; i < 16; ++i) v[i] = acc[16 * C + i];
+            for (int i = 0; i < 16; ++i) v[i] = 16 * C + i < TILE_N / 2 ? acc[16 * C + i] : 0.0f;
         }
     }
 }
 
-template <int ACT>
+template <int ACT, int TILE_N = GBN>
 __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, const float *acc, int e, int n0, int lane,
                                                       __nv_bfloat16 *stage, const int64_t *row_off,
                                                       const float *row_scale) {
@@ -473,8 +480,9 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
     const int half_n = p.n / 2;
     __nv_bfloat16 *out = (__nv_bfloat16 *)p.out;
+    constexpr int CHUNKS = (TILE_N + STAGE_COLS - 1) / STAGE_COLS;
 #pragma unroll 1
-    for (int pass = 0; pass < STAGE_CHUNKS / ACT_PASS_CHUNKS; ++pass) {
+    for (int pass = 0; pass < (CHUNKS + ACT_PASS_CHUNKS - 1) / ACT_PASS_CHUNKS; ++pass) {
         const int a2_col0 = n0 / 2 + pass * (ACT_PASS_CHUNKS * STAGE_COLS / 2);
         if (a2_col0 >= half_n) break; // the rest of the tile is past n (uniform)
         __syncwarp();                 // the previous pass's reads (and the row table writes) are done
@@ -482,7 +490,7 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
         for (int cc = 0; cc < ACT_PASS_CHUNKS; ++cc) {
             const int c = pass * ACT_PASS_CHUNKS + cc;
             float v[16];
-            chunk_fragment(acc, c, v);
+            chunk_fragment<TILE_N>(acc, c, v);
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj) {
                 const int col = n0 + 8 * (4 * c + jj) + 2 * q; // the gate's tile column; n is even
@@ -500,7 +508,8 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
         __syncwarp();
         const int g = lane % 8; // 8 A2 columns (16 bytes) of rows 4i + lane / 8
         const int col = a2_col0 + 8 * g;
-        if (col < half_n) {
+        // (a 240-wide tile's 120 A2 columns end inside the second pass)
+        if (col < half_n && (TILE_N % (2 * ACT_PASS_CHUNKS * STAGE_COLS) == 0 || col < n0 / 2 + TILE_N / 2)) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int rr = 4 * i + lane / 8;
@@ -513,11 +522,13 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
 }
 
 // EPI_ACT_FIRST for one consumer warp: the row table, then the activation's specialisation
-// (RELU2, not gated, takes the staged epilogue).
+// (RELU2, not gated, takes the staged epilogue). TILE_N: the tile's width.
+template <int TILE_N = GBN>
 __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                    int n0, int lane, float *stage, uint8_t *info) {
+    constexpr int CHUNKS = (TILE_N + STAGE_COLS - 1) / STAGE_COLS;
     if (p.activation == MOE_ACT_RELU2) {
-        staged_epilogue<GEMM_UP>(p, acc, e, warp_row, n0, lane, stage, info);
+        staged_epilogue<GEMM_UP, CHUNKS, __nv_bfloat16, EPI_STAGED, TILE_N>(p, acc, e, warp_row, n0, lane, stage, info);
         return;
     }
     int64_t *row_off;
@@ -525,19 +536,20 @@ __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, cons
     if (!fill_row_table<GEMM_UP>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
     __nv_bfloat16 *st = (__nv_bfloat16 *)stage;
     switch (p.activation) {
-    case MOE_ACT_SWIGLU: act_first_up_epilogue<MOE_ACT_SWIGLU>(p, acc, e, n0, lane, st, row_off, row_scale); break;
-    case MOE_ACT_GEGLU: act_first_up_epilogue<MOE_ACT_GEGLU>(p, acc, e, n0, lane, st, row_off, row_scale); break;
-    case MOE_ACT_GEGLU_TANH: act_first_up_epilogue<MOE_ACT_GEGLU_TANH>(p, acc, e, n0, lane, st, row_off, row_scale); break;
-    case MOE_ACT_REGLU: act_first_up_epilogue<MOE_ACT_REGLU>(p, acc, e, n0, lane, st, row_off, row_scale); break;
-    case MOE_ACT_SWIGLU_OAI: act_first_up_epilogue<MOE_ACT_SWIGLU_OAI>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_SWIGLU: act_first_up_epilogue<MOE_ACT_SWIGLU, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_GEGLU: act_first_up_epilogue<MOE_ACT_GEGLU, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_GEGLU_TANH: act_first_up_epilogue<MOE_ACT_GEGLU_TANH, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_REGLU: act_first_up_epilogue<MOE_ACT_REGLU, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    case MOE_ACT_SWIGLU_OAI: act_first_up_epilogue<MOE_ACT_SWIGLU_OAI, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
     }
 }
 
-// The B box of tile column n_block (map and bytes): the whole GBN rows, or the tail's.
+// The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
+template <int BN = GBN>
 __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
                                                     const CUtensorMap *map_b_tail, uint32_t &bytes) {
     const bool tail = p.b_tail_rows > 0 && n_block == p.tiles_n - 1;
-    bytes = (uint32_t)(tail ? p.b_tail_rows : GBN) * BK * 2;
+    bytes = (uint32_t)(tail ? p.b_tail_rows : BN) * BK * 2;
     return tail ? map_b_tail : map_b;
 }
 
@@ -547,19 +559,22 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
 // at nearly the same time, and read the tile's k-slices from L2 after the first of them (deepseek
 // GEMM1 at T=16384: 59.9 -> 37 GB of DRAM reads; src/cuda/NOTES.md, session 11). The producer
 // passes each unit's number to the consumers in a header of the unit's first stage (-1: none left).
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false>
+// BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
     static_assert(!(GATHER && DYN), "DYN: the TMA producer only");
+    static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
+    constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint8_t *smem_a = smem;                          // [STAGES][BM rows][128 bytes]
     uint8_t *smem_b = smem + GSTAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
-    uint64_t *full = (uint64_t *)(smem_b + GSTAGES * CFG::B_BYTES);
+    uint64_t *full = (uint64_t *)(smem_b + GSTAGES * B_BYTES);
     uint64_t *empty = full + GSTAGES;
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
     uint8_t *staging = (uint8_t *)(empty + GSTAGES);
@@ -593,16 +608,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                 int m_block, n_block;
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                 const int e = p.block_expert[m_block];
-                const int b_row = e * p.n + n_block * GBN;
+                const int b_row = e * p.n + n_block * BN;
                 uint32_t b_bytes;
-                const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
+                const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
                         mbar_arrive_expect_tx(&full[stage], b_bytes);
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
                     cp_async_mbar_arrive_noinc(&full[stage]);
@@ -626,15 +641,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                     raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                     const int e = p.block_expert[m_block];
                     const int m0 = m_block * BM;
-                    const int b_row = e * p.n + n_block * GBN;
+                    const int b_row = e * p.n + n_block * BN;
                     uint32_t b_bytes;
-                    const CUtensorMap *mb = b_box(p, n_block, &map_b, &map_b_tail, b_bytes);
+                    const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&empty[stage], phase ^ 1);
                         if (DYN && kb == 0) stage_unit[stage] = u; // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                         if (++stage == GSTAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -672,9 +687,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int warp = (threadIdx.x / 32) % 4;
         const int lane = threadIdx.x % 32;
         const int cw = half * 4 + warp; // consumer warp 0..7
-        float acc[GBN / 2];
+        float acc[BN / 2];
 #pragma unroll
-        for (int i = 0; i < GBN / 2; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         int stage = 0;
         uint32_t phase = 0;
         for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
@@ -690,7 +705,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
             const int m0 = m_block * BM;
-            const int n0 = n_block * GBN;
+            const int n0 = n_block * BN;
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
@@ -698,11 +713,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // async proxy, so order the two in this thread after the barrier's acquire.
                 if (GATHER) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
-                const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
+                const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk)
-                    wgmma_bf16<GBN>(acc, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
+                    wgmma_bf16<BN>(acc, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
                                     (kb > 0 || kk > 0) ? 1 : 0);
                 wgmma_commit_group();
                 wgmma_wait_group<1>();
@@ -714,20 +729,21 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             }
             wgmma_wait_group<0>();
-            fence_registers<GBN / 2>(acc);
+            fence_registers<BN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
 
             const int e = p.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
             if constexpr (EPI == EPI_ACT_FIRST && MODE == GEMM_UP)
-                act_first_epilogue(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
+                act_first_epilogue<BN>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
                                    row_info + cw * ROWINFO_WARP_BYTES);
             else if constexpr (epi_staged(EPI))
-                staged_epilogue<MODE, STAGE_CHUNKS, __nv_bfloat16, EPI>(p, acc, e, warp_row, n0, lane,
+                staged_epilogue<MODE, (BN + STAGE_COLS - 1) / STAGE_COLS, __nv_bfloat16, EPI, BN>(p, acc, e, warp_row, n0,
+                                                                                           lane,
                                                                         (float *)(staging + cw * STAGE_WARP_BYTES),
                                                                         row_info + cw * ROWINFO_WARP_BYTES);
             else
-                regs_epilogue<MODE, EPI, ACT>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
+                regs_epilogue<MODE, EPI, ACT, BN>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
         }
     }
 #endif
@@ -760,12 +776,13 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
 // Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
 // gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
-// map_a is a copy of map_b, never read). map_b_tail: boxes of n % GBN rows (a copy of map_b
-// when n is a multiple of GBN, never read).
+// map_a is a copy of map_b, never read). map_b_tail: boxes of n % bn rows (a copy of map_b
+// when n is a multiple of bn, never read). bn: the kernel's BN (256, or 240).
 inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false) {
-    const int tail = (int)(g->n % GBN);
-    CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN);
+                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false,
+                                int bn = GBN) {
+    const int tail = (int)(g->n % bn);
+    CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, bn);
     if (cr == CUDA_SUCCESS) {
         if (tail) cr = make_tensor_map(map_b_tail, g->b, g->experts * g->n, g->k, g->k, tail);
         else *map_b_tail = *map_b;
@@ -775,7 +792,7 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
         else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
     }
     if (cr != CUDA_SUCCESS) return cr;
-    grouped_plan_params(g, sms, GBN, p);
+    grouped_plan_params(g, sms, bn, p);
     p->b_tail_rows = tail;
     p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
     p->unit_counter = g->unit_counter;
@@ -807,16 +824,18 @@ inline bool grouped_gather_ok(const gemm_args *g) {
     return g->mode == GEMM_UP && g->k % 8 == 0 && g->lda % 8 == 0 && g->lda >= g->k && (uintptr_t)g->a % 16 == 0;
 }
 
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false> cudaError_t grouped_set_smem() {
-    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN>,
+// The shared memory is sized for BN = 256 (a 240-wide tile's stages are smaller).
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
+cudaError_t grouped_set_smem() {
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
 }
 
 // DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so).
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream) {
-    grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN>
+    grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>
         <<<ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
