@@ -387,14 +387,17 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
     return __any_sync(0xFFFFFFFFu, live);
 }
 
-// The epilogue of one consumer warp over a filled row table (row_off, row_scale: its 16 rows):
-// columns n0 .. n0 + TILE_N - 1 of the tile (those below n; the bf16 tile is 256 wide, or 240,
-// the FP8 one 128). `stage` is the warp's staging buffer. A2T: GEMM_UP's output type (bf16; fp32
-// on the FP8 path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
+// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, columns n0 .. n0 +
+// TILE_N - 1 (those below n; the bf16 tile is 256 wide, or 240, the FP8 one 128). `stage` is the
+// warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on the FP8
+// path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
 template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED,
           int TILE_N = CHUNKS * STAGE_COLS>
-__device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, const float *acc, int e, int n0, int lane,
-                                                     float *stage, const int64_t *row_off, const float *row_scale) {
+__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                                int n0, int lane, float *stage, uint8_t *info) {
+    int64_t *row_off;
+    float *row_scale;
+    if (!fill_row_table<MODE, PROBE == EPI_STAGED_NOTABLE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
     constexpr bool ST = PROBE != EPI_STAGED_NOSTORE;
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
 #pragma unroll 1
@@ -429,18 +432,6 @@ __device__ __forceinline__ void staged_epilogue_rows(const grouped_params &p, co
             }
         }
     }
-}
-
-// The whole epilogue of one consumer warp: rows warp_row .. +15 of the tile, its row table
-// (filled here into `info`) and staged_epilogue_rows.
-template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED,
-          int TILE_N = CHUNKS * STAGE_COLS>
-__device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
-                                                int n0, int lane, float *stage, uint8_t *info) {
-    int64_t *row_off;
-    float *row_scale;
-    if (!fill_row_table<MODE, PROBE == EPI_STAGED_NOTABLE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
-    staged_epilogue_rows<MODE, CHUNKS, A2T, PROBE, TILE_N>(p, acc, e, n0, lane, stage, row_off, row_scale);
 }
 
 // ---- EPI_ACT_FIRST ------------------------------------------------------------------------
