@@ -525,8 +525,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  hopper_a_gather() ? "x rows gathered by the producer, tiles by a static stride"
                  : !hopper_ticket_schedule(false) ? "x rows permuted, tiles by a static stride"
                                             : "x rows permuted, tiles from a ticket counter",
-                 !hopper_a_gather() && hopper_act_first_enabled() && w->spec.activation != MOE_ACT_RELU2 &&
-                         L.I % 8 == 0
+                 !hopper_a_gather() && hopper_gemm1_act_first(w->spec.activation, L.I)
                      ? "GEMM1's activation from the accumulators"
                      : "GEMM1's staged epilogue");
     else

@@ -80,13 +80,9 @@ bool hopper_ticket_schedule(bool fp8) {
 }
 
 // MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs).
-bool hopper_act_first_enabled(void) {
+bool hopper_gemm1_act_first(int activation, int64_t intermediate) {
     const char *env = getenv("MOEFUSE_HOPPER_EPI");
-    return !(env && !strcmp(env, "staged"));
-}
-
-static bool hopper_act_first(const gemm_args *g) {
-    return hopper_act_first_enabled() && grouped_act_first_ok(g);
+    return !(env && !strcmp(env, "staged")) && activation != MOE_ACT_RELU2 && intermediate % 8 == 0;
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
@@ -122,18 +118,20 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
     // keeps the static stride).
     const bool dyn = !gather && p.unit_counter && hopper_ticket_schedule(false);
-    const bool act_first = !gather && g->mode == GEMM_UP && hopper_act_first(g);
-    const cudaError_t err =
-        gather ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream)
-        : act_first ? (dyn ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true>(map_a, map_b, map_b_tail, p,
-                                                                                           ctas, stream)
-                           : grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST>(map_a, map_b, map_b_tail, p, ctas, stream))
-        : dyn ? (g->mode == GEMM_UP
-                     ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
-                     : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
-                                                                                     stream))
-        : g->mode == GEMM_UP ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream)
-                             : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
+    const bool act_first = !gather && g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2) &&
+                           grouped_act_first_ok(g);
+    cudaError_t err;
+    if (gather)
+        err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (act_first)
+        err = dyn ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+                  : grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (g->mode == GEMM_UP)
+        err = dyn ? grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+                  : grouped_kernel_launch<GEMM_UP, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else
+        err = dyn ? grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+                  : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
     return cuda_status(ctx, err,
                        gather ? "Hopper GEMM1 (gather) launch"
                               : g->mode == GEMM_UP ? "Hopper GEMM1 launch" : "Hopper GEMM2 launch");

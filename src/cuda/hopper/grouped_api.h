@@ -13,10 +13,11 @@ bool hopper_a_gather(void);
 // given one (gemm_args.unit_counter), rather than by the static stride: bf16 by default, FP8 only
 // with MOEFUSE_HOPPER_SCHEDULE=dyn (not yet measured in the forward); =static: neither.
 bool hopper_ticket_schedule(bool fp8);
-// Whether bf16 GEMM1 (tiled, A by TMA) may apply a gated activation straight from its accumulators
-// (EPI_ACT_FIRST, the default) rather than through the staged epilogue: false with
-// MOEFUSE_HOPPER_EPI=staged. The launch also needs I a multiple of 8 and a gated activation.
-bool hopper_act_first_enabled(void);
+// Whether bf16 GEMM1 (tiled, A by TMA) applies its activation straight from the accumulators
+// (EPI_ACT_FIRST, the default) rather than through the staged epilogue: a gated activation, I a
+// multiple of 8, and not MOEFUSE_HOPPER_EPI=staged. (The launch also checks the pointers'
+// alignment, which the forward's workspace always has.)
+bool hopper_gemm1_act_first(int activation, int64_t intermediate);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
