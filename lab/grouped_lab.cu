@@ -126,7 +126,7 @@ static const variant VARIANTS[] = {
     {"up_bn240", "up_actfirst_dyn with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240},
     {"up_staged_bn240", "up_staged with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, false, false, 240},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
-    {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, true},
+    {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
     {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
     {"up_pp_none_trace", "up_pp_none with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true, true},
     {"up_pp_none", "up_pp's mainloop, no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
@@ -137,7 +137,7 @@ static const variant VARIANTS[] = {
     {"down_dyn", "GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true},
     {"down_bn240", "down_dyn with 240-wide tiles", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, true, false, false, 240},
     {"down_pp", "GEMM2, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true},
-    {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, true},
+    {"down_pp_notable", "down_pp, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true, false, true},
     {"down_pp_trace", "down_pp with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, true, true},
     {"down_pp_none_trace", "down_pp_none with a clock64 trace of CTAs 0-3", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true, true},
     {"down_pp_none", "down_pp's mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, true},
@@ -146,11 +146,11 @@ static const variant VARIANTS[] = {
     {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
-    {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, true},
+    {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
     {"fp8_down_none", "FP8 GEMM2 mainloop, no store", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, true},
-    {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, true},
-    {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, true},
-    {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, true},
+    {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true},
+    {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true},
+    {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -746,6 +746,19 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--fp8] [--shapes a,b] [--variants a,b] [--tokens T] [--json FILE] [--check-only]\n",
                     argv[0]);
+            return 2;
+        }
+    }
+    // The variant table is positional: a flag in the wrong slot silently runs another kernel. The
+    // names carry the flags that matter; refuse a table where they disagree.
+    for (const variant &v : VARIANTS) {
+        const std::string n = v.name;
+        const bool named_dyn = n.find("_dyn") != std::string::npos;
+        if ((n.rfind("fp8_", 0) == 0) != v.fp8 || (n.find("_pp") != std::string::npos) != v.pp ||
+            (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
+            (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn)) {
+            fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d) do not match "
+                            "its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn);
             return 2;
         }
     }
