@@ -549,7 +549,9 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
 // each other (the m-blocks of one expert that share a weight tile) start when their CTAs free up,
 // at nearly the same time, and read the tile's k-slices from L2 after the first of them (deepseek
 // GEMM1 at T=16384: 59.9 -> 37 GB of DRAM reads; src/cuda/NOTES.md, session 11). The producer
-// passes each unit's number to the consumers in a header of the unit's first stage (-1: none left).
+// passes each unit's number to the consumers in a header of the unit's first stage (-1: none left),
+// with a flag for a block whose second half is all padding (an expert's last block holding at most
+// 64 rows), whose MMAs the second consumer warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -632,12 +634,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                     raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                     const int e = p.block_expert[m_block];
                     const int m0 = m_block * BM;
+                    // DYN: whether the block's second 64 rows are all padding (a block's live rows
+                    // come first), read beside block_expert: the header tells the second consumer
+                    // warpgroup to skip the unit's MMAs.
+                    const bool lower_idle = DYN && p.sorted_ids[m0 + BM / 2] == p.padding_id;
                     const int b_row = e * p.n + n_block * BN;
                     uint32_t b_bytes;
                     const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&empty[stage], phase ^ 1);
-                        if (DYN && kb == 0) stage_unit[stage] = u; // the stage is free now
+                        if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0); // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
@@ -690,8 +696,23 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_wait(&full[stage], phase);
                 int v = 0;
                 if (lane == 0) v = stage_unit[stage];
-                u = __shfl_sync(0xFFFFFFFFu, v, 0);
-                if (u < 0) break;
+                v = __shfl_sync(0xFFFFFFFFu, v, 0);
+                if (v < 0) break;
+                u = v >> 1;
+                if (half == 1 && (v & 1)) {
+                    // All 64 rows of this warpgroup are padding: free the unit's stages as they
+                    // fill, no MMAs and no epilogue (nothing of these rows is stored anyway), so
+                    // the other warpgroup has the tensor cores to itself.
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        mbar_wait(&full[stage], phase);
+                        release_stage<1>(&empty[stage], lane);
+                        if (++stage == GSTAGES) {
+                            stage = 0;
+                            phase ^= 1;
+                        }
+                    }
+                    continue;
+                }
             }
             int m_block, n_block;
             raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
