@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Device call Q1 (session 14) driver: lab binaries built here (carried: .snap/grouped_lab = feaf542,
+# .snap/grouped_lab_base = baa5080, its parent); the library built there twice (feaf542, and with
+# skip.patch reversed); run the body, tar the results.
+set -u
+R=$PWD; O=$OUT
+R=$R O=$O timeout 585 bash $R/bench/results/2026-12-03-h200-session14/callQ1/callQ1_body.sh
+cd $O && tar czf callQ1.tgz lab suite fwd call.log 2>/dev/null; rm -rf lab suite fwd
