@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Device call Q1 (session 14) driver: lab binaries built here (carried: .snap/grouped_lab = feaf542,
-# .snap/grouped_lab_base = baa5080, its parent); the library built there twice (feaf542, and with
+# Device call Q1 (session 14) driver: the lab binary built here (carried: .snap/grouped_lab = feaf542), the
+# base lab (baa5080's kernel) built there from the tree with skip.patch reversed; the library built there twice (feaf542, and with
 # skip.patch reversed); run the body, tar the results.
 set -u
 R=$PWD; O=$OUT
