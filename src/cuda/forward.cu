@@ -521,7 +521,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper)
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tile %dx256x64, 4 stages, %s, %s", HOPPER_BLOCK_M,
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s",
+                 HOPPER_BLOCK_M, hopper_tile_n(L.R13, !hopper_a_gather() && hopper_ticket_schedule(false)),
+                 HOPPER_BLOCK_M, hopper_tile_n(L.H, hopper_ticket_schedule(false)),
                  hopper_a_gather() ? "x rows gathered by the producer, tiles by a static stride"
                  : !hopper_ticket_schedule(false) ? "x rows permuted, tiles by a static stride"
                                             : "x rows permuted, tiles from a ticket counter",

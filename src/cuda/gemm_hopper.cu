@@ -50,6 +50,9 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, false, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, false, true, 240>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true, 240>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -85,6 +88,16 @@ bool hopper_gemm1_act_first(int activation, int64_t intermediate) {
     return !(env && !strcmp(env, "staged")) && activation != MOE_ACT_RELU2 && intermediate % 8 == 0;
 }
 
+// 240-wide tiles where they divide n and 256 does not (gpt-oss: H = 2880, 2I = 5760), so no tile
+// is a 64-column tail computed 256 wide: lab call Q1 (session 14), GEMM2 0.97 and GEMM1 0.96 of
+// the 256-wide time at T=16384, even at 4096. The ticket schedule only (the static stride and the
+// gathering producer were not measured with it). MOEFUSE_HOPPER_BN=256 keeps 256 (A/B runs).
+int hopper_tile_n(int64_t n, bool ticket_schedule) {
+    const char *env = getenv("MOEFUSE_HOPPER_BN");
+    if (env && !strcmp(env, "256")) return GBN;
+    return ticket_schedule && n % 240 == 0 && n % GBN != 0 ? 240 : GBN;
+}
+
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
 static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool gather, cudaStream_t stream) {
     if (g->rows == 0) return MOE_STATUS_OK;
@@ -106,23 +119,30 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: the staged epilogue needs n and ldo multiples of 4 and 16-byte aligned out and "
                           "bias; got n = %lld, ldo = %lld, out %p, bias %p",
                           (long long)g->n, (long long)g->ldo, g->out, (const void *)g->bias);
+    // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
+    // keeps the static stride).
+    const bool dyn = !gather && g->unit_counter && hopper_ticket_schedule(false);
+    const int bn = hopper_tile_n(g->n, dyn);
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather);
+    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
-    // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
-    // keeps the static stride).
-    const bool dyn = !gather && p.unit_counter && hopper_ticket_schedule(false);
     const bool act_first = !gather && g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2) &&
                            grouped_act_first_ok(g);
     cudaError_t err;
     if (gather)
         err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (bn == 240 && act_first) // bn 240: dyn
+        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (bn == 240 && g->mode == GEMM_UP)
+        err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, false, true, 240>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (bn == 240)
+        err = grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true, 240>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (act_first)
         err = dyn ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
                   : grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST>(map_a, map_b, map_b_tail, p, ctas, stream);

@@ -152,6 +152,17 @@ void model_cases(bool quick) {
             run_spec ra[] = {{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_LOGITS, R_IDS_FEW, 96, true}};
             run_model(&m, ra, quick ? 1 : 2);
         }
+        /* H and 2I multiples of 240 and not of 256 (gpt-oss's 2880 scaled down): the 240-wide
+         * tiles on the ticket schedule; ~75 rows an expert, so GEMM2 meets half-padding blocks. */
+        moe_layer_spec_init(&s, 8, 960, 960, 2);
+        s.activation = MOE_ACT_SWIGLU_OAI;
+        s.act_alpha = 1.702f;
+        s.act_limit = 7.0f;
+        s.expert_has_bias = 1;
+        model_init(&m, "tma-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_spec rb[] = {{300, R_IDS, R_IDS_ONE, 64, true}, {700, R_LOGITS, R_IDS_FEW, 64, true}};
+        run_model(&m, rb, quick ? 1 : 2);
         moe_layer_spec_init(&s, 8, 128, 64, 1);
         s.weight_on_input = 1;
         s.num_shared_experts = 1;

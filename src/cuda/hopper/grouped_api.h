@@ -18,6 +18,9 @@ bool hopper_ticket_schedule(bool fp8);
 // multiple of 8, and not MOEFUSE_HOPPER_EPI=staged. (The launch also checks the pointers'
 // alignment, which the forward's workspace always has.)
 bool hopper_gemm1_act_first(int activation, int64_t intermediate);
+// The tiled grouped GEMM's tile width for n output columns: 240 where 240 divides n and 256 does
+// not, on the ticket schedule; else 256. MOEFUSE_HOPPER_BN=256 keeps 256.
+int hopper_tile_n(int64_t n, bool ticket_schedule);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

@@ -550,8 +550,8 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
 // at nearly the same time, and read the tile's k-slices from L2 after the first of them (deepseek
 // GEMM1 at T=16384: 59.9 -> 37 GB of DRAM reads; src/cuda/NOTES.md, session 11). The producer
 // passes each unit's number to the consumers in a header of the unit's first stage (-1: none left),
-// with a flag for a block whose second half is all padding (an expert's last block holding at most
-// 64 rows), whose MMAs the second consumer warpgroup then skips.
+// with a flag (GEMM2) for a block whose second half is all padding (an expert's last block holding
+// at most 64 rows), whose MMAs the second consumer warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -634,10 +634,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                     raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                     const int e = p.block_expert[m_block];
                     const int m0 = m_block * BM;
-                    // DYN: whether the block's second 64 rows are all padding (a block's live rows
-                    // come first), read beside block_expert: the header tells the second consumer
-                    // warpgroup to skip the unit's MMAs.
-                    const bool lower_idle = DYN && p.sorted_ids[m0 + BM / 2] == p.padding_id;
+                    // DYN, GEMM2: whether the block's second 64 rows are all padding (a block's live
+                    // rows come first), read beside block_expert: the header tells the second
+                    // consumer warpgroup to skip the unit's MMAs. Not GEMM1: there it made deepseek
+                    // (K = 7168) 7% slower (src/cuda/NOTES.md, session 14).
+                    const bool lower_idle = DYN && MODE == GEMM_DOWN && p.sorted_ids[m0 + BM / 2] == p.padding_id;
                     const int b_row = e * p.n + n_block * BN;
                     uint32_t b_bytes;
                     const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
@@ -699,7 +700,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 v = __shfl_sync(0xFFFFFFFFu, v, 0);
                 if (v < 0) break;
                 u = v >> 1;
-                if (half == 1 && (v & 1)) {
+                if (MODE == GEMM_DOWN && half == 1 && (v & 1)) {
                     // All 64 rows of this warpgroup are padding: free the unit's stages as they
                     // fill, no MMAs and no epilogue (nothing of these rows is stored anyway), so
                     // the other warpgroup has the tensor cores to itself.
