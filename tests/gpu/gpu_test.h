@@ -114,6 +114,7 @@ enum routing {
 };
 const char *routing_name(int r);
 bool routing_has_ids(int r);
+int routing_kind(int r); /* 0 router, 1 logits, 2 ids: a graph replay keeps the kind */
 
 /* One forward's host inputs. */
 typedef struct inputs {

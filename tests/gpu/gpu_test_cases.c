@@ -149,7 +149,7 @@ void model_cases(bool quick) {
             }
             model_init(&m, act_names[a], &s, MOE_FORMAT_BF16, a % 2 ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_CONCAT,
                        MOE_DTYPE_BF16, MOE_DTYPE_BF16);
-            run_spec ra[] = {{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_LOGITS, R_IDS_FEW, 96, true}};
+            run_spec ra[] = {{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}};
             run_model(&m, ra, quick ? 1 : 2);
         }
         /* H and 2I multiples of 240 and not of 256 (gpt-oss's 2880 scaled down): the 240-wide
@@ -161,7 +161,7 @@ void model_cases(bool quick) {
         s.expert_has_bias = 1;
         model_init(&m, "tma-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
-        run_spec rb[] = {{300, R_IDS, R_IDS_ONE, 64, true}, {700, R_LOGITS, R_IDS_FEW, 64, true}};
+        run_spec rb[] = {{300, R_IDS, R_IDS_ONE, 64, true}, {700, R_IDS_FEW, R_IDS_FEW, 64, true}};
         run_model(&m, rb, quick ? 1 : 2);
         moe_layer_spec_init(&s, 8, 128, 64, 1);
         s.weight_on_input = 1;

@@ -163,6 +163,7 @@ const char *routing_name(int r) {
     return names[r];
 }
 bool routing_has_ids(int r) { return r >= R_IDS; }
+int routing_kind(int r) { return r == R_ROUTER ? 0 : routing_has_ids(r) ? 2 : 1; }
 static bool routing_has_logits(int r) { return r == R_LOGITS || r == R_LOGITS_TIES; }
 
 static void draw_ids(const model *m, inputs *in, int routing) {

@@ -91,6 +91,12 @@ static void run_case(model *m, run_spec r) {
              moe__cuda_gemm_name(path), kernel);
     case_failures = 0;
     const moe_layer_spec *s = &m->spec;
+    /* The replay changes values, not the kind of routing input: the captured forward reads the
+     * eager run's argument set (ids, logits, or neither), so a table entry mixing kinds would
+     * check ids the graph never read. */
+    CHECK(!r.graph || routing_kind(r.routing) == routing_kind(r.replay_routing),
+          "case table: replay routing %s is not of the eager run's kind (%s)", routing_name(r.replay_routing),
+          routing_name(r.routing));
     /* bf16 where Hopper can run these shapes (MOEFUSE_GEMM not v1): the swapped kernel exactly where
      * the rule says, written out here rather than read from the config line: from half a routed row
      * per expert (its stack's experts: a fused shared expert counts) up to 16, or with
