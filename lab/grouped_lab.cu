@@ -123,6 +123,8 @@ static const variant VARIANTS[] = {
     {"up_dyn", "GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, true},
     {"up_actfirst", "GEMM1, activation from the fragment, bf16 outputs staged (EPI_ACT_FIRST)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true},
     {"up_actfirst_dyn", "up_actfirst, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true},
+    {"up_gather_dyn", "up_staged_gather, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, true, false, false, true},
+    {"up_actfirst_gather_dyn", "up_actfirst_dyn with A gathered from x (library: MOEFUSE_HOPPER_A=gather)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true},
     {"up_bn240", "up_actfirst_dyn with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240},
     {"up_staged_bn240", "up_staged with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, false, false, 240},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
@@ -257,6 +259,8 @@ static launch_fn pick(const variant &v, int act) {
                : v.epi == EPI_ACT_FIRST   ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
                                           : launch_t<GEMM_UP, EPI_STAGED, 0, false, false, 240>;
     if (v.pp) return v.kernel_mode == GEMM_UP ? pick_pp<GEMM_UP>(v) : pick_pp<GEMM_DOWN>(v);
+    if (v.gather && v.dyn)
+        return v.epi == EPI_ACT_FIRST ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, true, true> : launch_t<GEMM_UP, EPI_STAGED, 0, true, true>;
     if (v.epi == EPI_ACT_FIRST) return v.dyn ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true> : launch_t<GEMM_UP, EPI_ACT_FIRST, 0>;
     if (v.dyn) return v.kernel_mode == GEMM_UP ? launch_t<GEMM_UP, EPI_STAGED, 0, false, true>
                                                : launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true>;
@@ -303,6 +307,9 @@ static const void *kernel_address(const variant &v, int act) {
         return v.kernel_mode == GEMM_DOWN ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true, 240>
                : v.epi == EPI_ACT_FIRST   ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
                                           : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, false, 240>;
+    if (v.gather && v.dyn)
+        return v.epi == EPI_ACT_FIRST ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true>
+                                      : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, true, true>;
     if (v.epi == EPI_ACT_FIRST)
         return v.dyn ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true>
                      : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0>;

@@ -520,16 +520,18 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else if (hopper && L.swap)
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
-    else if (hopper)
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s",
-                 HOPPER_BLOCK_M, hopper_tile_n(L.R13, !hopper_a_gather() && hopper_ticket_schedule(false)),
-                 HOPPER_BLOCK_M, hopper_tile_n(L.H, hopper_ticket_schedule(false)),
-                 hopper_a_gather() ? "x rows gathered by the producer, tiles by a static stride"
-                 : !hopper_ticket_schedule(false) ? "x rows permuted, tiles by a static stride"
-                                            : "x rows permuted, tiles from a ticket counter",
-                 !hopper_a_gather() && hopper_gemm1_act_first(w->spec.activation, L.I)
+    else if (hopper) {
+        // As gemm_hopper.cu's grouped_launch decides: the gathering kernel is 256 wide, and takes
+        // the act-first epilogue on the ticket schedule only.
+        const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather();
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s, %s",
+                 HOPPER_BLOCK_M, gather ? 256 : hopper_tile_n(L.R13, tickets), HOPPER_BLOCK_M,
+                 hopper_tile_n(L.H, tickets), gather ? "x rows gathered by the producer" : "x rows permuted",
+                 tickets ? "tiles from a ticket counter" : "tiles by a static stride",
+                 (!gather || tickets) && hopper_gemm1_act_first(w->spec.activation, L.I)
                      ? "GEMM1's activation from the accumulators"
                      : "GEMM1's staged epilogue");
+    }
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);
     char shared[160];
@@ -725,6 +727,11 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    if (hopper && !L.swap && hopper_ticket_schedule(false)) {
+        // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
+        LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
+        g.unit_counter = WS(int, units);
+    }
     if (hopper && !L.swap && hopper_a_gather()) {
         // MOEFUSE_HOPPER_A=gather: GEMM1's producer gathers the x rows itself (no permute).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
@@ -735,11 +742,6 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         gemm_args gp = g;
         gp.a = WS(void, xperm);
         gp.lda = H;
-        if (!L.swap && hopper_ticket_schedule(false)) {
-            // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
-            LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
-            g.unit_counter = gp.unit_counter = WS(int, units);
-        }
         st = L.swap ? hopper_swap_decode_launch(ctx, &gp, stream) : hopper_gemm_launch(ctx, &gp, stream);
         if (st != MOE_STATUS_OK) return st;
     } else {

@@ -46,6 +46,8 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, true, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST>();
@@ -119,10 +121,9 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: the staged epilogue needs n and ldo multiples of 4 and 16-byte aligned out and "
                           "bias; got n = %lld, ldo = %lld, out %p, bias %p",
                           (long long)g->n, (long long)g->ldo, g->out, (const void *)g->bias);
-    // Units from the ticket counter when the caller gave one (the TMA path; the gathering producer
-    // keeps the static stride).
-    const bool dyn = !gather && g->unit_counter && hopper_ticket_schedule(false);
-    const int bn = hopper_tile_n(g->n, dyn);
+    // Units from the ticket counter when the caller gave one.
+    const bool dyn = g->unit_counter && hopper_ticket_schedule(false);
+    const int bn = gather ? GBN : hopper_tile_n(g->n, dyn); // the gathering kernel: 256 wide only
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
@@ -132,10 +133,13 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
-    const bool act_first = !gather && g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2) &&
+    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2) &&
                            grouped_act_first_ok(g);
     cudaError_t err;
-    if (gather)
+    if (gather && dyn)
+        err = act_first ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream)
+                        : grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (gather)
         err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (bn == 240 && act_first) // bn 240: dyn
         err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>(map_a, map_b, map_b_tail, p, ctas, stream);

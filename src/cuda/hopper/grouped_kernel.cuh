@@ -92,7 +92,7 @@ constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_
 
 // DYN: the stage headers that carry each unit's number from the producer to the consumers.
 constexpr int DYN_HEADER_BYTES = 16 * 4;
-static_assert(GSTAGES <= 16, "one header int per stage");
+static_assert(GSTAGES <= 8, "one header int per stage, and two next-unit words at 8 and 9 (GATHER)");
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
     return grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
 }
@@ -544,7 +544,20 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
     return tail ? map_b_tail : map_b;
 }
 
-// DYN (the library's TMA path when the forward gives a counter): units are taken in order from a
+// DYN: called once per CTA by the thread that took its tickets, after its last one. Every CTA has
+// taken its last ticket once all have counted themselves here: the last one resets the counters
+// for the next launch. The fences order this CTA's last ticket before its count, and every count
+// before the reset (relaxed atomics on two words).
+__device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
+    __threadfence();
+    if (atomicAdd(&unit_counter[1], 1) == (int)gridDim.x - 1) {
+        __threadfence();
+        atomicExch(&unit_counter[0], 0);
+        atomicExch(&unit_counter[1], 0);
+    }
+}
+
+// DYN (the library's tiled path when the forward gives a counter): units are taken in order from a
 // ticket counter (unit_counter) instead of the static stride u += gridDim.x, so that units next to
 // each other (the m-blocks of one expert that share a weight tile) start when their CTAs free up,
 // at nearly the same time, and read the tile's k-slices from L2 after the first of them (deepseek
@@ -558,7 +571,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
-    static_assert(!(GATHER && DYN), "DYN: the TMA producer only");
+    static_assert(!(GATHER && MODE != GEMM_UP), "GATHER: GEMM1 only");
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -597,7 +610,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             int stage = 0;
             uint32_t phase = 0;
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            int slot = 0; // DYN: which of the two next-unit words (stage_unit[8 + slot]) is next
+            for (int u = blockIdx.x; u < units;) {
                 int m_block, n_block;
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
                 const int e = p.block_expert[m_block];
@@ -609,6 +623,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
+                        if (DYN && kb == 0) stage_unit[stage] = 2 * u; // GEMM1: no half-idle flag
                         mbar_arrive_expect_tx(&full[stage], b_bytes);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
@@ -619,8 +634,30 @@ __global__ void __launch_bounds__(THREADS, 1)
                         phase ^= 1;
                     }
                 }
+                if (DYN) {
+                    // Thread 0 takes the next ticket and hands it to the warpgroup through one of
+                    // two words: a word is written again two units later, after every thread has
+                    // passed the next unit's barrier, so after it has read this one.
+                    if (t == 0) stage_unit[8 + slot] = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
+                    named_barrier_sync(1, 128);
+                    u = stage_unit[8 + slot];
+                    slot ^= 1;
+                } else {
+                    u += (int)gridDim.x;
+                }
+            }
+            if (DYN) {
+                // The end marker, in the stage the next unit would have started in: the full
+                // barrier takes its 1 + 128 arrivals as plain ones.
+                mbar_wait(&empty[stage], phase ^ 1);
+                if (t == 0) {
+                    stage_unit[stage] = -1;
+                    mbar_arrive(&full[stage]);
+                }
+                mbar_arrive(&full[stage]);
             }
             cp_async_wait_all(); // no thread exits with copies in flight
+            if (DYN && t == 0) dyn_counter_release(p.unit_counter);
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
             if (threadIdx.x == 0) {
@@ -664,16 +701,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     mbar_wait(&empty[stage], phase ^ 1);
                     stage_unit[stage] = -1;
                     mbar_arrive(&full[stage]);
-                    // Every CTA's producer has taken its last ticket once all have counted
-                    // themselves here: the last one resets the counters for the next launch.
-                    // The fences order this CTA's last ticket before its count, and every count
-                    // before the reset (relaxed atomics on two words).
-                    __threadfence();
-                    if (atomicAdd(&p.unit_counter[1], 1) == (int)gridDim.x - 1) {
-                        __threadfence();
-                        atomicExch(&p.unit_counter[0], 0);
-                        atomicExch(&p.unit_counter[1], 0);
-                    }
+                    dyn_counter_release(p.unit_counter);
                 }
             }
         }
