@@ -56,6 +56,19 @@ int moe__bf16_swap_select(int64_t routed_rows, int64_t E) {
     return moe__fp8_swap_select(routed_rows, E) && 2 * routed_rows >= E;
 }
 
+/* H200, session 14 (bench/results/2026-12-03-h200-session14/callQ5): bf16 GEMM1 with its A rows
+ * gathered by the producer (cp.async from x) against TMA from a permuted copy of x, both on the
+ * ticket schedule with the act-first epilogue, forward time gather/permute: at 128-256 routed rows
+ * per expert (T = 4096) deepseek 0.942, gpt-oss 0.922, qwen3 0.932 (the GEMM1 there is bound by
+ * the weight stream, and the permuted copy's DRAM reads and the pass itself are saved); at 512 and
+ * more the cp.async producer makes GEMM1 8-13% slower (lab), which the saved pass repays only where
+ * I is small against H: qwen3 (I = 768) T = 16384 0.938, but deepseek (I = 2048) 1.035, gpt-oss
+ * (2880) 1.044, mixtral (14336, 1024-4096 rows) 1.063-1.069. The permuted copy costs 4H bytes a
+ * routed row, GEMM1 4HI flops: the pass's share falls as 1/I. */
+int moe__hopper_gather_select(int64_t routed_rows, int64_t E, int64_t I) {
+    return E >= 1 && (routed_rows <= (int64_t)MOE__HOPPER_GATHER_MAX_AVG_ROWS * E || I <= MOE__HOPPER_GATHER_MAX_I);
+}
+
 int64_t moe__gemm_block_rows(int path) {
     return path == MOE__CUDA_GEMM_HOPPER ? MOE__CUDA_HOPPER_BLOCK_M : MOE__CUDA_BLOCK_M;
 }

@@ -207,5 +207,12 @@ int moe__fp8_swap_select(int64_t routed_rows, int64_t E);
  * MOE__FP8_SWAP_MAX_AVG_ROWS per expert. Automatic rule; the CUDA backend lets
  * MOEFUSE_BF16_DECODE=swap|off override it (swap: below half a row too). */
 int moe__bf16_swap_select(int64_t routed_rows, int64_t E);
+/* bf16 on the Hopper tiles (ticket schedule): whether GEMM1's producer gathers its A rows from x
+ * (cp.async) instead of TMA from a permuted copy: routed rows averaging at most
+ * MOE__HOPPER_GATHER_MAX_AVG_ROWS per expert, or I at most MOE__HOPPER_GATHER_MAX_I. Automatic
+ * rule; MOEFUSE_HOPPER_A=gather|permute overrides it. */
+#define MOE__HOPPER_GATHER_MAX_AVG_ROWS 256
+#define MOE__HOPPER_GATHER_MAX_I 1024
+int moe__hopper_gather_select(int64_t routed_rows, int64_t E, int64_t I);
 
 #endif

@@ -523,7 +523,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else if (hopper) {
         // As gemm_hopper.cu's grouped_launch decides: the gathering kernel is 256 wide, and takes
         // the act-first epilogue on the ticket schedule only.
-        const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather();
+        const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.T * L.k, L.E, L.I);
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s, %s",
                  HOPPER_BLOCK_M, gather ? 256 : hopper_tile_n(L.R13, tickets), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets), gather ? "x rows gathered by the producer" : "x rows permuted",
@@ -732,7 +732,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);
     }
-    if (hopper && !L.swap && hopper_a_gather()) {
+    if (hopper && !L.swap && hopper_a_gather(L.T * L.k, L.E, L.I)) {
         // MOEFUSE_HOPPER_A=gather: GEMM1's producer gathers the x rows itself (no permute).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
     } else if (hopper) {

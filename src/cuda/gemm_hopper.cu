@@ -70,9 +70,11 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
     return cudaGetLastError();
 }
 
-bool hopper_a_gather(void) {
+bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {
     const char *env = getenv("MOEFUSE_HOPPER_A");
-    return env && !strcmp(env, "gather");
+    if (env && !strcmp(env, "gather")) return true;
+    if (env && !strcmp(env, "permute")) return false;
+    return hopper_ticket_schedule(false) && moe__hopper_gather_select(routed_rows, experts, intermediate) != 0;
 }
 
 // MOEFUSE_HOPPER_SCHEDULE=static|dyn overrides the default (tickets for bf16, the static stride for

@@ -547,8 +547,9 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     snprintf(g->path_name, sizeof g->path_name, "%s", swap ? "decode" : moe__cuda_gemm_name(path));
     const int64_t block = swap ? SWAP_BLOCK_ROWS : moe__gemm_block_rows(path);
     g->block = block;
-    // GEMM1 on the Hopper bf16 path with MOEFUSE_HOPPER_A=gather reads x itself (no permuted copy).
-    const bool gather = hopper && !fp8 && !down && !swap && hopper_a_gather();
+    // GEMM1 on the Hopper bf16 tiles gathering its rows (hopper_a_gather) reads x itself (no
+    // permuted copy).
+    const bool gather = hopper && !fp8 && !down && !swap && hopper_a_gather(routed, E, I);
 
     // The plan on the host: row r = token*K + slot to expert r % E.
     const int64_t max_rows = routed + E * (block - 1), max_blocks = ceil_div(max_rows, block);
@@ -592,9 +593,9 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t a_scales = fp8 ? product(kblock_major ? scale_ld : a_rows, kb) : 0;
     const int64_t off_a_scales = common.add(a_scales, 4);
     const int64_t off_w_scales = common.add(fp8 ? product(product(E, ws_rows), kb) : 0, 4);
-    // The tiled launches' ticket counter, as the forward's workspace holds it (none in bf16's gather
-    // mode); each launch leaves it 0, and the launchers decide whether to use it.
-    const bool tickets = hopper && !swap && (fp8 || !hopper_a_gather());
+    // The tiled launches' ticket counter, as the forward's workspace holds it; each launch leaves it
+    // 0, and the launchers decide whether to use it.
+    const bool tickets = hopper && !swap;
     const int64_t off_units = common.add(tickets ? 2 : 0, 4);
     region set;
     const int64_t off_a = set.add(product(a_rows, k), elem);

@@ -298,6 +298,15 @@ void selection_cases(void) {
     CHECK(moe__bf16_swap_select(64 * 4, 128), "bf16 swap: gpt-oss T=64");
     CHECK(moe__bf16_swap_select(128 * 8, 64) && !moe__bf16_swap_select(128 * 8 + 1, 64), "bf16 swap: up to 16 rows/expert");
     CHECK(moe__bf16_swap_select(1, 2) && !moe__bf16_swap_select(1, 3), "bf16 swap: 2 T*k >= E, odd E");
+    /* bf16 tiles: GEMM1 gathers its rows up to 256 routed rows per expert, or at I <= 1024
+     * (gemm_select.c, session 14's Q5) */
+    CHECK(moe__hopper_gather_select(4096 * 8, 256, 2048), "gather: deepseek T=4096 (128 rows/expert)");
+    CHECK(!moe__hopper_gather_select(16384 * 8, 256, 2048), "gather: not at deepseek T=16384");
+    CHECK(moe__hopper_gather_select(16384 * 8, 128, 768), "gather: qwen3 T=16384 (I = 768)");
+    CHECK(!moe__hopper_gather_select(4096 * 2, 8, 14336), "gather: not at mixtral T=4096 (1024 rows/expert)");
+    CHECK(moe__hopper_gather_select(256 * 64, 64, 4096) && !moe__hopper_gather_select(256 * 64 + 1, 64, 4096),
+          "gather: up to 256 rows/expert");
+    CHECK(!moe__hopper_gather_select(1, 0, 512), "gather: no experts");
     if (case_failures == 0) cases_passed++;
     else cases_failed++;
     printf("%s gemm selection rule\n", case_failures ? "FAIL" : "ok  ");

@@ -5,10 +5,12 @@
 
 #include "../gemm.cuh"
 
-// How GEMM1 gets its A rows on the Hopper path: MOEFUSE_HOPPER_A=gather (the producer gathers
-// x rows through the plan: no permute pass, no xperm traffic) or permute (the default: a
-// permute kernel writes x rows in plan order, then TMA loads them).
-bool hopper_a_gather(void);
+// How bf16 GEMM1 on the tiles gets its A rows for routed_rows rows over `experts` experts of
+// intermediate size I: gathered by the kernel's producer through the plan (no permute pass, no
+// xperm traffic) where moe__hopper_gather_select says so on the ticket schedule, else TMA from a
+// copy of x in plan order that a permute kernel writes. MOEFUSE_HOPPER_A=gather|permute forces
+// either (gather on the static stride then too).
+bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate);
 // Whether the tiled grouped GEMMs (A by TMA, prefill) take their units from a ticket counter when
 // given one (gemm_args.unit_counter), rather than by the static stride: bf16 by default, FP8 only
 // with MOEFUSE_HOPPER_SCHEDULE=dyn (not yet measured in the forward); =static: neither.
