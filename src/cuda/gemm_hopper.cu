@@ -1,8 +1,10 @@
 // The grouped expert GEMMs on the Hopper engine: the kernel and its epilogues are in
 // src/cuda/hopper/grouped_kernel.cuh (shared with the kernel lab, lab/grouped_lab.cu); this file
 // holds the permute kernel and the library's entry points. Shipped epilogues: GEMM1 EPI_ACT_FIRST
-// (EPI_STAGED where its shape checks fail, with the gathering producer, or with
-// MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and session 13).
+// (EPI_STAGED where its shape checks fail, with the gathering producer on the static stride, or
+// with MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and
+// sessions 13-14). GEMM1's A rows: gathered by its producer or permuted first, by
+// moe__hopper_gather_select (hopper_a_gather).
 #include <stdlib.h>
 #include <string.h>
 

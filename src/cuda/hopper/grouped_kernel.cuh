@@ -11,7 +11,8 @@
 //  - A tiles: GEMM1 reads the permuted copy of x, GEMM2 reads A2; both are plain [rows, K]
 //    matrices in plan order, so TMA loads them as in the dense case. GATHER (GEMM1 only): no
 //    permuted copy; the whole producer warpgroup gathers the tile's x rows itself (see
-//    gather_a_stage), and only B comes by TMA.
+//    gather_a_stage), and only B comes by TMA; with DYN its thread 0 takes the tickets and hands
+//    them to the other 127 through shared memory and a named barrier.
 //  - B tiles: one tensor map over the whole weight stack viewed as 2-D [experts * N, K]; the
 //    tile of expert e at column n0 starts at row e * N + n0. The last tile of a row when N is not
 //    a multiple of 256 (gpt-oss: 2880 = 11 x 256 + 64) loads only N % 256 rows through a second
