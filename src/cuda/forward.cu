@@ -733,7 +733,8 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         g.unit_counter = WS(int, units);
     }
     if (hopper && !L.swap && hopper_a_gather(L.T * L.k, L.E, L.I)) {
-        // MOEFUSE_HOPPER_A=gather: GEMM1's producer gathers the x rows itself (no permute).
+        // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule
+        // of moe__hopper_gather_select, or MOEFUSE_HOPPER_A).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
     } else if (hopper) {
         // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and

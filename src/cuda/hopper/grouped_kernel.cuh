@@ -572,7 +572,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
-    static_assert(!(GATHER && MODE != GEMM_UP), "GATHER: GEMM1 only");
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
