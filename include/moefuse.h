@@ -378,9 +378,10 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * (the rule T*k >= 128*E, or the MOEFUSE_GEMM override, named when set), the plan block, how the
  * shared expert runs (fused as expert E, or separate) and the workspace bytes; on the CPU the
  * thread count and the reference path. A pure function of its arguments and of MOEFUSE_GEMM,
- * MOEFUSE_FP8_DECODE, MOEFUSE_BF16_DECODE and the Hopper A/B switches MOEFUSE_HOPPER_A (how GEMM1
- * gets its rows), MOEFUSE_HOPPER_SCHEDULE (tile order) and MOEFUSE_HOPPER_EPI (=staged: GEMM1's
- * staged epilogue instead of the activation from the accumulators); nothing is printed or
+ * MOEFUSE_FP8_DECODE, MOEFUSE_BF16_DECODE and the Hopper A/B switches MOEFUSE_HOPPER_A (=gather or
+ * =permute: how GEMM1 gets its rows, else a rule of rows per expert and I), MOEFUSE_HOPPER_SCHEDULE
+ * (tile order), MOEFUSE_HOPPER_EPI (=staged: GEMM1's staged epilogue instead of the activation from
+ * the accumulators) and MOEFUSE_HOPPER_BN (=256: no 240-wide tiles); nothing is printed or
  * launched. Errors: NULL ctx/w/buf
  * (NULL_POINTER); buf_size too small for the line (INVALID_ARGUMENT, the message gives the
  * size needed; MOE_FORWARD_CONFIG_MAX always suffices); num_tokens < 0 (INVALID_ARGUMENT) or
