@@ -41,7 +41,6 @@ constexpr int PP_BN = 128;
 constexpr int PP_STAGES = 6;
 constexpr int PP_A_BYTES = BM * BK * 2;
 constexpr int PP_B_BYTES = PP_BN * BK * 2;
-constexpr int PP_CHUNKS = PP_BN / STAGE_COLS;
 // Ring, then full/empty barriers, 2 turn barriers and the staged epilogue's buffers; 1024 of
 // slack to align the ring.
 constexpr int PP_SMEM_BYTES = 1024 + PP_STAGES * (PP_A_BYTES + PP_B_BYTES) + (2 * PP_STAGES + 2) * 8 +
@@ -63,7 +62,7 @@ __device__ __forceinline__ void pp_epilogue(const grouped_params &p, float (&acc
     for (int h = 0; h < 2; ++h) {
         const int64_t warp_row = (int64_t)m_block * BM + h * 64 + warp * 16;
         if (epi_staged(EPI)) {
-            staged_epilogue<MODE, PP_CHUNKS, __nv_bfloat16, EPI>(p, acc[h], e, warp_row, n0, lane, stage_buf, info);
+            staged_epilogue<MODE, PP_BN, __nv_bfloat16, EPI>(p, acc[h], e, warp_row, n0, lane, stage_buf, info);
         } else if (EPI == EPI_NONE || MODE == GEMM_DOWN) {
             regs_epilogue<MODE, EPI, 0, PP_BN>(p, acc[h], e, warp_row + lane / 4, n0, lane % 4);
         } else {

@@ -39,7 +39,6 @@
 namespace moe_hopper {
 
 using grouped_fp8_config = fp8_config<6>;
-constexpr int GF8_CHUNKS = FP8_BN / STAGE_COLS; // 4 staged chunks of 32 columns
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
@@ -443,9 +442,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<64>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {
-                    staged_epilogue<MODE, GF8_CHUNKS, float>(p.g, acc, e, warp_row, n0, lane,
-                                                             (float *)(staging + cw * STAGE_WARP_BYTES),
-                                                             row_info + cw * ROWINFO_WARP_BYTES);
+                    staged_epilogue<MODE, FP8_BN, float>(p.g, acc, e, warp_row, n0, lane,
+                                                         (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                         row_info + cw * ROWINFO_WARP_BYTES);
                 } else {
                     const int q = lane % 4, cols_left = p.g.n - n0;
                     const float *bias_q = p.g.bias ? p.g.bias + (int64_t)e * p.g.n + n0 + 2 * q : nullptr;

@@ -85,15 +85,19 @@ static_assert(BM == HOPPER_BLOCK_M, "the plan block must be the tile's rows");
 // (8-byte, rows lane/4) and the row reads (16-byte, 8 lanes per row) free of bank conflicts.
 constexpr int STAGE_COLS = 32;
 constexpr int STAGE_LD = STAGE_COLS + 8;
-constexpr int STAGE_CHUNKS = GBN / STAGE_COLS;
+// The staged chunks of a tile TILE_N columns wide (a 240-wide tile's last one is half a chunk).
+__host__ __device__ constexpr int stage_chunks(int tile_n) { return (tile_n + STAGE_COLS - 1) / STAGE_COLS; }
 constexpr int CONSUMER_WARPS = 8;
 constexpr int STAGE_WARP_BYTES = 16 * STAGE_LD * 4;         // 2560
 constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int64) + scales
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
-// DYN: the stage headers that carry each unit's number from the producer to the consumers.
+// DYN: the stage headers that carry each unit's number from the producer to the consumers, then
+// (GATHER) the two words through which the producer's thread 0 hands the next unit to the others.
 constexpr int DYN_HEADER_BYTES = 16 * 4;
-static_assert(GSTAGES <= 8, "one header int per stage, and two next-unit words at 8 and 9 (GATHER)");
+constexpr int DYN_NEXT_UNIT_WORD = 8;
+static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= DYN_HEADER_BYTES / 4,
+              "one header int per stage, then the two next-unit words");
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
     return grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
 }
@@ -276,10 +280,10 @@ __device__ __forceinline__ void regs_epilogue(const grouped_params &p, const flo
 // Copies chunk c (columns 32c .. 32c+31 of the tile) of this lane's fragment into the warp's
 // staging rows: acc[4j + 2h + e] is fragment row lane/4 + 8h, column 8j + 2*(lane%4) + e.
 // The branch per chunk keeps every accumulator index a compile-time constant (registers),
-// while the loop around the caller stays rolled. CHUNKS: the tile's width / STAGE_COLS, rounded
-// up; TILE_N: the fragment's width (a last chunk of a 240-wide tile holds 16 columns).
-template <int CHUNKS = STAGE_CHUNKS, int TILE_N = CHUNKS * STAGE_COLS>
-__device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stage, int lane) {
+// while the loop around the caller stays rolled. TILE_N: the fragment's width (a last chunk of a
+// 240-wide tile holds 16 columns).
+template <int TILE_N = GBN> __device__ __forceinline__ void stage_chunk(const float *acc, int c, float *stage, int lane) {
+    constexpr int CHUNKS = stage_chunks(TILE_N);
     float *dst = stage + (lane / 4) * STAGE_LD + 2 * (lane % 4);
 #pragma unroll
     for (int C = 0; C < CHUNKS; ++C) {
@@ -392,10 +396,10 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
 // TILE_N - 1 (those below n; the bf16 tile is 256 wide, or 240, the FP8 one 128). `stage` is the
 // warp's staging buffer, `info` its row table. A2T: GEMM_UP's output type (bf16; fp32 on the FP8
 // path); GEMM_DOWN rows are fp32, or bf16 when out_bf16.
-template <int MODE, int CHUNKS = STAGE_CHUNKS, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED,
-          int TILE_N = CHUNKS * STAGE_COLS>
+template <int MODE, int TILE_N = GBN, typename A2T = __nv_bfloat16, int PROBE = EPI_STAGED>
 __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                 int n0, int lane, float *stage, uint8_t *info) {
+    constexpr int CHUNKS = stage_chunks(TILE_N);
     int64_t *row_off;
     float *row_scale;
     if (!fill_row_table<MODE, PROBE == EPI_STAGED_NOTABLE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
@@ -406,7 +410,7 @@ __device__ __forceinline__ void staged_epilogue(const grouped_params &p, const f
         const int chunk_col = n0 + c * STAGE_COLS;
         if (chunk_col >= p.n) break; // the rest of the tile is past n (uniform)
         __syncwarp(); // the previous chunk's reads (and the row table writes) are done
-        stage_chunk<CHUNKS, TILE_N>(acc, c, stage, lane);
+        stage_chunk<TILE_N>(acc, c, stage, lane);
         __syncwarp();
         const int col = chunk_col + 4 * (lane % 8);
         if (col >= p.n) continue; // n % 4 == 0: a granule is wholly inside or outside (rare: N tails)
@@ -451,7 +455,7 @@ static_assert(16 * ACT_STAGE_LD * 2 <= STAGE_WARP_BYTES, "a pass fits the warp's
 // TILE_N wide), register moves under a uniform branch (keeps the caller's loop over chunks
 // rolled, as stage_chunk does).
 template <int TILE_N = GBN> __device__ __forceinline__ void chunk_fragment(const float *acc, int c, float (&v)[16]) {
-    constexpr int CHUNKS = (TILE_N + STAGE_COLS - 1) / STAGE_COLS;
+    constexpr int CHUNKS = stage_chunks(TILE_N);
 #pragma unroll
     for (int C = 0; C < CHUNKS; ++C) {
         if (C == c) {
@@ -472,7 +476,7 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
     const int half_n = p.n / 2;
     __nv_bfloat16 *out = (__nv_bfloat16 *)p.out;
-    constexpr int CHUNKS = (TILE_N + STAGE_COLS - 1) / STAGE_COLS;
+    constexpr int CHUNKS = stage_chunks(TILE_N);
 #pragma unroll 1
     for (int pass = 0; pass < (CHUNKS + ACT_PASS_CHUNKS - 1) / ACT_PASS_CHUNKS; ++pass) {
         const int a2_col0 = n0 / 2 + pass * (ACT_PASS_CHUNKS * STAGE_COLS / 2);
@@ -518,9 +522,8 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
 template <int TILE_N = GBN>
 __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                                    int n0, int lane, float *stage, uint8_t *info) {
-    constexpr int CHUNKS = (TILE_N + STAGE_COLS - 1) / STAGE_COLS;
     if (p.activation == MOE_ACT_RELU2) {
-        staged_epilogue<GEMM_UP, CHUNKS, __nv_bfloat16, EPI_STAGED, TILE_N>(p, acc, e, warp_row, n0, lane, stage, info);
+        staged_epilogue<GEMM_UP, TILE_N>(p, acc, e, warp_row, n0, lane, stage, info);
         return;
     }
     int64_t *row_off;
@@ -610,7 +613,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             int stage = 0;
             uint32_t phase = 0;
-            int slot = 0; // DYN: which of the two next-unit words (stage_unit[8 + slot]) is next
+            int slot = 0; // DYN: which of the two next-unit words is next
             for (int u = blockIdx.x; u < units;) {
                 int m_block, n_block;
                 raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
@@ -638,9 +641,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // Thread 0 takes the next ticket and hands it to the warpgroup through one of
                     // two words: a word is written again two units later, after every thread has
                     // passed the next unit's barrier, so after it has read this one.
-                    if (t == 0) stage_unit[8 + slot] = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
+                    if (t == 0) stage_unit[DYN_NEXT_UNIT_WORD + slot] = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
                     named_barrier_sync(1, 128);
-                    u = stage_unit[8 + slot];
+                    u = stage_unit[DYN_NEXT_UNIT_WORD + slot];
                     slot ^= 1;
                 } else {
                     u += (int)gridDim.x;
@@ -779,10 +782,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 act_first_epilogue<BN>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
                                    row_info + cw * ROWINFO_WARP_BYTES);
             else if constexpr (epi_staged(EPI))
-                staged_epilogue<MODE, (BN + STAGE_COLS - 1) / STAGE_COLS, __nv_bfloat16, EPI, BN>(p, acc, e, warp_row, n0,
-                                                                                           lane,
-                                                                        (float *)(staging + cw * STAGE_WARP_BYTES),
-                                                                        row_info + cw * ROWINFO_WARP_BYTES);
+                staged_epilogue<MODE, BN, __nv_bfloat16, EPI>(p, acc, e, warp_row, n0, lane,
+                                                               (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                               row_info + cw * ROWINFO_WARP_BYTES);
             else
                 regs_epilogue<MODE, EPI, ACT, BN>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
         }
