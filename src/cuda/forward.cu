@@ -521,14 +521,13 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper) {
-        // As gemm_hopper.cu's grouped_launch decides: the gathering kernel is 256 wide, and takes
-        // the act-first epilogue on the ticket schedule only.
+        // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
         const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.T * L.k, L.E, L.I);
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s, %s",
-                 HOPPER_BLOCK_M, gather ? 256 : hopper_tile_n(L.R13, tickets), HOPPER_BLOCK_M,
-                 hopper_tile_n(L.H, tickets), gather ? "x rows gathered by the producer" : "x rows permuted",
+                 HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
+                 hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
-                 (!gather || tickets) && hopper_gemm1_act_first(w->spec.activation, L.I)
+                 hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets)
                      ? "GEMM1's activation from the accumulators"
                      : "GEMM1's staged epilogue");
     }

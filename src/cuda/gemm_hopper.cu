@@ -88,19 +88,22 @@ bool hopper_ticket_schedule(bool fp8) {
     return !fp8;
 }
 
-// MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs).
-bool hopper_gemm1_act_first(int activation, int64_t intermediate) {
+// MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs). The
+// gathering kernel has it on the ticket schedule only (its static-stride form is the older A/B arm).
+bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, bool ticket_schedule) {
     const char *env = getenv("MOEFUSE_HOPPER_EPI");
-    return !(env && !strcmp(env, "staged")) && activation != MOE_ACT_RELU2 && intermediate % 8 == 0;
+    return !(env && !strcmp(env, "staged")) && activation != MOE_ACT_RELU2 && intermediate % 8 == 0 &&
+           (!gather || ticket_schedule);
 }
 
 // 240-wide tiles where they divide n and 256 does not (gpt-oss: H = 2880, 2I = 5760), so no tile
 // is a 64-column tail computed 256 wide: lab call Q1 (session 14), GEMM2 0.97 and GEMM1 0.96 of
 // the 256-wide time at T=16384, even at 4096. The ticket schedule only (the static stride and the
-// gathering producer were not measured with it). MOEFUSE_HOPPER_BN=256 keeps 256 (A/B runs).
-int hopper_tile_n(int64_t n, bool ticket_schedule) {
+// gathering producer were not measured with it, and the gathering kernel is built 256 wide only).
+// MOEFUSE_HOPPER_BN=256 keeps 256 (A/B runs).
+int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather) {
     const char *env = getenv("MOEFUSE_HOPPER_BN");
-    if (env && !strcmp(env, "256")) return GBN;
+    if (gather || (env && !strcmp(env, "256"))) return GBN;
     return ticket_schedule && n % 240 == 0 && n % GBN != 0 ? 240 : GBN;
 }
 
@@ -127,7 +130,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           (long long)g->n, (long long)g->ldo, g->out, (const void *)g->bias);
     // Units from the ticket counter when the caller gave one.
     const bool dyn = g->unit_counter && hopper_ticket_schedule(false);
-    const int bn = gather ? GBN : hopper_tile_n(g->n, dyn); // the gathering kernel: 256 wide only
+    const int bn = hopper_tile_n(g->n, dyn, gather);
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
@@ -137,12 +140,13 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
-    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2) &&
+    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
                            grouped_act_first_ok(g);
     cudaError_t err;
-    if (gather && dyn)
-        err = act_first ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream)
-                        : grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);
+    if (gather && act_first) // act_first: dyn
+        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (gather && dyn)
+        err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (gather)
         err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (bn == 240 && act_first) // bn 240: dyn

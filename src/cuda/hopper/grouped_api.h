@@ -15,14 +15,15 @@ bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate)
 // given one (gemm_args.unit_counter), rather than by the static stride: bf16 by default, FP8 only
 // with MOEFUSE_HOPPER_SCHEDULE=dyn (not yet measured in the forward); =static: neither.
 bool hopper_ticket_schedule(bool fp8);
-// Whether bf16 GEMM1 (tiled, A by TMA) applies its activation straight from the accumulators
-// (EPI_ACT_FIRST, the default) rather than through the staged epilogue: a gated activation, I a
-// multiple of 8, and not MOEFUSE_HOPPER_EPI=staged. (The launch also checks the pointers'
-// alignment, which the forward's workspace always has.)
-bool hopper_gemm1_act_first(int activation, int64_t intermediate);
+// Whether bf16 GEMM1 (tiled) applies its activation straight from the accumulators (EPI_ACT_FIRST,
+// the default) rather than through the staged epilogue: a gated activation, I a multiple of 8, not
+// MOEFUSE_HOPPER_EPI=staged, and when the producer gathers A (gather), the ticket schedule. (The
+// launch also checks the pointers' alignment, which the forward's workspace always has.)
+bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, bool ticket_schedule);
 // The tiled grouped GEMM's tile width for n output columns: 240 where 240 divides n and 256 does
-// not, on the ticket schedule; else 256. MOEFUSE_HOPPER_BN=256 keeps 256.
-int hopper_tile_n(int64_t n, bool ticket_schedule);
+// not, on the ticket schedule and not for the gathering GEMM1; else 256. MOEFUSE_HOPPER_BN=256
+// keeps 256.
+int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
