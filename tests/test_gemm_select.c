@@ -13,13 +13,15 @@
 
 enum { V1 = MOE__CUDA_GEMM_V1, HOP = MOE__CUDA_GEMM_HOPPER };
 
-/* moe__gemm_select: Hopper tiles for bf16 from 128 routed rows per expert where the shapes allow
+/* moe__gemm_select: Hopper tiles for bf16 above 16 routed rows per expert where the shapes allow
  * (H, I multiples of 64, E*H and E*I >= 256), FP8 at every T (H, I >= 128 and % 16); f16 on v1. */
 static void path_rule(void) {
     const moe__gemm_force A = MOE__GEMM_AUTO;
     CHECK(moe__gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_BF16, A) == HOP, "bf16 qwen3 T=16384");
-    CHECK(moe__gemm_select(128 * 128, 128, 2048, 768, MOE_DTYPE_BF16, A) == HOP, "bf16 at 128 rows/expert");
-    CHECK(moe__gemm_select(128 * 128 - 1, 128, 2048, 768, MOE_DTYPE_BF16, A) == V1, "bf16 below 128 rows/expert");
+    CHECK(moe__gemm_select(16 * 128 + 1, 128, 2048, 768, MOE_DTYPE_BF16, A) == HOP, "bf16 above 16 rows/expert");
+    CHECK(moe__gemm_select(16 * 128, 128, 2048, 768, MOE_DTYPE_BF16, A) == V1, "bf16 at 16 rows/expert: v1 (swap range)");
+    CHECK(moe__gemm_select(4096 * 10, 512, 2048, 512, MOE_DTYPE_BF16, A) == HOP, "bf16 qwen3-next T=4096 (80 rows/expert)");
+    CHECK(moe__gemm_select(1, 128, 2048, 768, MOE_DTYPE_BF16, A) == V1, "bf16 at T*k = 1");
     CHECK(moe__gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_F16, A) == V1, "f16 stays on v1");
     CHECK(moe__gemm_select(16384 * 8, 16, 256, 96, MOE_DTYPE_BF16, A) == V1, "bf16 I = 96: not a multiple of 64");
     CHECK(moe__gemm_select(16384, 1, 128, 64, MOE_DTYPE_BF16, A) == V1, "bf16 E*I = 64 < 256");

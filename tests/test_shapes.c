@@ -993,12 +993,11 @@ static void test_roofline_experts(void) {
 /* moefuse's grouped kernels: the forward's choice, and one launch as roofline --measure times it
  * (rows spread evenly over the experts), derived by hand from the kernels' tiles. */
 static void test_roofline_grouped(void) {
-    /* the forward's rule (cuda_backend.h): FP8 on wgmma at every T; bf16 from T*k >= 128*E on, where
+    /* the forward's rule (cuda_backend.h): FP8 on wgmma at every T; bf16 above T*k = 16*E, where
      * wgmma can run (bf16: H, I multiples of 64, E*H and E*I >= 256, (E+1)*H and (E+1)*2I below 2^31) */
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 4096, 128, 2048, 768) == MOE_KERNEL_V1, "bf16 32 rows: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 1023, 8, 7168, 2048) == MOE_KERNEL_V1, "bf16 127.9 rows: v1");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 1024, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16,
-          "bf16 128 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 4096, 128, 2048, 768) == MOE_KERNEL_HOPPER_BF16, "bf16 32 rows: hopper");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 1023, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16,
+          "bf16 127.9 rows: hopper");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, INT64_MAX, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16,
           "bf16 INT64_MAX rows: hopper");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 4096, 8, 1000, 2048) == MOE_KERNEL_V1, "bf16 H 1000: v1");
@@ -1015,8 +1014,8 @@ static void test_roofline_grouped(void) {
     /* bf16 at decode: the swapped kernel from half a row per expert (2 x rows >= E) up to 16 */
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 128, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16_DECODE,
           "bf16 16 rows per expert: the decode kernel with the operands swapped");
-    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 129, 8, 7168, 2048) == MOE_KERNEL_V1,
-          "bf16 just over 16 rows per expert: v1");
+    CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 129, 8, 7168, 2048) == MOE_KERNEL_HOPPER_BF16,
+          "bf16 just over 16 rows per expert: the Hopper tiles");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 64, 128, 2048, 768) == MOE_KERNEL_HOPPER_BF16_DECODE,
           "bf16 half a row per expert (qwen3 T = 8): the swapped kernel");
     CHECK(moe_grouped_kernel_select(MOE_DTYPE_BF16, 63, 128, 2048, 768) == MOE_KERNEL_V1,

@@ -30,7 +30,14 @@ int moe__gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_d
      * T = 8 (0.284 vs 0.268), equal at qwen3 T = 1, faster only at gpt-oss T = 1 (0.072 vs
      * 0.074): bench/results/2026-12-02-h200-session3/, the fp8 folders (callC2 vs callB). */
     if (fp8) return MOE__CUDA_GEMM_HOPPER;
-    return routed_rows >= (int64_t)MOE__CUDA_HOPPER_BLOCK_M * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
+    /* bf16: the Hopper tiles above MOE__BF16_HOPPER_MIN_AVG_ROWS routed rows per expert, where
+     * the swapped decode kernel's range ends (moe__bf16_swap_select); v1 below (its decode kernel
+     * under half a row per expert). H200, session 15 (bench/results/2026-12-03-h200-session15/
+     * callR4, bench_gpu_forward, both paths in one process, 2 rounds), forward time Hopper / v1 at
+     * 24-96 rows per expert: 0.84-0.93 at 24-32 rows (qwen3, deepseek, gpt-oss, mixtral,
+     * glm-4.5-air, qwen3-next), 0.58-0.80 at 40-64, 0.51-0.52 at 96, so the 128-row threshold of
+     * the first Hopper kernels left up to 2x on the table there. 17-23 rows were not measured. */
+    return routed_rows > (int64_t)MOE__BF16_HOPPER_MIN_AVG_ROWS * E ? MOE__CUDA_GEMM_HOPPER : MOE__CUDA_GEMM_V1;
 }
 
 /* H200, session 8 (bench/results/2026-12-03-h200-session8/callJ4): the swapped kernel was faster

@@ -189,8 +189,10 @@ moe__gemm_force moe__gemm_force_parse(const char *value);
  * E*I >= 256 (the weight stack is at least one tile of B rows) and coordinates below 2^31; or
  * E4M3 (FP8) weights with H and I multiples of 16 and >= 128 instead (K and N tails are handled
  * by the FP8 kernel); otherwise v1, whatever `force` says. Where Hopper can run, `force` decides;
- * automatic: bf16 on Hopper when the experts average >= 128 rows (T*k >= 128*E), else v1; FP8 on
- * Hopper at every T (faster than v1's emulated e4m3 mma.sync at every T measured). */
+ * automatic: bf16 on Hopper when the experts average more than MOE__BF16_HOPPER_MIN_AVG_ROWS rows
+ * (T*k > 16*E; at up to 16 the forward runs the swapped decode kernel from half a row on), else
+ * v1; FP8 on Hopper at every T (faster than v1's emulated e4m3 mma.sync at every T measured). */
+#define MOE__BF16_HOPPER_MIN_AVG_ROWS MOE__FP8_SWAP_MAX_AVG_ROWS /* where the swapped kernel ends */
 int moe__gemm_select(int64_t routed_rows, int64_t E, int64_t H, int64_t I, moe_dtype dtype, moe__gemm_force force);
 /* Rows of the tile and of the dispatch plan's blocks on `path`. */
 int64_t moe__gemm_block_rows(int path);

@@ -464,7 +464,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     const bool force_v1 = force == MOE__GEMM_FORCE_V1, force_hopper = force == MOE__GEMM_FORCE_HOPPER;
     const bool can = hopper || (!force_v1 && moe__cuda_gemm_select(INT64_MAX, L.E, L.H, L.I, dt) ==
                                                  MOE__CUDA_GEMM_HOPPER);
-    const int64_t threshold = (int64_t)HOPPER_BLOCK_M * L.E;
+    const int64_t threshold = (int64_t)MOE__BF16_HOPPER_MIN_AVG_ROWS * L.E;
     const char *bf16_decode = getenv("MOEFUSE_BF16_DECODE");
     const bool bf16_env = bf16_decode && !strcmp(bf16_decode, "swap");
     char why[256];
@@ -476,8 +476,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  MOE__FP8_SWAP_MAX_AVG_ROWS, (long long)L.experts, (long long)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts,
                  force_hopper ? "; MOEFUSE_GEMM=hopper" : "");
     else if (force_hopper && hopper)
-        snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=hopper (the rule alone: T*k=%lld %s 128*E=%lld)",
-                 (long long)L.rows, L.rows >= threshold ? ">=" : "<", (long long)threshold);
+        snprintf(why, sizeof why, "forced by MOEFUSE_GEMM=hopper (the rule alone: T*k=%lld %s %d*E=%lld)",
+                 (long long)L.rows, L.rows > threshold ? ">" : "<=", MOE__BF16_HOPPER_MIN_AVG_ROWS, (long long)threshold);
     else if (!can)
         snprintf(why, sizeof why,
                  "hopper cannot run here (needs bf16 weights with H and I multiples of 64, or fp8 weights with H "
@@ -490,8 +490,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  env ? " (MOEFUSE_GEMM=" : "",
                  env ? env : "", env ? " is neither v1 nor hopper: automatic)" : "");
     else
-        snprintf(why, sizeof why, "T*k=%lld %s 128*E=%lld%s%s%s%s", (long long)L.rows, hopper ? ">=" : "<",
-                 (long long)threshold,
+        snprintf(why, sizeof why, "T*k=%lld %s %d*E=%lld%s%s%s%s", (long long)L.rows, hopper ? ">" : "<=",
+                 MOE__BF16_HOPPER_MIN_AVG_ROWS, (long long)threshold,
                  hopper ? ""
                  : bf16_decode && !strcmp(bf16_decode, "off") ? ", MOEFUSE_BF16_DECODE=off"
                  : L.rows <= (int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * L.experts

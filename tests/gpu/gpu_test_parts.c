@@ -264,7 +264,8 @@ void selection_cases(void) {
     const int V1 = MOE__CUDA_GEMM_V1, HOP = MOE__CUDA_GEMM_HOPPER;
     unsetenv("MOEFUSE_GEMM");
     CHECK(moe__cuda_gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_BF16) == HOP, "qwen3 T=16384 auto");
-    CHECK(moe__cuda_gemm_select(512 * 8, 128, 2048, 768, MOE_DTYPE_BF16) == V1, "qwen3 T=512 auto (32 rows/expert)");
+    CHECK(moe__cuda_gemm_select(512 * 8, 128, 2048, 768, MOE_DTYPE_BF16) == HOP, "qwen3 T=512 auto (32 rows/expert)");
+    CHECK(moe__cuda_gemm_select(16 * 128, 128, 2048, 768, MOE_DTYPE_BF16) == V1, "16 rows/expert auto (the swap range)");
     CHECK(moe__cuda_gemm_select(128 * 8, 8, 4096, 14336, MOE_DTYPE_BF16) == HOP, "128 rows/expert auto");
     CHECK(moe__cuda_gemm_select(16384 * 4, 128, 2880, 2880, MOE_DTYPE_BF16) == HOP, "gpt-oss (2880 = 45 x 64)");
     CHECK(moe__cuda_gemm_select(16384 * 8, 128, 2048, 768, MOE_DTYPE_F16) == V1, "f16 stays on v1");

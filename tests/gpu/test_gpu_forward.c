@@ -193,7 +193,9 @@ static void run_case(model *m, run_spec r) {
 
 /* moe_forward_workspace_size never shrinks as T grows (a workspace sized for the largest T runs
  * every smaller one), across every change of path: T = 1 .. past the swapped kernel's limit of
- * 16 rows per expert, and around v1 -> Hopper tiles at 128 rows per expert, under each override
+ * 16 rows per expert (the Hopper tiles after it, or v1's with MOEFUSE_BF16_DECODE=off or
+ * MOEFUSE_GEMM=v1), and around 128 rows per expert (where the v1 -> Hopper switch was until
+ * session 15; a cheap second range), under each override
  * of the path (MOEFUSE_GEMM, MOEFUSE_BF16_DECODE, MOEFUSE_FP8_DECODE), restored after. Host only. */
 static int64_t workspace_first_shrink(model *m) {
     const int64_t k = m->spec.top_k, experts = m->spec.num_experts + 1;
