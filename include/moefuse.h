@@ -375,7 +375,7 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * num_tokens tokens on these weights with this act_format: the backend; on CUDA the grouped
  * GEMM path (v1 mma.sync, 64-row plan blocks, or Hopper TMA+wgmma: 128-row tiles, or at decode
  * the kernel with the operands swapped on 32-row blocks), its tile sizes and why it was chosen
- * (the rule T*k >= 128*E, or the MOEFUSE_GEMM override, named when set), the plan block, how the
+ * (the rule T*k > 16*E, or the MOEFUSE_GEMM override, named when set), the plan block, how the
  * shared expert runs (fused as expert E, or separate) and the workspace bytes; on the CPU the
  * thread count and the reference path. A pure function of its arguments and of MOEFUSE_GEMM,
  * MOEFUSE_FP8_DECODE, MOEFUSE_BF16_DECODE and the Hopper A/B switches MOEFUSE_HOPPER_A (=gather or
