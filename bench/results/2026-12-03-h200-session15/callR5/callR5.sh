@@ -3,4 +3,4 @@
 set -u
 R=$PWD; O=$OUT
 R=$R O=$O timeout 330 bash $R/bench/results/2026-12-03-h200-session15/callR5/callR5_body.sh
-cd $O && tar czf callR5.tgz suite cli call.log 2>/dev/null; rm -rf suite cli
+cd $O && tar czf callR5.tgz suite cli prof lab_fp8 call.log 2>/dev/null; rm -rf suite cli prof lab_fp8

@@ -20,4 +20,13 @@ for cell in "qwen3-next-80b-a3b 4096" "qwen3-30b-a3b 512"; do
   timeout 60 $M run --model $1 --tokens $2 --json > $C/$1_$2_default.json 2> $C/$1_$2_default.err; mark "$1 $2 default" $? /dev/null
   MOEFUSE_GEMM=v1 timeout 60 $M run --model $1 --tokens $2 --json > $C/$1_$2_v1.json 2> $C/$1_$2_v1.err; mark "$1 $2 v1" $? /dev/null
 done
+# 3. ncu of the dense FP8 8192^3 GEMM: the library's FP8 engine and cuBLASLt's kernel, clock as
+#    found (issue 4's largest gap: 0.665-0.671x in R2/R3). Prediction: our tensor pipe ~45-50%
+#    active against cuBLASLt's ~70%; shared-memory pipe busier per MMA on ours (128 x 128 tiles).
+P=$O/prof; mkdir -p $P
+VARIANTS=fp8engine LAB_LIMIT=60 LAB=fp8 OUT=$O/lab_fp8 timeout 90 bash lab/run_on_device.sh > $P/lab_fp8_stdout.log 2>&1; mark lab_fp8 $? $P/lab_fp8_stdout.log
+G=/tmp/moefuse-fp8lab-build/gemm_fp8_lab
+S="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats --metrics sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"
+timeout 40 ncu --clock-control none $S -k regex:fp8_gemm_kernel -c 1 $G --variants fp8engine --filter square-8192 > $P/ncu_fp8engine.txt 2>&1; mark ncu_fp8engine $? /dev/null
+timeout 40 ncu --clock-control none $S -k regex:'nvjet|xmma|cutlass|sm90' -c 1 $G --variants fp8engine --filter square-8192 > $P/ncu_cublaslt.txt 2>&1; mark ncu_cublaslt $? /dev/null
 mark done 0 /dev/null
