@@ -26,7 +26,7 @@ done
 P=$O/prof; mkdir -p $P
 VARIANTS=fp8engine LAB_LIMIT=60 LAB=fp8 OUT=$O/lab_fp8 timeout 90 bash lab/run_on_device.sh > $P/lab_fp8_stdout.log 2>&1; mark lab_fp8 $? $P/lab_fp8_stdout.log
 G=/tmp/moefuse-fp8lab-build/gemm_fp8_lab
-S="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats --metrics sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"
+S="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats --metrics sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
 timeout 40 ncu --clock-control none $S -k regex:fp8_gemm_kernel -c 1 $G --variants fp8engine --filter square-8192 > $P/ncu_fp8engine.txt 2>&1; mark ncu_fp8engine $? /dev/null
 timeout 40 ncu --clock-control none $S -k regex:'nvjet|xmma|cutlass|sm90' -c 1 $G --variants fp8engine --filter square-8192 > $P/ncu_cublaslt.txt 2>&1; mark ncu_cublaslt $? /dev/null
 mark done 0 /dev/null
