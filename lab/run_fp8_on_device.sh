@@ -12,14 +12,14 @@
 # 7 files with the default variants, under the device tool's 8.
 set -u
 BUILD_DEFAULT=/tmp/moefuse-fp8lab-build
-VARIANTS_DEFAULT="fp8v1 fp8v2 fp8engine"
+VARIANTS_DEFAULT="fp8v1 fp8v2 fp8v3 fp8engine"
 LIMIT_DEFAULT=240
 # shellcheck source=lab/lab_lib.sh
 source "$(dirname "$0")/lab_lib.sh"
 
 lab_header "FP8 lab: "
 lab_find_cublas cuBLASLt cublasLt.h cublasLt
-lab_build gemm_fp8_lab "lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu src/cuda/hopper/gemm_fp8.cu" \
+lab_build gemm_fp8_lab "lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu lab/gemm_fp8_v3_bn192.cu src/cuda/hopper/gemm_fp8.cu" \
     "src/core/formats.c lab/fp8_quant_shim.c"
 # What the kernels compiled to (QGMMA = FP8 wgmma; LDGSTS + ARRIVES = the scale copies).
 lab_sass gemm_fp8_lab 'QGMMA|HGMMA|UTMALDG|SYNCS|USETMAXREG|WARPGROUP|MEMBAR|LDL|STL|LDGSTS|ARRIVES'
