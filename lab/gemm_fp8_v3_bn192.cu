@@ -216,23 +216,7 @@ extern "C" moe_status lab_gemm_fp8_v3(const moe__hopper_gemm_fp8_args *args, cud
     if (cr != CUDA_SUCCESS)
         return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                     "cuTensorMapEncodeTiled: error %d", (int)cr);
-    fp8_params p;
-    p.m = (int)args->m;
-    p.n = (int)args->n;
-    p.k = (int)args->k;
-    p.sa = args->a_scales;
-    p.lds_a = (long long)args->lds_a;
-    p.sb = args->b_scales;
-    p.lds_b = (long long)args->lds_b;
-    p.out.m = p.m;
-    p.out.n = p.n;
-    p.out.k = p.k;
-    p.out.c = args->c;
-    p.out.ldc = (long long)args->ldc;
-    p.out.c_f32 = 0;
-    p.out.pair_ok = args->ldc % 2 == 0 && (uintptr_t)args->c % 4 == 0;
-    const int group = (int)lround(sqrt((double)V3_BN * sms / FP8_BM));
-    p.out.group_m = group < 1 ? 1 : group;
+    const fp8_params p = fp8_dense_params(args, sms, V3_BN);
     const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + V3_BN - 1) / V3_BN);
     cudaError_t err =
         cudaFuncSetAttribute(fp8v3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8v3_config::SMEM_BYTES);

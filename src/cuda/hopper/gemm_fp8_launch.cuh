@@ -62,6 +62,29 @@ inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, 
     return MOE_STATUS_OK;
 }
 
+// The kernel's parameters for tiles FP8_BM x bn on `sms` multiprocessors (grouped raster as in
+// the bf16 engine: g = sqrt(bn * SMs / BM) tile rows per group). Shared with the lab's FP8 variants.
+inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sms, int bn) {
+    fp8_params p;
+    p.m = (int)args->m;
+    p.n = (int)args->n;
+    p.k = (int)args->k;
+    p.sa = args->a_scales;
+    p.lds_a = (long long)args->lds_a;
+    p.sb = args->b_scales;
+    p.lds_b = (long long)args->lds_b;
+    p.out.m = p.m;
+    p.out.n = p.n;
+    p.out.k = p.k;
+    p.out.c = args->c;
+    p.out.ldc = (long long)args->ldc;
+    p.out.c_f32 = 0;
+    p.out.pair_ok = args->ldc % 2 == 0 && (uintptr_t)args->c % 4 == 0;
+    const int group = (int)lround(sqrt((double)bn * sms / FP8_BM));
+    p.out.group_m = group < 1 ? 1 : group;
+    return p;
+}
+
 template <class CFG>
 moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
     moe_status st = check_fp8_args(args, why, why_len);
@@ -78,25 +101,7 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
                     "cuTensorMapEncodeTiled: %s (error %d)",
                     cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr);
 
-    fp8_params p;
-    p.m = (int)args->m;
-    p.n = (int)args->n;
-    p.k = (int)args->k;
-    p.sa = args->a_scales;
-    p.lds_a = (long long)args->lds_a;
-    p.sb = args->b_scales;
-    p.lds_b = (long long)args->lds_b;
-    p.out.m = p.m;
-    p.out.n = p.n;
-    p.out.k = p.k;
-    p.out.c = args->c;
-    p.out.ldc = (long long)args->ldc;
-    p.out.c_f32 = 0;
-    p.out.pair_ok = args->ldc % 2 == 0 && (uintptr_t)args->c % 4 == 0;
-    // Grouped raster as in the bf16 engine: g = sqrt(BN * SMs / BM) tile rows per group.
-    const int group = (int)lround(sqrt((double)FP8_BN * sms / FP8_BM));
-    p.out.group_m = group < 1 ? 1 : group;
-
+    const fp8_params p = fp8_dense_params(args, sms, FP8_BN);
     const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + FP8_BN - 1) / FP8_BN);
     auto kernel = fp8_gemm_kernel<CFG>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
