@@ -205,27 +205,5 @@ using namespace moe_hopper;
 
 extern "C" moe_status lab_gemm_fp8_v3(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len) {
-    moe_status st = check_fp8_args(args, why, why_len);
-    if (st != MOE_STATUS_OK) return st;
-    int sms = 0;
-    st = device_sms(&sms, why, why_len);
-    if (st != MOE_STATUS_OK) return st;
-    CUtensorMap map_a, map_b;
-    CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, V3_BN);
-    if (cr != CUDA_SUCCESS)
-        return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
-                    "cuTensorMapEncodeTiled: error %d", (int)cr);
-    const fp8_params p = fp8_dense_params(args, sms, V3_BN);
-    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + V3_BN - 1) / V3_BN);
-    cudaError_t err =
-        cudaFuncSetAttribute(fp8v3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8v3_config::SMEM_BYTES);
-    if (err != cudaSuccess)
-        return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute: %s", cudaGetErrorString(err));
-    const long long ctas = units < sms ? units : sms;
-    fp8v3_kernel<<<(unsigned)ctas, THREADS, fp8v3_config::SMEM_BYTES, stream>>>(map_a, map_b, p);
-    err = cudaGetLastError();
-    if (err != cudaSuccess)
-        return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "fp8v3 launch: %s", cudaGetErrorString(err));
-    return MOE_STATUS_OK;
+    return fp8_launch_kernel<fp8v3_config>(fp8v3_kernel, V3_BN, args, stream, why, why_len);
 }

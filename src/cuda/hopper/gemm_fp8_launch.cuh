@@ -85,8 +85,12 @@ inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sm
     return p;
 }
 
+// Checks the arguments, builds the e4m3 tensor maps (B boxes of bn rows) and launches `kernel`
+// (an FP8 dense kernel of configuration CFG, bn-wide tiles) on a persistent grid. The engine's
+// entry below and the lab's FP8 variants launch through it.
 template <class CFG>
-moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
+moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, fp8_params), int bn,
+                             const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
     int sms = 0;
@@ -95,15 +99,14 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
 
     CUtensorMap map_a, map_b;
     CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, bn);
     if (cr != CUDA_SUCCESS)
         return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                     "cuTensorMapEncodeTiled: %s (error %d)",
                     cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr);
 
-    const fp8_params p = fp8_dense_params(args, sms, FP8_BN);
-    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + FP8_BN - 1) / FP8_BN);
-    auto kernel = fp8_gemm_kernel<CFG>;
+    const fp8_params p = fp8_dense_params(args, sms, bn);
+    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + bn - 1) / bn);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
@@ -115,6 +118,11 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));
     return MOE_STATUS_OK;
+}
+
+template <class CFG>
+moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
+    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, FP8_BN, args, stream, why, why_len);
 }
 
 } // namespace moe_hopper
