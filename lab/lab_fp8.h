@@ -17,5 +17,9 @@ extern "C" moe_status lab_gemm_fp8_v2(const moe__hopper_gemm_fp8_args *args, cud
 
 extern "C" moe_status lab_gemm_fp8_v3(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v3_160(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                          size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v3_144(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                          size_t why_len);
 
 #endif

@@ -12,7 +12,7 @@
 # 7 files with the default variants, under the device tool's 8.
 set -u
 BUILD_DEFAULT=/tmp/moefuse-fp8lab-build
-VARIANTS_DEFAULT="fp8v1 fp8v2 fp8v3 fp8engine"
+VARIANTS_DEFAULT="fp8v1 fp8v2 fp8v3 fp8v3_160 fp8v3_144 fp8engine"
 LIMIT_DEFAULT=240
 # shellcheck source=lab/lab_lib.sh
 source "$(dirname "$0")/lab_lib.sh"
