@@ -522,7 +522,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
-        const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.T * L.k, L.E, L.I);
+        const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.rows, L.E, L.I);
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s, %s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
@@ -731,7 +731,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);
     }
-    if (hopper && !L.swap && hopper_a_gather(L.T * L.k, L.E, L.I)) {
+    if (hopper && !L.swap && hopper_a_gather(L.rows, L.E, L.I)) {
         // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule
         // of moe__hopper_gather_select, or MOEFUSE_HOPPER_A).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
