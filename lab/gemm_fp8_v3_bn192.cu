@@ -11,7 +11,8 @@
 // What changes against the engine's kernel (src/cuda/hopper/gemm_fp8_kernel.cuh):
 //  - B boxes of BN rows, 5 stages at BN = 192 (211 KB of shared memory with the scales), 6 at 160
 //    and 144.
-//  - wgmma m64nBNk32: 4 a k-block per consumer warpgroup into `part` (BN / 2 registers).
+//  - wgmma m64nBNk32 (ptx.cuh's wgmma_e4m3_nt): 4 a k-block per consumer warpgroup into `part`
+//    (BN / 2 registers), issued by the engine's fp8_issue.
 //  - A tile spans two 128-wide B scale blocks: n0 = BN t starts at an offset of 0..112 into its
 //    block (a multiple of 64, 32 or 16 for BN 192, 160, 144; never more than two blocks), so the
 //    fragment column blocks j < (128 - offset) / 8 take the first block's scale and the rest the
@@ -24,76 +25,6 @@
 #include "lab_fp8.h"
 
 namespace moe_hopper {
-
-// D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, N = 144, 160 or 192: e4m3 from shared memory (both
-// K-major), N / 2 fp32 accumulators per thread in the m64nN fragment layout (column 8j + 2*(lane%4) + e
-// of rows lane/4 + 8h in d[4j + 2h + e]). accumulate = 0 overwrites D.
-template <int N> __device__ __forceinline__ void wgmma_e4m3_wide(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate);
-template <> __device__ __forceinline__ void wgmma_e4m3_wide<144>(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %74, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n144k32.f32.e4m3.e4m3 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71}, "
-                 "%72, %73, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-template <> __device__ __forceinline__ void wgmma_e4m3_wide<160>(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n160k32.f32.e4m3.e4m3 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, "
-                 "%80, %81, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-template <> __device__ __forceinline__ void wgmma_e4m3_wide<192>(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
-                 "%96, %97, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
 
 template <int BN_, int STAGES_> struct fp8w_config {
     static constexpr int BN = BN_;
@@ -223,29 +154,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int i = 0; i < 4 * V3_J; ++i) acc[i] = 0.0f;
             for (int kb = 0; kb < num_kb; ++kb) {
-                mbar_wait(&s.full[tiles.slot], tiles.phase);
-                const uint64_t desc_a = smem_desc_k_sw128(s.a + tiles.slot * CFG::A_BYTES + half * 64 * FP8_BK);
-                const uint64_t desc_b = smem_desc_k_sw128(s.b + tiles.slot * CFG::B_BYTES);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < FP8_BK / 32; ++kk)
-                    wgmma_e4m3_wide<BN>(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
-                                          kk > 0 ? 1 : 0);
-                wgmma_commit_group();
-                // While the wgmmas run: this k-block's scales, then the scale slot back.
-                mbar_wait(&s.scale_full[scales.slot], scales.phase);
-                const float *sc = s.scale + scales.slot * FP8_SCALE_SLOTS;
-                const float a_lo = sc[r_lo], a_hi = sc[r_lo + 8], sb0 = sc[FP8_BM], sb1 = sc[FP8_BM + 1];
-                float lo0 = a_lo * sb0, hi0 = a_hi * sb0, lo1 = a_lo * sb1, hi1 = a_hi * sb1;
-                asm volatile("" : "+f"(lo0), "+f"(hi0), "+f"(lo1), "+f"(hi1)::"memory");
-                release_stage<1>(&s.scale_empty[scales.slot], lane);
-                ring_next(scales, CFG::SCALE_STAGES);
-                const int stage = tiles.slot;
-                ring_next(tiles, CFG::STAGES);
+                // The engine's k-block issue; PAIRED: the scale slot's second B scale (the next
+                // 128-column block) comes back as odd_lo / odd_hi.
+                const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
                 wgmma_wait_group<0>();
                 fence_registers<4 * V3_J>(part);
-                release_stage<1>(&s.empty[stage], lane);
-                v3_promote_split<BN>(split, acc, part, lo0, hi0, lo1, hi1);
+                release_stage<1>(&s.empty[now.stage], lane);
+                v3_promote_split<BN>(split, acc, part, now.s_lo, now.s_hi, now.odd_lo, now.odd_hi);
             }
             // ---- epilogue: registers -> global (bf16) ----
             const int row0 = m0 + r_lo;

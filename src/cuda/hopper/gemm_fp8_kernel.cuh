@@ -48,6 +48,7 @@ constexpr int FP8_SCALE_SLOTS = 132;  // per scale slot: 128 A scales, the B sca
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote).
 template <int STAGES_, bool OVERLAP_ = false> struct fp8_config {
+    static constexpr int BN = FP8_BN;
     static constexpr int STAGES = STAGES_;
     static constexpr int SCALE_STAGES = 2 * STAGES_;
     static constexpr bool OVERLAP = OVERLAP_;
@@ -123,17 +124,18 @@ struct fp8_params {
 };
 
 // One k-block in flight in a consumer warpgroup: its tile stage (released after its wgmmas are
-// done) and this thread's combined scales sa[row] * sb for its two rows; with PAIRED, the odd
-// columns' own B scale too (the grouped kernel's interleaved gate/up rows).
+// done) and this thread's combined scales sa[row] * sb for its two rows; with PAIRED, those with
+// the slot's second B scale too (the grouped kernel's interleaved gate/up rows: the odd columns'
+// own; the lab's wider tiles: the next 128-column scale block's).
 struct fp8_kblock {
     int stage;
     float s_lo, s_hi;
     float odd_lo, odd_hi;
 };
 
-// Waits for the next tile stage, issues its 4 wgmma k32 steps into `part` (overwriting it) as
-// one commit group, and while they run takes this thread's scales from the next scale slot and
-// frees that slot; advances both rings.
+// Waits for the next tile stage, issues its 4 wgmma k32 steps (m64 x CFG::BN) into `part`
+// (overwriting it) as one commit group, and while they run takes this thread's scales from the
+// next scale slot and frees that slot; advances both rings.
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
                                                 int half, int r_lo, int lane) {
@@ -143,8 +145,8 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < FP8_BK / 32; ++kk)
-        wgmma_m64n128k32_e4m3(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
-                              kk > 0 ? 1 : 0);
+        wgmma_e4m3_nt<CFG::BN>(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
+                               kk > 0 ? 1 : 0);
     wgmma_commit_group();
     fp8_kblock kb;
     kb.stage = tiles.slot;
