@@ -7,6 +7,8 @@
 # cold-cache time, an upper bound of what it costs inside the graph).
 # Writes $OUT/profile.log (build + per-run status), $OUT/profile.tsv (model, T, gemm path,
 # launch index, kernel, µs) and $OUT/profile.md (the first forward after warm-up, per run).
+# DTYPE=fp8 (or fp8-tensor) profiles bench_gpu_forward's FP8 forward; METRICS="a,b" collects those
+# ncu metrics too, into $OUT/metrics.tsv (model, T, gemm path, launch index, kernel, metric, value and unit).
 #
 #   MODELS="qwen3-30b-a3b" TOKENS="16384" bash tests/gpu/profile_on_device.sh
 set -u
@@ -34,25 +36,30 @@ fi
 echo "build: $((SECONDS - t0)) s" | tee -a "$LOG"
 
 printf 'model\tT\tgemm\tlaunch\tkernel\tus\n' >"$TSV"
+printf 'model\tT\tgemm\tlaunch\tkernel\tmetric\tvalue\n' >"$OUT/metrics.tsv"
 for model in $MODELS; do
     for T in $TOKENS; do
         for gemm in $GEMMS; do
             csv=$(mktemp)
             t=$SECONDS
             # The first 40 launches: the weight fills, the eager forward, the first replays.
-            timeout "${RUN_LIMIT:-60}" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+            timeout "${RUN_LIMIT:-60}" ncu --clock-control none --metrics gpu__time_duration.sum${METRICS:+,$METRICS} --csv \
                 --launch-count 40 "$BUILD/bench_gpu_forward" --shapes "$model" --tokens "$T" --gemm "$gemm" \
+                ${DTYPE:+--dtype "$DTYPE"} \
                 >"$csv" 2>>"$LOG"
             rc=$?
             echo "$model T=$T gemm=$gemm: rc=$rc in $((SECONDS - t)) s" | tee -a "$LOG"
-            python3 - "$csv" "$model" "$T" "$gemm" >>"$TSV" 2>>"$LOG" <<'EOF'
+            python3 - "$csv" "$model" "$T" "$gemm" "$OUT/metrics.tsv" >>"$TSV" 2>>"$LOG" <<'EOF'
 import csv, sys
-path, model, T, gemm = sys.argv[1:5]
+path, model, T, gemm, other = sys.argv[1:6]
+other = open(other, "a")
 lines = open(path, errors="replace").read().splitlines()
 start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
 if start is not None:
     for row in csv.DictReader(lines[start:]):
+        name = row["Kernel Name"].split("(")[0].replace("void ", "")[:60]
         if row.get("Metric Name") != "gpu__time_duration.sum":
+            print(f"{model}\t{T}\t{gemm}\t{row['ID']}\t{name}\t{row.get('Metric Name')}\t{row['Metric Value']} {row.get('Metric Unit', '')}", file=other)
             continue
         v = float(row["Metric Value"].replace(",", ""))
         unit = row.get("Metric Unit", "")
@@ -60,7 +67,6 @@ if start is not None:
         if scale is None:
             sys.exit(f"unknown duration unit {unit!r}")
         us = v * scale
-        name = row["Kernel Name"].split("(")[0].replace("void ", "")[:60]
         print(f"{model}\t{T}\t{gemm}\t{row['ID']}\t{name}\t{us:.2f}")
 EOF
             rm -f "$csv"
