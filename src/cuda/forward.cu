@@ -325,6 +325,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
                               hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
                               "permute the x codes")) != MOE_STATUS_OK)
             return st;
+        if (!L.swap && hopper_expert_raster()) g1.g.expert_offsets = plan.expert_offsets; // g2 copies g1
         if (!L.swap && hopper_ticket_schedule(true)) {
             // The tiled GEMMs' ticket counter (FP8: opt-in, MOEFUSE_HOPPER_SCHEDULE=dyn): 0 for
             // GEMM1, which leaves it 0 for GEMM2 (g2 copies g1).
@@ -502,17 +503,18 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
-    char tiles[256];
+    char tiles[320];
     if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
-        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s, x codes and scales permuted, partials promoted into "
-                 "fp32 per 128-K block",
+        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, x codes and scales permuted, partials promoted "
+                 "into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                               "rows x 128 K, 8 stages)"
                  : L.a2_in_epilogue ? "tile 128x128x128, 6 stages, A2 quantised in GEMM1's epilogue"
                                     : "tile 128x128x128, 6 stages",
                  L.swap                                         ? ""
                  : hopper_fp8_ticket_tiles(L.T, L.k, L.experts) ? ", tiles from a ticket counter"
-                                                                : ", tiles by a static stride");
+                                                                : ", tiles by a static stride",
+                 L.swap ? "" : hopper_expert_raster() ? ", expert by expert" : ", grouped raster over all blocks");
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
@@ -523,10 +525,11 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
         const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.rows, L.E, L.I);
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s, %s",
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
+                 hopper_expert_raster() ? " expert by expert" : " in the grouped raster over all blocks",
                  hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets)
                      ? "GEMM1's activation from the accumulators"
                      : "GEMM1's staged epilogue");
@@ -726,6 +729,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    if (hopper && !L.swap && hopper_expert_raster()) g.expert_offsets = plan.expert_offsets; // g2 copies g
     if (hopper && !L.swap && hopper_ticket_schedule(false)) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
         LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");

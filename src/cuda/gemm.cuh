@@ -32,6 +32,8 @@ struct gemm_args {
     const int32_t *sorted_ids;   // plan rows; NULL: identity over `rows` shared rows
     const int32_t *block_expert; // expert of each BM block; NULL: expert 0
     const int64_t *live_rows;    // device: rows in use (the plan's total); NULL: all `rows`
+    const int64_t *expert_offsets; // Hopper tiles: the plan's [experts + 1] row offsets (units taken
+                                   // expert by expert); NULL: the grouped raster over all blocks
     int64_t rows;                // host bound of plan rows (the grid covers it)
     int64_t tokens, top_k;
     const float *topk_weights;   // [T*k]

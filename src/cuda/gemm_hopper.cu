@@ -88,6 +88,11 @@ bool hopper_ticket_schedule(bool fp8) {
     return !fp8;
 }
 
+bool hopper_expert_raster(void) {
+    const char *env = getenv("MOEFUSE_HOPPER_RASTER");
+    return !(env && !strcmp(env, "blocks"));
+}
+
 // MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs). The
 // gathering kernel has it on the ticket schedule only (its static-stride form is the older A/B arm).
 bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, bool ticket_schedule) {

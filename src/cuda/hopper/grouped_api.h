@@ -15,6 +15,10 @@ bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate)
 // given one (gemm_args.unit_counter), rather than by the static stride: bf16 by default, FP8 only
 // with MOEFUSE_HOPPER_SCHEDULE=dyn (not yet measured in the forward); =static: neither.
 bool hopper_ticket_schedule(bool fp8);
+// Whether the tiled grouped GEMMs walk their units expert by expert (the forward sets
+// gemm_args.expert_offsets; grouped_kernel.cuh's unit_tile) rather than in the grouped raster over
+// all row blocks: the default; MOEFUSE_HOPPER_RASTER=blocks keeps the older order (A/B runs).
+bool hopper_expert_raster(void);
 // Whether bf16 GEMM1 (tiled) applies its activation straight from the accumulators (EPI_ACT_FIRST,
 // the default) rather than through the staged epilogue: a gated activation, I a multiple of 8, not
 // MOEFUSE_HOPPER_EPI=staged, and when the producer gathers A (gather), the ticket schedule. (The

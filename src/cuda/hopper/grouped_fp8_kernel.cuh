@@ -102,10 +102,10 @@ __host__ __device__ __forceinline__ int units_along_n(int tiles_n, int tiles_per
 
 // Unit u's row block and its tiles n_first .. n_first + n_count - 1 (p.tiles_per_unit at most).
 __device__ __forceinline__ void unit_tiles(const grouped_fp8_params &p, int u, int units_m, int &m_block,
-                                           int &n_first, int &n_count) {
+                                           int &n_first, int &n_count, int &e) {
     const int per = p.tiles_per_unit, units_n = units_along_n(p.g.tiles_n, per);
     int n_unit;
-    raster_unit(u, units_m, units_n, p.g.group_m, m_block, n_unit);
+    unit_tile(p.g, u, units_m, units_n, m_block, n_unit, e);
     n_first = n_unit * per;
     n_count = min(per, p.g.tiles_n - n_first);
 }
@@ -221,8 +221,8 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
 
 // The plan id of the first row of warpgroup `half`'s 64 rows in unit u's row block.
 __device__ __forceinline__ int64_t half_first_row_id(const grouped_fp8_params &p, int u, int units_m, int half) {
-    int m_block, n_first, n_count;
-    unit_tiles(p, u, units_m, m_block, n_first, n_count);
+    int m_block, n_first, n_count, e;
+    unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
     return p.g.sorted_ids[(int64_t)m_block * FP8_BM + half * 64];
 }
 
@@ -305,9 +305,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                     ring_next(ur, 2);
                 }
                 if (u >= units) break;
-                int m_block, n_first, n_count;
-                unit_tiles(p, u, units_m, m_block, n_first, n_count);
-                const int e = p.g.block_expert[m_block];
+                int m_block, n_first, n_count, e;
+                unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
                 const int m0 = m_block * FP8_BM;
                 for (int t = 0; t < n_count; ++t) {
                     const int n0 = (n_first + t) * FP8_BN;
@@ -393,8 +392,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 u = __shfl_sync(0xFFFFFFFFu, v, 0);
                 if (u < 0) break;
             }
-            int m_block, n_first, n_count;
-            unit_tiles(p, u, units_m, m_block, n_first, n_count);
+            int m_block, n_first, n_count, e;
+            unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
             const int m0 = m_block * FP8_BM;
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
             // enough that row m0 + 64 * half is padding) only takes and releases the stages and
@@ -438,7 +437,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_wait_group<0>();
                     fp8_retire<true>(acc, part, now, s.empty, lane);
                 }
-                const int e = p.g.block_expert[m_block];
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<64>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {

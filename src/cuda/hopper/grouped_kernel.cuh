@@ -110,6 +110,9 @@ struct grouped_params {
     int b_tail_rows;          // n % BN: the rows map_b_tail loads for a row's last tile (0: none)
     const int64_t *live_rows; // device: the plan's total (a multiple of 128)
     const int32_t *block_expert;
+    // device: the plan's [experts + 1] block-aligned row offsets; set: the expert raster (below),
+    // NULL: the grouped raster over all row blocks
+    const int64_t *expert_offsets;
     const int32_t *sorted_ids;
     const float *bias;        // [experts, n] or NULL
     int64_t padding_id;       // T * k
@@ -174,6 +177,30 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
 
 __device__ __forceinline__ int live_blocks(const grouped_params &p) {
     return (int)((*p.live_rows + BM - 1) / BM);
+}
+
+// Unit u's row block and column tile out of units_m x units_n, and the block's expert.
+// The grouped raster over all row blocks (expert_offsets NULL) puts group_m blocks of several
+// experts in a group: the n tiles that share a block's A rows are group_m tickets apart, so on the
+// ticket schedule they start up to most of a unit apart and A comes from DRAM again (deepseek-v3
+// GEMM1 at T=16384 read 32.7 GB for 15 GB of weights and 1.9 GB of A; bench/results/
+// 2026-12-04-h200-session16/callS5). The expert raster keeps each expert's units together: the
+// units of expert e are [units_n * first_e, units_n * first_{e+1}) (first_e: its first block), so
+// block u / units_n is one of e's, and inside them the grouped raster runs over e's blocks alone
+// (A sharers as many tickets apart as e has blocks, at most group_m).
+__device__ __forceinline__ void unit_tile(const grouped_params &p, int u, int units_m, int units_n, int &m_block,
+                                          int &n_unit, int &e) {
+    if (p.expert_offsets == nullptr) {
+        raster_unit(u, units_m, units_n, p.group_m, m_block, n_unit);
+        e = p.block_expert[m_block];
+        return;
+    }
+    e = p.block_expert[u / units_n];
+    const int first = (int)(p.expert_offsets[e] / BM);
+    const int blocks = (int)(p.expert_offsets[e + 1] / BM) - first;
+    int m_local;
+    raster_unit(u - first * units_n, blocks, units_n, p.group_m, m_local, n_unit);
+    m_block = first + m_local;
 }
 
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
@@ -615,9 +642,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             uint32_t phase = 0;
             int slot = 0; // DYN: which of the two next-unit words is next
             for (int u = blockIdx.x; u < units;) {
-                int m_block, n_block;
-                raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
-                const int e = p.block_expert[m_block];
+                int m_block, n_block, e;
+                unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
                 const int b_row = e * p.n + n_block * BN;
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
@@ -670,9 +696,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 int stage = 0;
                 uint32_t phase = 0;
                 for (int u = blockIdx.x; u < units;) {
-                    int m_block, n_block;
-                    raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
-                    const int e = p.block_expert[m_block];
+                    int m_block, n_block, e;
+                    unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
                     const int m0 = m_block * BM;
                     // DYN, GEMM2: whether the block's second 64 rows are all padding (a block's live
                     // rows come first), read beside block_expert: the header tells the second
@@ -746,8 +771,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                     continue;
                 }
             }
-            int m_block, n_block;
-            raster_unit(u, units_m, p.tiles_n, p.group_m, m_block, n_block);
+            // Loaded here, used by the epilogue: the loads' latency hides behind the mainloop.
+            int m_block, n_block, e;
+            unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
             const int m0 = m_block * BM;
             const int n0 = n_block * BN;
             int prev_stage = 0;
@@ -776,7 +802,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_registers<BN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
 
-            const int e = p.block_expert[m_block];
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
             if constexpr (EPI == EPI_ACT_FIRST && MODE == GEMM_UP)
                 act_first_epilogue<BN>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
@@ -803,6 +828,7 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
     p->group_m = group < 1 ? 1 : group;
     p->live_rows = g->live_rows;
     p->block_expert = g->block_expert;
+    p->expert_offsets = g->expert_offsets;
     p->sorted_ids = g->sorted_ids;
     p->bias = g->bias;
     p->padding_id = g->tokens * g->top_k;
