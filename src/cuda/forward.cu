@@ -325,7 +325,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
                               hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
                               "permute the x codes")) != MOE_STATUS_OK)
             return st;
-        if (!L.swap && hopper_expert_raster()) g1.g.expert_offsets = plan.expert_offsets; // g2 copies g1
+        if (!L.swap && hopper_expert_raster(true)) g1.g.expert_offsets = plan.expert_offsets; // g2 copies g1
         if (!L.swap && hopper_ticket_schedule(true)) {
             // The tiled GEMMs' ticket counter (FP8: opt-in, MOEFUSE_HOPPER_SCHEDULE=dyn): 0 for
             // GEMM1, which leaves it 0 for GEMM2 (g2 copies g1).
@@ -514,7 +514,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  L.swap                                         ? ""
                  : hopper_fp8_ticket_tiles(L.T, L.k, L.experts) ? ", tiles from a ticket counter"
                                                                 : ", tiles by a static stride",
-                 L.swap ? "" : hopper_expert_raster() ? ", expert by expert" : ", grouped raster over all blocks");
+                 L.swap ? "" : hopper_expert_raster(true) ? ", expert by expert" : ", grouped raster over all blocks");
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "
@@ -529,7 +529,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
-                 hopper_expert_raster() ? " expert by expert" : " in the grouped raster over all blocks",
+                 hopper_expert_raster(false) ? " expert by expert" : " in the grouped raster over all blocks",
                  hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets)
                      ? "GEMM1's activation from the accumulators"
                      : "GEMM1's staged epilogue");
@@ -729,7 +729,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
-    if (hopper && !L.swap && hopper_expert_raster()) g.expert_offsets = plan.expert_offsets; // g2 copies g
+    if (hopper && !L.swap && hopper_expert_raster(false)) g.expert_offsets = plan.expert_offsets; // g2 copies g
     if (hopper && !L.swap && hopper_ticket_schedule(false)) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
         LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");

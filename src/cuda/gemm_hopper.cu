@@ -88,9 +88,11 @@ bool hopper_ticket_schedule(bool fp8) {
     return !fp8;
 }
 
-bool hopper_expert_raster(void) {
+bool hopper_expert_raster(bool fp8) {
     const char *env = getenv("MOEFUSE_HOPPER_RASTER");
-    return !(env && !strcmp(env, "blocks"));
+    if (env && !strcmp(env, "blocks")) return false;
+    if (env && !strcmp(env, "expert")) return true;
+    return !fp8;
 }
 
 // MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs). The

@@ -17,8 +17,10 @@ bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate)
 bool hopper_ticket_schedule(bool fp8);
 // Whether the tiled grouped GEMMs walk their units expert by expert (the forward sets
 // gemm_args.expert_offsets; grouped_kernel.cuh's unit_tile) rather than in the grouped raster over
-// all row blocks: the default; MOEFUSE_HOPPER_RASTER=blocks keeps the older order (A/B runs).
-bool hopper_expert_raster(void);
+// all row blocks: bf16 by default (call S6 of session 16: deepseek-v3 T=4096 0.866 of the old time,
+// gpt-oss-120b 0.93-0.96, the others 0.98-1.00), FP8 not (0.99-1.01: its static stride already
+// runs an expert's units in one wave); MOEFUSE_HOPPER_RASTER=blocks|expert forces either.
+bool hopper_expert_raster(bool fp8);
 // Whether bf16 GEMM1 (tiled) applies its activation straight from the accumulators (EPI_ACT_FIRST,
 // the default) rather than through the staged epilogue: a gated activation, I a multiple of 8, not
 // MOEFUSE_HOPPER_EPI=staged, and when the producer gathers A (gather), the ticket schedule. (The
