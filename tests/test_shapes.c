@@ -19,6 +19,7 @@
  * printed; MOEFUSE_SEED=<n> repeats a run). */
 #include "moefuse.h"
 #include "moefuse_analysis.h"
+#include "../src/cuda/hopper/gemm_fp8.h" /* the FP8 dense engine's tile rule (plain C, inline) */
 
 #include <math.h>
 #include <stdint.h>
@@ -1166,6 +1167,21 @@ static void test_roofline_dense_engine(void) {
     compute = 3 * (2.0 * 128 * 128 * 7168 / (834e12 / 132) + 132.0 * 128 * 128 * 2 / bw);
     memory = ((4096.0 + 1536) * 7168 + 4096.0 * 1536 * 2) / bw;
     CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "fp8: %.6g s, expected %.6g", s,
+          fmax(compute, memory) + launch);
+    /* FP8 8192^3: 64 x 43 = 2752 tiles of 128 x 192 (>= 4 waves of 132, so the wide tile) = 21
+     * waves (20.8) at the family's rate, each with its exposed store of 132 tiles of 128 x 192 */
+    CHECK(moe__hopper_gemm_fp8_block_n(8192, 8192, 132) == 192 && moe__hopper_gemm_fp8_block_n(4096, 1536, 132) == 128,
+          "fp8 tile rule: %d at 8192^2, %d at 4096 x 1536", moe__hopper_gemm_fp8_block_n(8192, 8192, 132),
+          moe__hopper_gemm_fp8_block_n(4096, 1536, 132));
+    /* the rule's edge: 528 tiles of 128 x 192 = 4 waves (wide), 527 (narrow) */
+    CHECK(moe__hopper_gemm_fp8_block_n(128 * 528, 192, 132) == 192 && moe__hopper_gemm_fp8_block_n(128 * 527, 192, 132) == 128 &&
+              moe__hopper_gemm_fp8_block_n(128 * 527, 193, 132) == 192,
+          "fp8 tile rule at 4 waves");
+    CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_E4M3, 8192, 8192, 8192, &s) == MOE_STATUS_OK, "%s",
+          moe_last_error(NULL));
+    compute = 21 * (2.0 * 128 * 192 * 8192 / (834e12 / 132) + 132.0 * 128 * 192 * 2 / bw);
+    memory = ((8192.0 + 8192) * 8192 + 8192.0 * 8192 * 2) / bw;
+    CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "fp8 8192^3: %.6g s, expected %.6g", s,
           fmax(compute, memory) + launch);
     /* a memory-bound decode-sized GEMM keeps its one wave of 128 x 128 tiles (no split-K to fill
      * the GPU): 16 x 7168 x 4096 fp8 = 32 tiles, one wave */

@@ -1,6 +1,7 @@
 /* Roofline with tile and wave quantisation, per GEMM row of a shape list. */
 #include "analysis_internal.h"
 #include "../cuda/hopper/gemm_dense.h" /* the dense engine's tile-width rule (plain C, inline) */
+#include "../cuda/hopper/gemm_fp8.h"   /* the same for its FP8 block-scaled GEMM */
 
 #include <math.h>
 #include <stdlib.h>
@@ -357,9 +358,9 @@ moe_status moe_dense_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, mo
     r.m = (double)m, r.k = (double)k, r.n = (double)n;
     const double bytes = (r.m * r.k + r.k * r.n) * moe__operand_bytes(dtype) + r.m * r.n * moe__output_bytes(dtype);
     const int fp8 = dtype == MOE_DTYPE_E4M3;
-    /* the engine's tile: FP8 that of the grouped FP8 kernel (the same mainloop); bf16 the width
-     * its heuristic picks on this GPU's SMs */
-    const moe_tile tile = fp8 ? hopper_fp8_tile
+    /* the engine's tile: the width its rule picks on this GPU's SMs (FP8: 128 as the grouped FP8
+     * kernel, or 192 on large outputs, at the same family rate) */
+    const moe_tile tile = fp8 ? (moe_tile){MOE__HOPPER_FP8_BM, moe__hopper_gemm_fp8_block_n(m, n, gpu->sms)}
                               : (moe_tile){MOE__HOPPER_DENSE_BM, moe__hopper_gemm_dense_block_n(m, n, gpu->sms)};
     engine e = make_engine(gpu, dtype, fp8 ? MOE_KERNEL_HOPPER_FP8 : MOE_KERNEL_HOPPER_BF16, NULL, 0);
     e.tiles = &tile;

@@ -1,9 +1,25 @@
-// The library's entry to the Hopper engine's FP8 block-scaled dense GEMM (gemm_fp8_kernel.cuh;
-// docs/hopper_gemm.md, "FP8"). One instantiation: 128 x 128 tiles, 6 stages. Not yet called
-// by the forward (the grouped FP8 path is the next step of issue 4).
+// The library's entry to the Hopper engine's FP8 block-scaled dense GEMM: 128 x 128 tiles, 6 stages
+// (gemm_fp8_kernel.cuh), or 128 x 192, 5 stages (gemm_fp8_wide_kernel.cuh) on large outputs, by
+// moe__hopper_gemm_fp8_block_n (gemm_fp8.h). The forward's grouped FP8 path has its own kernel
+// (grouped_fp8_kernel.cuh).
 #include "gemm_fp8_launch.cuh"
+#include "gemm_fp8_wide_kernel.cuh"
+
+using namespace moe_hopper;
 
 extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args, void *stream, char *why,
                                            size_t why_len) {
-    return moe_hopper::fp8_launch<moe_hopper::fp8_config<6>>(args, (cudaStream_t)stream, why, why_len);
+    const cudaStream_t s = (cudaStream_t)stream;
+    moe_status st = check_fp8_args(args, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
+    int bn = args->block_n;
+    if (bn == 0) {
+        int sms = 0;
+        if ((st = device_sms(&sms, why, why_len)) != MOE_STATUS_OK) return st;
+        bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
+    }
+    if (bn == 128) return fp8_launch<fp8_config<6>>(args, s, why, why_len);
+    if (bn == 192) return fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_wide_kernel<192>, 192, args, s, why, why_len);
+    return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "block_n: got %d, expected 0 (the rule), 128 or 192",
+                args->block_n);
 }
