@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Prepared in session 16 for a later session's first call (not yet run). From the repo root, carry
+# .deps:   O=$OUT bash bench/results/next-session/session16_followup.sh      (~5 min)
+# 1. The vector FP8 quantiser (src/cuda/quant.cu quant_row128_vec_kernel, opt-in
+#    MOEFUSE_FP8_QUANT=vec; compile-checked only): the suite --quick with it (the quantiser cases
+#    compare codes bit for bit with the CPU's), then an A/B of the FP8 forward (bench_gpu_forward
+#    --dtype fp8 --gemm hopper, vec vs scalar, alternated, 2 rounds) and ncu of qwen3 T=16384 with it.
+# 2. The bf16 expert raster inside bench_moe (MOEFUSE_HOPPER_RASTER=blocks vs the default,
+#    alternated, 2 rounds, moefuse only): S6's bench_gpu_forward A/B gave deepseek T=4096 0.866,
+#    S7's bench_moe run showed no such gain against S3 (other run, other machine).
+# 3. The dense FP8 engine through the library entry (fp8engine now takes 128 x 192 tiles at >= 4
+#    waves; S1 ran that kernel as fp8v3) against fp8v1 (the 128-wide configuration), one lab round.
+# Prediction (before the run): (1) --quick all pass with vec; FP8 forward vec/scalar qwen3 T=16384
+# 0.93-0.97, T=4096 0.95-0.99, T=512 0.97-1.00, deepseek 0.97-0.99; ncu qwen3 A2 quantiser
+# 254 -> 140-180 us, x 81 -> 45-65 us. (2) expert/blocks deepseek T=4096 0.88-0.97, gpt-oss T=4096
+# 0.90-0.96, T=16384 0.95-1.00. (3) fp8engine 8192^3 0.74-0.80x cuBLASLt, 4096^3 0.57-0.60x, the
+# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles).
+set -u
+R=$PWD; O=${O:-$PWD/probe-out}; F=$O/fwd; mkdir -p $F
+export LD_LIBRARY_PATH=$R/.deps/cjson/lib
+t0=$SECONDS
+mark() { echo "$1: rc=$2 at $((SECONDS - t0)) s; $(tail -n 1 $3 2>/dev/null)" >> $O/call.log; }
+STAGES=build OUT=$O/build timeout 150 bash tests/gpu/run_on_device.sh > $O/build_stdout.log 2>&1; mark build $? $O/build_stdout.log
+T=build-device/test_gpu_forward; B=build-device/bench_gpu_forward
+MOEFUSE_FP8_QUANT=vec timeout 60 $T --quick > $F/test_quick_vec.log 2>&1; mark "test_quick vec" $? $F/test_quick_vec.log
+S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3
+for i in 1 2; do
+  for q in scalar vec; do
+    MOEFUSE_FP8_QUANT=$q timeout 90 $B --shapes $S --tokens 512,4096,16384 --gemm hopper --dtype fp8 > $F/fp8_${q}_$i.log 2>&1
+    mark "fp8 $q $i" $? /dev/null
+  done
+done
+python3 - $F > $F/vec_vs_scalar.md 2>&1 <<'PY'
+import glob, re, statistics, sys
+t = {}
+for f in sorted(glob.glob(sys.argv[1] + "/fp8_*_[0-9].log")):
+    q = re.match(r".*/fp8_(scalar|vec)_\d\.log", f).group(1)
+    for line in open(f):
+        p = line.split()
+        if len(p) >= 4 and p[1].isdigit() and p[2] == "hopper":
+            t.setdefault((p[0], int(p[1])), {}).setdefault(q, []).append(float(p[3]))
+print("| shape | T | scalar ms | vec ms | vec / scalar | runs |\n|---|---|---|---|---|---|")
+for k in sorted(t):
+    a, b = t[k].get("scalar", []), t[k].get("vec", [])
+    if a and b:
+        print(f"| {k[0]} | {k[1]} | {statistics.median(a):.4f} | {statistics.median(b):.4f} | "
+              f"{statistics.median(b)/statistics.median(a):.3f} | {len(a)}/{len(b)} |")
+PY
+MOEFUSE_FP8_QUANT=vec DTYPE=fp8 METRICS=dram__bytes_read.sum,dram__bytes_write.sum MODELS=qwen3-30b-a3b TOKENS=16384 \
+    GEMMS=hopper RUN_LIMIT=60 OUT=$O/prof_vec timeout 90 bash tests/gpu/profile_on_device.sh > $O/prof_vec_stdout.log 2>&1
+mark "prof vec" $? /dev/null
+for i in 1 2; do
+  for r in blocks expert; do
+    MOEFUSE_HOPPER_RASTER=$r TOTAL_S=70 OUT=$O/moe_${r}_$i timeout 80 bash bench/run_on_device.sh \
+        --shapes deepseek-v3,gpt-oss-120b --tokens 4096,16384 --impls moefuse --target-s 0.1 \
+        --out $O/moe_${r}_$i/bench.json > $O/moe_${r}_$i.log 2>&1
+    mark "bench_moe $r $i" $? /dev/null
+  done
+done
+VARIANTS="fp8v1 fp8engine" LAB_LIMIT=60 LAB=fp8 OUT=$O/lab_fp8 timeout 100 bash lab/run_on_device.sh > $O/lab_fp8.log 2>&1
+mark lab_fp8 $? $O/lab_fp8.log
+mark done 0 /dev/null
