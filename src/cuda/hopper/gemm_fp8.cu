@@ -1,9 +1,8 @@
-// The library's entry to the Hopper engine's FP8 block-scaled dense GEMM: 128 x 128 tiles, 6 stages
-// (gemm_fp8_kernel.cuh), or 128 x 192, 5 stages (gemm_fp8_wide_kernel.cuh) on large outputs, by
+// The library's entry to the Hopper engine's FP8 block-scaled dense GEMM (gemm_fp8_kernel.cuh):
+// 128 x 128 tiles, 6 stages, or 128 x 192, 5 stages, on large outputs, by
 // moe__hopper_gemm_fp8_block_n (gemm_fp8.h). The forward's grouped FP8 path has its own kernel
 // (grouped_fp8_kernel.cuh).
 #include "gemm_fp8_launch.cuh"
-#include "gemm_fp8_wide_kernel.cuh"
 
 using namespace moe_hopper;
 
@@ -19,7 +18,7 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
         bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
     }
     if (bn == 128) return fp8_launch<fp8_config<6>>(args, s, why, why_len);
-    if (bn == 192) return fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_wide_kernel<192>, 192, args, s, why, why_len);
+    if (bn == 192) return fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_gemm_kernel<fp8_wide_cfg<192>>, 192, args, s, why, why_len);
     return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "block_n: got %d, expected 0 (the rule), 128 or 192",
                 args->block_n);
 }

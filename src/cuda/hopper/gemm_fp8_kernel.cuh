@@ -33,6 +33,21 @@
 // Fragment of m64n128 (per warp w of a consumer warpgroup, rows 16w..16w+15 of its 64-row
 // half): part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e. So each thread
 // needs two A scales per k-block (rows lane/4 and lane/4 + 8) and the one B scale.
+//
+// Wider tiles (the dense kernel, fp8_wide_cfg): 128 x 192 in the engine where its tiles make at
+// least MOE__HOPPER_FP8_WIDE_MIN_WAVES waves (moe__hopper_gemm_fp8_block_n, gemm_fp8.h), 160 and
+// 144 in the kernel lab. Each byte a stage brings from L2 feeds more MMAs (0.0130 bytes per MAC
+// at 192 against 0.0156 at 128): lab call S1 of session 16 (bench/results/2026-12-04-h200-
+// session16/callS1, fp8v3 there): 8192^3 0.776x cuBLASLt against 0.674x at 128 wide (tensor
+// pipe 61.8% vs 50.5% busy), deepseek's x16-expert shapes +4-8%, one-wave shapes 16-23% slower.
+//   - B boxes of BN rows; 5 stages at 192 (211 KB of shared memory with the scales), 6 at 160
+//     and 144; wgmma m64nBNk32 into BN / 2 registers of `part`.
+//   - A tile spans two 128-wide B scale blocks: n0 = BN t starts at an offset of 0..112 into its
+//     block (a multiple of 64, 32 or 16 for 192, 160, 144; never more than two blocks), so the
+//     fragment column blocks j < (128 - offset) / 8 take the first block's scale and the rest the
+//     second's. The scale warp copies both B scales (the second read as 0 past the last block:
+//     those columns are past n, zero-filled by TMA and never stored); the promotion is compiled
+//     for every split the width allows and chosen once per tile (register indices stay constants).
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 
@@ -46,14 +61,17 @@ constexpr int FP8_BK = 128;  // one scale block per k-block; 128 bytes = the swi
 constexpr int FP8_SCALE_SLOTS = 132;  // per scale slot: 128 A scales, the B scale(s), padding to 16 B
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
-// 64 more registers per thread) instead of one (wait for each k-block, then promote).
-template <int STAGES_, bool OVERLAP_ = false> struct fp8_config {
-    static constexpr int BN = FP8_BN;
+// 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
+// tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below).
+template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN> struct fp8_config {
+    static constexpr int BN = BN_;
     static constexpr int STAGES = STAGES_;
     static constexpr int SCALE_STAGES = 2 * STAGES_;
     static constexpr bool OVERLAP = OVERLAP_;
+    static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
-    static constexpr int B_BYTES = FP8_BN * FP8_BK;  // 16 KB
+    static constexpr int B_BYTES = BN_ * FP8_BK;     // 16 KB at 128 wide
+    static_assert(B_BYTES % 1024 == 0, "every stage stays 1024-aligned for the swizzle");
     static constexpr int TMA_BYTES = A_BYTES + B_BYTES;
     static constexpr int SCALE_BYTES = FP8_SCALE_SLOTS * 4;
     static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
@@ -183,6 +201,105 @@ __device__ __forceinline__ void fp8_retire(float *acc, float *part, const fp8_kb
     }
 }
 
+// The widths and their stage counts (the most that fit 227 KB): the engine's 192, the lab's 160 and 144.
+template <int BN> using fp8_wide_cfg = fp8_config<BN == 192 ? 5 : 6, false, BN>;
+// The offsets of a tile's first column into its 128-wide scale block step by this many columns.
+__host__ __device__ constexpr int wide_offset_step(int bn) { return bn % 128 & -(bn % 128); }
+static_assert(wide_offset_step(192) == 64 && wide_offset_step(160) == 32 && wide_offset_step(144) == 16, "offset steps");
+static_assert(128 - wide_offset_step(144) + 144 <= 256 && 128 - wide_offset_step(160) + 160 <= 256 &&
+                  128 - wide_offset_step(192) + 192 <= 256,
+              "a tile never spans three scale blocks");
+
+// acc += part * scale, the first SPLIT column blocks with the first B scale block's products.
+template <int BN, int SPLIT>
+__device__ __forceinline__ void wide_promote(float *acc, const float *part, float lo0, float hi0, float lo1, float hi1) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const float lo = j < SPLIT ? lo0 : lo1, hi = j < SPLIT ? hi0 : hi1;
+        acc[4 * j + 0] = fmaf(part[4 * j + 0], lo, acc[4 * j + 0]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1], lo, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(part[4 * j + 2], hi, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3], hi, acc[4 * j + 3]);
+    }
+}
+
+// The promotion for this tile's split: SPLIT = (128 - offset) / 8 column blocks, the offset a
+// multiple of the width's step below 128 (a uniform branch chain once per k-block; each case
+// straight-line code).
+template <int BN, int OFF = 0>
+__device__ __forceinline__ void wide_promote_split(int split, float *acc, const float *part, float lo0, float hi0,
+                                                 float lo1, float hi1) {
+    if constexpr (OFF < 128) {
+        if (split == (128 - OFF) / 8) wide_promote<BN, (128 - OFF) / 8>(acc, part, lo0, hi0, lo1, hi1);
+        else wide_promote_split<BN, OFF + wide_offset_step(BN)>(split, acc, part, lo0, hi0, lo1, hi1);
+    }
+}
+
+// The dense kernels' producer warpgroup, after its setmaxnreg: warp 0 lane 0 loads each k-block's
+// A and B tiles by TMA into the tiles' ring; warp 1 copies the k-block's scales into the scale
+// ring with asynchronous copies that arrive on the slot's barrier when they land (the warp never
+// waits on a global load's latency): the tile's 128 A scales, and its B scale, or (B_SCALES = 2,
+// tiles wider than 128) the two 128-column scale blocks it spans, the second read as 0 past n.
+template <class CFG, int B_SCALES>
+__device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUtensorMap *map_a, const CUtensorMap *map_b,
+                                                  const fp8_params &p, int warp, int lane, int tiles_m, int tiles_n,
+                                                  int units, int num_kb) {
+    if (warp == 0 && lane == 0) {
+        tma_prefetch_map(map_a);
+        tma_prefetch_map(map_b);
+    }
+    if (!((warp == 0 && lane == 0) || warp == 1)) return;
+    const int scale_blocks_n = (p.n + 127) / 128;
+    ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int m_block, n_block;
+        raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
+        const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
+        for (int kb = 0; kb < num_kb; ++kb) {
+            if (warp == 0) {
+                mbar_wait(&s.empty[r.slot], r.phase ^ 1);
+                mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
+                tma_load_2d(s.a + r.slot * CFG::A_BYTES, map_a, &s.full[r.slot], kb * FP8_BK, m0);
+                tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
+                ring_next(r, CFG::STAGES);
+            } else {
+                mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
+                float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int row = m0 + lane + 32 * i;
+                    // Rows past M read as 0: their products are zero-filled by TMA and never stored.
+                    const bool in = row < p.m;
+                    cp_async_4(dst + lane + 32 * i, in ? p.sa + (long long)row * p.lds_a + kb : p.sa, in ? 4u : 0u);
+                }
+                if (B_SCALES == 1) {
+                    if (lane == 0) cp_async_4(dst + FP8_BM, p.sb + (long long)(n0 / FP8_BN) * p.lds_b + kb, 4u);
+                } else if (lane < 2) {
+                    const int nb = n0 / 128 + lane;
+                    const bool in = nb < scale_blocks_n;
+                    cp_async_4(dst + FP8_BM + lane, in ? p.sb + (long long)nb * p.lds_b + kb : p.sb, in ? 4u : 0u);
+                }
+                cp_async_mbar_arrive_noinc(&s.scale_full[r.slot]);
+                ring_next(r, CFG::SCALE_STAGES);
+            }
+        }
+    }
+}
+
+// A consumer thread's part of the tile (its rows r_lo, r_lo + 8 of the tile at m0, n0; J column
+// blocks of 8) from its fp32 accumulators to C in bf16, bounds-checked.
+template <int J>
+__device__ __forceinline__ void fp8_dense_store(const dense_params &out, const float *acc, int m0, int n0, int r_lo,
+                                                int lane) {
+    const int row0 = m0 + r_lo;
+    const int col0 = n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+        store_pair(out, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
+        store_pair(out, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
+    }
+}
+
 template <class CFG>
 __global__ void __launch_bounds__(THREADS, 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -195,7 +312,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
     const int tiles_m = (p.m + FP8_BM - 1) / FP8_BM;
-    const int tiles_n = (p.n + FP8_BN - 1) / FP8_BN;
+    const int tiles_n = (p.n + CFG::BN - 1) / CFG::BN;
     const int units = tiles_m * tiles_n;
     const int num_kb = (p.k + FP8_BK - 1) / FP8_BK;
 
@@ -203,60 +320,37 @@ __global__ void __launch_bounds__(THREADS, 1)
     __syncthreads();
 
     if (warpgroup == 0) {
-        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 loads the scales ----
+        // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (warp == 0 && lane == 0) {
-            tma_prefetch_map(&map_a);
-            tma_prefetch_map(&map_b);
-        }
-        if ((warp == 0 && lane == 0) || warp == 1) {
-            ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int m_block, n_block;
-                raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
-                const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
-                for (int kb = 0; kb < num_kb; ++kb) {
-                    if (warp == 0) {
-                        mbar_wait(&s.empty[r.slot], r.phase ^ 1);
-                        mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
-                        tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
-                        tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK, n0);
-                        ring_next(r, CFG::STAGES);
-                    } else {
-                        // Asynchronous copies that arrive on the slot's barrier when they land:
-                        // the warp never waits on a global load's latency.
-                        mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
-                        float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int row = m0 + lane + 32 * i;
-                            // Rows past M read as 0: their products are zero-filled by TMA and never stored.
-                            const bool in = row < p.m;
-                            cp_async_4(dst + lane + 32 * i, in ? p.sa + (long long)row * p.lds_a + kb : p.sa,
-                                       in ? 4u : 0u);
-                        }
-                        if (lane == 0) cp_async_4(dst + FP8_BM, p.sb + (long long)(n0 / FP8_BN) * p.lds_b + kb, 4u);
-                        cp_async_mbar_arrive_noinc(&s.scale_full[r.slot]);
-                        ring_next(r, CFG::SCALE_STAGES);
-                    }
-                }
-            }
-        }
+        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, p, warp, lane, tiles_m, tiles_n, units,
+                                                           num_kb);
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
         const int half = warpgroup - 1;           // rows half*64 .. half*64+63 of the tile
         const int r_lo = half * 64 + warp * 16 + lane / 4;  // this thread's rows: r_lo, r_lo + 8
-        float acc[64], part[64];
+        constexpr int ACC = CFG::BN / 2; // accumulators a thread: m64 x BN over 128 threads
+        float acc[ACC], part[ACC];
         float part2[CFG::OVERLAP ? 64 : 1];  // the second partial accumulator (OVERLAP only)
         ring_pos tiles = {0, 0}, scales = {0, 0};
         for (int u = blockIdx.x; u < units; u += gridDim.x) {
             int m_block, n_block;
             raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
-            const int m0 = m_block * FP8_BM, n0 = n_block * FP8_BN;
+            const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
 #pragma unroll
-            for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-            if constexpr (!CFG::OVERLAP) {
+            for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+            if constexpr (CFG::BN != FP8_BN) {
+                // Wider tiles: the fp8_issue's PAIRED scales are the slot's second B scale block
+                // (the next 128 columns), and the promotion splits the columns between the two.
+                const int split = (128 - n0 % 128) / 8; // column blocks of 8 in the first scale block
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
+                    wgmma_wait_group<0>();
+                    fence_registers<ACC>(part);
+                    release_stage<1>(&s.empty[now.stage], lane);
+                    wide_promote_split<CFG::BN>(split, acc, part, now.s_lo, now.s_hi, now.odd_lo, now.odd_hi);
+                }
+            } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
                     const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<0>();
@@ -290,13 +384,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
 
             // ---- epilogue: registers -> global (bf16) ----
-            const int row0 = m0 + r_lo;
-            const int col0 = n0 + 2 * (lane % 4);
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                store_pair(p.out, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
-                store_pair(p.out, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
-            }
+            fp8_dense_store<CFG::BN / 8>(p.out, acc, m0, n0, r_lo, lane);
         }
     }
 #endif
