@@ -10,11 +10,16 @@
 #    S7's bench_moe run showed no such gain against S3 (other run, other machine).
 # 3. The dense FP8 engine through the library entry (fp8engine now takes 128 x 192 tiles at >= 4
 #    waves; S1 ran that kernel as fp8v3) against fp8v1 (the 128-wide configuration), one lab round.
+# 4. Why the two harnesses disagree on deepseek-v3 T=4096 bf16 (hopper): bench_gpu_forward 8.98 ms
+#    (R2, old raster) / 7.76 (S6, expert raster), bench_moe's moefuse 9.84 (S3) / 9.35 (S7), while
+#    their v1 rows agree (16.2-16.3): the kernels of one forward under ncu in each (clocks as found).
 # Prediction (before the run): (1) --quick all pass with vec; FP8 forward vec/scalar qwen3 T=16384
 # 0.93-0.97, T=4096 0.95-0.99, T=512 0.97-1.00, deepseek 0.97-0.99; ncu qwen3 A2 quantiser
 # 254 -> 140-180 us, x 81 -> 45-65 us. (2) expert/blocks deepseek T=4096 0.88-0.97, gpt-oss T=4096
 # 0.90-0.96, T=16384 0.95-1.00. (3) fp8engine 8192^3 0.74-0.80x cuBLASLt, 4096^3 0.57-0.60x, the
-# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles).
+# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles). (4) the same kernels
+# in both harnesses; bench_moe's GEMM1 (the gathering kernel) 10-20% slower (its x comes from torch
+# as bf16, bench_gpu_forward's as f32 converted by the forward into the workspace).
 set -u
 R=$PWD; O=${O:-$PWD/probe-out}; F=$O/fwd; mkdir -p $F
 export LD_LIBRARY_PATH=$R/.deps/cjson/lib
@@ -59,4 +64,12 @@ for i in 1 2; do
 done
 VARIANTS="fp8v1 fp8engine" LAB_LIMIT=60 LAB=fp8 OUT=$O/lab_fp8 timeout 100 bash lab/run_on_device.sh > $O/lab_fp8.log 2>&1
 mark lab_fp8 $? $O/lab_fp8.log
+DTYPE= METRICS=dram__bytes_read.sum,sm__cycles_elapsed.avg.per_second MODELS=deepseek-v3 TOKENS=4096 GEMMS=hopper \
+    RUN_LIMIT=60 OUT=$O/prof_gpu_forward timeout 90 bash tests/gpu/profile_on_device.sh > $O/prof_gpu_forward_stdout.log 2>&1
+mark "prof bench_gpu_forward deepseek 4096" $? /dev/null
+MOEFUSE_LIB=$R/build-device/libmoefuse.so PYTHONPATH=$R/python timeout 150 ncu --clock-control none --target-processes all \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv -k regex:'grouped|permute|combine|plan|convert|gather' \
+    --launch-count 30 python3 bench/bench_moe.py --shapes deepseek-v3 --tokens 4096 --impls moefuse --target-s 0.02 \
+    --min-reps 20 --out $O/prof_bench_moe.json > $O/prof_bench_moe.csv 2> $O/prof_bench_moe.err
+mark "prof bench_moe deepseek 4096" $? /dev/null
 mark done 0 /dev/null
