@@ -13,11 +13,15 @@
 # 4. Why the two harnesses disagree on deepseek-v3 T=4096 bf16 (hopper): bench_gpu_forward 8.98 ms
 #    (R2, old raster) / 7.76 (S6, expert raster), bench_moe's moefuse 9.84 (S3) / 9.35 (S7), while
 #    their v1 rows agree (16.2-16.3): the kernels of one forward under ncu in each (clocks as found).
+# Also the FP8 GEMMs on tickets (MOEFUSE_HOPPER_SCHEDULE=dyn, never timed in the forward), alone and
+# with the expert raster: --quick --filter fp8 with both, then in the same A/B as the quantiser.
 # Prediction (before the run): (1) --quick all pass with vec; FP8 forward vec/scalar qwen3 T=16384
 # 0.93-0.97, T=4096 0.95-0.99, T=512 0.97-1.00, deepseek 0.97-0.99; ncu qwen3 A2 quantiser
 # 254 -> 140-180 us, x 81 -> 45-65 us. (2) expert/blocks deepseek T=4096 0.88-0.97, gpt-oss T=4096
 # 0.90-0.96, T=16384 0.95-1.00. (3) fp8engine 8192^3 0.74-0.80x cuBLASLt, 4096^3 0.57-0.60x, the
-# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles). (4) the same kernels
+# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles). FP8 dyn/base 0.97-1.03
+# at T=16384 (session 4 found the FP8 row tables filled ahead no faster), dynx/base 0.95-1.02 on
+# deepseek T=16384, --quick fp8 all pass. (4) the same kernels
 # in both harnesses; bench_moe's GEMM1 (the gathering kernel) 10-20% slower (its x comes from torch
 # as bf16, bench_gpu_forward's as f32 converted by the forward into the workspace).
 set -u
@@ -29,27 +33,36 @@ STAGES=build OUT=$O/build timeout 150 bash tests/gpu/run_on_device.sh > $O/build
 T=build-device/test_gpu_forward; B=build-device/bench_gpu_forward
 MOEFUSE_FP8_QUANT=vec timeout 60 $T --quick > $F/test_quick_vec.log 2>&1; mark "test_quick vec" $? $F/test_quick_vec.log
 S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3
+MOEFUSE_HOPPER_SCHEDULE=dyn MOEFUSE_HOPPER_RASTER=expert timeout 60 $T --quick --filter fp8 > $F/test_quick_fp8_dyn.log 2>&1
+mark "test_quick fp8 dyn+expert" $? $F/test_quick_fp8_dyn.log
+# FP8 forward variants: base (scalar quantiser, static stride, blocks raster), vec (the vector
+# quantiser), dyn (tickets, MOEFUSE_HOPPER_SCHEDULE=dyn: an opt-in never timed in the forward),
+# dynx (tickets and the expert raster).
+variant_env() { case $1 in base) echo "MOEFUSE_FP8_QUANT=scalar";; vec) echo "MOEFUSE_FP8_QUANT=vec";;
+  dyn) echo "MOEFUSE_HOPPER_SCHEDULE=dyn";; dynx) echo "MOEFUSE_HOPPER_SCHEDULE=dyn MOEFUSE_HOPPER_RASTER=expert";; esac; }
 for i in 1 2; do
-  for q in scalar vec; do
-    MOEFUSE_FP8_QUANT=$q timeout 90 $B --shapes $S --tokens 512,4096,16384 --gemm hopper --dtype fp8 > $F/fp8_${q}_$i.log 2>&1
+  for q in base vec dyn dynx; do
+    env $(variant_env $q) timeout 90 $B --shapes $S --tokens 512,4096,16384 --gemm hopper --dtype fp8 > $F/fp8_${q}_$i.log 2>&1
     mark "fp8 $q $i" $? /dev/null
   done
 done
-python3 - $F > $F/vec_vs_scalar.md 2>&1 <<'PY'
+python3 - $F > $F/fp8_variants.md 2>&1 <<'PY'
 import glob, re, statistics, sys
 t = {}
 for f in sorted(glob.glob(sys.argv[1] + "/fp8_*_[0-9].log")):
-    q = re.match(r".*/fp8_(scalar|vec)_\d\.log", f).group(1)
+    q = re.match(r".*/fp8_(base|vec|dyn|dynx)_\d\.log", f).group(1)
     for line in open(f):
         p = line.split()
         if len(p) >= 4 and p[1].isdigit() and p[2] == "hopper":
             t.setdefault((p[0], int(p[1])), {}).setdefault(q, []).append(float(p[3]))
-print("| shape | T | scalar ms | vec ms | vec / scalar | runs |\n|---|---|---|---|---|---|")
+print("| shape | T | base ms | vec / base | dyn / base | dynx / base | runs |\n|---|---|---|---|---|---|---|")
 for k in sorted(t):
-    a, b = t[k].get("scalar", []), t[k].get("vec", [])
-    if a and b:
-        print(f"| {k[0]} | {k[1]} | {statistics.median(a):.4f} | {statistics.median(b):.4f} | "
-              f"{statistics.median(b)/statistics.median(a):.3f} | {len(a)}/{len(b)} |")
+    b = t[k].get("base", [])
+    if not b:
+        continue
+    m = statistics.median(b)
+    r = [f"{statistics.median(t[k][q]) / m:.3f}" if t[k].get(q) else "-" for q in ("vec", "dyn", "dynx")]
+    print(f"| {k[0]} | {k[1]} | {m:.4f} | {' | '.join(r)} | {len(b)} |")
 PY
 MOEFUSE_FP8_QUANT=vec DTYPE=fp8 METRICS=dram__bytes_read.sum,dram__bytes_write.sum MODELS=qwen3-30b-a3b TOKENS=16384 \
     GEMMS=hopper RUN_LIMIT=60 OUT=$O/prof_vec timeout 90 bash tests/gpu/profile_on_device.sh > $O/prof_vec_stdout.log 2>&1
