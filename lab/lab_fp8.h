@@ -21,5 +21,10 @@ extern "C" moe_status lab_gemm_fp8_v3_160(const moe__hopper_gemm_fp8_args *args,
                                           size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v3_144(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
+// Probes: the scale path left out (every scale 1; timed, never correct).
+extern "C" moe_status lab_gemm_fp8_noscale_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                               size_t why_len);
+extern "C" moe_status lab_gemm_fp8_noscale_192(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                               size_t why_len);
 
 #endif

@@ -9,7 +9,10 @@
 #    alternated, 2 rounds, moefuse only): S6's bench_gpu_forward A/B gave deepseek T=4096 0.866,
 #    S7's bench_moe run showed no such gain against S3 (other run, other machine).
 # 3. The dense FP8 engine through the library entry (fp8engine now takes 128 x 192 tiles at >= 4
-#    waves; S1 ran that kernel as fp8v3) against fp8v1 (the 128-wide configuration), one lab round.
+#    waves; S1 ran that kernel as fp8v3) against fp8v1 (the 128-wide configuration), one lab round,
+#    with the probes noscale128 / noscale192 (the same kernels without their scale path: every
+#    scale 1, timed, never correct): what the scale ring still costs (docs/hopper_gemm.md, "What the
+#    published FP8 block-scaled kernels do differently": their scales ride in the A/B transaction).
 # 4. Why the two harnesses disagree on deepseek-v3 T=4096 bf16 (hopper): bench_gpu_forward 8.98 ms
 #    (R2, old raster) / 7.76 (S6, expert raster), bench_moe's moefuse 9.84 (S3) / 9.35 (S7), while
 #    their v1 rows agree (16.2-16.3): the kernels of one forward under ncu in each (clocks as found).
@@ -19,7 +22,9 @@
 # 0.93-0.97, T=4096 0.95-0.99, T=512 0.97-1.00, deepseek 0.97-0.99; ncu qwen3 A2 quantiser
 # 254 -> 140-180 us, x 81 -> 45-65 us. (2) expert/blocks deepseek T=4096 0.88-0.97, gpt-oss T=4096
 # 0.90-0.96, T=16384 0.95-1.00. (3) fp8engine 8192^3 0.74-0.80x cuBLASLt, 4096^3 0.57-0.60x, the
-# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles). FP8 dyn/base 0.97-1.03
+# one-expert and tails shapes within 3% of fp8v1 (they keep 128-wide tiles); probes: noscale128 /
+# fp8v1 time 0.80-0.92 and noscale192 / fp8engine 0.82-0.93 at 8192^3 (session 4's ablation with
+# the scales in the stage: 0.75 at 4096^3). FP8 dyn/base 0.97-1.03
 # at T=16384 (session 4 found the FP8 row tables filled ahead no faster), dynx/base 0.95-1.02 on
 # deepseek T=16384, --quick fp8 all pass. (4) the same kernels
 # in both harnesses; bench_moe's GEMM1 (the gathering kernel) 10-20% slower (its x comes from torch
@@ -75,8 +80,15 @@ for i in 1 2; do
     mark "bench_moe $r $i" $? /dev/null
   done
 done
-VARIANTS="fp8v1 fp8engine" LAB_LIMIT=60 LAB=fp8 OUT=$O/lab_fp8 timeout 100 bash lab/run_on_device.sh > $O/lab_fp8.log 2>&1
+VARIANTS="fp8v1 fp8engine noscale128 noscale192" LAB_LIMIT=60 LAB=fp8 OUT=$O/lab_fp8 timeout 120 bash lab/run_on_device.sh > $O/lab_fp8.log 2>&1
 mark lab_fp8 $? $O/lab_fp8.log
+python3 - $O/lab_fp8 > $O/lab_fp8/summary.md 2>&1 <<'PY'
+import glob, json, sys
+rows = [r for f in glob.glob(sys.argv[1] + "/lab_fp8.json") for r in json.load(open(f)).get("rows", [])]
+print("| shape | impl | ms | vs cuBLASLt | pass | probe |\n|---|---|---|---|---|---|")
+for r in sorted(rows, key=lambda r: (r["shape"], r["impl"])):
+    print(f"| {r['shape']} | {r['impl']} | {r['ms']:.4f} | {r['vs_cublaslt']:.3f} | {r['pass']} | {r.get('probe', False)} |")
+PY
 DTYPE= METRICS=dram__bytes_read.sum,sm__cycles_elapsed.avg.per_second MODELS=deepseek-v3 TOKENS=4096 GEMMS=hopper \
     RUN_LIMIT=60 OUT=$O/prof_gpu_forward timeout 90 bash tests/gpu/profile_on_device.sh > $O/prof_gpu_forward_stdout.log 2>&1
 mark "prof bench_gpu_forward deepseek 4096" $? /dev/null
