@@ -45,52 +45,6 @@ constexpr int TENSOR_SPAN = QUANT_THREADS * 4; // columns per item of the fp8-te
 // rows at decode: deepseek-v3 T = 64 has 512 live rows in 7104 plan rows of 32-row blocks.)
 // The GPU suite poisons the workspace before a case's first run.
 
-// FP8_ROW128: one warp per (row, GPI groups) item; lane holds columns g * 128 + lane + 32 j,
-// j < 4, of each group g, all loaded before the first group's reduction. GPI = 1 where the
-// items of one group take the GPU's warps in about one pass, else 4: a warp's groups are a
-// serial chain of reductions and encodes (x at T = 1 took 5.6 us with GPI = 4 against 3.0 with
-// one group; GPI = 16, tried in K5, added ~14 us to gpt-oss's and deepseek-v3's T = 1 forward,
-// whose few live A2 rows each became one warp's 16-group chain).
-template <int GPI> __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
-    const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
-    const int64_t items = live_rows_of(p) * per_row;
-    const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
-    const int64_t warps = (int64_t)gridDim.x * warps_per_block;
-    for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
-        const int64_t r = item / per_row, g0 = item % per_row * GPI;
-        const int64_t g1 = g0 + GPI < groups ? g0 + GPI : groups;
-        if (row_kind(p, r) < 0) { // the same for the whole warp
-            if (lane < g1 - g0) p.scales[r * p.scale_rs + (g0 + lane) * p.scale_ks] = 0.0f;
-            continue;
-        }
-        float v[GPI][4];
-#pragma unroll
-        for (int i = 0; i < GPI; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int64_t c = (g0 + i) * 128 + lane + 32 * j;
-                v[i][j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
-            }
-#pragma unroll
-        for (int i = 0; i < GPI; i++) {
-            const int64_t g = g0 + i;
-            if (g >= g1) break; // the same for the whole warp
-            uint32_t amax = 0;
-#pragma unroll
-            for (int j = 0; j < 4; j++) amax = max(amax, finite_abs_bits(v[i][j]));
-            amax = __reduce_max_sync(0xFFFFFFFFu, amax);
-            const float s = fp8_scale(amax);
-            const fp8_divisor div = fp8_divisor_of(s);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int64_t c = g * 128 + lane + 32 * j;
-                if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[i][j], div);
-            }
-            if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
-        }
-    }
-}
-
 // Four adjacent source elements as floats (one 16-byte load for fp32, 8 bytes for 16-bit types).
 template <typename S> __device__ __forceinline__ void load4_as_float(const S *src, float *v);
 template <> __device__ __forceinline__ void load4_as_float<float>(const float *src, float *v) {
@@ -108,19 +62,23 @@ template <> __device__ __forceinline__ void load4_as_float<__half>(const __half 
     v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
 }
 
-// FP8_ROW128, vector form (opt-in, MOEFUSE_FP8_QUANT=vec; fp8_row128_vec_ok): as quant_row128_kernel,
-// but lane holds the 4 adjacent columns g * 128 + 4 lane .. + 3 of each group, loaded in one
-// instruction, and stores their 4 codes as one 4-byte word: a quarter of the loads and stores
-// (S5 of session 16: the scalar kernel moves qwen3-30b-a3b's A2 at ~2 TB/s, half of what the
-// DRAM gives). The codes are the same bit for bit: a code depends only on its value and its
-// group's scale, and the group's amax is the same maximum over the same 128 values.
-template <int GPI, typename S>
-__global__ void __launch_bounds__(QUANT_THREADS) quant_row128_vec_kernel(const fp8_quant_args p) {
+// FP8_ROW128: one warp per (row, GPI groups) item; lane holds columns g * 128 + lane + 32 j,
+// j < 4, of each group g, all loaded before the first group's reduction. GPI = 1 where the
+// items of one group take the GPU's warps in about one pass, else 4: a warp's groups are a
+// serial chain of reductions and encodes (x at T = 1 took 5.6 us with GPI = 4 against 3.0 with
+// one group; GPI = 16, tried in K5, added ~14 us to gpt-oss's and deepseek-v3's T = 1 forward,
+// whose few live A2 rows each became one warp's 16-group chain).
+// VEC (opt-in, MOEFUSE_FP8_QUANT=vec; fp8_row128_vec_ok): lane holds the 4 adjacent columns
+// g * 128 + 4 lane .. + 3 instead, loaded as one S[4] and stored as one 4-byte word of codes: a
+// quarter of the loads and stores (S5 of session 16: the scalar form moves qwen3-30b-a3b's A2 at
+// ~2 TB/s, half of what the DRAM gives). The codes are the same bit for bit: a code depends only on
+// its value and its group's scale, and the group's amax is the same maximum over the same values.
+template <int GPI, bool VEC = false, typename S = float>
+__global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
     const int64_t items = live_rows_of(p) * per_row;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
     const int64_t warps = (int64_t)gridDim.x * warps_per_block;
-    const S *src = (const S *)p.src;
     for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
         const int64_t r = item / per_row, g0 = item % per_row * GPI;
         const int64_t g1 = g0 + GPI < groups ? g0 + GPI : groups;
@@ -131,9 +89,17 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_vec_kernel(const f
         float v[GPI][4];
 #pragma unroll
         for (int i = 0; i < GPI; i++) {
-            const int64_t c = (g0 + i) * 128 + 4 * lane; // cols % 4 == 0: all four in or all out
-            if (g0 + i < g1 && c < p.cols) load4_as_float<S>(src + r * p.src_ld + c, v[i]);
-            else v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
+            if constexpr (VEC) {
+                const int64_t c = (g0 + i) * 128 + 4 * lane; // cols % 4 == 0: all four in or all out
+                if (c < p.cols) load4_as_float<S>((const S *)p.src + r * p.src_ld + c, v[i]);
+                else v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int64_t c = (g0 + i) * 128 + lane + 32 * j;
+                    v[i][j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
+                }
+            }
         }
 #pragma unroll
         for (int i = 0; i < GPI; i++) {
@@ -145,12 +111,20 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_vec_kernel(const f
             amax = __reduce_max_sync(0xFFFFFFFFu, amax);
             const float s = fp8_scale(amax);
             const fp8_divisor div = fp8_divisor_of(s);
-            const int64_t c = g * 128 + 4 * lane;
-            if (c < p.cols) {
-                uint32_t word = 0; // little-endian: column c's code in the lowest byte
+            if constexpr (VEC) {
+                const int64_t c = g * 128 + 4 * lane;
+                if (c < p.cols) {
+                    uint32_t word = 0; // little-endian: column c's code in the lowest byte
 #pragma unroll
-                for (int j = 0; j < 4; j++) word |= (uint32_t)fp8_encode_fast(v[i][j], div) << (8 * j);
-                *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
+                    for (int j = 0; j < 4; j++) word |= (uint32_t)fp8_encode_fast(v[i][j], div) << (8 * j);
+                    *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int64_t c = g * 128 + lane + 32 * j;
+                    if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[i][j], div);
+                }
             }
             if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
         }
@@ -168,9 +142,9 @@ bool fp8_row128_vec_ok(const fp8_quant_args *p) {
 }
 
 template <int GPI> void launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
-    if (p->src_dtype == MOE_DTYPE_BF16) quant_row128_vec_kernel<GPI, __nv_bfloat16><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else if (p->src_dtype == MOE_DTYPE_F16) quant_row128_vec_kernel<GPI, __half><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else quant_row128_vec_kernel<GPI, float><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    if (p->src_dtype == MOE_DTYPE_BF16) quant_row128_kernel<GPI, true, __nv_bfloat16><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    else if (p->src_dtype == MOE_DTYPE_F16) quant_row128_kernel<GPI, true, __half><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    else quant_row128_kernel<GPI, true, float><<<grid, QUANT_THREADS, 0, stream>>>(*p);
 }
 
 // The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
