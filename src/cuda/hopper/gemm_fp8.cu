@@ -6,6 +6,8 @@
 
 using namespace moe_hopper;
 
+static_assert(FP8_BM == MOE__HOPPER_FP8_BM, "the tile-width rule counts tiles of the kernel's rows");
+
 extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args, void *stream, char *why,
                                            size_t why_len) {
     const cudaStream_t s = (cudaStream_t)stream;
@@ -17,8 +19,6 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
         if ((st = device_sms(&sms, why, why_len)) != MOE_STATUS_OK) return st;
         bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
     }
-    if (bn == 128) return fp8_launch<fp8_config<6>>(args, s, why, why_len);
-    if (bn == 192) return fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_gemm_kernel<fp8_wide_cfg<192>>, 192, args, s, why, why_len);
-    return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "block_n: got %d, expected 0 (the rule), 128 or 192",
-                args->block_n);
+    return bn == 192 ? fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_gemm_kernel<fp8_wide_cfg<192>>, 192, args, s, why, why_len)
+                     : fp8_launch<fp8_config<6>>(args, s, why, why_len);
 }

@@ -55,6 +55,9 @@ inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, 
     if (((uintptr_t)a->a | (uintptr_t)a->b) % 16 != 0)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "a/b: got %p/%p, expected 16-byte aligned addresses",
                     a->a, a->b);
+    if (a->block_n != 0 && a->block_n != 128 && a->block_n != 192)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "block_n: got %d, expected 0 (the rule), 128 or 192",
+                    a->block_n);
     if (((uintptr_t)a->a_scales | (uintptr_t)a->b_scales) % 4 != 0)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
                     "a_scales/b_scales: got %p/%p, expected 4-byte aligned addresses", (void *)a->a_scales,
