@@ -103,10 +103,7 @@ moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, fp8_params
     CUtensorMap map_a, map_b;
     CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, bn);
-    if (cr != CUDA_SUCCESS)
-        return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
-                    "cuTensorMapEncodeTiled: %s (error %d)",
-                    cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr);
+    if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
     const fp8_params p = fp8_dense_params(args, sms, bn);
     const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + bn - 1) / bn);

@@ -85,6 +85,14 @@ inline moe_status check_dense_args(const moe__hopper_gemm_args *a, char *why, si
     return MOE_STATUS_OK;
 }
 
+// The status and message of a failed tensor-map encode (CUDA_ERROR_NOT_FOUND: the driver has no
+// cuTensorMapEncodeTiled).
+inline moe_status tensor_map_fail(CUresult cr, char *why, size_t why_len) {
+    return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
+                "cuTensorMapEncodeTiled: %s (error %d)",
+                cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr);
+}
+
 // Multiprocessor count of the current device, or a status if it is not a Hopper (sm_90).
 inline moe_status device_sms(int *sms, char *why, size_t why_len) {
     int dev = 0, major = 0, minor = 0;
@@ -112,10 +120,7 @@ moe_status dense_launch(const moe__hopper_gemm_args *args, cudaStream_t stream, 
     CUtensorMap map_a, map_b;
     CUresult cr = make_tensor_map(&map_a, args->a, args->m, args->k, args->lda, BM);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_b, args->b, args->n, args->k, args->ldb, CFG::B_BOX_ROWS);
-    if (cr != CUDA_SUCCESS)
-        return fail(why, why_len, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
-                    "cuTensorMapEncodeTiled: %s (error %d)",
-                    cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr);
+    if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
     dense_params p;
     p.m = (int)args->m;
