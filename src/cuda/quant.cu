@@ -68,11 +68,15 @@ template <> __device__ __forceinline__ void load4_as_float<__half>(const __half 
 // serial chain of reductions and encodes (x at T = 1 took 5.6 us with GPI = 4 against 3.0 with
 // one group; GPI = 16, tried in K5, added ~14 us to gpt-oss's and deepseek-v3's T = 1 forward,
 // whose few live A2 rows each became one warp's 16-group chain).
-// VEC (opt-in, MOEFUSE_FP8_QUANT=vec; fp8_row128_vec_ok): lane holds the 4 adjacent columns
+// VEC (the default where fp8_row128_vec_ok; MOEFUSE_FP8_QUANT=scalar forces the scalar form): lane
+// holds the 4 adjacent columns
 // g * 128 + 4 lane .. + 3 instead, loaded as one S[4] and stored as one 4-byte word of codes: a
 // quarter of the loads and stores (S5 of session 16: the scalar form moves qwen3-30b-a3b's A2 at
 // ~2 TB/s, half of what the DRAM gives). The codes are the same bit for bit: a code depends only on
 // its value and its group's scale, and the group's amax is the same maximum over the same values.
+// Measured in S1 of session 17 (bench/results/2026-12-04-h200-session17/callS1): the suite's
+// --quick passes with it; ncu qwen3-30b-a3b T=16384: A2 254 -> 209 us, x 81 -> 63 us; FP8 forward
+// vec/scalar 0.95-1.00 over PERF.md's shapes at T = 512, 4096, 16384.
 template <int GPI, bool VEC = false, typename S = float>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
@@ -131,11 +135,11 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
     }
 }
 
-// Whether the vector form applies: MOEFUSE_FP8_QUANT=vec, rows of whole 4-element words (cols and
-// both leading dimensions multiples of 4) and bases aligned to a word of each.
+// Whether the vector form applies: not MOEFUSE_FP8_QUANT=scalar, rows of whole 4-element words
+// (cols and both leading dimensions multiples of 4) and bases aligned to a word of each.
 bool fp8_row128_vec_ok(const fp8_quant_args *p) {
     const char *env = getenv("MOEFUSE_FP8_QUANT");
-    if (!env || strcmp(env, "vec") != 0) return false;
+    if (env && strcmp(env, "scalar") == 0) return false;
     const int64_t elem = p->src_dtype == MOE_DTYPE_BF16 || p->src_dtype == MOE_DTYPE_F16 ? 2 : 4;
     return p->cols % 4 == 0 && p->src_ld % 4 == 0 && p->codes_ld % 4 == 0 && (uintptr_t)p->src % (4 * elem) == 0 &&
            (uintptr_t)p->codes % 4 == 0;

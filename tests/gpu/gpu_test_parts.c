@@ -116,17 +116,27 @@ void fp8_quantizer_cases(bool quick) {
 
     static const struct {
         int64_t rows, cols, pad;
-    } shapes[] = {{1, 16, 0}, {3, 96, 8}, {5, 200, 0}, {64, 7168, 24}, {129, 2880, 0}, {4096, 2048, 0},
+    } shapes[] = {{1, 16, 0}, {3, 96, 8}, {5, 200, 0}, {64, 7168, 24},
+                  {7, 130, 3}, /* columns and ld not whole 4-element words: row128's scalar form */
+                  {129, 2880, 0}, {4096, 2048, 0},
                   {12000, 1400, 8}}; /* the row128 launch's 4 groups a warp with a partial last quad and group */
-    const moe_format formats[] = {MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_TENSOR};
+    /* fp8-row128 twice: its default (the vector form where the rows are whole 4-element words)
+     * and the scalar form forced by MOEFUSE_FP8_QUANT=scalar; fp8-tensor has one form. */
+    const moe_format formats[] = {MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_TENSOR};
+    const char *forms[] = {NULL, "scalar", NULL};
+    const char *env = getenv("MOEFUSE_FP8_QUANT");
+    char saved[32] = "";
+    if (env) snprintf(saved, sizeof saved, "%s", env);
     const moe_dtype dtypes[] = {MOE_DTYPE_F32, MOE_DTYPE_BF16, MOE_DTYPE_F16};
-    const int nshapes = quick ? 4 : (int)(sizeof shapes / sizeof shapes[0]);
-    for (int f = 0; f < 2; f++)
+    const int nshapes = quick ? 5 : (int)(sizeof shapes / sizeof shapes[0]);
+    for (int f = 0; f < 3; f++)
         for (int di = 0; di < 3; di++)
             for (int si = 0; si < nshapes; si++)
                 for (int pattern = 0; pattern < (dtypes[di] == MOE_DTYPE_F32 ? 2 : 1); pattern++) {
                     const int64_t rows = shapes[si].rows, cols = shapes[si].cols, ld = cols + shapes[si].pad;
                     const moe_format format = formats[f];
+                    if (forms[f]) setenv("MOEFUSE_FP8_QUANT", forms[f], 1);
+                    else unsetenv("MOEFUSE_FP8_QUANT");
                     const moe_dtype dtype = dtypes[di];
                     case_failures = 0;
                     moe_format_layout lay;
@@ -181,10 +191,13 @@ void fp8_quantizer_cases(bool quick) {
                     free(xf), free(want_scales), free(got_scales), free(want), free(got), free(xs);
                     if (case_failures == 0) cases_passed++;
                     else cases_failed++;
-                    printf("%s fp8 quantiser %s %s [%lld x %lld, ld %lld] %s\n", case_failures ? "FAIL" : "ok  ",
-                           moe_format_name(format), moe_dtype_name(dtype), (long long)rows, (long long)cols,
-                           (long long)ld, pattern ? "midpoint traps" : "random + zeros/inf/NaN");
+                    printf("%s fp8 quantiser %s%s %s [%lld x %lld, ld %lld] %s\n", case_failures ? "FAIL" : "ok  ",
+                           moe_format_name(format), forms[f] ? " (scalar)" : "", moe_dtype_name(dtype),
+                           (long long)rows, (long long)cols, (long long)ld,
+                           pattern ? "midpoint traps" : "random + zeros/inf/NaN");
                 }
+    if (env) setenv("MOEFUSE_FP8_QUANT", saved, 1);
+    else unsetenv("MOEFUSE_FP8_QUANT");
 }
 
 /* What the FP8 path refuses, by name, and what moe_forward_config says of it. */
