@@ -48,6 +48,16 @@
 //     second's. The scale warp copies both B scales (the second read as 0 past the last block:
 //     those columns are past n, zero-filled by TMA and never stored); the promotion is compiled
 //     for every split the width allows and chosen once per tile (register indices stay constants).
+//
+// Scales by TMA (TMA_SCALES, the dense kernel): the scale warp and its ring go; the TMA thread
+// loads each k-block's scales as two more boxes on the stage's own full barrier, so a consumer
+// that has its tiles has its scales, and frees both with the stage. TMA boxes are at least 16
+// bytes a row, so both boxes are 4 k-blocks wide (kb .. kb + 3, only kb's column used): the A box
+// is sa's 128 rows of the tile (2 KB: a row's scale at float 4 * row), the B box sb's 1 or 2
+// rows (the tile's scale blocks; past the last, zeros). Needs sa's and sb's rows 16-byte aligned
+// (lds_a, lds_b multiples of 4, both bases 16-byte aligned). This is what the published FP8
+// block-scaled kernels do (docs/hopper_gemm.md); the scale ring it replaces cost 12% at 8192^3
+// (S1 of session 17: the no-scale probe 0.895x cuBLASLt against the engine's 0.776x).
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 
@@ -64,34 +74,50 @@ constexpr int FP8_SCALE_SLOTS = 132;  // per scale slot: 128 A scales, the B sca
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
 // tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below). SCALES_ false:
 // a lab probe of the dense kernel, timing only, wrong results: no scale copies and no scale-slot
-// waits, every scale 1 (what the scale path costs).
-template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, bool SCALES_ = true> struct fp8_config {
+// waits, every scale 1 (what the scale path costs). TMA_SCALES_ (dense kernel): the scales come
+// by TMA in the tile stage's own transaction, no scale ring (see "Scales by TMA" below).
+template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, bool SCALES_ = true, bool TMA_SCALES_ = false>
+struct fp8_config {
     static constexpr int BN = BN_;
     static constexpr bool SCALES = SCALES_;
+    static constexpr bool TMA_SCALES = TMA_SCALES_;
+    static_assert(!TMA_SCALES_ || SCALES_, "TMA_SCALES: a configuration with scales");
     static constexpr int STAGES = STAGES_;
-    static constexpr int SCALE_STAGES = 2 * STAGES_;
+    static constexpr int SCALE_STAGES = TMA_SCALES_ ? 0 : 2 * STAGES_;
     static constexpr bool OVERLAP = OVERLAP_;
     static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = BN_ * FP8_BK;     // 16 KB at 128 wide
     static_assert(B_BYTES % 1024 == 0, "every stage stays 1024-aligned for the swizzle");
-    static constexpr int TMA_BYTES = A_BYTES + B_BYTES;
-    static constexpr int SCALE_BYTES = FP8_SCALE_SLOTS * 4;
+    // TMA_SCALES: a stage's scale boxes, 4 k-blocks wide (16 bytes, a box's least row): the A
+    // scales of the tile's 128 rows, then the B scales of the 1 or 2 scale blocks it spans.
+    static constexpr int B_SCALE_ROWS = BN_ == FP8_BN ? 1 : 2;
+    static constexpr int SA_BOX_BYTES = FP8_BM * 16;
+    static constexpr int SB_BOX_BYTES = B_SCALE_ROWS * 16;
+    static constexpr int TMA_BYTES = A_BYTES + B_BYTES + (TMA_SCALES_ ? SA_BOX_BYTES + SB_BOX_BYTES : 0);
+    // One slot's floats: the ring's FP8_SCALE_SLOTS, or a stage's boxes (rounded to 128 bytes,
+    // TMA's destination alignment).
+    static constexpr int SCALE_SLOT_FLOATS = TMA_SCALES_ ? (SA_BOX_BYTES + 128) / 4 : FP8_SCALE_SLOTS;
+    static constexpr int SCALE_SLOT_COUNT = TMA_SCALES_ ? STAGES_ : SCALE_STAGES;
+    static_assert(SB_BOX_BYTES <= 128, "the B box fits the slot's last 128 bytes");
+    static constexpr int SCALE_BYTES = SCALE_SLOT_FLOATS * 4;
     static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
     static constexpr int SCALE_FULL_ARRIVALS = 32;    // the scale warp's lanes
     static constexpr int EMPTY_ARRIVALS = 2 * 4;      // consumer warps (both rings)
-    static constexpr int SMEM_BYTES =
-        1024 + STAGES * TMA_BYTES + SCALE_STAGES * SCALE_BYTES + 2 * (STAGES + SCALE_STAGES) * 8;
+    static constexpr int SMEM_BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + SCALE_SLOT_COUNT * SCALE_BYTES +
+                                      2 * (STAGES + SCALE_STAGES) * 8;
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
     static_assert(SCALE_BYTES % 16 == 0, "keeps the barriers 8-byte aligned");
+    static_assert(!TMA_SCALES_ || SCALE_BYTES % 128 == 0, "every stage's scale boxes 128-aligned");
 };
 
 // The shared memory of an FP8 kernel, carved from the 1024-aligned base: the tiles' ring
-// (A, B, full, empty) and the scale ring (slots, scale_full, scale_empty).
+// (A, B, full, empty) and the scale ring (slots, scale_full, scale_empty), or with TMA_SCALES
+// one scale slot per tile stage and no scale barriers.
 struct fp8_smem {
     uint8_t *a;           // [STAGES][128 rows][128 bytes]
     uint8_t *b;           // [STAGES][128 rows][128 bytes]
-    float *scale;         // [SCALE_STAGES][FP8_SCALE_SLOTS]: 128 A scales, then the B scale(s)
+    float *scale;         // [SCALE_SLOT_COUNT][SCALE_SLOT_FLOATS]: the A scales, then the B scale(s)
     uint64_t *full, *empty, *scale_full, *scale_empty;
     uint8_t *end;         // first byte past the barriers (the grouped kernel's staging)
 };
@@ -101,7 +127,7 @@ template <class CFG> __device__ __forceinline__ fp8_smem fp8_carve(uint8_t *smem
     s.a = smem;
     s.b = smem + CFG::STAGES * CFG::A_BYTES;
     s.scale = (float *)(s.b + CFG::STAGES * CFG::B_BYTES);
-    s.full = (uint64_t *)(s.scale + CFG::SCALE_STAGES * FP8_SCALE_SLOTS);
+    s.full = (uint64_t *)(s.scale + CFG::SCALE_SLOT_COUNT * CFG::SCALE_SLOT_FLOATS);
     s.empty = s.full + CFG::STAGES;
     s.scale_full = s.empty + CFG::STAGES;
     s.scale_empty = s.scale_full + CFG::SCALE_STAGES;
@@ -176,6 +202,17 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
         ring_next(tiles, CFG::STAGES);
         return kb;
     }
+    if constexpr (CFG::TMA_SCALES) { // the stage's own boxes, landed with its tiles
+        const float *sc = s.scale + tiles.slot * CFG::SCALE_SLOT_FLOATS;
+        const float a_lo = sc[4 * r_lo], a_hi = sc[4 * (r_lo + 8)];
+        const float sb = sc[CFG::SA_BOX_BYTES / 4], sb_odd = PAIRED ? sc[CFG::SA_BOX_BYTES / 4 + 4] : sb;
+        kb.s_lo = a_lo * sb;
+        kb.s_hi = a_hi * sb;
+        kb.odd_lo = a_lo * sb_odd;
+        kb.odd_hi = a_hi * sb_odd;
+        ring_next(tiles, CFG::STAGES); // the stage is released after its wgmmas (fp8_retire)
+        return kb;
+    }
     mbar_wait(&s.scale_full[scales.slot], scales.phase);
     const float *sc = s.scale + scales.slot * FP8_SCALE_SLOTS;
     const float a_lo = sc[r_lo], a_hi = sc[r_lo + 8], sb = sc[FP8_BM];
@@ -248,15 +285,22 @@ __device__ __forceinline__ void wide_promote_split(int split, float *acc, const 
 // ring with asynchronous copies that arrive on the slot's barrier when they land (the warp never
 // waits on a global load's latency): the tile's 128 A scales, and its B scale, or (B_SCALES = 2,
 // tiles wider than 128) the two 128-column scale blocks it spans, the second read as 0 past n.
+// TMA_SCALES: warp 0 lane 0 alone, each k-block's scales as two more boxes of the stage's
+// transaction (map_sa, map_sb: see "Scales by TMA").
 template <class CFG, int B_SCALES>
 __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUtensorMap *map_a, const CUtensorMap *map_b,
+                                                  const CUtensorMap *map_sa, const CUtensorMap *map_sb,
                                                   const fp8_params &p, int warp, int lane, int tiles_m, int tiles_n,
                                                   int units, int num_kb) {
     if (warp == 0 && lane == 0) {
         tma_prefetch_map(map_a);
         tma_prefetch_map(map_b);
+        if (CFG::TMA_SCALES) {
+            tma_prefetch_map(map_sa);
+            tma_prefetch_map(map_sb);
+        }
     }
-    if (!((warp == 0 && lane == 0) || (warp == 1 && CFG::SCALES))) return;
+    if (!((warp == 0 && lane == 0) || (warp == 1 && CFG::SCALES && !CFG::TMA_SCALES))) return;
     const int scale_blocks_n = (p.n + 127) / 128;
     ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -269,6 +313,11 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
                 mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                 tma_load_2d(s.a + r.slot * CFG::A_BYTES, map_a, &s.full[r.slot], kb * FP8_BK, m0);
                 tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
+                if (CFG::TMA_SCALES) {
+                    float *sc = s.scale + r.slot * CFG::SCALE_SLOT_FLOATS;
+                    tma_load_2d(sc, map_sa, &s.full[r.slot], kb, m0);
+                    tma_load_2d(sc + CFG::SA_BOX_BYTES / 4, map_sb, &s.full[r.slot], kb, n0 / 128);
+                }
                 ring_next(r, CFG::STAGES);
             } else {
                 mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
@@ -308,9 +357,11 @@ __device__ __forceinline__ void fp8_dense_store(const dense_params &out, const f
     }
 }
 
+// map_sa, map_sb: TMA_SCALES only (the launch passes copies of map_a otherwise, never read).
 template <class CFG>
 __global__ void __launch_bounds__(THREADS, 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                    const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
                     const fp8_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint8_t smem_raw[];
@@ -330,8 +381,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, p, warp, lane, tiles_m, tiles_n, units,
-                                                           num_kb);
+        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, &map_sa, &map_sb, p, warp, lane, tiles_m,
+                                                           tiles_n, units, num_kb);
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();

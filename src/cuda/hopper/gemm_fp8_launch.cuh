@@ -26,6 +26,26 @@ inline CUresult make_tensor_map_e4m3(CUtensorMap *map, const void *base, int64_t
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+// TMA_SCALES: fp32 scales [rows, kblocks] with row stride ld floats, read in boxes of box_rows
+// rows x 4 k-blocks (16 bytes, the least a box row may be), no swizzle; outside the matrix zeros.
+inline CUresult make_tensor_map_scales(CUtensorMap *map, const float *base, int64_t rows, int64_t kblocks, int64_t ld,
+                                       int box_rows) {
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode) return CUDA_ERROR_NOT_FOUND;
+    cuuint64_t dims[2] = {(cuuint64_t)kblocks, (cuuint64_t)rows};
+    cuuint64_t strides[1] = {(cuuint64_t)ld * 4};
+    cuuint32_t box[2] = {4, (cuuint32_t)box_rows};
+    cuuint32_t elem_strides[2] = {1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(base), dims, strides, box, elem_strides,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// Whether the scales can come by TMA (TMA_SCALES): rows of 16-byte multiples, 16-byte bases.
+inline bool fp8_tma_scales_ok(const moe__hopper_gemm_fp8_args *a) {
+    return a->lds_a % 4 == 0 && a->lds_b % 4 == 0 && ((uintptr_t)a->a_scales | (uintptr_t)a->b_scales) % 16 == 0;
+}
+
 inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, size_t why_len) {
     if (!a) return fail(why, why_len, MOE_STATUS_NULL_POINTER, "args: got NULL, expected a moe__hopper_gemm_fp8_args");
     if (!a->a || !a->b || !a->c || !a->a_scales || !a->b_scales)
@@ -92,17 +112,29 @@ inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sm
 // (an FP8 dense kernel of configuration CFG, bn-wide tiles) on a persistent grid. The engine's
 // entry below and the lab's FP8 variants launch through it.
 template <class CFG>
-moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, fp8_params), int bn,
+moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, fp8_params), int bn,
                              const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
+    if (CFG::TMA_SCALES && !fp8_tma_scales_ok(args))
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "lds_a, lds_b, a_scales, b_scales: got %lld, %lld, %p, %p, expected multiples of 4 and 16-byte "
+                    "aligned addresses (scales by TMA)",
+                    (long long)args->lds_a, (long long)args->lds_b, (void *)args->a_scales, (void *)args->b_scales);
     int sms = 0;
     st = device_sms(&sms, why, why_len);
     if (st != MOE_STATUS_OK) return st;
 
-    CUtensorMap map_a, map_b;
+    CUtensorMap map_a, map_b, map_sa, map_sb;
     CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, bn);
+    map_sa = map_sb = map_a; // never read unless TMA_SCALES
+    const int64_t kblocks = (args->k + FP8_BK - 1) / FP8_BK;
+    if (CFG::TMA_SCALES && cr == CUDA_SUCCESS)
+        cr = make_tensor_map_scales(&map_sa, args->a_scales, args->m, kblocks, args->lds_a, FP8_BM);
+    if (CFG::TMA_SCALES && cr == CUDA_SUCCESS)
+        cr = make_tensor_map_scales(&map_sb, args->b_scales, (args->n + 127) / 128, kblocks, args->lds_b,
+                                    CFG::B_SCALE_ROWS);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
     const fp8_params p = fp8_dense_params(args, sms, bn);
@@ -112,7 +144,7 @@ moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, fp8_params
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
     const long long ctas = units < sms ? units : sms;
-    kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, p);
+    kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
     err = cudaGetLastError();
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
