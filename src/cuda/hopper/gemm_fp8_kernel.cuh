@@ -52,9 +52,9 @@
 // Scales by TMA (TMA_SCALES, the dense kernel): the scale warp and its ring go; the TMA thread
 // loads each k-block's scales as two more boxes on the stage's own full barrier, so a consumer
 // that has its tiles has its scales, and frees both with the stage. TMA boxes are at least 16
-// bytes a row, so both boxes are 4 k-blocks wide (kb .. kb + 3, only kb's column used): the A box
-// is sa's 128 rows of the tile (2 KB: a row's scale at float 4 * row), the B box sb's 1 or 2
-// rows (the tile's scale blocks; past the last, zeros). Needs sa's and sb's rows 16-byte aligned
+// bytes a row, so both boxes are 4 k-blocks wide, from kb & ~3 (an aligned start), and the
+// consumer reads column kb % 4: the A box is sa's 128 rows of the tile (2 KB: row r's 4 scales
+// at float 4 * r), the B box sb's 1 or 2 rows (the tile's scale blocks; past the last, zeros). Needs sa's and sb's rows 16-byte aligned
 // (lds_a, lds_b multiples of 4, both bases 16-byte aligned). This is what the published FP8
 // block-scaled kernels do (docs/hopper_gemm.md); the scale ring it replaces cost 12% at 8192^3
 // (S1 of session 17: the no-scale probe 0.895x cuBLASLt against the engine's 0.776x).
@@ -183,9 +183,10 @@ struct fp8_kblock {
 // Waits for the next tile stage, issues its 4 wgmma k32 steps (m64 x CFG::BN) into `part`
 // (overwriting it) as one commit group, and while they run takes this thread's scales from the
 // next scale slot and frees that slot; advances both rings.
+// kb: the k-block's index (TMA_SCALES only: its column in the stage's 4-wide scale boxes).
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
-                                                int half, int r_lo, int lane) {
+                                                int half, int r_lo, int lane, int kb_index = 0) {
     mbar_wait(&s.full[tiles.slot], tiles.phase);
     const uint64_t desc_a = smem_desc_k_sw128(s.a + tiles.slot * CFG::A_BYTES + half * 64 * FP8_BK);
     const uint64_t desc_b = smem_desc_k_sw128(s.b + tiles.slot * CFG::B_BYTES);
@@ -203,7 +204,7 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
         return kb;
     }
     if constexpr (CFG::TMA_SCALES) { // the stage's own boxes, landed with its tiles
-        const float *sc = s.scale + tiles.slot * CFG::SCALE_SLOT_FLOATS;
+        const float *sc = s.scale + tiles.slot * CFG::SCALE_SLOT_FLOATS + kb_index % 4;
         const float a_lo = sc[4 * r_lo], a_hi = sc[4 * (r_lo + 8)];
         const float sb = sc[CFG::SA_BOX_BYTES / 4], sb_odd = PAIRED ? sc[CFG::SA_BOX_BYTES / 4 + 4] : sb;
         kb.s_lo = a_lo * sb;
@@ -315,11 +316,11 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
                 tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
                 if (CFG::TMA_SCALES) {
                     float *sc = s.scale + r.slot * CFG::SCALE_SLOT_FLOATS;
-                    tma_load_2d(sc, map_sa, &s.full[r.slot], kb, m0);
-                    tma_load_2d(sc + CFG::SA_BOX_BYTES / 4, map_sb, &s.full[r.slot], kb, n0 / 128);
+                    tma_load_2d(sc, map_sa, &s.full[r.slot], kb & ~3, m0);
+                    tma_load_2d(sc + CFG::SA_BOX_BYTES / 4, map_sb, &s.full[r.slot], kb & ~3, n0 / 128);
                 }
                 ring_next(r, CFG::STAGES);
-            } else {
+            } else if constexpr (!CFG::TMA_SCALES) {
                 mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
                 float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
 #pragma unroll
@@ -403,7 +404,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // (the next 128 columns), and the promotion splits the columns between the two.
                 const int split = (128 - n0 % 128) / 8; // column blocks of 8 in the first scale block
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
+                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
                     fence_registers<ACC>(part);
                     release_stage<1>(&s.empty[now.stage], lane);
@@ -411,7 +412,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
+                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
                     fp8_retire<false>(acc, part, now, s.empty, lane);
                 }
