@@ -1,12 +1,12 @@
 // The library's entry to the Hopper engine's FP8 block-scaled dense GEMM (gemm_fp8_kernel.cuh):
 // 128 x 128 tiles, 6 stages, or 128 x 192, 5 stages, on large outputs, by
-// moe__hopper_gemm_fp8_block_n (gemm_fp8.h). The 192-wide tiles take their scales by TMA in the
-// stage's transaction where the scale rows allow it (fp8_tma_scales_ok): lab call S3 of session 17
-// (bench/results/2026-12-04-h200-session17/callS3, fp8v4 against fp8v3) measured 3-17% faster on
-// every shape, 8192^3 0.810x cuBLASLt against 0.774x. The 128-wide tiles keep the scale ring: with
-// TMA scales (fp8v4_128) they were 8-14% faster on the square shapes but 12% slower on deepseek-v3's
-// one-expert GEMM2 (512 x 7168 x 2048), the kind of shape the rule gives them. The forward's
-// grouped FP8 path has its own kernel (grouped_fp8_kernel.cuh).
+// moe__hopper_gemm_fp8_block_n (gemm_fp8.h). Both take their scales by TMA in the stage's
+// transaction where the scale rows allow it (fp8_tma_scales_ok), else through the scale ring. Lab
+// calls S3 and S4 of session 17 (bench/results/2026-12-04-h200-session17), each variant against
+// the ring kernel of its width in the same run: 192 wide (fp8v4 / fp8v3, S3) 3-17% faster on every
+// shape, 8192^3 0.810x cuBLASLt against 0.774x; 128 wide (fp8v4_128 / fp8v1, S4) 5-23% faster
+// except deepseek-v3's one-expert GEMM2 (512 x 7168 x 2048), 2% slower. The forward's grouped FP8
+// path has its own kernel (grouped_fp8_kernel.cuh).
 #include "gemm_fp8_launch.cuh"
 
 using namespace moe_hopper;
@@ -24,9 +24,11 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
         if ((st = device_sms(&sms, why, why_len)) != MOE_STATUS_OK) return st;
         bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
     }
-    if (bn == 192 && fp8_tma_scales_ok(args)) {
-        using CFG = fp8_config<5, false, 192, true, true>;
-        return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, 192, args, s, why, why_len);
+    if (fp8_tma_scales_ok(args)) {
+        using WIDE = fp8_config<5, false, 192, true, true>;
+        using NARROW = fp8_config<6, false, 128, true, true>;
+        return bn == 192 ? fp8_launch_kernel<WIDE>(fp8_gemm_kernel<WIDE>, 192, args, s, why, why_len)
+                         : fp8_launch_kernel<NARROW>(fp8_gemm_kernel<NARROW>, 128, args, s, why, why_len);
     }
     return bn == 192 ? fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_gemm_kernel<fp8_wide_cfg<192>>, 192, args, s, why, why_len)
                      : fp8_launch<fp8_config<6>>(args, s, why, why_len);

@@ -11,7 +11,7 @@
  * (TMA row strides) and >= K; A and B 16-byte aligned; lds_a, lds_b >= ceil(K/128); sa and sb
  * 4-byte aligned; ldc >= N; block_n 0, 128 or 192. Asynchronous on `stream`; no allocation, no sync,
  * graph-capturable. Faster where lds_a and lds_b are multiples of 4 and sa, sb 16-byte aligned: the
- * 192-wide tiles then take their scales by TMA (gemm_fp8.cu). */
+ * tiles then take their scales by TMA (gemm_fp8.cu). */
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_H
 #define MOEFUSE_CUDA_HOPPER_GEMM_FP8_H
 
