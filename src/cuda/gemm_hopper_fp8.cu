@@ -128,6 +128,15 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
     return env && !strcmp(env, "epilogue") && a2_epilogue_sizes_ok(n, ldo, gated != 0);
 }
 
+// The A scales by bulk copy in the tile stage and the B scales from global memory
+// (grouped_fp8_config's STAGE_SCALES) instead of the scale ring: opt-in until a GPU run measures it,
+// MOEFUSE_HOPPER_FP8_SCALES=stage; only where it applies (k-block-major A scales, the static
+// prefill schedule, GEMM1 without A2 quantised in its epilogue, or GEMM2).
+static bool fp8_stage_scales(const grouped_fp8_params &p, bool dyn, bool decode, bool quant) {
+    const char *env = getenv("MOEFUSE_HOPPER_FP8_SCALES");
+    return env && !strcmp(env, "stage") && p.sa_bulk && !dyn && !decode && !quant;
+}
+
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
     const gemm_args *g = &a->g;
     if (g->rows == 0) return MOE_STATUS_OK;
@@ -180,7 +189,10 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
     const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
-    auto kernel = dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
+    const bool stage = fp8_stage_scales(p, dyn, decode, quant);
+    auto kernel = stage ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true>
+                                                : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true>)
+                  : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>
                                               : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>)
                   : g->mode == GEMM_DOWN
@@ -188,7 +200,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes();
+    const int smem = stage ? grouped_fp8_smem_bytes<false, true>()
+                     : dyn ? grouped_fp8_smem_bytes<true>()
+                           : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {
         kernel<<<ctas, THREADS, smem, stream>>>(map_a, map_b, p);

@@ -25,8 +25,8 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
         bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
     }
     if (fp8_tma_scales_ok(args)) {
-        using WIDE = fp8_config<5, false, 192, true, true>;
-        using NARROW = fp8_config<6, false, 128, true, true>;
+        using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES>;
+        using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES>;
         return bn == 192 ? fp8_launch_kernel<WIDE>(fp8_gemm_kernel<WIDE>, 192, args, s, why, why_len)
                          : fp8_launch_kernel<NARROW>(fp8_gemm_kernel<NARROW>, 128, args, s, why, why_len);
     }

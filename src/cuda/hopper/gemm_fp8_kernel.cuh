@@ -49,7 +49,7 @@
 //     those columns are past n, zero-filled by TMA and never stored); the promotion is compiled
 //     for every split the width allows and chosen once per tile (register indices stay constants).
 //
-// Scales by TMA (TMA_SCALES, the dense kernel): the scale warp and its ring go; the TMA thread
+// Scales by TMA (FP8_SCALES_BOXES, the dense kernel): the scale warp and its ring go; the TMA thread
 // loads each k-block's scales as two more boxes on the stage's own full barrier, so a consumer
 // that has its tiles has its scales, and frees both with the stage. TMA boxes are at least 16
 // bytes a row, so both boxes are 4 k-blocks wide, from kb & ~3 (an aligned start), and the
@@ -70,36 +70,49 @@ constexpr int FP8_BN = 128;  // one B scale block per tile column block
 constexpr int FP8_BK = 128;  // one scale block per k-block; 128 bytes = the swizzle row
 constexpr int FP8_SCALE_SLOTS = 132;  // per scale slot: 128 A scales, the B scale(s), padding to 16 B
 
+// Where the consumers' scales come from (fp8_config's SCALE_PATH).
+enum fp8_scale_path {
+    FP8_SCALES_RING = 0,   // a second producer warp copies them into their own ring (scale_full / scale_empty)
+    FP8_SCALES_BOXES = 1,  // dense kernel: two TMA boxes in the tile stage's transaction ("Scales by TMA")
+    FP8_SCALES_KMAJOR = 2, // grouped kernel: the tile's 128 k-block-major A scales by one bulk copy in the
+                           // stage's transaction; the consumers read the B scales from global memory
+    FP8_SCALES_NONE = 3    // lab probe of the dense kernel: no scale path, every scale 1 (timing only,
+                           // wrong results: what the scale path costs)
+};
+
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
-// tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below). SCALES_ false:
-// a lab probe of the dense kernel, timing only, wrong results: no scale copies and no scale-slot
-// waits, every scale 1 (what the scale path costs). TMA_SCALES_ (dense kernel): the scales come
-// by TMA in the tile stage's own transaction, no scale ring (see "Scales by TMA" below).
-template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, bool SCALES_ = true, bool TMA_SCALES_ = false>
+// tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below).
+template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING>
 struct fp8_config {
     static constexpr int BN = BN_;
-    static constexpr bool SCALES = SCALES_;
-    static constexpr bool TMA_SCALES = TMA_SCALES_;
-    static_assert(!TMA_SCALES_ || SCALES_, "TMA_SCALES: a configuration with scales");
+    static constexpr int SCALE_PATH = SCALE_PATH_;
+    static constexpr bool SCALES = SCALE_PATH_ != FP8_SCALES_NONE;
+    static constexpr bool RING_SCALES = SCALE_PATH_ == FP8_SCALES_RING;
+    static constexpr bool STAGE_SCALES = SCALE_PATH_ == FP8_SCALES_BOXES || SCALE_PATH_ == FP8_SCALES_KMAJOR;
     static constexpr int STAGES = STAGES_;
-    static constexpr int SCALE_STAGES = TMA_SCALES_ ? 0 : 2 * STAGES_;
+    static constexpr int SCALE_STAGES = STAGE_SCALES ? 0 : 2 * STAGES_; // (the probe keeps the ring's memory)
     static constexpr bool OVERLAP = OVERLAP_;
     static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = BN_ * FP8_BK;     // 16 KB at 128 wide
     static_assert(B_BYTES % 1024 == 0, "every stage stays 1024-aligned for the swizzle");
-    // TMA_SCALES: a stage's scale boxes, 4 k-blocks wide (16 bytes, a box's least row): the A
-    // scales of the tile's 128 rows, then the B scales of the 1 or 2 scale blocks it spans.
+    // The scales a tile stage carries. BOXES: 4 k-blocks wide (16 bytes, a box's least row): the A
+    // scales of the tile's 128 rows, then the B scales of the 1 or 2 scale blocks it spans. KMAJOR:
+    // the k-block's 128 A scales.
     static constexpr int B_SCALE_ROWS = BN_ == FP8_BN ? 1 : 2;
-    static constexpr int SA_BOX_BYTES = FP8_BM * 16;
-    static constexpr int SB_BOX_BYTES = B_SCALE_ROWS * 16;
-    static constexpr int TMA_BYTES = A_BYTES + B_BYTES + (TMA_SCALES_ ? SA_BOX_BYTES + SB_BOX_BYTES : 0);
-    // One slot's floats: the ring's FP8_SCALE_SLOTS, or a stage's boxes (rounded to 128 bytes,
-    // TMA's destination alignment).
-    static constexpr int SCALE_SLOT_FLOATS = TMA_SCALES_ ? (SA_BOX_BYTES + 128) / 4 : FP8_SCALE_SLOTS;
-    static constexpr int SCALE_SLOT_COUNT = TMA_SCALES_ ? STAGES_ : SCALE_STAGES;
-    static_assert(SB_BOX_BYTES <= 128, "the B box fits the slot's last 128 bytes");
+    static constexpr int SA_STAGE_BYTES = SCALE_PATH_ == FP8_SCALES_BOXES    ? FP8_BM * 16
+                                          : SCALE_PATH_ == FP8_SCALES_KMAJOR ? FP8_BM * 4
+                                                                             : 0;
+    static constexpr int SB_STAGE_BYTES = SCALE_PATH_ == FP8_SCALES_BOXES ? B_SCALE_ROWS * 16 : 0;
+    static constexpr int TMA_BYTES = A_BYTES + B_BYTES + SA_STAGE_BYTES + SB_STAGE_BYTES;
+    // One slot's floats: the ring's FP8_SCALE_SLOTS, or a stage's scales (BOXES: the B box in the
+    // slot's last 128 bytes, every box 128-aligned, TMA's destination alignment).
+    static constexpr int SCALE_SLOT_FLOATS = SCALE_PATH_ == FP8_SCALES_BOXES    ? (SA_STAGE_BYTES + 128) / 4
+                                             : SCALE_PATH_ == FP8_SCALES_KMAJOR ? SA_STAGE_BYTES / 4
+                                                                                : FP8_SCALE_SLOTS;
+    static constexpr int SCALE_SLOT_COUNT = STAGE_SCALES ? STAGES_ : SCALE_STAGES;
+    static_assert(SB_STAGE_BYTES <= 128, "the B box fits the slot's last 128 bytes");
     static constexpr int SCALE_BYTES = SCALE_SLOT_FLOATS * 4;
     static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
     static constexpr int SCALE_FULL_ARRIVALS = 32;    // the scale warp's lanes
@@ -107,13 +120,13 @@ struct fp8_config {
     static constexpr int SMEM_BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + SCALE_SLOT_COUNT * SCALE_BYTES +
                                       2 * (STAGES + SCALE_STAGES) * 8;
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
-    static_assert(SCALE_BYTES % 16 == 0, "keeps the barriers 8-byte aligned");
-    static_assert(!TMA_SCALES_ || SCALE_BYTES % 128 == 0, "every stage's scale boxes 128-aligned");
+    static_assert(SCALE_BYTES % 16 == 0, "keeps the barriers 8-byte aligned, bulk copies 16-byte aligned");
+    static_assert(SCALE_PATH_ != FP8_SCALES_BOXES || SCALE_BYTES % 128 == 0, "every stage's scale boxes 128-aligned");
 };
 
 // The shared memory of an FP8 kernel, carved from the 1024-aligned base: the tiles' ring
-// (A, B, full, empty) and the scale ring (slots, scale_full, scale_empty), or with TMA_SCALES
-// one scale slot per tile stage and no scale barriers.
+// (A, B, full, empty) and the scale ring (slots, scale_full, scale_empty), or with the scales in
+// the stage (BOXES, KMAJOR) one scale slot per tile stage and no scale barriers.
 struct fp8_smem {
     uint8_t *a;           // [STAGES][128 rows][128 bytes]
     uint8_t *b;           // [STAGES][128 rows][128 bytes]
@@ -183,10 +196,12 @@ struct fp8_kblock {
 // Waits for the next tile stage, issues its 4 wgmma k32 steps (m64 x CFG::BN) into `part`
 // (overwriting it) as one commit group, and while they run takes this thread's scales from the
 // next scale slot and frees that slot; advances both rings.
-// kb: the k-block's index (TMA_SCALES only: its column in the stage's 4-wide scale boxes).
+// kb_index: the k-block's index (BOXES only: its column in the stage's 4-wide scale boxes). b:
+// the k-block's B scales, even and odd columns (KMAJOR only: the caller reads them from global).
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
-                                                int half, int r_lo, int lane, int kb_index = 0) {
+                                                int half, int r_lo, int lane, int kb_index = 0,
+                                                float2 b = make_float2(1.0f, 1.0f)) {
     mbar_wait(&s.full[tiles.slot], tiles.phase);
     const uint64_t desc_a = smem_desc_k_sw128(s.a + tiles.slot * CFG::A_BYTES + half * 64 * FP8_BK);
     const uint64_t desc_b = smem_desc_k_sw128(s.b + tiles.slot * CFG::B_BYTES);
@@ -203,10 +218,12 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
         ring_next(tiles, CFG::STAGES);
         return kb;
     }
-    if constexpr (CFG::TMA_SCALES) { // the stage's own boxes, landed with its tiles
-        const float *sc = s.scale + tiles.slot * CFG::SCALE_SLOT_FLOATS + kb_index % 4;
-        const float a_lo = sc[4 * r_lo], a_hi = sc[4 * (r_lo + 8)];
-        const float sb = sc[CFG::SA_BOX_BYTES / 4], sb_odd = PAIRED ? sc[CFG::SA_BOX_BYTES / 4 + 4] : sb;
+    if constexpr (CFG::STAGE_SCALES) { // the stage's own scales, landed with its tiles
+        const bool boxes = CFG::SCALE_PATH == FP8_SCALES_BOXES;
+        const float *sc = s.scale + tiles.slot * CFG::SCALE_SLOT_FLOATS + (boxes ? kb_index % 4 : 0);
+        const float a_lo = sc[(boxes ? 4 : 1) * r_lo], a_hi = sc[(boxes ? 4 : 1) * (r_lo + 8)];
+        const float sb = boxes ? sc[CFG::SA_STAGE_BYTES / 4] : b.x;
+        const float sb_odd = !PAIRED ? sb : boxes ? sc[CFG::SA_STAGE_BYTES / 4 + 4] : b.y;
         kb.s_lo = a_lo * sb;
         kb.s_hi = a_hi * sb;
         kb.odd_lo = a_lo * sb_odd;
@@ -286,8 +303,8 @@ __device__ __forceinline__ void wide_promote_split(int split, float *acc, const 
 // ring with asynchronous copies that arrive on the slot's barrier when they land (the warp never
 // waits on a global load's latency): the tile's 128 A scales, and its B scale, or (B_SCALES = 2,
 // tiles wider than 128) the two 128-column scale blocks it spans, the second read as 0 past n.
-// TMA_SCALES: warp 0 lane 0 alone, each k-block's scales as two more boxes of the stage's
-// transaction (map_sa, map_sb: see "Scales by TMA").
+// BOXES: warp 0 lane 0 alone, each k-block's scales as two more boxes of the stage's transaction
+// (map_sa, map_sb: see "Scales by TMA"); NONE: warp 0 lane 0 alone, no scales.
 template <class CFG, int B_SCALES>
 __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUtensorMap *map_a, const CUtensorMap *map_b,
                                                   const CUtensorMap *map_sa, const CUtensorMap *map_sb,
@@ -296,12 +313,12 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
     if (warp == 0 && lane == 0) {
         tma_prefetch_map(map_a);
         tma_prefetch_map(map_b);
-        if (CFG::TMA_SCALES) {
+        if (CFG::SCALE_PATH == FP8_SCALES_BOXES) {
             tma_prefetch_map(map_sa);
             tma_prefetch_map(map_sb);
         }
     }
-    if (!((warp == 0 && lane == 0) || (warp == 1 && CFG::SCALES && !CFG::TMA_SCALES))) return;
+    if (!((warp == 0 && lane == 0) || (warp == 1 && CFG::RING_SCALES))) return;
     const int scale_blocks_n = (p.n + 127) / 128;
     ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -314,13 +331,13 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
                 mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                 tma_load_2d(s.a + r.slot * CFG::A_BYTES, map_a, &s.full[r.slot], kb * FP8_BK, m0);
                 tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
-                if (CFG::TMA_SCALES) {
+                if (CFG::SCALE_PATH == FP8_SCALES_BOXES) {
                     float *sc = s.scale + r.slot * CFG::SCALE_SLOT_FLOATS;
                     tma_load_2d(sc, map_sa, &s.full[r.slot], kb & ~3, m0);
-                    tma_load_2d(sc + CFG::SA_BOX_BYTES / 4, map_sb, &s.full[r.slot], kb & ~3, n0 / 128);
+                    tma_load_2d(sc + CFG::SA_STAGE_BYTES / 4, map_sb, &s.full[r.slot], kb & ~3, n0 / 128);
                 }
                 ring_next(r, CFG::STAGES);
-            } else if constexpr (!CFG::TMA_SCALES) {
+            } else if constexpr (CFG::RING_SCALES) {
                 mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
                 float *dst = s.scale + r.slot * FP8_SCALE_SLOTS;
 #pragma unroll
@@ -358,12 +375,13 @@ __device__ __forceinline__ void fp8_dense_store(const dense_params &out, const f
     }
 }
 
-// map_sa, map_sb: TMA_SCALES only (the launch passes copies of map_a otherwise, never read).
+// map_sa, map_sb: FP8_SCALES_BOXES only (the launch passes copies of map_a otherwise, never read).
 template <class CFG>
 __global__ void __launch_bounds__(THREADS, 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
                     const fp8_params p) {
+    static_assert(CFG::SCALE_PATH != FP8_SCALES_KMAJOR, "the dense kernel's scales: ring, boxes or none");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));

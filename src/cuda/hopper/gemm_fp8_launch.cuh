@@ -26,7 +26,7 @@ inline CUresult make_tensor_map_e4m3(CUtensorMap *map, const void *base, int64_t
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-// TMA_SCALES: fp32 scales [rows, kblocks] with row stride ld floats, read in boxes of box_rows
+// FP8_SCALES_BOXES: fp32 scales [rows, kblocks] with row stride ld floats, read in boxes of box_rows
 // rows x 4 k-blocks (16 bytes, the least a box row may be), no swizzle; outside the matrix zeros.
 inline CUresult make_tensor_map_scales(CUtensorMap *map, const float *base, int64_t rows, int64_t kblocks, int64_t ld,
                                        int box_rows) {
@@ -41,7 +41,7 @@ inline CUresult make_tensor_map_scales(CUtensorMap *map, const float *base, int6
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-// Whether the scales can come by TMA (TMA_SCALES): rows of 16-byte multiples, 16-byte bases.
+// Whether the scales can come by TMA (FP8_SCALES_BOXES): rows of 16-byte multiples, 16-byte bases.
 inline bool fp8_tma_scales_ok(const moe__hopper_gemm_fp8_args *a) {
     return a->lds_a % 4 == 0 && a->lds_b % 4 == 0 && ((uintptr_t)a->a_scales | (uintptr_t)a->b_scales) % 16 == 0;
 }
@@ -116,7 +116,8 @@ moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMa
                              const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
-    if (CFG::TMA_SCALES && !fp8_tma_scales_ok(args))
+    constexpr bool boxes = CFG::SCALE_PATH == FP8_SCALES_BOXES;
+    if (boxes && !fp8_tma_scales_ok(args))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
                     "lds_a, lds_b, a_scales, b_scales: got %lld, %lld, %p, %p, expected multiples of 4 and 16-byte "
                     "aligned addresses (scales by TMA)",
@@ -128,11 +129,11 @@ moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMa
     CUtensorMap map_a, map_b, map_sa, map_sb;
     CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, bn);
-    map_sa = map_sb = map_a; // never read unless TMA_SCALES
+    map_sa = map_sb = map_a; // never read unless boxes
     const int64_t kblocks = (args->k + FP8_BK - 1) / FP8_BK;
-    if (CFG::TMA_SCALES && cr == CUDA_SUCCESS)
+    if (boxes && cr == CUDA_SUCCESS)
         cr = make_tensor_map_scales(&map_sa, args->a_scales, args->m, kblocks, args->lds_a, FP8_BM);
-    if (CFG::TMA_SCALES && cr == CUDA_SUCCESS)
+    if (boxes && cr == CUDA_SUCCESS)
         cr = make_tensor_map_scales(&map_sb, args->b_scales, (args->n + 127) / 128, kblocks, args->lds_b,
                                     CFG::B_SCALE_ROWS);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);

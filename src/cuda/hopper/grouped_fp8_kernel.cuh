@@ -38,16 +38,24 @@
 
 namespace moe_hopper {
 
-using grouped_fp8_config = fp8_config<6>;
+// STAGE_SCALES (opt-in until measured: MOEFUSE_HOPPER_FP8_SCALES=stage, gemm_hopper_fp8.cu): the
+// k-block's 128 A scales come by one bulk copy in the tile stage's own transaction (the TMA thread;
+// no scale warp, no scale ring), and each consumer reads its tile's two B scales per k-block from
+// global memory (the same two addresses for all 256 consumer threads: L1 broadcasts), as the
+// dense kernel's BOXES do for the same reason (session 17: the ring cost 12-17% of the dense
+// kernel's time). Needs k-block-major A scales (sa_bulk); prefill only (not DYN, not SKIP_IDLE).
+template <bool STAGE_SCALES = false>
+using grouped_fp8_config = fp8_config<6, false, FP8_BN, STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
 // DYN (lab): the unit ring's barriers and slots and the tile stages' headers (fp8_dyn_carve).
 constexpr int GF8_DYN_BYTES = 128;
-template <bool DYN = false> constexpr int grouped_fp8_smem_bytes() {
-    return grouped_fp8_config::SMEM_BYTES + STAGED_EXTRA_BYTES + (DYN ? GF8_DYN_BYTES : 0);
+template <bool DYN = false, bool STAGE_SCALES = false> constexpr int grouped_fp8_smem_bytes() {
+    return grouped_fp8_config<STAGE_SCALES>::SMEM_BYTES + STAGED_EXTRA_BYTES + (DYN ? GF8_DYN_BYTES : 0);
 }
 static_assert(grouped_fp8_smem_bytes<true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_fp8_smem_bytes<false, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 // DYN (lab, as the bf16 kernel's DYN): the TMA thread takes units from the ticket counter
 // g.unit_counter and publishes each in a ring of 2 slots that the scale warp reads (unit_full /
@@ -64,7 +72,7 @@ __device__ __forceinline__ fp8_dyn fp8_dyn_carve(uint8_t *p) {
     d.unit_empty = d.unit_full + 2;
     d.unit_slot = (int *)(d.unit_empty + 2);
     d.tile_unit = d.unit_slot + 2;
-    static_assert(4 * 8 + 2 * 4 + grouped_fp8_config::STAGES * 4 <= GF8_DYN_BYTES, "GF8_DYN_BYTES");
+    static_assert(4 * 8 + 2 * 4 + grouped_fp8_config<>::STAGES * 4 <= GF8_DYN_BYTES, "GF8_DYN_BYTES");
     return d;
 }
 
@@ -246,16 +254,17 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
 
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128) or EPI_STAGED (the library's), or EPI_NONE
-// (lab/grouped_lab.cu: the mainloop without the store).
-template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false>
+// (lab/grouped_lab.cu: the mainloop without the store). STAGE_SCALES: see grouped_fp8_config.
+template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
     static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || (EPI == EPI_QUANT && MODE == GEMM_UP),
                   "the FP8 grouped kernel's epilogues: staged, none, or A2 quantised (GEMM1)");
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
+    static_assert(!(STAGE_SCALES && (DYN || SKIP_IDLE)), "STAGE_SCALES: the static prefill schedule only");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using CFG = grouped_fp8_config;
+    using CFG = grouped_fp8_config<STAGE_SCALES>;
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     uint8_t *staging = s.end;                                      // per consumer warp
@@ -286,7 +295,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             tma_prefetch_map(&map_a);
             tma_prefetch_map(&map_b);
         }
-        if ((warp == 0 && lane == 0) || warp == 1) {
+        if ((warp == 0 && lane == 0) || (warp == 1 && CFG::RING_SCALES)) {
             ring_pos r = {0, 0};  // warp 0: the tiles' ring; warp 1: the scale ring
             ring_pos ur = {0, 0}; // DYN: the unit ring
             for (int u = blockIdx.x;;) {
@@ -321,8 +330,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                             tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
                             tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
                                         e * p.g.n + n0);
+                            if constexpr (CFG::STAGE_SCALES) // the k-block's 128 A scales, 512 contiguous bytes
+                                bulk_copy_g2s(s.scale + r.slot * CFG::SCALE_SLOT_FLOATS,
+                                              p.sa + m0 + (long long)kb * p.sa_ks, CFG::SA_STAGE_BYTES, &s.full[r.slot]);
                             ring_next(r, CFG::STAGES);
-                        } else {
+                        } else if constexpr (CFG::RING_SCALES) {
                             // cp.async copies that arrive on the slot's barrier when they land (see the
                             // dense kernel).
                             mbar_wait(&s.scale_empty[r.slot], r.phase ^ 1);
@@ -421,19 +433,29 @@ __global__ void __launch_bounds__(THREADS, 1)
             float held[EPI == EPI_QUANT ? 32 : 1]; // EPI_QUANT, gated: the first tile's GLU values
             for (int t = 0; t < n_count; ++t) {
                 const int n0 = (n_first + t) * FP8_BN;
+                long long sb_even = 0, sb_odd = 0; // STAGE_SCALES: this tile's B scales in global memory
+                int sb_ks = 0;
+                if constexpr (CFG::STAGE_SCALES) b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
 #pragma unroll
                 for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
                 for (int kb = 0; kb < num_kb; ++kb) {
                     if (SKIP_IDLE && idle) {
                         mbar_wait(&s.full[tiles.slot], tiles.phase);
                         release_stage<1>(&s.empty[tiles.slot], lane);
-                        mbar_wait(&s.scale_full[scales.slot], scales.phase);
-                        release_stage<1>(&s.scale_empty[scales.slot], lane);
+                        if constexpr (CFG::RING_SCALES) {
+                            mbar_wait(&s.scale_full[scales.slot], scales.phase);
+                            release_stage<1>(&s.scale_empty[scales.slot], lane);
+                        }
                         ring_next(tiles, CFG::STAGES);
-                        ring_next(scales, CFG::SCALE_STAGES);
+                        if constexpr (CFG::RING_SCALES) ring_next(scales, CFG::SCALE_STAGES);
                         continue;
                     }
-                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
+                    float2 b = make_float2(1.0f, 1.0f);
+                    if constexpr (CFG::STAGE_SCALES) {
+                        const long long at = (long long)kb * sb_ks;
+                        b = make_float2(__ldg(p.sw + sb_even + at), __ldg(p.sw + sb_odd + at));
+                    }
+                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, b);
                     wgmma_wait_group<0>();
                     fp8_retire<true>(acc, part, now, s.empty, lane);
                 }
