@@ -15,30 +15,16 @@ namespace moe_hopper {
 // +0.0).
 inline CUresult make_tensor_map_e4m3(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int64_t ld,
                                      int box_rows = 128) {
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode) return CUDA_ERROR_NOT_FOUND;
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    cuuint64_t strides[1] = {(cuuint64_t)ld};
-    cuuint32_t box[2] = {(cuuint32_t)FP8_BK, (cuuint32_t)box_rows};
-    cuuint32_t elem_strides[2] = {1, 1};
-    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, elem_strides,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return make_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, rows, cols, ld, FP8_BK, box_rows,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 // FP8_SCALES_BOXES: fp32 scales [rows, kblocks] with row stride ld floats, read in boxes of box_rows
 // rows x 4 k-blocks (16 bytes, the least a box row may be), no swizzle; outside the matrix zeros.
 inline CUresult make_tensor_map_scales(CUtensorMap *map, const float *base, int64_t rows, int64_t kblocks, int64_t ld,
                                        int box_rows) {
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode) return CUDA_ERROR_NOT_FOUND;
-    cuuint64_t dims[2] = {(cuuint64_t)kblocks, (cuuint64_t)rows};
-    cuuint64_t strides[1] = {(cuuint64_t)ld * 4};
-    cuuint32_t box[2] = {4, (cuuint32_t)box_rows};
-    cuuint32_t elem_strides[2] = {1, 1};
-    return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(base), dims, strides, box, elem_strides,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return make_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, rows, kblocks, ld * 4, 4, box_rows,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 // Whether the scales can come by TMA (FP8_SCALES_BOXES): rows of 16-byte multiples, 16-byte bases.

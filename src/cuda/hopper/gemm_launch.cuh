@@ -38,19 +38,28 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return fn;
 }
 
+// A 2-D row-major matrix [rows, cols] of `type` with row stride ld_bytes, read in boxes of
+// box_rows x box_cols elements; elements outside the matrix read as zero. The engine's maps below
+// (and gemm_fp8_launch.cuh's) differ only in these arguments.
+inline CUresult make_tensor_map_2d(CUtensorMap *map, CUtensorMapDataType type, const void *base, int64_t rows,
+                                   int64_t cols, int64_t ld_bytes, int box_cols, int box_rows,
+                                   CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode) return CUDA_ERROR_NOT_FOUND;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    cuuint64_t strides[1] = {(cuuint64_t)ld_bytes};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+    cuuint32_t elem_strides[2] = {1, 1};
+    return encode(map, type, 2, const_cast<void *>(base), dims, strides, box, elem_strides,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 // A bf16 matrix [rows, cols] with row stride ld elements, read in boxes of box_rows x BK
 // with the 128-byte swizzle; elements outside the matrix read as zero.
 inline CUresult make_tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int64_t ld,
                                 int box_rows) {
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode) return CUDA_ERROR_NOT_FOUND;
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
-    cuuint32_t box[2] = {(cuuint32_t)BK, (cuuint32_t)box_rows};
-    cuuint32_t elem_strides[2] = {1, 1};
-    return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box,
-                  elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return make_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, rows, cols, ld * 2, BK, box_rows,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 // Checks that do not depend on the tile configuration.
