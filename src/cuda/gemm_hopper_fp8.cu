@@ -131,10 +131,11 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
 // The A scales by bulk copy in the tile stage and the B scales from global memory
 // (grouped_fp8_config's STAGE_SCALES) instead of the scale ring: opt-in until a GPU run measures it,
 // MOEFUSE_HOPPER_FP8_SCALES=stage; only where it applies (k-block-major A scales, the static
-// prefill schedule, GEMM1 without A2 quantised in its epilogue, or GEMM2).
-static bool fp8_stage_scales(const grouped_fp8_params &p, bool dyn, bool decode, bool quant) {
+// prefill schedule), with A2 quantised in GEMM1's epilogue too (MOEFUSE_FP8_A2=epilogue; that
+// kernel spills 48 bytes with the ring, 40 with the stage scales, ptxas -v).
+static bool fp8_stage_scales(const grouped_fp8_params &p, bool dyn, bool decode) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_SCALES");
-    return env && !strcmp(env, "stage") && p.sa_bulk && !dyn && !decode && !quant;
+    return env && !strcmp(env, "stage") && p.sa_bulk && !dyn && !decode;
 }
 
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
@@ -189,8 +190,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
     const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
-    const bool stage = fp8_stage_scales(p, dyn, decode, quant);
+    const bool stage = fp8_stage_scales(p, dyn, decode);
     auto kernel = stage ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true>
+                           : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, false, true>
                                                 : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true>)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>

@@ -44,6 +44,8 @@ namespace moe_hopper {
 // global memory (the same two addresses for all 256 consumer threads: L1 broadcasts), as the
 // dense kernel's BOXES do for the same reason (session 17: the ring cost 12-17% of the dense
 // kernel's time). Needs k-block-major A scales (sa_bulk); prefill only (not DYN, not SKIP_IDLE).
+// ptxas: no spills in the EPI_STAGED instantiations (the ring's spill 24 bytes), 40 bytes with
+// EPI_QUANT (the ring's 48).
 template <bool STAGE_SCALES = false>
 using grouped_fp8_config = fp8_config<6, false, FP8_BN, STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
