@@ -61,10 +61,10 @@ __global__ void __launch_bounds__(PERMUTE_THREADS)
 
 // The kernel's parameters for one grouped GEMM (grouped_kernel.cuh's grouped_prepare for the
 // FP8 tile and scales).
-void fill_params(const fp8_gemm_args *a, int sms, grouped_fp8_params *p) {
+void fill_params(const fp8_gemm_args *a, int sms, int bn, grouped_fp8_params *p) {
     *p = grouped_fp8_params{}; // fields of grouped_params this kernel does not read stay zero
     const gemm_args *g = &a->g;
-    grouped_plan_params(g, sms, FP8_BN, &p->g); // FP8_BM == BM (static_assert in the kernel)
+    grouped_plan_params(g, sms, bn, &p->g); // FP8_BM == BM (static_assert in the kernel)
     p->sa = a->a_scales;
     p->sa_rs = (long long)a->a_scale_rs;
     p->sa_ks = (long long)a->a_scale_ks;
@@ -133,9 +133,17 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
 // MOEFUSE_HOPPER_FP8_SCALES=stage; only where it applies (k-block-major A scales, the static
 // prefill schedule), with A2 quantised in GEMM1's epilogue too (MOEFUSE_FP8_A2=epilogue; that
 // kernel spills 48 bytes with the ring, 40 with the stage scales, ptxas -v).
-static bool fp8_stage_scales(const grouped_fp8_params &p, bool dyn, bool decode) {
+static bool fp8_stage_scales(const fp8_gemm_args *a, bool dyn, bool decode) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_SCALES");
-    return env && !strcmp(env, "stage") && p.sa_bulk && !dyn && !decode;
+    return env && !strcmp(env, "stage") && !a->swap_decode && !dyn && !decode &&
+           fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
+}
+
+// 128 x 192 tiles (grouped_fp8_config's BN) on the stage scales, without A2 quantised in the
+// epilogue: opt-in until a GPU run measures them, MOEFUSE_HOPPER_FP8_BN=192.
+static int fp8_tile_n(bool stage, bool quant) {
+    const char *env = getenv("MOEFUSE_HOPPER_FP8_BN");
+    return env && !strcmp(env, "192") && stage && !quant ? 192 : FP8_BN;
 }
 
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
@@ -163,17 +171,24 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     moe_status st = device_sms(&sms, why, sizeof why);
     if (st != MOE_STATUS_OK) return moe__error(ctx, st, "Hopper FP8 GEMM: %s", why);
 
-    // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B).
+    // The kernel: the decode instantiation (SKIP_IDLE), tickets (DYN), the stage scales, the tile width.
+    const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
+    const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
+    const bool stage = fp8_stage_scales(a, dyn, decode);
+    const int bn = fp8_tile_n(stage, quant);
+
+    // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
+    // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
     CUtensorMap map_a, map_b;
     CUresult cr = make_tensor_map_e4m3(&map_a, g->a, g->rows, g->k, g->lda, a->swap_decode ? SWAP_NT : FP8_BM);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, g->b, g->experts * g->n, g->k, g->k);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, g->b, g->experts * g->n, g->k, g->k, bn);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper FP8 GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     grouped_fp8_params p;
-    fill_params(a, sms, &p);
+    fill_params(a, sms, bn, &p);
     if (a->swap_decode) {
         // map_b's boxes (128 weight rows) are the swapped kernel's A; map_a's (a plan block) its B.
         if (quant)
@@ -185,13 +200,12 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     // Persistent: at most one CTA per SM, and no more than the host bound of work units.
     const int64_t bound = (g->rows + FP8_BM - 1) / FP8_BM * units_along_n(p.g.tiles_n, p.tiles_per_unit);
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
+    p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
-    const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
-    p.g.unit_counter = dyn ? g->unit_counter : nullptr;
-    const bool stage = fp8_stage_scales(p, dyn, decode);
-    auto kernel = stage ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true>
+    auto kernel = bn == 192 ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
+                                                    : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)
+                  : stage ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true>
                            : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, false, true>
                                                 : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true>)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
@@ -202,9 +216,10 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = stage ? grouped_fp8_smem_bytes<false, true>()
-                     : dyn ? grouped_fp8_smem_bytes<true>()
-                           : grouped_fp8_smem_bytes();
+    const int smem = bn == 192 ? grouped_fp8_smem_bytes<false, true, 192>()
+                     : stage   ? grouped_fp8_smem_bytes<false, true>()
+                     : dyn     ? grouped_fp8_smem_bytes<true>()
+                               : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {
         kernel<<<ctas, THREADS, smem, stream>>>(map_a, map_b, p);

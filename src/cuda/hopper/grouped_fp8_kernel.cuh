@@ -46,18 +46,23 @@ namespace moe_hopper {
 // kernel's time). Needs k-block-major A scales (sa_bulk); prefill only (not DYN, not SKIP_IDLE).
 // ptxas: no spills in the EPI_STAGED instantiations (the ring's spill 24 bytes), 40 bytes with
 // EPI_QUANT (the ring's 48).
-template <bool STAGE_SCALES = false>
-using grouped_fp8_config = fp8_config<6, false, FP8_BN, STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
+// BN (opt-in, MOEFUSE_HOPPER_FP8_BN=192, with STAGE_SCALES): 128 x 192 tiles, 5 stages, as the dense
+// kernel's wide tiles (session 16: +4-17% on its large shapes); see wide_b_scales below. Their
+// shared memory fits only without the scale ring (230 KB of 227 KB... with it: 233 KB).
+template <bool STAGE_SCALES = false, int BN = FP8_BN>
+using grouped_fp8_config =
+    fp8_config<BN == FP8_BN ? 6 : 5, false, BN, STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
 // DYN (lab): the unit ring's barriers and slots and the tile stages' headers (fp8_dyn_carve).
 constexpr int GF8_DYN_BYTES = 128;
-template <bool DYN = false, bool STAGE_SCALES = false> constexpr int grouped_fp8_smem_bytes() {
-    return grouped_fp8_config<STAGE_SCALES>::SMEM_BYTES + STAGED_EXTRA_BYTES + (DYN ? GF8_DYN_BYTES : 0);
+template <bool DYN = false, bool STAGE_SCALES = false, int BN = FP8_BN> constexpr int grouped_fp8_smem_bytes() {
+    return grouped_fp8_config<STAGE_SCALES, BN>::SMEM_BYTES + STAGED_EXTRA_BYTES + (DYN ? GF8_DYN_BYTES : 0);
 }
 static_assert(grouped_fp8_smem_bytes<true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<false, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_fp8_smem_bytes<false, true, 192>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 // DYN (lab, as the bf16 kernel's DYN): the TMA thread takes units from the ticket counter
 // g.unit_counter and publishes each in a ring of 2 slots that the scale warp reads (unit_full /
@@ -254,10 +259,50 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
     }
 }
 
+// A 192-wide tile's B scales (BN = 192): its columns span two 128-row scale blocks of W (block
+// kind: rows n0/128 and the next; paired W13: the gate blocks of pairs n0/2 .. n0/2 + 95 and the
+// next, each with its up block). off[0], off[1]: the first block's even- and odd-column scales of
+// k-block 0 (as b_scale_offsets), off[2], off[3]: the second block's (the first's again where the
+// tile ends inside the first block or the expert has no next block: those columns are past n and
+// dropped); ks: their stride per k-block; split: the fragment's column blocks of 8 that take the
+// first block's (8, 16, or all 24).
+__device__ __forceinline__ void wide_b_scales(const grouped_fp8_params &p, int e, int n0, long long (&off)[4],
+                                              int &ks, int &split) {
+    b_scale_offsets(p, e, n0, off[0], off[1], ks);
+    off[2] = off[0];
+    off[3] = off[1];
+    split = 24;
+    const long long rows = p.sw_cols > 0 ? p.sw_expert / p.sw_cols : 0; // scale rows of one expert
+    if (p.sw_kind == GF8_W_BLOCK) {
+        split = (128 - n0 % 128) / 8;
+        if (n0 / 128 + 1 < rows) off[2] = off[3] = off[0] + p.sw_cols;
+    } else if (p.sw_kind == GF8_W_PAIRED) {
+        split = (128 - (n0 / 2) % 128) / 4;
+        if (2 * (n0 / 256) + 3 < rows) {
+            off[2] = off[0] + 2 * p.sw_cols;
+            off[3] = off[1] + 2 * p.sw_cols;
+        }
+    }
+    if (split > 24) split = 24;
+}
+
+// acc += part * scale over a 192-wide fragment: column block j < SPLIT with the first block's
+// even/odd scales of rows lo and hi (s[0..3] = lo even, lo odd, hi even, hi odd), the rest with
+// the second's (s[4..7]).
+template <int SPLIT> __device__ __forceinline__ void wide_paired_promote(float *acc, const float *part, const float (&s)[8]) {
+#pragma unroll
+    for (int j = 0; j < 24; ++j) {
+        const int b = j < SPLIT ? 0 : 4;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[4 * j + i] = fmaf(part[4 * j + i], s[b + i], acc[4 * j + i]);
+    }
+}
+
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128) or EPI_STAGED (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store). STAGE_SCALES: see grouped_fp8_config.
-template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false>
+template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
+          int BN = FP8_BN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
@@ -265,8 +310,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                   "the FP8 grouped kernel's epilogues: staged, none, or A2 quantised (GEMM1)");
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
     static_assert(!(STAGE_SCALES && (DYN || SKIP_IDLE)), "STAGE_SCALES: the static prefill schedule only");
+    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && EPI == EPI_STAGED),
+                  "192-wide tiles: stage scales and the staged epilogue only");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using CFG = grouped_fp8_config<STAGE_SCALES>;
+    using CFG = grouped_fp8_config<STAGE_SCALES, BN>;
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     uint8_t *staging = s.end;                                      // per consumer warp
@@ -320,7 +367,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
                 const int m0 = m_block * FP8_BM;
                 for (int t = 0; t < n_count; ++t) {
-                    const int n0 = (n_first + t) * FP8_BN;
+                    const int n0 = (n_first + t) * BN;
                     long long sb_even, sb_odd;
                     int sb_ks;
                     b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
@@ -392,7 +439,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int half = warpgroup - 1;                    // rows half*64 .. half*64+63 of the tile
         const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
         const int cw = half * 4 + warp;                    // consumer warp 0..7
-        float acc[64], part[64];
+        float acc[BN / 2], part[BN / 2];
         ring_pos tiles = {0, 0}, scales = {0, 0};
         // SKIP_IDLE: the id of the first row of this warpgroup's half of each unit's block, loaded
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
@@ -434,39 +481,62 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             float held[EPI == EPI_QUANT ? 32 : 1]; // EPI_QUANT, gated: the first tile's GLU values
             for (int t = 0; t < n_count; ++t) {
-                const int n0 = (n_first + t) * FP8_BN;
+                const int n0 = (n_first + t) * BN;
                 long long sb_even = 0, sb_odd = 0; // STAGE_SCALES: this tile's B scales in global memory
                 int sb_ks = 0;
                 if constexpr (CFG::STAGE_SCALES) b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
 #pragma unroll
-                for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-                for (int kb = 0; kb < num_kb; ++kb) {
-                    if (SKIP_IDLE && idle) {
-                        mbar_wait(&s.full[tiles.slot], tiles.phase);
-                        release_stage<1>(&s.empty[tiles.slot], lane);
-                        if constexpr (CFG::RING_SCALES) {
-                            mbar_wait(&s.scale_full[scales.slot], scales.phase);
-                            release_stage<1>(&s.scale_empty[scales.slot], lane);
+                for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+                if constexpr (BN != FP8_BN) { // 192 wide: two B scale blocks a tile (wide_b_scales)
+                    long long off[4];
+                    int ks, split;
+                    wide_b_scales(p, e, n0, off, ks, split);
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        const long long at = (long long)kb * ks;
+                        float b[4];
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
+                        // B scales 1: now's products are this thread's two A scales themselves.
+                        const fp8_kblock now =
+                            fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, make_float2(1.0f, 1.0f));
+                        const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
+                                             now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
+                        wgmma_wait_group<0>();
+                        fence_registers<BN / 2>(part);
+                        release_stage<1>(&s.empty[now.stage], lane);
+                        if (split == 8) wide_paired_promote<8>(acc, part, sc);
+                        else if (split == 16) wide_paired_promote<16>(acc, part, sc);
+                        else wide_paired_promote<24>(acc, part, sc);
+                    }
+                } else {
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        if (SKIP_IDLE && idle) {
+                            mbar_wait(&s.full[tiles.slot], tiles.phase);
+                            release_stage<1>(&s.empty[tiles.slot], lane);
+                            if constexpr (CFG::RING_SCALES) {
+                                mbar_wait(&s.scale_full[scales.slot], scales.phase);
+                                release_stage<1>(&s.scale_empty[scales.slot], lane);
+                            }
+                            ring_next(tiles, CFG::STAGES);
+                            if constexpr (CFG::RING_SCALES) ring_next(scales, CFG::SCALE_STAGES);
+                            continue;
                         }
-                        ring_next(tiles, CFG::STAGES);
-                        if constexpr (CFG::RING_SCALES) ring_next(scales, CFG::SCALE_STAGES);
-                        continue;
+                        float2 b = make_float2(1.0f, 1.0f);
+                        if constexpr (CFG::STAGE_SCALES) {
+                            const long long at = (long long)kb * sb_ks;
+                            b = make_float2(__ldg(p.sw + sb_even + at), __ldg(p.sw + sb_odd + at));
+                        }
+                        const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, b);
+                        wgmma_wait_group<0>();
+                        fp8_retire<true>(acc, part, now, s.empty, lane);
                     }
-                    float2 b = make_float2(1.0f, 1.0f);
-                    if constexpr (CFG::STAGE_SCALES) {
-                        const long long at = (long long)kb * sb_ks;
-                        b = make_float2(__ldg(p.sw + sb_even + at), __ldg(p.sw + sb_odd + at));
-                    }
-                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, b);
-                    wgmma_wait_group<0>();
-                    fp8_retire<true>(acc, part, now, s.empty, lane);
                 }
                 if constexpr (EPI == EPI_NONE) {
-                    keep_accumulators<64>(p.g, acc);
+                    keep_accumulators<BN / 2>(p.g, acc);
                 } else if constexpr (EPI == EPI_STAGED) {
-                    staged_epilogue<MODE, FP8_BN, float>(p.g, acc, e, warp_row, n0, lane,
-                                                         (float *)(staging + cw * STAGE_WARP_BYTES),
-                                                         row_info + cw * ROWINFO_WARP_BYTES);
+                    staged_epilogue<MODE, BN, float>(p.g, acc, e, warp_row, n0, lane,
+                                                     (float *)(staging + cw * STAGE_WARP_BYTES),
+                                                     row_info + cw * ROWINFO_WARP_BYTES);
                 } else {
                     const int q = lane % 4, cols_left = p.g.n - n0;
                     const float *bias_q = p.g.bias ? p.g.bias + (int64_t)e * p.g.n + n0 + 2 * q : nullptr;
