@@ -49,15 +49,17 @@
 //     those columns are past n, zero-filled by TMA and never stored); the promotion is compiled
 //     for every split the width allows and chosen once per tile (register indices stay constants).
 //
-// Scales by TMA (FP8_SCALES_BOXES, the dense kernel): the scale warp and its ring go; the TMA thread
-// loads each k-block's scales as two more boxes on the stage's own full barrier, so a consumer
-// that has its tiles has its scales, and frees both with the stage. TMA boxes are at least 16
-// bytes a row, so both boxes are 4 k-blocks wide, from kb & ~3 (an aligned start), and the
-// consumer reads column kb % 4: the A box is sa's 128 rows of the tile (2 KB: row r's 4 scales
-// at float 4 * r), the B box sb's 1 or 2 rows (the tile's scale blocks; past the last, zeros). Needs sa's and sb's rows 16-byte aligned
-// (lds_a, lds_b multiples of 4, both bases 16-byte aligned). This is what the published FP8
-// block-scaled kernels do (docs/hopper_gemm.md); the scale ring it replaces cost 12% at 8192^3
-// (S1 of session 17: the no-scale probe 0.895x cuBLASLt against the engine's 0.776x).
+// Scales by TMA (FP8_SCALES_BOXES, the dense kernel; the engine's where the scale rows allow it):
+// the scale warp and its ring go; the TMA thread loads each k-block's scales as two more boxes on
+// the stage's own full barrier, so a consumer that has its tiles has its scales, and frees both
+// with the stage. A box row is at least 16 bytes, so both boxes are 4 k-blocks wide; they start
+// at kb & ~3 and the consumer reads column kb % 4 (started at kb itself, 4 bytes into a 16-byte
+// segment, the kernels stopped with an illegal instruction: S2 of session 17). The A box is sa's
+// 128 rows of the tile (2 KB: row r's 4 scales at float 4 * r), the B box sb's 1 or 2 rows (the
+// tile's scale blocks; past the last, zeros). Needs sa's and sb's rows 16-byte aligned (lds_a,
+// lds_b multiples of 4, both bases 16-byte aligned). The published FP8 block-scaled kernels do
+// this (docs/hopper_gemm.md). The ring cost 12% of the time at 8192^3 (the no-scale probe 0.895x
+// cuBLASLt against 0.776x); the boxes took the engine to 0.804x there (S5 of session 17).
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 

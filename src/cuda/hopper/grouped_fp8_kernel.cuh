@@ -289,7 +289,8 @@ __device__ __forceinline__ void wide_b_scales(const grouped_fp8_params &p, int e
 // acc += part * scale over a 192-wide fragment: column block j < SPLIT with the first block's
 // even/odd scales of rows lo and hi (s[0..3] = lo even, lo odd, hi even, hi odd), the rest with
 // the second's (s[4..7]).
-template <int SPLIT> __device__ __forceinline__ void wide_paired_promote(float *acc, const float *part, const float (&s)[8]) {
+template <int SPLIT>
+__device__ __forceinline__ void wide_paired_promote(float *acc, const float *part, const float (&s)[8]) {
 #pragma unroll
     for (int j = 0; j < 24; ++j) {
         const int b = j < SPLIT ? 0 : 4;
@@ -381,7 +382,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                                         e * p.g.n + n0);
                             if constexpr (CFG::STAGE_SCALES) // the k-block's 128 A scales, 512 contiguous bytes
                                 bulk_copy_g2s(s.scale + r.slot * CFG::SCALE_SLOT_FLOATS,
-                                              p.sa + m0 + (long long)kb * p.sa_ks, CFG::SA_STAGE_BYTES, &s.full[r.slot]);
+                                              p.sa + m0 + (long long)kb * p.sa_ks, CFG::SA_STAGE_BYTES,
+                                              &s.full[r.slot]);
                             ring_next(r, CFG::STAGES);
                         } else if constexpr (CFG::RING_SCALES) {
                             // cp.async copies that arrive on the slot's barrier when they land (see the
