@@ -1291,6 +1291,49 @@ static void test_advice(void) {
     free(svg);
 }
 
+/* The grouped FP8 kernel's 192-wide tiles read each fragment column's B scale from the row
+ * moe__fp8_wide_b_scale_rows gives for its block (first or second, by split) and parity: here every
+ * column of every tile of several expert widths against the column's own scale row (its 128-row
+ * block; paired W13: the gate or up block of its pair). */
+static void test_fp8_wide_scale_rows(void) {
+    static const int64_t widths[] = {4096, 1536, 5760, 2880, 2048, 7168, 1408, 3072, 1024, 192, 208, 320};
+    static const int kinds[] = {MOE__FP8_WSCALE_TENSOR, MOE__FP8_WSCALE_BLOCK, MOE__FP8_WSCALE_PAIRED};
+    int64_t checked = 0, bad = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+        for (int k = 0; k < 3; k++) {
+            const int kind = kinds[k];
+            const int64_t n = widths[w];
+            const int64_t rows = kind == MOE__FP8_WSCALE_TENSOR ? 1
+                                 : kind == MOE__FP8_WSCALE_BLOCK ? (n + 127) / 128
+                                                                 : 2 * ((n / 2 + 127) / 128);
+            for (int64_t n0 = 0; n0 < n; n0 += 192) {
+                int64_t r[4];
+                int split = -1;
+                moe__fp8_wide_b_scale_rows(kind, n0, rows, r, &split);
+                CHECK(split == 8 || split == 16 || split == 24, "kind %d n %lld n0 %lld: split %d", kind,
+                      (long long)n, (long long)n0, split);
+                for (int i = 0; i < 4; i++)
+                    CHECK(r[i] >= 0 && r[i] < rows, "kind %d n %lld n0 %lld: row %lld of %lld", kind, (long long)n,
+                          (long long)n0, (long long)r[i], (long long)rows);
+                for (int64_t c = 0; c < 192 && n0 + c < n; c++) {
+                    const int64_t col = n0 + c, pair_block = col / 2 / 128;
+                    const int64_t want = kind == MOE__FP8_WSCALE_TENSOR  ? 0
+                                         : kind == MOE__FP8_WSCALE_BLOCK ? col / 128
+                                                                         : 2 * pair_block + col % 2;
+                    const int64_t got = r[(c / 8 < split ? 0 : 2) + c % 2];
+                    checked++;
+                    if (got != want && bad++ < 4)
+                        printf("    kind %d n %lld n0 %lld column %lld: scale row %lld, expected %lld\n", kind,
+                               (long long)n, (long long)n0, (long long)c, (long long)got, (long long)want);
+                }
+            }
+        }
+    CHECK(bad == 0, "%lld of %lld tile columns read another scale row", (long long)bad, (long long)checked);
+    int64_t columns = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) columns += 3 * widths[w];
+    CHECK(checked == columns, "checked %lld columns, expected %lld", (long long)checked, (long long)columns);
+}
+
 int main(void) {
     harness_seed("test_shapes");
     harness_print_limit = 12;
@@ -1314,5 +1357,6 @@ int main(void) {
                      test_roofline_dense_engine);
     harness_run_case("roofline vs PERF.md dense-equiv cuBLAS times on the H200 (+-25%)", test_roofline_vs_perf);
     harness_run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
+    harness_run_case("grouped FP8 192-wide tiles: every column's B scale row", test_fp8_wide_scale_rows);
     return harness_finish(cases_passed, cases_failed);
 }

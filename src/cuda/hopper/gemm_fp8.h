@@ -51,6 +51,48 @@ static inline int moe__hopper_gemm_fp8_block_n(int64_t m, int64_t n, int64_t sms
     return tiles_192 >= MOE__HOPPER_FP8_WIDE_MIN_WAVES * sms ? 192 : 128;
 }
 
+/* Callable from CUDA device code too (the grouped kernel's use below) and from the C tests. */
+#if defined(__CUDACC__)
+#define MOE__HOST_DEVICE __host__ __device__
+#else
+#define MOE__HOST_DEVICE
+#endif
+
+/* How an expert's FP8 weight scales are laid out (the grouped kernel's sw_kind): one per tensor;
+ * 128x128 blocks, row r of the scale matrix for weight rows 128r ..; or paired W13 (gate and up
+ * rows interleaved, each half on its own 128-row grid): scale row 2g for the gate rows of block g,
+ * 2g + 1 for its up rows. */
+enum { MOE__FP8_WSCALE_TENSOR = 0, MOE__FP8_WSCALE_BLOCK = 1, MOE__FP8_WSCALE_PAIRED = 2 };
+
+/* The grouped FP8 kernel's 128 x 192 tiles (grouped_fp8_kernel.cuh, MOEFUSE_HOPPER_FP8_BN=192): the
+ * scale rows that the tile at weight row (output column) n0 of one expert reads, relative to the
+ * expert's first scale row (rows_per_expert of them), and where it switches between them. A tile
+ * spans two 128-row scale blocks: rows[0], rows[1] are the first's for the fragment's even and odd
+ * columns (the same but for paired W13), rows[2], rows[3] the second's (the first's again where the
+ * expert has no second: those columns are past N); *split: the fragment's column blocks of 8 that
+ * take the first (8, 16, or 24 = all). Plain C: tests/test_shapes.c checks it column by column. */
+static inline MOE__HOST_DEVICE void moe__fp8_wide_b_scale_rows(int kind, int64_t n0, int64_t rows_per_expert,
+                                                               int64_t rows[4], int *split) {
+    int64_t first = 0, second = 0; /* of the even columns; the odd ones' are +1 when paired */
+    int s = 24;
+    if (kind == MOE__FP8_WSCALE_BLOCK) {
+        first = n0 / 128;
+        second = first + 1;
+        s = (int)((128 - n0 % 128) / 8);
+    } else if (kind == MOE__FP8_WSCALE_PAIRED) {
+        first = 2 * (n0 / 256); /* the gate block of pair n0 / 2 */
+        second = first + 2;
+        s = (int)((128 - (n0 / 2) % 128) / 4);
+    }
+    const int64_t odd = kind == MOE__FP8_WSCALE_PAIRED ? 1 : 0;
+    if (second + odd >= rows_per_expert) second = first;
+    rows[0] = first;
+    rows[1] = first + odd;
+    rows[2] = second;
+    rows[3] = second + odd;
+    *split = s < 24 ? s : 24;
+}
+
 /* Launches the GEMM; on failure returns the status and writes why (argument, value, what was
  * expected) into why[why_len] when why is not NULL. */
 moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args, void *stream, char *why, size_t why_len);

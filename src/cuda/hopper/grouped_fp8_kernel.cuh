@@ -84,6 +84,9 @@ __device__ __forceinline__ fp8_dyn fp8_dyn_carve(uint8_t *p) {
 }
 
 enum { GF8_W_TENSOR = 0, GF8_W_BLOCK = 1, GF8_W_PAIRED = 2 }; // = FP8W_TENSOR / _BLOCK / _BLOCK_PAIRED
+static_assert((int)GF8_W_TENSOR == (int)MOE__FP8_WSCALE_TENSOR && (int)GF8_W_BLOCK == (int)MOE__FP8_WSCALE_BLOCK &&
+                  (int)GF8_W_PAIRED == (int)MOE__FP8_WSCALE_PAIRED,
+              "gemm_fp8.h's scale kinds");
 
 struct grouped_fp8_params {
     grouped_params g;          // n, k, tiles_n (128-wide), group_m, the plan, the epilogue; out fp32
@@ -259,31 +262,16 @@ __device__ __forceinline__ void b_scale_offsets(const grouped_fp8_params &p, int
     }
 }
 
-// A 192-wide tile's B scales (BN = 192): its columns span two 128-row scale blocks of W (block
-// kind: rows n0/128 and the next; paired W13: the gate blocks of pairs n0/2 .. n0/2 + 95 and the
-// next, each with its up block). off[0], off[1]: the first block's even- and odd-column scales of
-// k-block 0 (as b_scale_offsets), off[2], off[3]: the second block's (the first's again where the
-// tile ends inside the first block or the expert has no next block: those columns are past n and
-// dropped); ks: their stride per k-block; split: the fragment's column blocks of 8 that take the
-// first block's (8, 16, or all 24).
+// A 192-wide tile's B scales (BN = 192): off[0..3], the offsets from sw of k-block 0's scales for
+// the even and odd columns of the two 128-row scale blocks the tile spans; ks, their stride per
+// k-block; split, the fragment's column blocks that take the first block's
+// (moe__fp8_wide_b_scale_rows, gemm_fp8.h).
 __device__ __forceinline__ void wide_b_scales(const grouped_fp8_params &p, int e, int n0, long long (&off)[4],
                                               int &ks, int &split) {
-    b_scale_offsets(p, e, n0, off[0], off[1], ks);
-    off[2] = off[0];
-    off[3] = off[1];
-    split = 24;
-    const long long rows = p.sw_cols > 0 ? p.sw_expert / p.sw_cols : 0; // scale rows of one expert
-    if (p.sw_kind == GF8_W_BLOCK) {
-        split = (128 - n0 % 128) / 8;
-        if (n0 / 128 + 1 < rows) off[2] = off[3] = off[0] + p.sw_cols;
-    } else if (p.sw_kind == GF8_W_PAIRED) {
-        split = (128 - (n0 / 2) % 128) / 4;
-        if (2 * (n0 / 256) + 3 < rows) {
-            off[2] = off[0] + 2 * p.sw_cols;
-            off[3] = off[1] + 2 * p.sw_cols;
-        }
-    }
-    if (split > 24) split = 24;
+    int64_t rows[4];
+    moe__fp8_wide_b_scale_rows(p.sw_kind, n0, p.sw_cols > 0 ? p.sw_expert / p.sw_cols : 1, rows, &split);
+    for (int i = 0; i < 4; ++i) off[i] = (long long)e * p.sw_expert + (long long)rows[i] * p.sw_cols;
+    ks = p.sw_kind == GF8_W_TENSOR ? 0 : 1;
 }
 
 // acc += part * scale over a 192-wide fragment: column block j < SPLIT with the first block's
