@@ -98,7 +98,9 @@ struct variant {
     bool dyn = false;      // units taken from a ticket counter (the kernel's DYN), not a static stride
     bool pp = false;       // the pingpong kernel (lab/grouped_pingpong_kernel.cuh): 128 x 128 tiles
     bool trace = false;    // pingpong: clock64 trace of CTAs 0-3 (TRACE), summarised after timing
-    int bn = 256;          // the shipped kernel's tile columns: 256, or 240 (divides gpt-oss's 2880)
+    int bn = 256;          // the shipped kernel's tile columns: 256, or 240 (divides gpt-oss's 2880);
+                           // FP8: 192 for the 128 x 192 tiles, else 128
+    bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -153,6 +155,11 @@ static const variant VARIANTS[] = {
     {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true},
     {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true},
     {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, true},
+    // Session 17, opt-in in the library (MOEFUSE_HOPPER_FP8_SCALES=stage, MOEFUSE_HOPPER_FP8_BN=192).
+    {"fp8_up_stage", "FP8 GEMM1, scales in the tile stage (no scale ring)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 128, true},
+    {"fp8_down_stage", "FP8 GEMM2, scales in the tile stage (no scale ring)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 128, true},
+    {"fp8_up_192", "fp8_up_stage on 128 x 192 tiles, 5 stages", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true},
+    {"fp8_down_192", "fp8_down_stage on 128 x 192 tiles, 5 stages", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 192, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -172,23 +179,29 @@ typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const
                                  unsigned);
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
-template <int MODE, int EPI, bool DYN = false>
+template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
+    constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN>();
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               grouped_fp8_smem_bytes<DYN>());
+        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_fp8_kernel<MODE, false, EPI, DYN><<<ctas, THREADS, grouped_fp8_smem_bytes<DYN>()>>>(a, b, p);
+    grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN><<<ctas, THREADS, smem>>>(a, b, p);
     return cudaGetLastError();
 }
 
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
 static fp8_launch_fn pick_fp8(const variant &v) {
+    if (v.stage && v.bn == 192)
+        return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED, false, true, 192>
+                                        : fp8_launch_t<GEMM_DOWN, EPI_STAGED, false, true, 192>;
+    if (v.stage)
+        return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED, false, true>
+                                        : fp8_launch_t<GEMM_DOWN, EPI_STAGED, false, true>;
     if (v.dyn) return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED, true> : fp8_launch_t<GEMM_DOWN, EPI_STAGED, true>;
     if (v.kernel_mode == GEMM_UP) return v.epi == EPI_NONE ? fp8_launch_t<GEMM_UP, EPI_NONE> : fp8_launch_t<GEMM_UP, EPI_STAGED>;
     return v.epi == EPI_NONE ? fp8_launch_t<GEMM_DOWN, EPI_NONE> : fp8_launch_t<GEMM_DOWN, EPI_STAGED>;
@@ -293,6 +306,12 @@ static launch_fn pick(const variant &v, int act) {
 
 static const void *kernel_address(const variant &v, int act) {
     if (v.fp8) {
+        if (v.stage && v.bn == 192)
+            return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>
+                                            : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>;
+        if (v.stage)
+            return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true>
+                                            : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true>;
         if (v.dyn)
             return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>
                                             : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>;
@@ -713,13 +732,13 @@ static double median_ms(const std::function<cudaError_t()> &launch) {
 
 // Tensor maps, parameters and grid of one FP8 grouped GEMM, as hopper_fp8_gemm_launch sets them
 // up (src/cuda/gemm_hopper_fp8.cu), from the lab's operands.
-static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, CUtensorMap *ma, CUtensorMap *mb,
+static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int bn, CUtensorMap *ma, CUtensorMap *mb,
                             grouped_fp8_params *p, unsigned *ctas) {
     CUresult cr = make_tensor_map_e4m3(ma, a.a, a.rows, a.k, a.lda);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(mb, a.b, a.experts * a.n, a.k, a.k);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(mb, a.b, a.experts * a.n, a.k, a.k, bn);
     if (cr != CUDA_SUCCESS) return cr;
     *p = grouped_fp8_params{};
-    grouped_plan_params(&a, sms, FP8_BN, &p->g);
+    grouped_plan_params(&a, sms, bn, &p->g);
     p->sa = O.sa;
     p->sa_rs = O.sa_rs;
     p->sa_ks = O.sa_ks;
@@ -783,7 +802,9 @@ int main(int argc, char **argv) {
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
-        const int smem = fp8                  ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
+        const int smem = fp8 && v.stage      ? (v.bn == 192 ? grouped_fp8_smem_bytes<false, true, 192>()
+                                                               : grouped_fp8_smem_bytes<false, true>())
+                         : fp8                ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
                          : v.pp               ? PP_SMEM_BYTES
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
                          : epi_uses_staging(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
@@ -869,7 +890,7 @@ int main(int argc, char **argv) {
                 grouped_params p;
                 grouped_fp8_params p8;
                 unsigned ctas = 0;
-                const CUresult cr = fp8 ? fp8_prepare(a, O, sms, &ma, &mb, &p8, &ctas)
+                const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 17 for a later session's first call (not yet run). From the repo root, carry
-# .deps:   O=$OUT bash bench/results/next-session/session17_followup.sh      (~5 min)
+# .deps:   O=$OUT bash bench/results/next-session/session17_followup.sh      (~8 min)
 # The grouped FP8 kernel with its scales in the tile stage (grouped_fp8_config's STAGE_SCALES,
 # opt-in MOEFUSE_HOPPER_FP8_SCALES=stage; compile-checked only): the k-block's 128 A scales by one
 # bulk copy in the stage's transaction, the B scales read by the consumers from global memory, no
@@ -16,13 +16,17 @@
 #    (MOEFUSE_FP8_A2=epilogue, measured ~1% slower than the separate pass with the ring) vs stage on
 #    192-wide tiles, 3 alternated rounds, PERF.md's four shapes and the four untuned ones at
 #    T = 512, 4096, 16384 (bench_gpu_forward --dtype fp8 --gemm hopper).
-# 3. ncu of qwen3-30b-a3b and deepseek-v3 T=16384 FP8 with it (kernel times, tensor pipe).
+# 3. The grouped FP8 lab (lab/grouped_lab.cu --fp8: fp8_up/down_staged = shipped, _stage, _192):
+#    each GEMM alone on PERF.md's shapes, checked against an fp64 reference, then timed.
+# 4. ncu of qwen3-30b-a3b and deepseek-v3 T=16384 FP8 with it (kernel times, tensor pipe).
 # Prediction (before the run): (1) all pass, memcheck 0 errors. (2) stage/base at T=16384:
 # qwen3 0.92-0.97, deepseek 0.92-0.97, gpt-oss and mixtral 0.93-0.98; T=4096 0.94-0.99; T=512
 # 0.97-1.01 (few k-blocks per tile: the scale path mattered less); stage + A2 epilogue / stage
 # 0.97-1.02 (the quantiser pass, 9% of qwen3's forward, goes; GEMM1's units double); 192 wide /
 # stage at T=16384 0.93-0.99 on deepseek, qwen3 and mixtral, 0.97-1.03 on gpt-oss (2880 = 15 x 192
-# exactly, against 22.5 tiles of 128), worse than stage at T=512 (fewer, longer units). (3) the
+# exactly, against 22.5 tiles of 128), worse than stage at T=512 (fewer, longer units). (3) all
+# checks pass; per GEMM stage / staged 0.88-0.97, 192 / stage 0.92-1.00 (GEMM2 of qwen3, N = 2048
+# = 10.7 tiles of 192, 1.00-1.05). (4) the
 # grouped GEMMs 5-12% shorter than S4/S5 of session 16 and S1 of session 17 (qwen3 GEMM1 1069 us,
 # GEMM2 711 us), the tensor pipe 3-8 points busier.
 set -u
@@ -72,6 +76,11 @@ for k in sorted(t):
         r = [f"{statistics.median(t[k][q]) / mb:.3f}" if t[k].get(q) else "-" for q in ("stage", "stagea2", "stage192")]
         print(f"| {k[0]} | {k[1]} | {mb:.4f} | {r[0]} | {r[1]} | {r[2]} | {len(b)} |")
 PY
+# The grouped FP8 lab: each GEMM alone, checked against an fp64 reference, then timed (shipped vs
+# stage vs 192 wide; PERF.md's shapes at T=16384).
+LAB=fp8 SUITE=0 LAB_LIMIT=200 VARIANTS=fp8_up_staged,fp8_up_stage,fp8_up_192,fp8_down_staged,fp8_down_stage,fp8_down_192 \
+    OUT=$O/glab timeout 280 bash lab/run_grouped_on_device.sh > $O/glab_stdout.log 2>&1
+mark "grouped fp8 lab" $? $O/glab_stdout.log
 M="sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
 env $ST DTYPE=fp8 METRICS=$M MODELS="qwen3-30b-a3b deepseek-v3" TOKENS=16384 GEMMS=hopper RUN_LIMIT=90 \
     OUT=$O/prof_stage timeout 120 bash tests/gpu/profile_on_device.sh > $O/prof_stage_stdout.log 2>&1
