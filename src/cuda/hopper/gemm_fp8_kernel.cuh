@@ -96,6 +96,7 @@ struct fp8_config {
     static constexpr int SCALE_STAGES = STAGE_SCALES ? 0 : 2 * STAGES_; // (the probe keeps the ring's memory)
     static constexpr bool OVERLAP = OVERLAP_;
     static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
+    static_assert(!OVERLAP_ || SCALE_PATH_ != FP8_SCALES_BOXES, "OVERLAP's issues pass no k-block index (boxes need it)");
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = BN_ * FP8_BK;     // 16 KB at 128 wide
     static_assert(B_BYTES % 1024 == 0, "every stage stays 1024-aligned for the swizzle");
@@ -196,10 +197,11 @@ struct fp8_kblock {
 };
 
 // Waits for the next tile stage, issues its 4 wgmma k32 steps (m64 x CFG::BN) into `part`
-// (overwriting it) as one commit group, and while they run takes this thread's scales from the
-// next scale slot and frees that slot; advances both rings.
-// kb_index: the k-block's index (BOXES only: its column in the stage's 4-wide scale boxes). b:
-// the k-block's B scales, even and odd columns (KMAJOR only: the caller reads them from global).
+// (overwriting it) as one commit group, and while they run takes this thread's scales: from the
+// next scale slot, which it frees (the ring; advances both rings), or from the stage itself
+// (BOXES, KMAJOR; freed with the stage). kb_index: the k-block's index (BOXES only: its column in
+// the stage's 4-wide scale boxes). b: the k-block's B scales, even and odd columns (KMAJOR only:
+// the caller reads them from global memory).
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
                                                 int half, int r_lo, int lane, int kb_index = 0,
