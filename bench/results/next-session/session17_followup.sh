@@ -86,4 +86,5 @@ env $ST DTYPE=fp8 METRICS=$M MODELS="qwen3-30b-a3b deepseek-v3" TOKENS=16384 GEM
     OUT=$O/prof_stage timeout 120 bash tests/gpu/profile_on_device.sh > $O/prof_stage_stdout.log 2>&1
 mark "prof stage" $? /dev/null
 mark done 0 /dev/null
-cd $O && tar czf fwd.tgz fwd && rm -rf fwd
+# Everything in one archive (the device tool returns at most 8 files), call.log beside it.
+cd $O && tar czf /tmp/s17_all.tgz . && mv /tmp/s17_all.tgz $O/all.tgz
