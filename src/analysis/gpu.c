@@ -38,7 +38,7 @@
  *    0.166354 ms vs cuBLASLt 0.103954 ms -> 1335 x 0.6249. Still the grouped kernel's; the dense
  *    engine itself has run faster since session 17 took its scales by TMA (4096^3 0.701x, 8192^3
  *    0.804x cuBLASLt: bench/results/2026-12-04-h200-session17/callS5), so moe_dense_launch_time's
- *    FP8 times are now up to ~15% long for the dense engine.
+ *    FP8 times are now 14-19% long for the dense engine (949 and 996 TFLOP/s there against 834).
  *  - v1 224 TFLOP/s: bench/results/2026-12-02-h200-cuda-v1-vs-hopper.json (commit 9d016dd), the
  *    mixtral-8x7b T = 16384 layer forward on the v1 path, 235.45 TFLOP/s against that run's
  *    cuBLAS 8192^3 ceiling of 788.5 -> 751 x 0.2986. A whole layer (routing, permute and combine
