@@ -8,15 +8,15 @@ using namespace moe_hopper;
 
 extern "C" moe_status lab_gemm_fp8_v3(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len) {
-    return fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_gemm_kernel<fp8_wide_cfg<192>>, 192, args, stream, why, why_len);
+    return fp8_launch<fp8_wide_cfg<192>>(args, stream, why, why_len);
 }
 extern "C" moe_status lab_gemm_fp8_v3_160(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len) {
-    return fp8_launch_kernel<fp8_wide_cfg<160>>(fp8_gemm_kernel<fp8_wide_cfg<160>>, 160, args, stream, why, why_len);
+    return fp8_launch<fp8_wide_cfg<160>>(args, stream, why, why_len);
 }
 extern "C" moe_status lab_gemm_fp8_v3_144(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len) {
-    return fp8_launch_kernel<fp8_wide_cfg<144>>(fp8_gemm_kernel<fp8_wide_cfg<144>>, 144, args, stream, why, why_len);
+    return fp8_launch<fp8_wide_cfg<144>>(args, stream, why, why_len);
 }
 
 // Probes (timing only: every scale 1, so their outputs fail the check): the 128- and 192-wide
@@ -24,10 +24,10 @@ extern "C" moe_status lab_gemm_fp8_v3_144(const moe__hopper_gemm_fp8_args *args,
 extern "C" moe_status lab_gemm_fp8_noscale_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                                size_t why_len) {
     using CFG = fp8_config<6, false, 128, FP8_SCALES_NONE>;
-    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, 128, args, stream, why, why_len);
+    return fp8_launch<CFG>(args, stream, why, why_len);
 }
 extern "C" moe_status lab_gemm_fp8_noscale_192(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                                size_t why_len) {
     using CFG = fp8_config<5, false, 192, FP8_SCALES_NONE>;
-    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, 192, args, stream, why, why_len);
+    return fp8_launch<CFG>(args, stream, why, why_len);
 }

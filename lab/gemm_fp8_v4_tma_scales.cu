@@ -11,10 +11,10 @@ using namespace moe_hopper;
 extern "C" moe_status lab_gemm_fp8_v4(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len) {
     using CFG = fp8_config<5, false, 192, FP8_SCALES_BOXES>;
-    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, 192, args, stream, why, why_len);
+    return fp8_launch<CFG>(args, stream, why, why_len);
 }
 extern "C" moe_status lab_gemm_fp8_v4_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len) {
     using CFG = fp8_config<6, false, 128, FP8_SCALES_BOXES>;
-    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, 128, args, stream, why, why_len);
+    return fp8_launch<CFG>(args, stream, why, why_len);
 }

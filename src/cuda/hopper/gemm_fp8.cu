@@ -27,9 +27,9 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
     if (fp8_tma_scales_ok(args)) {
         using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES>;
         using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES>;
-        return bn == 192 ? fp8_launch_kernel<WIDE>(fp8_gemm_kernel<WIDE>, 192, args, s, why, why_len)
-                         : fp8_launch_kernel<NARROW>(fp8_gemm_kernel<NARROW>, 128, args, s, why, why_len);
+        return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len)
+                         : fp8_launch<NARROW>(args, s, why, why_len);
     }
-    return bn == 192 ? fp8_launch_kernel<fp8_wide_cfg<192>>(fp8_gemm_kernel<fp8_wide_cfg<192>>, 192, args, s, why, why_len)
+    return bn == 192 ? fp8_launch<fp8_wide_cfg<192>>(args, s, why, why_len)
                      : fp8_launch<fp8_config<6>>(args, s, why, why_len);
 }

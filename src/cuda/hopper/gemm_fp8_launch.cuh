@@ -94,12 +94,13 @@ inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sm
     return p;
 }
 
-// Checks the arguments, builds the e4m3 tensor maps (B boxes of bn rows) and launches `kernel`
-// (an FP8 dense kernel of configuration CFG, bn-wide tiles) on a persistent grid. The engine's
-// entry below and the lab's FP8 variants launch through it.
+// Checks the arguments, builds the tensor maps (B boxes of CFG::BN rows; the scale boxes with
+// FP8_SCALES_BOXES) and launches fp8_gemm_kernel<CFG> on a persistent grid. The engine's entry
+// (gemm_fp8.cu) and the lab's FP8 variants launch through it.
 template <class CFG>
-moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, fp8_params), int bn,
-                             const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
+moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
+    constexpr int bn = CFG::BN;
+    const auto kernel = fp8_gemm_kernel<CFG>;
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
     constexpr bool boxes = CFG::SCALE_PATH == FP8_SCALES_BOXES;
@@ -139,10 +140,6 @@ moe_status fp8_launch_kernel(void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMa
     return MOE_STATUS_OK;
 }
 
-template <class CFG>
-moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why, size_t why_len) {
-    return fp8_launch_kernel<CFG>(fp8_gemm_kernel<CFG>, FP8_BN, args, stream, why, why_len);
-}
 
 } // namespace moe_hopper
 
