@@ -472,9 +472,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             float held[EPI == EPI_QUANT ? 32 : 1]; // EPI_QUANT, gated: the first tile's GLU values
             for (int t = 0; t < n_count; ++t) {
                 const int n0 = (n_first + t) * BN;
-                long long sb_even = 0, sb_odd = 0; // STAGE_SCALES: this tile's B scales in global memory
+                long long sb_even = 0, sb_odd = 0; // STAGE_SCALES, 128 wide: the tile's B scales in global memory
                 int sb_ks = 0;
-                if constexpr (CFG::STAGE_SCALES) b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
+                if constexpr (CFG::STAGE_SCALES && BN == FP8_BN) b_scale_offsets(p, e, n0, sb_even, sb_odd, sb_ks);
 #pragma unroll
                 for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
                 if constexpr (BN != FP8_BN) { // 192 wide: two B scale blocks a tile (wide_b_scales)
