@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 17 for a later session's first call (not yet run). From the repo root, carry
+# Prepared in session 17, run as session 18 call S1 (callS1.sh). From the repo root, carry
 # .deps:   O=$OUT bash bench/results/next-session/session17_followup.sh      (~9 min)
 # The grouped FP8 kernel with its scales in the tile stage (grouped_fp8_config's STAGE_SCALES,
 # opt-in MOEFUSE_HOPPER_FP8_SCALES=stage; compile-checked only): the k-block's 128 A scales by one
