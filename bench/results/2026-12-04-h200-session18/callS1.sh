@@ -3,4 +3,4 @@
 # archive always comes back. Run from the repo root with carry [".deps"].
 O=$OUT timeout 540 bash bench/results/2026-12-04-h200-session18/session17_followup.sh
 echo "followup rc=$?" >> $OUT/call.log
-cd $OUT && tar czf /tmp/all.tgz . && mv /tmp/all.tgz .
+cd $OUT && rm -f all.tgz; tar czf /tmp/all.tgz . && mv /tmp/all.tgz .
