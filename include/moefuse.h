@@ -386,8 +386,7 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * (=256: no 240-wide tiles); nothing is printed or launched. (MOEFUSE_FP8_QUANT=scalar, the scalar
  * form of the 1x128 activation quantiser instead of the vector one, MOEFUSE_HOPPER_FP8_SCALES=stage,
  * the FP8 grouped GEMMs' scales in the tile stage instead of a scale ring, and with it
- * MOEFUSE_HOPPER_FP8_BN=192, their 128 x 192 tiles, and MOEFUSE_HOPPER_FP8_X=plan, x quantised
- * straight into plan order, are A/B switches that the line does not name.)
+ * MOEFUSE_HOPPER_FP8_BN=192, their 128 x 192 tiles, are A/B switches that the line does not name.)
  * Errors: NULL ctx/w/buf (NULL_POINTER); buf_size too small for the line (INVALID_ARGUMENT, the
  * message gives the size needed; MOE_FORWARD_CONFIG_MAX always suffices); num_tokens < 0 (INVALID_ARGUMENT) or
  * too large (OVERFLOW), as moe_forward_workspace_size. */

@@ -284,15 +284,9 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     uint32_t *amax = (uint32_t *)(base + L.amax); // [0] x, [1..2] plan A2, [3] separate shared A2
     moe_status st;
 
-    // x, once per token (the routed rows and the shared expert read the same codes); or, on the
-    // Hopper path with 1x128 scales and no separate shared expert, opt-in (MOEFUSE_HOPPER_FP8_X=
-    // plan), once per plan row straight into plan order below, in place of this pass and the permute.
-    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
-    const bool x_into_plan = hopper && !L.fp8_tensor && !(L.shared && !L.fused) && hopper_fp8_x_into_plan();
-    if (!x_into_plan) {
-        fp8_quant_args qx = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.T, L.H, xq, xq_scales, amax);
-        if ((st = cuda_status(ctx, fp8_quantize_launch(&qx, stream), "quantise x to fp8")) != MOE_STATUS_OK) return st;
-    }
+    // x, once per token (the routed rows and the shared expert read the same codes).
+    fp8_quant_args qx = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.T, L.H, xq, xq_scales, amax);
+    if ((st = cuda_status(ctx, fp8_quantize_launch(&qx, stream), "quantise x to fp8")) != MOE_STATUS_OK) return st;
 
     fp8_gemm_args g1;
     memset(&g1, 0, sizeof g1);
@@ -321,29 +315,16 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     set_act_scales(&g1, L, xq_scales, L.H, false);
     set_weight_scales(&g1, &d->w13_scales, d->format);
     g1.swap_decode = L.swap; // g2 and the separate shared expert's copies: v1 ignores it
+    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     if (hopper) {
         // TMA loads A tiles: the x codes (and their row scales) in plan order first.
         uint8_t *xpq = base + L.xpq;
         float *xpq_scales = (float *)(base + L.xpq_scales);
         const int64_t groups = L.fp8_tensor ? 0 : (L.H + 127) / 128;
-        if (x_into_plan) { // each plan row quantises its token's x row; scales k-block-major
-            fp8_quant_args qp = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.max_rows, L.H, xpq,
-                                           xpq_scales, amax);
-            qp.sorted_ids = plan.sorted_ids;
-            qp.live_rows = plan.expert_offsets + L.experts;
-            qp.padding_id = L.rows;
-            qp.gather_top_k = L.k;
-            qp.scale_rs = 1;
-            qp.scale_ks = L.scale_ld;
-            if ((st = cuda_status(ctx, fp8_quantize_launch(&qp, stream), "quantise x into plan order")) !=
-                MOE_STATUS_OK)
-                return st;
-        } else if ((st = cuda_status(ctx,
-                                     hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld,
-                                                               stream),
-                                     "permute the x codes")) != MOE_STATUS_OK) {
+        if ((st = cuda_status(ctx,
+                              hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
+                              "permute the x codes")) != MOE_STATUS_OK)
             return st;
-        }
         if (!L.swap && hopper_expert_raster(true)) g1.g.expert_offsets = plan.expert_offsets; // g2 copies g1
         if (!L.swap && hopper_ticket_schedule(true)) {
             // The tiled GEMMs' ticket counter (FP8: opt-in, MOEFUSE_HOPPER_SCHEDULE=dyn): 0 for

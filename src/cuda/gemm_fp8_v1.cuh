@@ -95,11 +95,6 @@ bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 // when given one: prefill only (the decode instantiation, under 64 routed rows per expert, reads a
 // unit ahead) and hopper_ticket_schedule(true) (gemm_hopper.cu).
 bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts);
-// Whether the forward's Hopper path quantises x straight into plan order (one pass: each plan row
-// its token's row, fp8_quant_args's gather_top_k) instead of quantising by token and permuting the
-// codes: opt-in until a GPU run measures it, MOEFUSE_HOPPER_FP8_X=plan. The codes and scales are
-// the same either way (same values, same rule).
-bool hopper_fp8_x_into_plan(void);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------
 // Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3
@@ -125,10 +120,6 @@ struct fp8_quant_args {
     float *scales;
     int64_t scale_rs, scale_ks;
     uint32_t *amax;          // FP8_TENSOR: 2 words of scratch (routed, shared), zeroed here
-    // FP8_ROW128 with a plan: 0, plan row r quantises src row r (A2, already in plan order); k > 0,
-    // it quantises its token's row of x (ids below padding_id: id / k; above: a fused shared row,
-    // id - padding_id - 1): x quantised straight into plan order, for the Hopper GEMM1.
-    int64_t gather_top_k;
 };
 // The quantiser's arguments for `rows` plain rows (no plan) of src [rows, ld] into codes [rows, cols]
 // and scales by row; callers set the plan fields and other scale strides after.

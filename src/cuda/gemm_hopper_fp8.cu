@@ -119,11 +119,6 @@ bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts) {
     return !fp8_tiles_decode(tokens, top_k, experts) && hopper_ticket_schedule(true);
 }
 
-bool hopper_fp8_x_into_plan(void) {
-    const char *env = getenv("MOEFUSE_HOPPER_FP8_X");
-    return env && !strcmp(env, "plan");
-}
-
 static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {
     return ldo % 16 == 0 && (gated ? n % 128 == 0 : n % 16 == 0);
 }

@@ -31,13 +31,6 @@ __device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
     return id == p.padding_id ? -1 : id > p.padding_id ? 1 : 0;
 }
 
-// The source row that plan row r quantises (fp8_quant_args's gather_top_k); r is live.
-template <bool GATHER> __device__ __forceinline__ int64_t src_row(const fp8_quant_args &p, int64_t r) {
-    if (!GATHER) return r;
-    const int64_t id = p.sorted_ids[r];
-    return id < p.padding_id ? id / p.gather_top_k : id - p.padding_id - 1;
-}
-
 // Work is split into (row, span of columns) items whose loads a thread issues together, so that
 // a few wide live rows (decode: 1-2 rows of I = 14336) spread over many warps with several loads
 // in flight each. (Before session 9 a block walked a whole row one load at a time: mixtral's A2
@@ -76,15 +69,15 @@ template <> __device__ __forceinline__ void load4_as_float<__half>(const __half 
 // one group; GPI = 16, tried in K5, added ~14 us to gpt-oss's and deepseek-v3's T = 1 forward,
 // whose few live A2 rows each became one warp's 16-group chain).
 // VEC (the default where fp8_row128_vec_ok; MOEFUSE_FP8_QUANT=scalar forces the scalar form): lane
-// holds the 4 adjacent columns g * 128 + 4 lane .. + 3 instead, loaded as one S[4] and stored as
-// one 4-byte word of codes: a quarter of the loads and stores (S5 of session 16: the scalar form
-// moves qwen3-30b-a3b's A2 at ~2 TB/s, half of what the DRAM gives). The codes are the same bit for bit: a code depends only on
+// holds the 4 adjacent columns
+// g * 128 + 4 lane .. + 3 instead, loaded as one S[4] and stored as one 4-byte word of codes: a
+// quarter of the loads and stores (S5 of session 16: the scalar form moves qwen3-30b-a3b's A2 at
+// ~2 TB/s, half of what the DRAM gives). The codes are the same bit for bit: a code depends only on
 // its value and its group's scale, and the group's amax is the same maximum over the same values.
 // Measured in S1 of session 17 (bench/results/2026-12-04-h200-session17/callS1): the suite's
 // --quick passes with it; ncu qwen3-30b-a3b T=16384: A2 254 -> 209 us, x 81 -> 63 us; FP8 forward
 // vec/scalar 0.95-1.00 over PERF.md's shapes at T = 512, 4096, 16384.
-// GATHER: x quantised straight into plan order (src_row).
-template <int GPI, bool VEC = false, typename S = float, bool GATHER = false>
+template <int GPI, bool VEC = false, typename S = float>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
     const int64_t items = live_rows_of(p) * per_row;
@@ -97,19 +90,18 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
             if (lane < g1 - g0) p.scales[r * p.scale_rs + (g0 + lane) * p.scale_ks] = 0.0f;
             continue;
         }
-        const int64_t sr = src_row<GATHER>(p, r);
         float v[GPI][4];
 #pragma unroll
         for (int i = 0; i < GPI; i++) {
             if constexpr (VEC) {
                 const int64_t c = (g0 + i) * 128 + 4 * lane; // cols % 4 == 0: all four in or all out
-                if (c < p.cols) load4_as_float<S>((const S *)p.src + sr * p.src_ld + c, v[i]);
+                if (c < p.cols) load4_as_float<S>((const S *)p.src + r * p.src_ld + c, v[i]);
                 else v[i][0] = v[i][1] = v[i][2] = v[i][3] = 0.0f;
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int64_t c = (g0 + i) * 128 + lane + 32 * j;
-                    v[i][j] = c < p.cols ? load_as_float(p.src, sr * p.src_ld + c, p.src_dtype) : 0.0f;
+                    v[i][j] = c < p.cols ? load_as_float(p.src, r * p.src_ld + c, p.src_dtype) : 0.0f;
                 }
             }
         }
@@ -153,17 +145,10 @@ bool fp8_row128_vec_ok(const fp8_quant_args *p) {
            (uintptr_t)p->codes % 4 == 0;
 }
 
-template <int GPI, bool GATHER> void launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
-    if (p->src_dtype == MOE_DTYPE_BF16)
-        quant_row128_kernel<GPI, true, __nv_bfloat16, GATHER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else if (p->src_dtype == MOE_DTYPE_F16)
-        quant_row128_kernel<GPI, true, __half, GATHER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else quant_row128_kernel<GPI, true, float, GATHER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-}
-
-template <int GPI, bool GATHER> void launch_row128(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
-    if (fp8_row128_vec_ok(p)) launch_row128_vec<GPI, GATHER>(p, grid, stream);
-    else quant_row128_kernel<GPI, false, float, GATHER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+template <int GPI> void launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
+    if (p->src_dtype == MOE_DTYPE_BF16) quant_row128_kernel<GPI, true, __nv_bfloat16><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    else if (p->src_dtype == MOE_DTYPE_F16) quant_row128_kernel<GPI, true, __half><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    else quant_row128_kernel<GPI, true, float><<<grid, QUANT_THREADS, 0, stream>>>(*p);
 }
 
 // The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
@@ -237,13 +222,13 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
         const int gpi = p->rows * groups <= cap * per_block ? 1 : 4;
         const int64_t items = p->rows * ((groups + gpi - 1) / gpi);
         const unsigned grid = capped_grid((items + per_block - 1) / per_block, cap);
-        const bool gather = p->gather_top_k > 0;
-        if (gather && !p->sorted_ids) return cudaErrorInvalidValue; // a gather needs the plan
-        if (gpi == 1) gather ? launch_row128<1, true>(p, grid, stream) : launch_row128<1, false>(p, grid, stream);
-        else gather ? launch_row128<4, true>(p, grid, stream) : launch_row128<4, false>(p, grid, stream);
+        if (fp8_row128_vec_ok(p)) {
+            if (gpi == 1) launch_row128_vec<1>(p, grid, stream);
+            else launch_row128_vec<4>(p, grid, stream);
+        } else if (gpi == 1) quant_row128_kernel<1><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+        else quant_row128_kernel<4><<<grid, QUANT_THREADS, 0, stream>>>(*p);
         return cudaGetLastError();
     }
-    if (p->gather_top_k > 0) return cudaErrorInvalidValue; // fp8-tensor: no gather form
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
     if (err != cudaSuccess) return err;
     const unsigned grid = capped_grid(p->rows * ((p->cols + TENSOR_SPAN - 1) / TENSOR_SPAN), cap);
