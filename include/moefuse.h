@@ -382,11 +382,11 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * =permute: how GEMM1 gets its rows, else a rule of rows per expert and I), MOEFUSE_HOPPER_SCHEDULE
  * (tile order), MOEFUSE_HOPPER_RASTER (=blocks or =expert: tiles in the grouped raster over all row
  * blocks, or expert by expert; bf16 takes the latter by default), MOEFUSE_HOPPER_EPI (=staged:
- * GEMM1's staged epilogue instead of the activation from the accumulators) and MOEFUSE_HOPPER_BN
- * (=256: no 240-wide tiles); nothing is printed or launched. (MOEFUSE_FP8_QUANT=scalar, the scalar
- * form of the 1x128 activation quantiser instead of the vector one, MOEFUSE_HOPPER_FP8_SCALES=stage,
- * the FP8 grouped GEMMs' scales in the tile stage instead of a scale ring, and with it
- * MOEFUSE_HOPPER_FP8_BN=192, their 128 x 192 tiles, are A/B switches that the line does not name.)
+ * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_BN
+ * (=256: no 240-wide tiles) and MOEFUSE_HOPPER_FP8_BN (=128: the FP8 grouped GEMMs' 128 x 128 tiles
+ * with a scale ring instead of 128 x 192 with the scales in the tile stage); nothing is printed or
+ * launched. (MOEFUSE_FP8_QUANT=scalar, the scalar form of the 1x128 activation quantiser instead of
+ * the vector one, is an A/B switch that the line does not name.)
  * Errors: NULL ctx/w/buf (NULL_POINTER); buf_size too small for the line (INVALID_ARGUMENT, the
  * message gives the size needed; MOE_FORWARD_CONFIG_MAX always suffices); num_tokens < 0 (INVALID_ARGUMENT) or
  * too large (OVERFLOW), as moe_forward_workspace_size. */

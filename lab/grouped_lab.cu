@@ -155,7 +155,7 @@ static const variant VARIANTS[] = {
     {"fp8_down_staged", "FP8 GEMM2 shipped: staged epilogue, fp32 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true},
     {"fp8_up_dyn", "FP8 GEMM1 shipped, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true},
     {"fp8_down_dyn", "FP8 GEMM2 shipped, units from a ticket counter (DYN)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, true},
-    // Session 17, opt-in in the library (MOEFUSE_HOPPER_FP8_SCALES=stage, MOEFUSE_HOPPER_FP8_BN=192).
+    // Session 17; fp8_*_192 is the library's prefill kernel since session 18 (fp8_*_stage is not used).
     {"fp8_up_stage", "FP8 GEMM1, scales in the tile stage (no scale ring)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 128, true},
     {"fp8_down_stage", "FP8 GEMM2, scales in the tile stage (no scale ring)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 128, true},
     {"fp8_up_192", "fp8_up_stage on 128 x 192 tiles, 5 stages", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true},

@@ -503,18 +503,26 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
-    char tiles[320];
-    if (L.fp8 && hopper) // gemm_hopper_fp8.cu's grouped_fp8_config and decode kernel (private there)
+    char tiles[384];
+    if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's choices (grouped_fp8_config and the decode kernel)
+        const bool tickets = hopper_fp8_ticket_tiles(L.T, L.k, L.experts);
+        // GEMM1's A scales are k-block-major only with 1x128 x scales (fp8-tensor: one per tensor).
+        const bool wide1 = !L.fp8_tensor && hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, L.a2_in_epilogue);
+        const bool wide2 = hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, false);
+        char tile[160];
+        snprintf(tile, sizeof tile, "tiles 128x%dx128 (GEMM1%s) and 128x%dx128 (GEMM2), %s", wide1 ? 192 : 128,
+                 L.a2_in_epilogue ? ", A2 quantised in its epilogue" : "", wide2 ? 192 : 128,
+                 wide1 && wide2   ? "5 stages, scales in the tile stage"
+                 : wide1 || wide2 ? "5 stages with scales in the tile stage (192 wide), 6 with a scale ring (128)"
+                                  : "6 stages, scales by a ring");
         snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, x codes and scales permuted, partials promoted "
                  "into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
-                              "rows x 128 K, 8 stages)"
-                 : L.a2_in_epilogue ? "tile 128x128x128, 6 stages, A2 quantised in GEMM1's epilogue"
-                                    : "tile 128x128x128, 6 stages",
-                 L.swap                                         ? ""
-                 : hopper_fp8_ticket_tiles(L.T, L.k, L.experts) ? ", tiles from a ticket counter"
-                                                                : ", tiles by a static stride",
+                          "rows x 128 K, 8 stages)"
+                        : tile,
+                 L.swap ? "" : tickets ? ", tiles from a ticket counter" : ", tiles by a static stride",
                  L.swap ? "" : hopper_expert_raster(true) ? ", expert by expert" : ", grouped raster over all blocks");
+    }
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,
                  "fp8 mma.sync m16n8k32 e4m3 (f16 HMMA on sm_90), %s, x codes gathered, scales promoted per "

@@ -95,6 +95,11 @@ bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 // when given one: prefill only (the decode instantiation, under 64 routed rows per expert, reads a
 // unit ahead) and hopper_ticket_schedule(true) (gemm_hopper.cu).
 bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts);
+// Whether the Hopper FP8 tiles of a launch with these sizes are 128 x 192 (the scales in the tile
+// stage) rather than 128 x 128 (the scale ring): the static prefill schedule (not tickets), not
+// with A2 quantised in the epilogue (quant); the launch also needs k-block-major A scales.
+// MOEFUSE_HOPPER_FP8_BN=128 forces 128.
+bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------
 // Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3

@@ -128,22 +128,18 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
     return env && !strcmp(env, "epilogue") && a2_epilogue_sizes_ok(n, ldo, gated != 0);
 }
 
-// The A scales by bulk copy in the tile stage and the B scales from global memory
-// (grouped_fp8_config's STAGE_SCALES) instead of the scale ring: opt-in until a GPU run measures it,
-// MOEFUSE_HOPPER_FP8_SCALES=stage; only where it applies (k-block-major A scales, the static
-// prefill schedule), with A2 quantised in GEMM1's epilogue too (MOEFUSE_FP8_A2=epilogue; that
-// kernel spills 48 bytes with the ring, 40 with the stage scales, ptxas -v).
-static bool fp8_stage_scales(const fp8_gemm_args *a, bool dyn, bool decode) {
-    const char *env = getenv("MOEFUSE_HOPPER_FP8_SCALES");
-    return env && !strcmp(env, "stage") && !a->swap_decode && !dyn && !decode &&
-           fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
-}
-
-// 128 x 192 tiles (grouped_fp8_config's BN) on the stage scales, without A2 quantised in the
-// epilogue: opt-in until a GPU run measures them, MOEFUSE_HOPPER_FP8_BN=192.
-static int fp8_tile_n(bool stage, bool quant) {
+// 128 x 192 tiles with the scales in the tile stage (grouped_fp8_config's BN and STAGE_SCALES: the
+// k-block's A scales by one bulk copy in the stage's transaction, the B scales read by the
+// consumers, no scale warp or ring) on the static prefill schedule, without A2 quantised in the
+// epilogue (the 192-wide kernel has only the staged epilogue). Measured in S1 of session 18
+// (bench/results/2026-12-04-h200-session18/callS1): FP8 forward 192/128-ring 0.88-0.98 at T = 4096
+// and 16384 on eight shapes, 0.86-1.02 at T = 512; the stage scales on 128-wide tiles alone were
+// 0.94-1.04, mostly above 1, so 128-wide tiles keep the ring. MOEFUSE_HOPPER_FP8_BN=128 forces the 128 x 128 tiles.
+// The launch also needs k-block-major A scales (fp8_scales_bulk_ok) and not the swapped decode kernel.
+bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_BN");
-    return env && !strcmp(env, "192") && stage && !quant ? 192 : FP8_BN;
+    if (env && !strcmp(env, "128")) return false;
+    return !fp8_tiles_decode(tokens, top_k, experts) && !tickets && !quant;
 }
 
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
@@ -171,11 +167,12 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     moe_status st = device_sms(&sms, why, sizeof why);
     if (st != MOE_STATUS_OK) return moe__error(ctx, st, "Hopper FP8 GEMM: %s", why);
 
-    // The kernel: the decode instantiation (SKIP_IDLE), tickets (DYN), the stage scales, the tile width.
+    // The kernel: the decode instantiation (SKIP_IDLE), tickets (DYN), or the 192-wide tiles.
     const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
     const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
-    const bool stage = fp8_stage_scales(a, dyn, decode);
-    const int bn = fp8_tile_n(stage, quant);
+    const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, dyn, quant) &&
+                      fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
+    const int bn = wide ? 192 : FP8_BN;
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
@@ -203,11 +200,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = bn == 192 ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
-                                                    : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)
-                  : stage ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true>
-                           : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, false, true>
-                                                : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true>)
+    auto kernel = wide ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
+                                               : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>
                                               : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>)
@@ -216,10 +210,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = bn == 192 ? grouped_fp8_smem_bytes<false, true, 192>()
-                     : stage   ? grouped_fp8_smem_bytes<false, true>()
-                     : dyn     ? grouped_fp8_smem_bytes<true>()
-                               : grouped_fp8_smem_bytes();
+    const int smem = wide  ? grouped_fp8_smem_bytes<false, true, 192>()
+                     : dyn ? grouped_fp8_smem_bytes<true>()
+                           : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {
         kernel<<<ctas, THREADS, smem, stream>>>(map_a, map_b, p);

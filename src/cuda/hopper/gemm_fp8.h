@@ -64,7 +64,7 @@ static inline int moe__hopper_gemm_fp8_block_n(int64_t m, int64_t n, int64_t sms
  * 2g + 1 for its up rows. */
 enum { MOE__FP8_WSCALE_TENSOR = 0, MOE__FP8_WSCALE_BLOCK = 1, MOE__FP8_WSCALE_PAIRED = 2 };
 
-/* The grouped FP8 kernel's 128 x 192 tiles (grouped_fp8_kernel.cuh, MOEFUSE_HOPPER_FP8_BN=192): the
+/* The grouped FP8 kernel's 128 x 192 tiles (grouped_fp8_kernel.cuh, the prefill default): the
  * scale rows that the tile at weight row (output column) n0 of one expert reads, relative to the
  * expert's first scale row (rows_per_expert of them), and where it switches between them. A tile
  * spans two 128-row scale blocks: rows[0], rows[1] are the first's for the fragment's even and odd

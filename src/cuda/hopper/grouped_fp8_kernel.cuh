@@ -38,7 +38,8 @@
 
 namespace moe_hopper {
 
-// STAGE_SCALES (opt-in until measured: MOEFUSE_HOPPER_FP8_SCALES=stage, gemm_hopper_fp8.cu): the
+// STAGE_SCALES (the library runs it only with BN = 192; 128-wide tiles keep the ring, S1 of
+// session 18 measured the stage scales alone at 0.94-1.04 of it in the FP8 forward): the
 // k-block's 128 A scales come by one bulk copy in the tile stage's own transaction (the TMA thread;
 // no scale warp, no scale ring), and each consumer reads its tile's two B scales per k-block from
 // global memory (the same two addresses for all 256 consumer threads: L1 broadcasts), as the
@@ -46,8 +47,10 @@ namespace moe_hopper {
 // kernel's time). Needs k-block-major A scales (sa_bulk); prefill only (not DYN, not SKIP_IDLE).
 // ptxas: no spills in the EPI_STAGED instantiations (the ring's spill 24 bytes), 40 bytes with
 // EPI_QUANT (the ring's 48).
-// BN (opt-in, MOEFUSE_HOPPER_FP8_BN=192, with STAGE_SCALES): 128 x 192 tiles, 5 stages, as the dense
-// kernel's wide tiles (session 16: +4-17% on its large shapes); see wide_b_scales below. Their
+// BN (192 with STAGE_SCALES: the library's prefill default since session 18, gemm_hopper_fp8.cu's
+// hopper_fp8_wide_tiles; forward 0.88-0.98 of the 128-wide ring at T >= 4096): 128 x 192 tiles, 5
+// stages, as the dense kernel's wide tiles (session 16: +4-17% on its large shapes); see
+// wide_b_scales below. Their
 // shared memory fits only without the scale ring (225 of the 227 KB; with the ring 228).
 template <bool STAGE_SCALES = false, int BN = FP8_BN>
 using grouped_fp8_config =
