@@ -71,9 +71,11 @@ moe_status moe__cuda_init(moe_context_t *ctx);
  * max_rows = T*k + shared_rows + experts*(block-1) rows. With shared_rows = T > 0 expert E
  * is the fused shared expert: T more rows after the routed ones, ids T*k + 1 + t. Ids outside
  * [0, E) are left out of the plan (the device cannot report them without a sync). Host fields
- * of the plan (sizes) are filled here. */
+ * of the plan (sizes) are filled here. row_of: NULL, or [T*k] device ints that receive the
+ * inverse of sorted_ids for the routed ids (id i sits at plan row row_of[i]; -1: left out). */
 moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *ids, int64_t T, int64_t k, int64_t E,
-                                int64_t block, int64_t shared_rows, moe_dispatch_plan *plan, void *stream);
+                                int64_t block, int64_t shared_rows, moe_dispatch_plan *plan, int32_t *row_of,
+                                void *stream);
 
 /* The FP8 activation quantiser of the w8a8 forward (quant.cu), exposed for the GPU test:
  * x [rows, cols] (device; F32, F16 or BF16; row stride ld elements, columns contiguous) ->

@@ -59,8 +59,9 @@ struct ws_layout {
     // GEMM1's epilogue writes them); the separate shared expert's A2 [T, Is] likewise; 4 amax words (x, routed
     // A2, fused shared A2, shared A2).
     // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
-    // column-major [ceil(H/128)][scale_ld].
-    int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax, xpq, xpq_scales;
+    // column-major [ceil(H/128)][scale_ld]; (fp8-row128) each routed id's plan row [T*k] for the
+    // quantiser that writes x straight into plan order.
+    int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax, xpq, xpq_scales, row_of;
     int64_t total;
 };
 
@@ -107,7 +108,7 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
            reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax) &&
            moe__mul64(hopper ? L->max_rows : 0, L->H, &n) && reserve(c, n, 1, &L->xpq) &&
            moe__mul64(hopper && !L->fp8_tensor ? L->scale_ld : 0, (L->H + 127) / 128, &n) &&
-           reserve(c, n, 4, &L->xpq_scales);
+           reserve(c, n, 4, &L->xpq_scales) && reserve(c, hopper && !L->fp8_tensor ? L->rows : 0, 4, &L->row_of);
 }
 
 // Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
@@ -284,8 +285,22 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     uint32_t *amax = (uint32_t *)(base + L.amax); // [0] x, [1..2] plan A2, [3] separate shared A2
     moe_status st;
 
-    // x, once per token (the routed rows and the shared expert read the same codes).
+    // x, once per token (the routed rows and the shared expert read the same codes). On the
+    // Hopper path with 1x128 scales and the shared expert fused or absent, the codes go straight
+    // to their plan rows (the permute TMA needs, folded into the quantiser: x_scatter).
+    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     fp8_quant_args qx = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.T, L.H, xq, xq_scales, amax);
+    const bool scatter = hopper && !L.fp8_tensor && !(L.shared && !L.fused) && fp8_row128_vec_ok(&qx) &&
+                         hopper_fp8_x_scatter();
+    if (scatter) {
+        qx.codes = NULL; // nothing reads x's codes by token
+        qx.plan_row_of = (const int32_t *)(base + L.row_of);
+        qx.top_k = L.k;
+        qx.shared_row0 = L.fused ? plan.expert_offsets + L.E : NULL;
+        qx.plan_codes = base + L.xpq;
+        qx.plan_scales = (float *)(base + L.xpq_scales);
+        qx.plan_scale_ld = L.scale_ld;
+    }
     if ((st = cuda_status(ctx, fp8_quantize_launch(&qx, stream), "quantise x to fp8")) != MOE_STATUS_OK) return st;
 
     fp8_gemm_args g1;
@@ -315,13 +330,13 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     set_act_scales(&g1, L, xq_scales, L.H, false);
     set_weight_scales(&g1, &d->w13_scales, d->format);
     g1.swap_decode = L.swap; // g2 and the separate shared expert's copies: v1 ignores it
-    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     if (hopper) {
         // TMA loads A tiles: the x codes (and their row scales) in plan order first.
         uint8_t *xpq = base + L.xpq;
         float *xpq_scales = (float *)(base + L.xpq_scales);
         const int64_t groups = L.fp8_tensor ? 0 : (L.H + 127) / 128;
-        if ((st = cuda_status(ctx,
+        if (!scatter &&
+            (st = cuda_status(ctx,
                               hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
                               "permute the x codes")) != MOE_STATUS_OK)
             return st;
@@ -702,7 +717,9 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.expert_offsets = WS(int64_t, offsets);
     plan.sorted_ids = WS(int32_t, sorted_ids);
     plan.block_expert = WS(int32_t, block_expert);
-    st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, stream);
+    // Hopper FP8 with 1x128 scales: each routed id's plan row too (the x quantiser's scatter).
+    int32_t *row_of = L.fp8 && !L.fp8_tensor && L.gemm == MOE__CUDA_GEMM_HOPPER ? WS(int32_t, row_of) : NULL;
+    st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, row_of, stream);
     if (st != MOE_STATUS_OK) return st;
 
     if (L.fp8) { // w8a8: its own GEMM steps

@@ -100,6 +100,10 @@ bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts);
 // with A2 quantised in the epilogue (quant); the launch also needs k-block-major A scales.
 // MOEFUSE_HOPPER_FP8_BN=128 forces 128.
 bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant);
+// Whether the forward's Hopper FP8 path (1x128 scales, no separate shared expert) quantises x
+// straight into plan order (fp8_quant_args's scatter) instead of by token and then permuting the
+// codes: unless MOEFUSE_HOPPER_FP8_X=permute.
+bool hopper_fp8_x_scatter(void);
 
 // ---- the activation quantiser (quant.cu) --------------------------------------------------
 // Rows of `cols` elements (src: F32/F16/BF16, row stride src_ld, columns contiguous) to e4m3
@@ -125,11 +129,26 @@ struct fp8_quant_args {
     float *scales;
     int64_t scale_rs, scale_ks;
     uint32_t *amax;          // FP8_TENSOR: 2 words of scratch (routed, shared), zeroed here
+    // FP8_ROW128 scatter (plan_row_of set, no sorted_ids; the vector form only, fp8_row128_vec_ok):
+    // source row r (a token) is also written to its plan rows plan_row_of[r * top_k + j], j < top_k
+    // (-1: left out of the plan), and to *shared_row0 + r when shared_row0 is set (the fused shared
+    // expert's rows): codes at plan_codes + row * codes_ld, scales k-block-major at
+    // plan_scales[g * plan_scale_ld + row]. With codes NULL the by-row codes and scales are not
+    // written. Plan rows no token writes (padding) keep what they held.
+    const int32_t *plan_row_of;
+    int64_t top_k;
+    const int64_t *shared_row0;
+    uint8_t *plan_codes;
+    float *plan_scales;
+    int64_t plan_scale_ld;
 };
 // The quantiser's arguments for `rows` plain rows (no plan) of src [rows, ld] into codes [rows, cols]
 // and scales by row; callers set the plan fields and other scale strides after.
 fp8_quant_args fp8_quant_args_by_row(int format, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,
                                      int64_t cols, uint8_t *codes, float *scales, uint32_t *amax);
 cudaError_t fp8_quantize_launch(const fp8_quant_args *args, cudaStream_t stream);
+// Whether FP8_ROW128 takes the quantiser's vector form (4 adjacent columns a lane; the scatter
+// needs it): not MOEFUSE_FP8_QUANT=scalar, cols and leading dimensions multiples of 4, aligned bases.
+bool fp8_row128_vec_ok(const fp8_quant_args *args);
 
 #endif

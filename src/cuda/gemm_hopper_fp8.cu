@@ -142,6 +142,11 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
     return !fp8_tiles_decode(tokens, top_k, experts) && !tickets && !quant;
 }
 
+bool hopper_fp8_x_scatter(void) {
+    const char *env = getenv("MOEFUSE_HOPPER_FP8_X");
+    return !(env && !strcmp(env, "permute"));
+}
+
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
     const gemm_args *g = &a->g;
     if (g->rows == 0) return MOE_STATUS_OK;

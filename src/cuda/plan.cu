@@ -90,6 +90,7 @@ struct plan_args {
     int64_t block, shared_rows, max_rows, max_blocks;
     int64_t *counts, *offsets;
     int32_t *sorted_ids, *block_expert;
+    int32_t *row_of;     // NULL, or [rows]: each id's plan row, -1 for an id left out of the plan
 };
 
 // The expert of id r, or -1 past the segment's end or out of range (left out of the plan).
@@ -113,7 +114,8 @@ __device__ __forceinline__ void count_segment(const plan_args &p, int64_t begin,
     }
 }
 
-// One warp: places the ids of [begin, end) in order at offs[e] + my[e] + rank, advancing my[e].
+// One warp: places the ids of [begin, end) in order at offs[e] + my[e] + rank, advancing my[e]
+// (and, when asked, records each id's plan row in row_of: -1 for an id left out).
 __device__ __forceinline__ void place_segment(const plan_args &p, int64_t begin, int64_t end, int32_t *my,
                                               const int64_t *offs, int lane) {
     for (int64_t base = begin; base < end; base += 32) {
@@ -125,6 +127,9 @@ __device__ __forceinline__ void place_segment(const plan_args &p, int64_t begin,
             start = my[e];
             const int rank = __popc(peers & ((1u << lane) - 1u));
             p.sorted_ids[offs[e] + start + rank] = (int32_t)r;
+            if (p.row_of) p.row_of[r] = (int32_t)(offs[e] + start + rank);
+        } else if (p.row_of && r < end) {
+            p.row_of[r] = -1;
         }
         __syncwarp();
         if (e >= 0 && lane == __ffs(peers) - 1) my[e] = start + __popc(peers);
@@ -360,7 +365,8 @@ static int plan_blocks(int64_t rows, int64_t E, int64_t experts, int64_t max_row
 extern "C" int64_t moe__cuda_block_rows(void) { return MOE__CUDA_BLOCK_M; }
 
 extern "C" moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *ids, int64_t T, int64_t k, int64_t E,
-                                           int64_t block, int64_t shared_rows, moe_dispatch_plan *plan, void *stream) {
+                                           int64_t block, int64_t shared_rows, moe_dispatch_plan *plan,
+                                           int32_t *row_of, void *stream) {
     if (!plan) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe__cuda_plan_build: plan is NULL");
     if (T < 0 || k < 1 || E < 1 || block < 1 || (shared_rows != 0 && shared_rows != T))
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
@@ -407,6 +413,7 @@ extern "C" moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *id
     a.offsets = plan->expert_offsets;
     a.sorted_ids = plan->sorted_ids;
     a.block_expert = plan->block_expert;
+    a.row_of = row_of;
     const int blocks = plan_blocks(rows, E, experts, plan->max_rows);
     if (blocks == 0) {
         plan_kernel<<<1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream>>>(a);

@@ -77,8 +77,11 @@ template <> __device__ __forceinline__ void load4_as_float<__half>(const __half 
 // Measured in S1 of session 17 (bench/results/2026-12-04-h200-session17/callS1): the suite's
 // --quick passes with it; ncu qwen3-30b-a3b T=16384: A2 254 -> 209 us, x 81 -> 63 us; FP8 forward
 // vec/scalar 0.95-1.00 over PERF.md's shapes at T = 512, 4096, 16384.
-template <int GPI, bool VEC = false, typename S = float>
+// SCATTER (VEC only): x straight into plan order, fp8_quant_args's plan_row_of (the permute of the
+// quantised rows folded into the quantiser: x is read once and each code written where GEMM1 reads it).
+template <int GPI, bool VEC = false, typename S = float, bool SCATTER = false>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
+    static_assert(!SCATTER || VEC, "the scatter stores whole words of codes");
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
     const int64_t items = live_rows_of(p) * per_row;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
@@ -121,7 +124,16 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
                     uint32_t word = 0; // little-endian: column c's code in the lowest byte
 #pragma unroll
                     for (int j = 0; j < 4; j++) word |= (uint32_t)fp8_encode_fast(v[i][j], div) << (8 * j);
-                    *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
+                    if (!SCATTER || p.codes) *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
+                    if constexpr (SCATTER) {
+                        const int64_t dests = p.top_k + (p.shared_row0 ? 1 : 0);
+                        for (int64_t j = 0; j < dests; j++) {
+                            const int64_t row = j < p.top_k ? p.plan_row_of[r * p.top_k + j] : *p.shared_row0 + r;
+                            if (row < 0) continue; // the same for the whole warp
+                            *(uint32_t *)(p.plan_codes + row * p.codes_ld + c) = word;
+                            if (lane == 0) p.plan_scales[g * p.plan_scale_ld + row] = s;
+                        }
+                    }
                 }
             } else {
 #pragma unroll
@@ -130,25 +142,17 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
                     if (c < p.cols) p.codes[r * p.codes_ld + c] = fp8_encode_fast(v[i][j], div);
                 }
             }
-            if (lane == 0) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
+            if (lane == 0 && (!SCATTER || p.codes)) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
         }
     }
 }
 
-// Whether the vector form applies: not MOEFUSE_FP8_QUANT=scalar, rows of whole 4-element words
-// (cols and both leading dimensions multiples of 4) and bases aligned to a word of each.
-bool fp8_row128_vec_ok(const fp8_quant_args *p) {
-    const char *env = getenv("MOEFUSE_FP8_QUANT");
-    if (env && strcmp(env, "scalar") == 0) return false;
-    const int64_t elem = p->src_dtype == MOE_DTYPE_BF16 || p->src_dtype == MOE_DTYPE_F16 ? 2 : 4;
-    return p->cols % 4 == 0 && p->src_ld % 4 == 0 && p->codes_ld % 4 == 0 && (uintptr_t)p->src % (4 * elem) == 0 &&
-           (uintptr_t)p->codes % 4 == 0;
-}
-
-template <int GPI> void launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
-    if (p->src_dtype == MOE_DTYPE_BF16) quant_row128_kernel<GPI, true, __nv_bfloat16><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else if (p->src_dtype == MOE_DTYPE_F16) quant_row128_kernel<GPI, true, __half><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else quant_row128_kernel<GPI, true, float><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+template <int GPI, bool SCATTER> void launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
+    if (p->src_dtype == MOE_DTYPE_BF16)
+        quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    else if (p->src_dtype == MOE_DTYPE_F16)
+        quant_row128_kernel<GPI, true, __half, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+    else quant_row128_kernel<GPI, true, float, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
 }
 
 // The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
@@ -214,6 +218,16 @@ unsigned capped_grid(int64_t blocks, int64_t cap) {
 
 } // namespace
 
+// Whether the vector form applies: not MOEFUSE_FP8_QUANT=scalar, rows of whole 4-element words
+// (cols and both leading dimensions multiples of 4) and bases aligned to a word of each.
+bool fp8_row128_vec_ok(const fp8_quant_args *p) {
+    const char *env = getenv("MOEFUSE_FP8_QUANT");
+    if (env && strcmp(env, "scalar") == 0) return false;
+    const int64_t elem = p->src_dtype == MOE_DTYPE_BF16 || p->src_dtype == MOE_DTYPE_F16 ? 2 : 4;
+    return p->cols % 4 == 0 && p->src_ld % 4 == 0 && p->codes_ld % 4 == 0 && (uintptr_t)p->src % (4 * elem) == 0 &&
+           (uintptr_t)p->codes % 4 == 0;
+}
+
 cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
     if (p->rows == 0 || p->cols == 0) return cudaSuccess;
     const int64_t cap = 132 * 16; // enough blocks to fill an H200 several times over
@@ -222,13 +236,18 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
         const int gpi = p->rows * groups <= cap * per_block ? 1 : 4;
         const int64_t items = p->rows * ((groups + gpi - 1) / gpi);
         const unsigned grid = capped_grid((items + per_block - 1) / per_block, cap);
-        if (fp8_row128_vec_ok(p)) {
-            if (gpi == 1) launch_row128_vec<1>(p, grid, stream);
-            else launch_row128_vec<4>(p, grid, stream);
+        if (p->plan_row_of) { // the scatter: vector form, rows without a plan of their own
+            if (!fp8_row128_vec_ok(p) || p->sorted_ids || !p->plan_codes || !p->plan_scales) return cudaErrorInvalidValue;
+            if (gpi == 1) launch_row128_vec<1, true>(p, grid, stream);
+            else launch_row128_vec<4, true>(p, grid, stream);
+        } else if (fp8_row128_vec_ok(p)) {
+            if (gpi == 1) launch_row128_vec<1, false>(p, grid, stream);
+            else launch_row128_vec<4, false>(p, grid, stream);
         } else if (gpi == 1) quant_row128_kernel<1><<<grid, QUANT_THREADS, 0, stream>>>(*p);
         else quant_row128_kernel<4><<<grid, QUANT_THREADS, 0, stream>>>(*p);
         return cudaGetLastError();
     }
+    if (p->plan_row_of) return cudaErrorInvalidValue; // fp8-tensor: no scatter form
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
     if (err != cudaSuccess) return err;
     const unsigned grid = capped_grid(p->rows * ((p->cols + TENSOR_SPAN - 1) / TENSOR_SPAN), cap);

@@ -152,7 +152,10 @@ void check_plan(const int32_t *d_ids, int64_t T, int64_t k, int64_t E, int64_t b
     CUDA_OK(cudaMalloc((void **)&gp.block_expert, (size_t)g_blocks * 4 + 4));
     CUDA_OK(cudaMemset(gp.sorted_ids, 0x7F, (size_t)g_rows * 4 + 4)); /* poison */
     CUDA_OK(cudaMemset(gp.block_expert, 0x7F, (size_t)g_blocks * 4 + 4));
-    MOE_OK(gpu_ctx, moe__cuda_plan_build(gpu_ctx, d_ids, T, k, E, block, shared_rows, &gp, stream));
+    int32_t *d_row_of = NULL; /* the inverse of sorted_ids, asked for as the FP8 forward does */
+    CUDA_OK(cudaMalloc((void **)&d_row_of, (size_t)(T * k) * 4 + 4));
+    CUDA_OK(cudaMemset(d_row_of, 0x7F, (size_t)(T * k) * 4 + 4));
+    MOE_OK(gpu_ctx, moe__cuda_plan_build(gpu_ctx, d_ids, T, k, E, block, shared_rows, &gp, d_row_of, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     CHECK(gp.max_rows == g_rows && gp.max_blocks == g_blocks, "%s: plan bounds %lld/%lld, expected %lld/%lld", what,
           (long long)gp.max_rows, (long long)gp.max_blocks, (long long)g_rows, (long long)g_blocks);
@@ -194,6 +197,19 @@ void check_plan(const int32_t *d_ids, int64_t T, int64_t k, int64_t E, int64_t b
         }
         CHECK(bad == 0, "%s: %lld block owners differ (shared rows fused)", what, (long long)bad);
     }
+    /* row_of: each routed id's plan row holds that id; an id left out of the plan (outside
+     * [0, E)) has -1. */
+    int32_t *row_of = xmalloc((size_t)(T * k) * 4 + 4);
+    CUDA_OK(cudaMemcpy(row_of, d_row_of, (size_t)(T * k) * 4, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int64_t i = 0; i < T * k; i++) {
+        const bool in_plan = ids[i] >= 0 && ids[i] < E;
+        const int32_t r = row_of[i];
+        bad += in_plan ? !(r >= 0 && r < routed_total && hp.sorted_ids[r] == (int32_t)i) : r != -1;
+    }
+    CHECK(bad == 0, "%s: %lld ids' plan rows (row_of) wrong", what, (long long)bad);
+    free(row_of);
+    CUDA_OK(cudaFree(d_row_of));
     CUDA_OK(cudaFree(gp.expert_counts));
     CUDA_OK(cudaFree(gp.expert_offsets));
     CUDA_OK(cudaFree(gp.sorted_ids));
