@@ -290,8 +290,8 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
     // to their plan rows (the permute TMA needs, folded into the quantiser: x_scatter).
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     fp8_quant_args qx = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.T, L.H, xq, xq_scales, amax);
-    const bool scatter = hopper && !L.fp8_tensor && !(L.shared && !L.fused) && fp8_row128_vec_ok(&qx) &&
-                         hopper_fp8_x_scatter();
+    const bool scatter = hopper && !L.fp8_tensor && !(L.shared && !L.fused) && L.k + (L.fused ? 1 : 0) <= 32 &&
+                         fp8_row128_vec_ok(&qx) && hopper_fp8_x_scatter();
     if (scatter) {
         qx.codes = NULL; // nothing reads x's codes by token
         qx.plan_row_of = (const int32_t *)(base + L.row_of);

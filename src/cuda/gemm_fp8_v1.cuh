@@ -129,7 +129,8 @@ struct fp8_quant_args {
     float *scales;
     int64_t scale_rs, scale_ks;
     uint32_t *amax;          // FP8_TENSOR: 2 words of scratch (routed, shared), zeroed here
-    // FP8_ROW128 scatter (plan_row_of set, no sorted_ids; the vector form only, fp8_row128_vec_ok):
+    // FP8_ROW128 scatter (plan_row_of set, no sorted_ids, top_k (+1 shared) <= 32; the vector form
+    // only, fp8_row128_vec_ok):
     // source row r (a token) is also written to its plan rows plan_row_of[r * top_k + j], j < top_k
     // (-1: left out of the plan), and to *shared_row0 + r when shared_row0 is set (the fused shared
     // expert's rows): codes at plan_codes + row * codes_ld, scales k-block-major at

@@ -93,6 +93,14 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
             if (lane < g1 - g0) p.scales[r * p.scale_rs + (g0 + lane) * p.scale_ks] = 0.0f;
             continue;
         }
+        // SCATTER: lane j < top_k holds slot j's plan row, lane top_k the shared expert's (-1: none),
+        // loaded beside the row's values, then broadcast by shuffles (S3 of session 18: a load per
+        // destination in the store loop left the pass at ~1.5 TB/s).
+        int64_t dest = -1;
+        if constexpr (SCATTER) {
+            if (lane < p.top_k) dest = p.plan_row_of[r * p.top_k + lane];
+            else if (lane == p.top_k && p.shared_row0) dest = *p.shared_row0 + r;
+        }
         float v[GPI][4];
 #pragma unroll
         for (int i = 0; i < GPI; i++) {
@@ -120,19 +128,16 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
             const fp8_divisor div = fp8_divisor_of(s);
             if constexpr (VEC) {
                 const int64_t c = g * 128 + 4 * lane;
-                if (c < p.cols) {
-                    uint32_t word = 0; // little-endian: column c's code in the lowest byte
+                uint32_t word = 0; // little-endian: column c's code in the lowest byte
 #pragma unroll
-                    for (int j = 0; j < 4; j++) word |= (uint32_t)fp8_encode_fast(v[i][j], div) << (8 * j);
-                    if (!SCATTER || p.codes) *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
-                    if constexpr (SCATTER) {
-                        const int64_t dests = p.top_k + (p.shared_row0 ? 1 : 0);
-                        for (int64_t j = 0; j < dests; j++) {
-                            const int64_t row = j < p.top_k ? p.plan_row_of[r * p.top_k + j] : *p.shared_row0 + r;
-                            if (row < 0) continue; // the same for the whole warp
-                            *(uint32_t *)(p.plan_codes + row * p.codes_ld + c) = word;
-                            if (lane == 0) p.plan_scales[g * p.plan_scale_ld + row] = s;
-                        }
+                for (int j = 0; j < 4; j++) word |= (uint32_t)fp8_encode_fast(v[i][j], div) << (8 * j);
+                if (c < p.cols && (!SCATTER || p.codes)) *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
+                if constexpr (SCATTER) {
+                    if (dest >= 0) p.plan_scales[g * p.plan_scale_ld + dest] = s; // each lane its slot's
+                    const int dests = (int)p.top_k + (p.shared_row0 ? 1 : 0);
+                    for (int j = 0; j < dests; j++) {
+                        const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
+                        if (row >= 0 && c < p.cols) *(uint32_t *)(p.plan_codes + row * p.codes_ld + c) = word;
                     }
                 }
             } else {
@@ -236,8 +241,10 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
         const int gpi = p->rows * groups <= cap * per_block ? 1 : 4;
         const int64_t items = p->rows * ((groups + gpi - 1) / gpi);
         const unsigned grid = capped_grid((items + per_block - 1) / per_block, cap);
-        if (p->plan_row_of) { // the scatter: vector form, rows without a plan of their own
-            if (!fp8_row128_vec_ok(p) || p->sorted_ids || !p->plan_codes || !p->plan_scales) return cudaErrorInvalidValue;
+        if (p->plan_row_of) { // the scatter: vector form, rows without a plan of their own, a lane a slot
+            if (!fp8_row128_vec_ok(p) || p->sorted_ids || !p->plan_codes || !p->plan_scales ||
+                p->top_k + (p->shared_row0 ? 1 : 0) > 32)
+                return cudaErrorInvalidValue;
             if (gpi == 1) launch_row128_vec<1, true>(p, grid, stream);
             else launch_row128_vec<4, true>(p, grid, stream);
         } else if (fp8_row128_vec_ok(p)) {
