@@ -39,6 +39,8 @@
  *    engine itself has run faster since session 17 took its scales by TMA (4096^3 0.701x, 8192^3
  *    0.804x cuBLASLt: bench/results/2026-12-04-h200-session17/callS5), so moe_dense_launch_time's
  *    FP8 times are now 14-19% long for the dense engine (949 and 996 TFLOP/s there against 834).
+ *    The grouped prefill kernel itself has taken 128x192 tiles since session 18 (3-12% faster per
+ *    GEMM in the lab: bench/results/2026-12-04-h200-session18/callS1/out/glab); not re-fitted yet.
  *  - v1 224 TFLOP/s: bench/results/2026-12-02-h200-cuda-v1-vs-hopper.json (commit 9d016dd), the
  *    mixtral-8x7b T = 16384 layer forward on the v1 path, 235.45 TFLOP/s against that run's
  *    cuBLAS 8192^3 ceiling of 788.5 -> 751 x 0.2986. A whole layer (routing, permute and combine

@@ -267,8 +267,8 @@ bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
 // scale for tensor), GEMM1 on the codes with the GLU epilogue -> A2 in fp32, A2 quantised (the
 // routed rows [T*k, I] as one tensor, the shared expert's [T, Is] as another, fused or not),
 // GEMM2 on its codes -> the rows combine reads (rows_in_bf16). The routed (and fused shared) GEMMs run
-// on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales permuted into plan order
-// first, as TMA cannot gather rows) when L.gemm says so, else on the v1 FP8 kernel; a separate
+// on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales in plan order first, as TMA
+// cannot gather rows: written there by the quantiser, or permuted after it) when L.gemm says so, else on the v1 FP8 kernel; a separate
 // shared expert always on v1. A2 is quantised by a separate pass, or in the Hopper GEMM1's
 // epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue; same rule, same codes; scales
 // column-major).
@@ -518,7 +518,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
-    char tiles[384];
+    char tiles[448];
     if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's choices (grouped_fp8_config and the decode kernel)
         const bool tickets = hopper_fp8_ticket_tiles(L.T, L.k, L.experts);
         // GEMM1's A scales are k-block-major only with 1x128 x scales (fp8-tensor: one per tensor).
@@ -530,13 +530,17 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  wide1 && wide2   ? "5 stages, scales in the tile stage"
                  : wide1 || wide2 ? "5 stages with scales in the tile stage (192 wide), 6 with a scale ring (128)"
                                   : "6 stages, scales by a ring");
-        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, x codes and scales permuted, partials promoted "
-                 "into fp32 per 128-K block",
+        // The forward's scatter rule, but for x's alignment (fp8_row128_vec_ok), which the line cannot see.
+        const bool scatter = !L.fp8_tensor && !(L.shared && !L.fused) && L.k + (L.fused ? 1 : 0) <= 32 &&
+                             L.H % 4 == 0 && hopper_fp8_x_scatter();
+        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, %s, partials promoted into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                           "rows x 128 K, 8 stages)"
                         : tile,
                  L.swap ? "" : tickets ? ", tiles from a ticket counter" : ", tiles by a static stride",
-                 L.swap ? "" : hopper_expert_raster(true) ? ", expert by expert" : ", grouped raster over all blocks");
+                 L.swap ? "" : hopper_expert_raster(true) ? ", expert by expert" : ", grouped raster over all blocks",
+                 scatter ? "x quantised straight into plan order (when its rows are 4-element aligned)"
+                         : "x codes and scales permuted");
     }
     else if (L.fp8)
         snprintf(tiles, sizeof tiles,

@@ -1,6 +1,7 @@
 // The grouped FP8 (w8a8) expert GEMMs on the Hopper engine: the kernel is in
 // src/cuda/hopper/grouped_fp8_kernel.cuh; this file holds the permute of the quantised x rows
-// and the library's entry points (declared in gemm_fp8_v1.cuh beside the v1 FP8 ones).
+// (where the quantiser does not write them into plan order itself: fp8-tensor, a separate shared
+// expert, MOEFUSE_HOPPER_FP8_X=permute) and the library's entry points (declared in gemm_fp8_v1.cuh beside the v1 FP8 ones).
 #include <stdlib.h>
 #include <string.h>
 
