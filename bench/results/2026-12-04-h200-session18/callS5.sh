@@ -46,6 +46,7 @@ PY
 DTYPE=fp8 METRICS=sm__cycles_elapsed.avg.per_second MODELS="qwen3-30b-a3b deepseek-v3" TOKENS=16384 GEMMS=hopper \
     RUN_LIMIT=90 OUT=$O/prof timeout 120 bash tests/gpu/profile_on_device.sh > $O/prof_stdout.log 2>&1
 mark prof $? /dev/null
+timeout 60 cmake --build build-device -j 16 --target moefuse_cli > $O/cli_build.log 2>&1
 for t in 64 16384; do timeout 30 build-device/moefuse run --model qwen3-30b-a3b --dtype fp8 --tokens $t --print-config >> $O/config_lines.log 2>&1; done
 mark done 0 /dev/null
 cd $O && tar czf /tmp/all.tgz . && mv /tmp/all.tgz .
