@@ -152,32 +152,30 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
     }
 }
 
+// Two adjacent 16-bit source elements (one 32-bit word) as floats.
+template <typename S> __device__ __forceinline__ float2 word_as_float2(uint32_t w);
+template <> __device__ __forceinline__ float2 word_as_float2<__nv_bfloat16>(uint32_t w) {
+    return __bfloat1622float2(*(const __nv_bfloat162 *)&w);
+}
+template <> __device__ __forceinline__ float2 word_as_float2<__half>(uint32_t w) {
+    return __half22float2(*(const __half2 *)&w);
+}
+
 // Sixteen adjacent source elements as floats (16-byte loads: two for 16-bit types, four for fp32).
 template <typename S> __device__ __forceinline__ void load16_as_float(const S *src, float *v) {
+    if constexpr (sizeof(S) == 4) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) load4_as_float<S>(src + 4 * i, v + 4 * i);
-}
-template <> __device__ __forceinline__ void load16_as_float<__nv_bfloat16>(const __nv_bfloat16 *src, float *v) {
+        for (int i = 0; i < 4; i++) load4_as_float<S>(src + 4 * i, v + 4 * i);
+    } else {
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint4 q = ((const uint4 *)src)[h];
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+        for (int h = 0; h < 2; h++) {
+            const uint4 q = ((const uint4 *)src)[h];
+            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[i]);
-            v[8 * h + 2 * i] = f.x, v[8 * h + 2 * i + 1] = f.y;
-        }
-    }
-}
-template <> __device__ __forceinline__ void load16_as_float<__half>(const __half *src, float *v) {
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint4 q = ((const uint4 *)src)[h];
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float2 f = __half22float2(*(const __half2 *)&w[i]);
-            v[8 * h + 2 * i] = f.x, v[8 * h + 2 * i + 1] = f.y;
+            for (int i = 0; i < 4; i++) {
+                const float2 f = word_as_float2<S>(w[i]);
+                v[8 * h + 2 * i] = f.x, v[8 * h + 2 * i + 1] = f.y;
+            }
         }
     }
 }
