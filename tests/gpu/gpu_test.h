@@ -155,6 +155,7 @@ double check_outputs(const model *m, const device_buffers *b, const inputs *in, 
                      const char *what);
 void check_plan(const int32_t *d_ids, int64_t T, int64_t k, int64_t E, int64_t block, int64_t shared_rows,
                 const char *what);
+void check_plan_left_out(const int32_t *ids, int64_t T, int64_t k, int64_t E, int64_t block);
 
 /* ---- gpu_test_fp8.c -------------------------------------------------------------------------- */
 /* The oracle's A2 of one run, before quantisation (moe__cpu_forward_a2's a2_out). */

@@ -127,6 +127,58 @@ double check_outputs(const model *m, const device_buffers *b, const inputs *in, 
     return err;
 }
 
+/* The device plan of host ids [T, k] of which some lie outside [0, E) (the CPU plan refuses
+ * those; the device leaves them out): each expert's count is its in-range ids, each in-range id
+ * sits at row_of[id] inside its expert's rows and sorted_ids there holds it, each left-out id has
+ * row_of -1, and no row of the plan holds a left-out id. */
+void check_plan_left_out(const int32_t *ids, int64_t T, int64_t k, int64_t E, int64_t block) {
+    const int64_t rows = T * k, max_rows = rows + E * (block - 1), max_blocks = (max_rows + block - 1) / block;
+    int32_t *d_ids, *d_row_of;
+    moe_dispatch_plan gp = {0};
+    CUDA_OK(cudaMalloc((void **)&d_ids, (size_t)rows * 4 + 4));
+    CUDA_OK(cudaMalloc((void **)&d_row_of, (size_t)rows * 4 + 4));
+    CUDA_OK(cudaMalloc((void **)&gp.expert_counts, (size_t)E * 8));
+    CUDA_OK(cudaMalloc((void **)&gp.expert_offsets, (size_t)(E + 1) * 8));
+    CUDA_OK(cudaMalloc((void **)&gp.sorted_ids, (size_t)max_rows * 4 + 4));
+    CUDA_OK(cudaMalloc((void **)&gp.block_expert, (size_t)max_blocks * 4 + 4));
+    CUDA_OK(cudaMemcpy(d_ids, ids, (size_t)rows * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(d_row_of, 0x7F, (size_t)rows * 4 + 4)); /* poison */
+    CUDA_OK(cudaMemset(gp.sorted_ids, 0x7F, (size_t)max_rows * 4 + 4));
+    MOE_OK(gpu_ctx, moe__cuda_plan_build(gpu_ctx, d_ids, T, k, E, block, 0, &gp, d_row_of, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    int64_t *counts = xmalloc((size_t)E * 8), *offsets = xmalloc((size_t)(E + 1) * 8), *want = xmalloc((size_t)E * 8);
+    int32_t *sorted = xmalloc((size_t)max_rows * 4 + 4), *row_of = xmalloc((size_t)rows * 4 + 4);
+    CUDA_OK(cudaMemcpy(counts, gp.expert_counts, (size_t)E * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(offsets, gp.expert_offsets, (size_t)(E + 1) * 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(sorted, gp.sorted_ids, (size_t)max_rows * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(row_of, d_row_of, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+    for (int64_t e = 0; e < E; e++) want[e] = 0;
+    for (int64_t i = 0; i < rows; i++)
+        if (ids[i] >= 0 && ids[i] < E) want[ids[i]]++;
+    int64_t bad = 0;
+    for (int64_t e = 0; e < E; e++) bad += counts[e] != want[e];
+    CHECK(bad == 0, "plan with left-out ids: %lld expert counts differ from the in-range ids'", (long long)bad);
+    bad = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        const int32_t e = ids[i], r = row_of[i];
+        if (e >= 0 && e < E)
+            bad += !(r >= offsets[e] && r < offsets[e] + counts[e] && sorted[r] == (int32_t)i);
+        else bad += r != -1;
+    }
+    CHECK(bad == 0, "plan with left-out ids: %lld ids' plan rows (row_of) wrong", (long long)bad);
+    bad = 0;
+    for (int64_t r = 0; r < offsets[E] && r < max_rows; r++)
+        bad += sorted[r] >= 0 && sorted[r] < rows && !(ids[sorted[r]] >= 0 && ids[sorted[r]] < E);
+    CHECK(bad == 0, "plan with left-out ids: %lld plan rows hold a left-out id", (long long)bad);
+    free(counts), free(offsets), free(want), free(sorted), free(row_of);
+    CUDA_OK(cudaFree(d_ids));
+    CUDA_OK(cudaFree(d_row_of));
+    CUDA_OK(cudaFree(gp.expert_counts));
+    CUDA_OK(cudaFree(gp.expert_offsets));
+    CUDA_OK(cudaFree(gp.sorted_ids));
+    CUDA_OK(cudaFree(gp.block_expert));
+}
+
 /* The device plan (moe__cuda_plan_build) vs moe_dispatch_plan_build, for the ids in
  * d_ids [T, k] (device): block `block`; with shared_rows = T the fused shared expert's
  * rows (ids T*k + 1 + t, after the routed total) are checked too. */

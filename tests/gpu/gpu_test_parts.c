@@ -35,6 +35,22 @@ void plan_cases(bool quick) {
             else cases_failed++;
             printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
         }
+        /* About one id in eight outside [0, E) (-1 or E): left out of the device plan. */
+        char name[128];
+        snprintf(name, sizeof name, "plan T=%lld k=%lld E=%lld block=%lld left-out ids", (long long)T, (long long)k,
+                 (long long)E, (long long)block);
+        if (!selected(name) || T == 0) continue;
+        case_failures = 0;
+        int32_t *ids = xmalloc((size_t)(T * k) * 4 + 4);
+        for (int64_t i = 0; i < T * k; i++) {
+            const uint64_t u = rng_next();
+            ids[i] = u % 8 == 0 ? (u % 16 == 0 ? -1 : (int32_t)E) : (int32_t)(u / 8 % (uint64_t)E);
+        }
+        check_plan_left_out(ids, T, k, E, block);
+        free(ids);
+        if (case_failures == 0) cases_passed++;
+        else cases_failed++;
+        printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
     }
 }
 
