@@ -68,9 +68,9 @@ template <> __device__ __forceinline__ void load4_as_float<__half>(const __half 
 // serial chain of reductions and encodes (x at T = 1 took 5.6 us with GPI = 4 against 3.0 with
 // one group; GPI = 16, tried in K5, added ~14 us to gpt-oss's and deepseek-v3's T = 1 forward,
 // whose few live A2 rows each became one warp's 16-group chain).
-// VEC (the default where fp8_row128_vec_ok; MOEFUSE_FP8_QUANT=scalar forces the scalar form): lane
-// holds the 4 adjacent columns
-// g * 128 + 4 lane .. + 3 instead, loaded as one S[4] and stored as one 4-byte word of codes: a
+// VEC (the default where fp8_row128_vec_ok, for items of 4 groups only where the 16-wide form
+// below does not apply; MOEFUSE_FP8_QUANT=scalar forces the scalar form): lane holds the 4
+// adjacent columns g * 128 + 4 lane .. + 3 instead, loaded as one S[4] and stored as one 4-byte word of codes: a
 // quarter of the loads and stores (S5 of session 16: the scalar form moves qwen3-30b-a3b's A2 at
 // ~2 TB/s, half of what the DRAM gives). The codes are the same bit for bit: a code depends only on
 // its value and its group's scale, and the group's amax is the same maximum over the same values.
