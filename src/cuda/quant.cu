@@ -31,6 +31,28 @@ __device__ __forceinline__ int row_kind(const fp8_quant_args &p, int64_t r) {
     return id == p.padding_id ? -1 : id > p.padding_id ? 1 : 0;
 }
 
+// The scatter (fp8_quant_args's plan_row_of): lane j < top_k's destination is slot j's plan row of
+// source row r, lane top_k's the fused shared expert's row, -1 for none. Loaded beside the row's
+// values, then broadcast by shuffles (S3 of session 18: a load per destination inside the store
+// loop left the pass at ~1.5 TB/s).
+__device__ __forceinline__ int64_t scatter_dest(const fp8_quant_args &p, int64_t r, int lane) {
+    int64_t dest = -1;
+    if (lane < p.top_k) dest = p.plan_row_of[r * p.top_k + lane];
+    else if (lane == p.top_k && p.shared_row0) dest = *p.shared_row0 + r;
+    return dest;
+}
+
+// Stores a lane's codes `word` (column c; `in`: inside the row) into every destination row of the
+// warp's source row (dest: scatter_dest's). Every lane of the warp calls it.
+template <typename W>
+__device__ __forceinline__ void scatter_codes(const fp8_quant_args &p, int64_t dest, int64_t c, bool in, W word) {
+    const int dests = (int)p.top_k + (p.shared_row0 ? 1 : 0);
+    for (int j = 0; j < dests; j++) {
+        const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
+        if (row >= 0 && in) *(W *)(p.plan_codes + row * p.codes_ld + c) = word;
+    }
+}
+
 // Work is split into (row, span of columns) items whose loads a thread issues together, so that
 // a few wide live rows (decode: 1-2 rows of I = 14336) spread over many warps with several loads
 // in flight each. (Before session 9 a block walked a whole row one load at a time: mixtral's A2
@@ -93,14 +115,8 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
             if (lane < g1 - g0) p.scales[r * p.scale_rs + (g0 + lane) * p.scale_ks] = 0.0f;
             continue;
         }
-        // SCATTER: lane j < top_k holds slot j's plan row, lane top_k the shared expert's (-1: none),
-        // loaded beside the row's values, then broadcast by shuffles (S3 of session 18: a load per
-        // destination in the store loop left the pass at ~1.5 TB/s).
         int64_t dest = -1;
-        if constexpr (SCATTER) {
-            if (lane < p.top_k) dest = p.plan_row_of[r * p.top_k + lane];
-            else if (lane == p.top_k && p.shared_row0) dest = *p.shared_row0 + r;
-        }
+        if constexpr (SCATTER) dest = scatter_dest(p, r, lane);
         float v[GPI][4];
 #pragma unroll
         for (int i = 0; i < GPI; i++) {
@@ -134,11 +150,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
                 if (c < p.cols && (!SCATTER || p.codes)) *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
                 if constexpr (SCATTER) {
                     if (dest >= 0) p.plan_scales[g * p.plan_scale_ld + dest] = s; // each lane its slot's
-                    const int dests = (int)p.top_k + (p.shared_row0 ? 1 : 0);
-                    for (int j = 0; j < dests; j++) {
-                        const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
-                        if (row >= 0 && c < p.cols) *(uint32_t *)(p.plan_codes + row * p.codes_ld + c) = word;
-                    }
+                    scatter_codes(p, dest, c, c < p.cols, word);
                 }
             } else {
 #pragma unroll
@@ -201,11 +213,8 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
             if (leader) p.scales[r * p.scale_rs + g * p.scale_ks] = 0.0f;
             continue;
         }
-        int64_t dest = -1; // SCATTER: as quant_row128_kernel's
-        if constexpr (SCATTER) {
-            if (lane < p.top_k) dest = p.plan_row_of[r * p.top_k + lane];
-            else if (lane == p.top_k && p.shared_row0) dest = *p.shared_row0 + r;
-        }
+        int64_t dest = -1;
+        if constexpr (SCATTER) dest = scatter_dest(p, r, lane);
         float v[16];
         if (in) load16_as_float<S>((const S *)p.src + r * p.src_ld + c, v);
         else
@@ -234,11 +243,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
                 const float sq = __shfl_sync(0xFFFFFFFFu, s, 8 * q);
                 if (dest >= 0 && g0 + q < groups) p.plan_scales[(g0 + q) * p.plan_scale_ld + dest] = sq;
             }
-            const int dests = (int)p.top_k + (p.shared_row0 ? 1 : 0);
-            for (int j = 0; j < dests; j++) {
-                const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
-                if (row >= 0 && in) *(uint4 *)(p.plan_codes + row * p.codes_ld + c) = codes;
-            }
+            scatter_codes(p, dest, c, in, codes);
         }
     }
 }
