@@ -111,6 +111,15 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
            reserve(c, n, 4, &L->xpq_scales) && reserve(c, hopper && !L->fp8_tensor ? L->rows : 0, 4, &L->row_of);
 }
 
+// Whether the Hopper FP8 forward quantises x straight into plan order (fp8_quant_args's scatter)
+// instead of by token and then permuting the codes, but for x's own alignment
+// (fp8_row128_vec_ok), which only the forward sees: 1x128 scales, the shared expert fused or
+// absent, at most 32 destinations a token (a lane each), unless MOEFUSE_HOPPER_FP8_X=permute.
+bool x_scatter_rule(const ws_layout &L) {
+    return L.gemm == MOE__CUDA_GEMM_HOPPER && !L.fp8_tensor && !(L.shared && !L.fused) &&
+           L.k + (L.fused ? 1 : 0) <= 32 && hopper_fp8_x_scatter();
+}
+
 // Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
 // activations, when hopper_fp8_a2_in_epilogue says so.
 bool a2_in_epilogue(const ws_layout *L, int activation) {
@@ -268,8 +277,8 @@ bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
 // routed rows [T*k, I] as one tensor, the shared expert's [T, Is] as another, fused or not),
 // GEMM2 on its codes -> the rows combine reads (rows_in_bf16). The routed (and fused shared) GEMMs run
 // on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales in plan order first, as TMA
-// cannot gather rows: written there by the quantiser, or permuted after it) when L.gemm says so, else on the v1 FP8 kernel; a separate
-// shared expert always on v1. A2 is quantised by a separate pass, or in the Hopper GEMM1's
+// cannot gather rows: written there by the quantiser, or permuted after it) when L.gemm says so,
+// else on the v1 FP8 kernel; a separate shared expert always on v1. A2 is quantised by a separate pass, or in the Hopper GEMM1's
 // epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue; same rule, same codes; scales
 // column-major).
 moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
@@ -287,11 +296,10 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
 
     // x, once per token (the routed rows and the shared expert read the same codes). On the
     // Hopper path with 1x128 scales and the shared expert fused or absent, the codes go straight
-    // to their plan rows (the permute TMA needs, folded into the quantiser: x_scatter).
+    // to their plan rows (the permute TMA needs, folded into the quantiser: x_scatter_rule).
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     fp8_quant_args qx = quant_args(L, x->data, x->dtype, moe__stride(x, 0), L.T, L.H, xq, xq_scales, amax);
-    const bool scatter = hopper && !L.fp8_tensor && !(L.shared && !L.fused) && L.k + (L.fused ? 1 : 0) <= 32 &&
-                         fp8_row128_vec_ok(&qx) && hopper_fp8_x_scatter();
+    const bool scatter = x_scatter_rule(L) && fp8_row128_vec_ok(&qx);
     if (scatter) {
         qx.codes = NULL; // nothing reads x's codes by token
         qx.plan_row_of = (const int32_t *)(base + L.row_of);
@@ -530,9 +538,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  wide1 && wide2   ? "5 stages, scales in the tile stage"
                  : wide1 || wide2 ? "5 stages with scales in the tile stage (192 wide), 6 with a scale ring (128)"
                                   : "6 stages, scales by a ring");
-        // The forward's scatter rule, but for x's alignment (fp8_row128_vec_ok), which the line cannot see.
-        const bool scatter = !L.fp8_tensor && !(L.shared && !L.fused) && L.k + (L.fused ? 1 : 0) <= 32 &&
-                             L.H % 4 == 0 && hopper_fp8_x_scatter();
+        const bool scatter = x_scatter_rule(L) && L.H % 4 == 0; // x's own alignment is not known here
         snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, %s, partials promoted into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                           "rows x 128 K, 8 stages)"

@@ -1,7 +1,8 @@
 // The grouped FP8 (w8a8) expert GEMMs on the Hopper engine: the kernel is in
 // src/cuda/hopper/grouped_fp8_kernel.cuh; this file holds the permute of the quantised x rows
 // (where the quantiser does not write them into plan order itself: fp8-tensor, a separate shared
-// expert, MOEFUSE_HOPPER_FP8_X=permute) and the library's entry points (declared in gemm_fp8_v1.cuh beside the v1 FP8 ones).
+// expert, MOEFUSE_HOPPER_FP8_X=permute) and the library's entry points (declared in
+// gemm_fp8_v1.cuh beside the v1 FP8 ones).
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,8 +136,9 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
 // epilogue (the 192-wide kernel has only the staged epilogue). Measured in S1 of session 18
 // (bench/results/2026-12-04-h200-session18/callS1): FP8 forward 192/128-ring 0.88-0.98 at T = 4096
 // and 16384 on eight shapes, 0.86-1.02 at T = 512; the stage scales on 128-wide tiles alone were
-// 0.94-1.04, mostly above 1, so 128-wide tiles keep the ring. MOEFUSE_HOPPER_FP8_BN=128 forces the 128 x 128 tiles.
-// The launch also needs k-block-major A scales (fp8_scales_bulk_ok) and not the swapped decode kernel.
+// 0.94-1.04, mostly above 1, so 128-wide tiles keep the ring. MOEFUSE_HOPPER_FP8_BN=128 forces
+// the 128 x 128 tiles. The launch also needs k-block-major A scales (fp8_scales_bulk_ok) and not
+// the swapped decode kernel.
 bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_BN");
     if (env && !strcmp(env, "128")) return false;

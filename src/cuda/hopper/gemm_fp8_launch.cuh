@@ -140,7 +140,6 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
     return MOE_STATUS_OK;
 }
 
-
 } // namespace moe_hopper
 
 #endif

@@ -50,8 +50,8 @@ namespace moe_hopper {
 // BN (192 with STAGE_SCALES: the library's prefill default since session 18, gemm_hopper_fp8.cu's
 // hopper_fp8_wide_tiles; forward 0.88-0.98 of the 128-wide ring at T >= 4096): 128 x 192 tiles, 5
 // stages, as the dense kernel's wide tiles (session 16: +4-17% on its large shapes); see
-// wide_b_scales below. Their
-// shared memory fits only without the scale ring (225 of the 227 KB; with the ring 228).
+// wide_b_scales below. Their shared memory fits only without the scale ring (225 of the 227 KB;
+// with the ring 228).
 template <bool STAGE_SCALES = false, int BN = FP8_BN>
 using grouped_fp8_config =
     fp8_config<BN == FP8_BN ? 6 : 5, false, BN, STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
