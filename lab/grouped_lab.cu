@@ -83,7 +83,7 @@ static const model MODELS[] = {
 // ---- variants ----------------------------------------------------------------------------
 // mode: which GEMM's data the variant runs on (GEMM1 = x . W13, GEMM2 = A2 . W2); kernel_mode:
 // the instantiation (GEMM_DOWN on GEMM1 data = "the GEMM1 shape through GEMM2's kernel").
-enum out_kind { OUT_A2, OUT_ROWS_F32, OUT_RAW_BF16, OUT_NONE };
+enum out_kind { OUT_A2, OUT_ROWS_F32, OUT_ROWS_BF16, OUT_RAW_BF16, OUT_NONE };
 struct variant {
     const char *name;
     const char *what;
@@ -160,6 +160,11 @@ static const variant VARIANTS[] = {
     {"fp8_down_stage", "FP8 GEMM2, scales in the tile stage (no scale ring)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 128, true},
     {"fp8_up_192", "fp8_up_stage on 128 x 192 tiles, 5 stages", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true},
     {"fp8_down_192", "fp8_down_stage on 128 x 192 tiles, 5 stages", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 192, true},
+    // Session 19: the bulk-copy epilogue (EPI_BULK, 4 stages) against the staged one, GEMM2 on bf16
+    // rows as the forward writes them for bf16 y.
+    {"fp8_up_192_bulk", "fp8_up_192 with the bulk-copy epilogue, 4 stages", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, false, false, false, 192, true},
+    {"fp8_down_192_b16", "fp8_down_192 with bf16 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true},
+    {"fp8_down_192_bulk", "fp8_down_192_b16 with the bulk-copy epilogue, 4 stages", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -181,7 +186,7 @@ typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
-    constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN>();
+    constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN, EPI == EPI_BULK>();
     static bool ready = false;
     if (!ready) {
         cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN>,
@@ -196,6 +201,9 @@ static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, cons
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
 static fp8_launch_fn pick_fp8(const variant &v) {
+    if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
+        return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_BULK, false, true, 192>
+                                        : fp8_launch_t<GEMM_DOWN, EPI_BULK, false, true, 192>;
     if (v.stage && v.bn == 192)
         return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED, false, true, 192>
                                         : fp8_launch_t<GEMM_DOWN, EPI_STAGED, false, true, 192>;
@@ -306,6 +314,9 @@ static launch_fn pick(const variant &v, int act) {
 
 static const void *kernel_address(const variant &v, int act) {
     if (v.fp8) {
+        if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
+            return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>
+                                            : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>;
         if (v.stage && v.bn == 192)
             return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>
                                             : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>;
@@ -619,7 +630,7 @@ static out_geom geometry(const variant &v, const problem &P, const operands &O) 
     } else if (v.out == OUT_RAW_BF16) {
         g.cols = g.ld = O.n;
         g.rows_alloc = P.live;
-    } else if (v.out == OUT_ROWS_F32) {
+    } else if (v.out == OUT_ROWS_F32 || v.out == OUT_ROWS_BF16) {
         g.cols = g.ld = O.n;
         g.rows_alloc = P.tokens_k + P.T;
     } else {
@@ -633,7 +644,7 @@ static out_geom geometry(const variant &v, const problem &P, const operands &O) 
 static int64_t out_row(const variant &v, const problem &P, int64_t r) {
     const int64_t id = P.ids[r];
     if (id == P.padding_id) return v.out == OUT_RAW_BF16 ? r : -1;
-    if (v.out == OUT_ROWS_F32) return id < P.padding_id ? id : id - 1;
+    if (v.out == OUT_ROWS_F32 || v.out == OUT_ROWS_BF16) return id < P.padding_id ? id : id - 1;
     return r;
 }
 
@@ -662,6 +673,7 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     a.activation = P.m->act;
     a.act_alpha = P.m->alpha;
     a.act_limit = P.m->limit;
+    a.out_bf16 = v.out == OUT_ROWS_BF16;
     return a;
 }
 
@@ -700,7 +712,7 @@ static double reference(const variant &v, const problem &P, const operands &O, i
     auto bias = [&](int64_t col) { return O.h_bias.empty() ? 0.0 : (double)O.h_bias[e * O.n + col]; };
     if (v.out == OUT_RAW_BF16) return dot(c);
     const bool routed = id < P.padding_id;
-    if (v.out == OUT_ROWS_F32) {
+    if (v.out == OUT_ROWS_F32 || v.out == OUT_ROWS_BF16) {
         const double w = routed ? P.weights[id] : m.shared ? P.shared_scale[id - P.padding_id - 1] : 1.0;
         return (dot(c) + bias(c)) * w;
     }
@@ -739,6 +751,7 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int 
     if (cr != CUDA_SUCCESS) return cr;
     *p = grouped_fp8_params{};
     grouped_plan_params(&a, sms, bn, &p->g);
+    p->g.out_bf16 = a.mode == GEMM_DOWN && a.out_bf16;
     p->sa = O.sa;
     p->sa_rs = O.sa_rs;
     p->sa_ks = O.sa_ks;
@@ -802,7 +815,8 @@ int main(int argc, char **argv) {
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
-        const int smem = fp8 && v.stage      ? (v.bn == 192 ? grouped_fp8_smem_bytes<false, true, 192>()
+        const int smem = fp8 && v.stage      ? (v.bn == 192 ? (v.epi == EPI_BULK ? grouped_fp8_smem_bytes<false, true, 192, true>()
+                                                                                  : grouped_fp8_smem_bytes<false, true, 192>())
                                                                : grouped_fp8_smem_bytes<false, true>())
                          : fp8                ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
                          : v.pp               ? PP_SMEM_BYTES
@@ -852,6 +866,7 @@ int main(int argc, char **argv) {
             operands O;
             bool have_ops = false;
             void *shipped_out = nullptr; // the shipped variant's output of this data, for (3)
+            int shipped_f32 = -1;        // its element type (only outputs of the same type are compared)
             double none_ms = -1.0;
             for (const variant &v : VARIANTS) {
                 if (v.data != data || v.fp8 != fp8 || !listed(variants, v.name)) continue;
@@ -954,7 +969,7 @@ int main(int argc, char **argv) {
                     int64_t *d_rows;
                     CUDA_OK(cudaMalloc(&d_rows, orows.size() * 8));
                     CUDA_OK(cudaMemcpy(d_rows, orows.data(), orows.size() * 8, cudaMemcpyHostToDevice));
-                    const bool vs_shipped = v.shipped_function && shipped_out;
+                    const bool vs_shipped = v.shipped_function && shipped_out && shipped_f32 == g.f32;
                     CUDA_OK(cudaMemset(d_cmp, 0, 3 * sizeof(float)));
                     compare_rows<<<1024, 256>>>(out, vs_shipped ? shipped_out : nullptr, g.f32, g.ld, d_rows,
                                                 (int64_t)orows.size(), g.cols, d_cmp);
@@ -996,7 +1011,10 @@ int main(int argc, char **argv) {
                             (unsigned long long)seed, prop.name);
                     fflush(json);
                 }
-                if (v.shipped_function && !shipped_out && ok) shipped_out = out; // the first one listed
+                if (v.shipped_function && !shipped_out && ok) { // the first one listed
+                    shipped_out = out;
+                    shipped_f32 = g.f32;
+                }
                 else cudaFree(out);
             }
             if (shipped_out) cudaFree(shipped_out);

@@ -145,6 +145,17 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
     return !fp8_tiles_decode(tokens, top_k, experts) && !tickets && !quant;
 }
 
+// EPI_BULK on the 128 x 192 tiles (grouped_kernel.cuh's bulk_epilogue: a warp's finished rows in
+// shared memory, one bulk copy a row that overlaps the next tile; 4 stages instead of 5): GEMM2 with
+// bf16 rows, GEMM1 with a gated activation (fp32 A2), whole 16-byte pieces of every row (n % 8, ldo
+// % 8 for bf16 or % 4 for fp32). Opt-in (MOEFUSE_HOPPER_FP8_EPI=bulk) until measured.
+bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t ldo, int activation, bool out_bf16) {
+    const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
+    if (!(env && !strcmp(env, "bulk"))) return false;
+    if (n % 8 != 0) return false;
+    return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
+}
+
 bool hopper_fp8_x_scatter(void) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_X");
     return !(env && !strcmp(env, "permute"));
@@ -181,6 +192,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, dyn, quant) &&
                       fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
     const int bn = wide ? 192 : FP8_BN;
+    const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->ldo, g->activation, g->out_bf16 != 0);
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
@@ -208,7 +220,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = wide ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
+    auto kernel = bulk   ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>
+                                                 : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>)
+                  : wide ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
                                                : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>
@@ -218,7 +232,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = wide  ? grouped_fp8_smem_bytes<false, true, 192>()
+    const int smem = bulk  ? grouped_fp8_smem_bytes<false, true, 192, true>()
+                     : wide ? grouped_fp8_smem_bytes<false, true, 192>()
                      : dyn ? grouped_fp8_smem_bytes<true>()
                            : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -47,6 +47,8 @@
 //    activation straight from the fragment (a thread holds each (gate, up) pair it owns), then
 //    only the bf16 outputs go through the warp's staging buffer (a quarter of EPI_STAGED's
 //    bytes), read back row-major for 16-byte stores. See act_first_up_epilogue.
+//  - EPI_BULK: FP8 grouped kernel, 192-wide tiles: the finished outputs of a warp's 16 rows in
+//    shared memory, each row sent by one bulk copy that overlaps the next tile (bulk_epilogue).
 //  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
 //    made of: all of it but the output stores (a value is stored only if NaN), or all of it
 //    with the row table made up (offset from the plan row, scale 1, every row live) instead of
@@ -68,7 +70,8 @@ enum grouped_epilogue {
     EPI_QUANT = 5,
     EPI_STAGED_NOSTORE = 6,
     EPI_STAGED_NOTABLE = 7,
-    EPI_ACT_FIRST = 8
+    EPI_ACT_FIRST = 8,
+    EPI_BULK = 9
 };
 // The epilogues that run staged_epilogue (the shipped one and its lab probes).
 __host__ __device__ constexpr bool epi_staged(int epi) { return epi == EPI_STAGED || epi == EPI_STAGED_NOSTORE || epi == EPI_STAGED_NOTABLE; }
@@ -563,6 +566,94 @@ __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, cons
     case MOE_ACT_GEGLU_TANH: act_first_up_epilogue<MOE_ACT_GEGLU_TANH, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
     case MOE_ACT_REGLU: act_first_up_epilogue<MOE_ACT_REGLU, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
     case MOE_ACT_SWIGLU_OAI: act_first_up_epilogue<MOE_ACT_SWIGLU_OAI, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    }
+}
+
+// ---- EPI_BULK -----------------------------------------------------------------------------
+// The FP8 grouped kernel's 192-wide tiles (grouped_fp8_kernel.cuh): each consumer warp writes its
+// 16 rows of the tile's outputs, finished (bias, scale, activation, rounding), from the fragment
+// into its own shared buffer, and lanes 0-15 then hand one row each to the TMA unit as one bulk
+// copy (cp.async.bulk shared -> global) and go on to the next tile's mainloop without waiting for
+// it: the stores leave while the next tile's MMAs run. A row of outputs is 384 bytes either way:
+// GEMM2's 192 columns in bf16 (out_bf16 only), or GEMM1's 96 A2 values (gated activations) in
+// fp32. The buffer is read back only by the copies; before it is rewritten (the next tile), the
+// lanes that issued them wait until their copies have read it (the wait is long over by then).
+// Rows BULK_LD bytes apart: 4 banks per row, so the fragment's writes (lane/4 picks the row,
+// lane%4 the word) are free of bank conflicts; 16-byte aligned, as the copies need.
+constexpr int BULK_ROW_BYTES = 384;
+constexpr int BULK_LD = BULK_ROW_BYTES + 16;
+constexpr int BULK_WARP_BYTES = 16 * BULK_LD; // 6400
+static_assert(BULK_WARP_BYTES >= STAGE_WARP_BYTES, "the staged epilogue (RELU2) can use a bulk buffer");
+
+template <int ACT>
+__device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const float *acc, const float *bias_t,
+                                             int cols_left, float s_lo, float s_hi, int q, float *lo, float *hi) {
+#pragma unroll
+    for (int j = 0; j < 24; ++j) {
+        const int c = 8 * j + 2 * q; // the gate's tile column; n is even
+        const float2 b = bias_t && c < cols_left ? *(const float2 *)(bias_t + c) : make_float2(0.0f, 0.0f);
+        lo[4 * j + q] = glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j] * s_lo + b.x, acc[4 * j + 1] * s_lo + b.y);
+        hi[4 * j + q] =
+            glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j + 2] * s_hi + b.x, acc[4 * j + 3] * s_hi + b.y);
+    }
+}
+
+// One consumer warp's epilogue of a 128 x 192 tile (acc: its 96 fragment values), rows warp_row ..
+// + 15, tile columns n0 ..; `buf` its BULK_WARP_BYTES, `info` its row table. Needs (bulk_ok on the
+// host) n % 8 == 0, ldo % 8 (GEMM2, bf16) or % 4 (GEMM1, fp32) == 0 and out 16-byte aligned.
+template <int MODE>
+__device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
+                                              int n0, int lane, uint8_t *buf, uint8_t *info) {
+    if (lane < 16) bulk_wait_read<0>(); // the previous tile's copies are done with buf
+    if (MODE == GEMM_UP && p.activation == MOE_ACT_RELU2) { // not gated: 192 fp32 a row, staged
+        staged_epilogue<GEMM_UP, 192, float>(p, acc, e, warp_row, n0, lane, (float *)buf, info);
+        return;
+    }
+    int64_t *row_off;
+    float *row_scale;
+    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
+    __syncwarp(); // the row table is visible
+    const int q = lane % 4, r = lane / 4, cols_left = p.n - n0;
+    const float s_lo = row_scale[r], s_hi = row_scale[r + 8];
+    const float *bias_t = p.bias ? p.bias + (int64_t)e * p.n + n0 : nullptr;
+    if (MODE == GEMM_DOWN) {
+        uint32_t *lo = (uint32_t *)(buf + r * BULK_LD), *hi = (uint32_t *)(buf + (r + 8) * BULK_LD);
+#pragma unroll
+        for (int j = 0; j < 24; ++j) {
+            const int c = 8 * j + 2 * q;
+            const float2 b = bias_t && c < cols_left ? *(const float2 *)(bias_t + c) : make_float2(0.0f, 0.0f);
+            const __nv_bfloat162 v0 = __floats2bfloat162_rn((acc[4 * j] + b.x) * s_lo, (acc[4 * j + 1] + b.y) * s_lo);
+            const __nv_bfloat162 v1 =
+                __floats2bfloat162_rn((acc[4 * j + 2] + b.x) * s_hi, (acc[4 * j + 3] + b.y) * s_hi);
+            lo[4 * j + q] = *(const uint32_t *)&v0;
+            hi[4 * j + q] = *(const uint32_t *)&v1;
+        }
+    } else {
+        float *lo = (float *)(buf + r * BULK_LD), *hi = (float *)(buf + (r + 8) * BULK_LD);
+        // One uniform switch per tile, each case a straight-line body (see staged_epilogue).
+        switch (p.activation) {
+        case MOE_ACT_SWIGLU: bulk_up_rows<MOE_ACT_SWIGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_GEGLU: bulk_up_rows<MOE_ACT_GEGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_GEGLU_TANH:
+            bulk_up_rows<MOE_ACT_GEGLU_TANH>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            break;
+        case MOE_ACT_REGLU: bulk_up_rows<MOE_ACT_REGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_SWIGLU_OAI:
+            bulk_up_rows<MOE_ACT_SWIGLU_OAI>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            break;
+        }
+    }
+    fence_proxy_async_shared(); // the writes above, before the async proxy reads them
+    __syncwarp();
+    if (lane < 16) {
+        const int64_t off = row_off[lane];
+        // Output elements of this tile's row that exist: GEMM2 columns n0 .., GEMM1 A2 columns n0/2 ..
+        const int cols = MODE == GEMM_DOWN ? min(192, cols_left) : min(96, cols_left / 2);
+        const int elem = MODE == GEMM_DOWN ? 2 : 4;
+        if (off >= 0 && cols > 0)
+            bulk_copy_s2g((uint8_t *)p.out + (off + (MODE == GEMM_DOWN ? n0 : n0 / 2)) * elem, buf + lane * BULK_LD,
+                          (uint32_t)(cols * elem));
+        bulk_commit();
     }
 }
 

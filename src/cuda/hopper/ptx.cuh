@@ -148,6 +148,20 @@ __device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src, uint32
                  "l"(src), "r"(bytes), "r"(smem_u32(bar))
                  : "memory");
 }
+// One bulk copy of `bytes` contiguous bytes shared -> global (both 16-byte aligned, bytes a
+// multiple of 16), in this thread's current bulk group (bulk_commit closes it). The source may
+// be rewritten only after bulk_wait_read says the group has read it; a fence_proxy_async_shared
+// in each thread that wrote the source, then a barrier, must come before the copy.
+__device__ __forceinline__ void bulk_copy_s2g(void *dst, const void *src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk groups have not yet read their shared sources.
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
 // Waits until all of this thread's cp.async copies have landed.
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // One arrival on `bar` once all of this thread's earlier cp.async copies have landed. .noinc:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 18 for a later session's first call (not yet run). From the repo root, carry
+# Prepared in session 18 for a later session's first call; session 19 ran its first half inside callT1.sh.
 # .deps:   O=$OUT timeout 585 bash bench/results/next-session/session18_followup.sh; then tar $OUT.
 # 1. The full GPU suite (new since its last full run, 79683d3: the 4-wide scatter's preloaded
 #    plan rows, the 16-wide quantiser, and the plan cases with ids left out, which check row_of's
