@@ -148,10 +148,16 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // EPI_BULK on the 128 x 192 tiles (grouped_kernel.cuh's bulk_epilogue: a warp's finished rows in
 // shared memory, one bulk copy a row that overlaps the next tile; 4 stages instead of 5): GEMM2 with
 // bf16 rows, GEMM1 with a gated activation (fp32 A2), whole 16-byte pieces of every row (n % 8, ldo
-// % 8 for bf16 or % 4 for fp32). Opt-in (MOEFUSE_HOPPER_FP8_EPI=bulk) until measured.
-bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t ldo, int activation, bool out_bf16) {
+// % 8 for bf16 or % 4 for fp32). By default where K <= 2048 (at most 16 k-blocks a tile: the
+// epilogue is a large share of a tile there, and the fifth stage a small one); call T1 of session 19
+// (bench/results/2026-12-04-h200-session19/): forward with bulk everywhere 0.94-0.95 of the staged
+// epilogue's time on qwen3-30b-a3b and qwen3-next-80b-a3b, 0.96-1.00 elsewhere but gpt-oss-120b at
+// T = 16384 (1.02, noisy); the lab put the long-K GEMMs (gpt-oss K 2880, deepseek-v3's GEMM1 K 7168)
+// 3-18% slower. MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
+bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
-    if (!(env && !strcmp(env, "bulk"))) return false;
+    if (env && !strcmp(env, "staged")) return false;
+    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
     if (n % 8 != 0) return false;
     return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
 }
@@ -192,7 +198,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, dyn, quant) &&
                       fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
     const int bn = wide ? 192 : FP8_BN;
-    const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->ldo, g->activation, g->out_bf16 != 0);
+    const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0);
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
