@@ -384,9 +384,11 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * blocks, or expert by expert; bf16 takes the latter by default), MOEFUSE_HOPPER_EPI (=staged:
  * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_BN
  * (=256: no 240-wide tiles), MOEFUSE_HOPPER_FP8_BN (=128: the FP8 grouped GEMMs' 128 x 128 tiles
- * with a scale ring instead of 128 x 192 with the scales in the tile stage) and MOEFUSE_HOPPER_FP8_X
- * (=permute: x quantised by token, then its codes permuted into plan order, instead of quantised
- * straight into plan order); nothing is printed or launched. (MOEFUSE_FP8_QUANT=scalar, the scalar form of the 1x128 activation quantiser instead of
+ * with a scale ring instead of 128 x 192 with the scales in the tile stage), MOEFUSE_HOPPER_FP8_EPI
+ * (=bulk or =staged: the 128 x 192 tiles' bulk-copy epilogue at every K or at none, instead of
+ * where K <= 2048) and MOEFUSE_HOPPER_FP8_X (=permute: x quantised by token, then its codes
+ * permuted into plan order, instead of quantised straight into plan order); nothing is printed or
+ * launched. (MOEFUSE_FP8_QUANT=scalar, the scalar form of the 1x128 activation quantiser instead of
  * the vector one, is an A/B switch that the line does not name.)
  * Errors: NULL ctx/w/buf (NULL_POINTER); buf_size too small for the line (INVALID_ARGUMENT, the
  * message gives the size needed; MOE_FORWARD_CONFIG_MAX always suffices); num_tokens < 0 (INVALID_ARGUMENT) or

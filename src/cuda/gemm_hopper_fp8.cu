@@ -148,12 +148,14 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // EPI_BULK on the 128 x 192 tiles (grouped_kernel.cuh's bulk_epilogue: a warp's finished rows in
 // shared memory, one bulk copy a row that overlaps the next tile; 4 stages instead of 5): GEMM2 with
 // bf16 rows, GEMM1 with a gated activation (fp32 A2), whole 16-byte pieces of every row (n % 8, ldo
-// % 8 for bf16 or % 4 for fp32). By default where K <= 2048 (at most 16 k-blocks a tile: the
-// epilogue is a large share of a tile there, and the fifth stage a small one); call T1 of session 19
-// (bench/results/2026-12-04-h200-session19/): forward with bulk everywhere 0.94-0.95 of the staged
-// epilogue's time on qwen3-30b-a3b and qwen3-next-80b-a3b, 0.96-1.00 elsewhere but gpt-oss-120b at
-// T = 16384 (1.02, noisy); the lab put the long-K GEMMs (gpt-oss K 2880, deepseek-v3's GEMM1 K 7168)
-// 3-18% slower. MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
+// % 8 for bf16 or % 4 for fp32). By default where K <= 2048 (at most 16 k-blocks a tile: there the
+// epilogue is a large share of a tile, and the fifth stage a small one). Session 19
+// (bench/results/2026-12-04-h200-session19/), FP8 forward, medians of 3 alternated rounds, against
+// the staged epilogue: this rule 0.935-0.981 on qwen3-30b-a3b, qwen3-next-80b-a3b, qwen3-235b-a22b
+// and glm-4.5-air, 0.97-1.00 on mixtral, 0.996-1.004 on gpt-oss and deepseek-v3 (call T2); bulk at
+// every K gained on gpt-oss-20b (0.942 at T = 16384) but lost on deepseek-v3 (1.014) and, in T1,
+// gpt-oss-120b (1.023, noisy), and the lab put the long-K GEMMs (gpt-oss K 2880, deepseek-v3's
+// GEMM1 K 7168) 3-18% slower with it. MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
 bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
     if (env && !strcmp(env, "staged")) return false;

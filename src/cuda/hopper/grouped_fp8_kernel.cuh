@@ -29,6 +29,10 @@
 //    column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does); GEMM_DOWN: (acc +
 //    bias) x routing weight / shared gate -> rows out[id] (or id - 1), fp32 or (out_bf16) bf16,
 //    the fp32 value rounded once. Padding rows are not written.
+//  - Epilogue EPI_BULK (128 x 192 tiles, 4 stages; the library's where K <= 2048, gemm_hopper_fp8.cu's
+//    hopper_fp8_bulk_epilogue): the same values as EPI_STAGED (GEMM2's rows in bf16 only, GEMM1 gated),
+//    finished in registers, each warp's 16 rows written to shared memory and each row sent by one bulk
+//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue).
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -296,7 +300,7 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
 }
 
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
-// EPI_QUANT (GEMM_UP, fp8-row128) or EPI_STAGED (the library's), or EPI_NONE
+// EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store). STAGE_SCALES: see grouped_fp8_config.
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
           int BN = FP8_BN>
