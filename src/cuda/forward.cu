@@ -526,27 +526,25 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     char v1[128];
     if (L.fp8) fp8_gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
-    char tiles[576];
+    char tiles[512];
     if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's choices (grouped_fp8_config and the decode kernel)
         const bool tickets = hopper_fp8_ticket_tiles(L.T, L.k, L.experts);
         // GEMM1's A scales are k-block-major only with 1x128 x scales (fp8-tensor: one per tensor).
         const bool wide1 = !L.fp8_tensor && hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, L.a2_in_epilogue);
         const bool wide2 = hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, false);
-        // The bulk-copy epilogues (EPI_BULK: whole rows, 4 stages; EPI_BULK_ROUNDS: a third of a row a
-        // round, 5 stages): GEMM2 only when its rows are bf16 (bf16 y).
-        const int bulk1 = wide1 ? hopper_fp8_bulk_epilogue(GEMM_UP, L.R13, L.H, L.I, w->spec.activation, false) : 0;
-        const int bulk2 = wide2 ? hopper_fp8_bulk_epilogue(GEMM_DOWN, L.H, L.I, L.H, 0, rows_in_bf16(L, MOE_DTYPE_BF16)) : 0;
-        static const char *const epi_name[] = {"staged", "bulk copies of whole rows (4 stages)",
-                                               "bulk copies of a third of a row a round"};
-        char tile[288];
-        snprintf(tile, sizeof tile, "tiles 128x%dx128 (GEMM1%s) and 128x%dx128 (GEMM2), %s%s%s%s%s%s", wide1 ? 192 : 128,
+        // The bulk-copy epilogue (4 stages instead of 5): GEMM2 only when its rows are bf16 (bf16 y).
+        const bool bulk1 = wide1 && hopper_fp8_bulk_epilogue(GEMM_UP, L.R13, L.H, L.I, w->spec.activation, false);
+        const bool bulk2 = wide2 && hopper_fp8_bulk_epilogue(GEMM_DOWN, L.H, L.I, L.H, 0, rows_in_bf16(L, MOE_DTYPE_BF16));
+        char tile[224];
+        snprintf(tile, sizeof tile, "tiles 128x%dx128 (GEMM1%s) and 128x%dx128 (GEMM2), %s%s", wide1 ? 192 : 128,
                  L.a2_in_epilogue ? ", A2 quantised in its epilogue" : "", wide2 ? 192 : 128,
                  wide1 && wide2   ? "5 stages, scales in the tile stage"
                  : wide1 || wide2 ? "5 stages with scales in the tile stage (192 wide), 6 with a scale ring (128)"
                                   : "6 stages, scales by a ring",
-                 bulk1 || bulk2 ? "; epilogues: GEMM1 " : "", bulk1 || bulk2 ? epi_name[bulk1] : "",
-                 bulk1 || bulk2 ? ", GEMM2 " : "", bulk1 || bulk2 ? epi_name[bulk2] : "",
-                 bulk2 ? " when y is bf16" : "");
+                 bulk1 && bulk2 ? "; both epilogues by bulk copies, 4 stages (GEMM2's when y is bf16)"
+                 : bulk1        ? "; GEMM1's epilogue by bulk copies, 4 stages"
+                 : bulk2        ? "; GEMM2's epilogue by bulk copies when y is bf16, 4 stages"
+                                : "");
         const bool scatter = x_scatter_rule(L) && L.H % 4 == 0; // x's own alignment is not known here
         snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, %s, partials promoted into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "

@@ -100,12 +100,10 @@ bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts);
 // with A2 quantised in the epilogue (quant); the launch also needs k-block-major A scales.
 // MOEFUSE_HOPPER_FP8_BN=128 forces 128.
 bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant);
-// The epilogue a 128 x 192 launch of this GEMM (mode GEMM_UP / GEMM_DOWN, n, k, ldo, activation,
-// GEMM2 rows in bf16) takes: the bulk copies of whole rows (EPI_BULK, 4 stages) where K <= 2048 and
-// the sizes allow, else the staged one; MOEFUSE_HOPPER_FP8_EPI=staged|bulk|rounds|mixed for A/B runs
-// (gemm_hopper_fp8.cu).
-enum { FP8_EPI_STAGED = 0, FP8_EPI_BULK_ROWS = 1, FP8_EPI_BULK_ROUNDS = 2 };
-int hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16);
+// Whether a 128 x 192 launch of this GEMM (mode GEMM_UP / GEMM_DOWN, n, k, ldo, activation, GEMM2
+// rows in bf16) takes the bulk-copy epilogue (EPI_BULK): K <= 2048 and the sizes it needs;
+// MOEFUSE_HOPPER_FP8_EPI=bulk at every K, =staged never.
+bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16);
 // Whether the forward's Hopper FP8 path (1x128 scales, no separate shared expert) quantises x
 // straight into plan order (fp8_quant_args's scatter) instead of by token and then permuting the
 // codes: unless MOEFUSE_HOPPER_FP8_X=permute.

@@ -152,22 +152,19 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // epilogue is a large share of a tile, and the fifth stage a small one). Session 19
 // (bench/results/2026-12-04-h200-session19/), FP8 forward, medians of 3 alternated rounds, against
 // the staged epilogue: this rule 0.935-0.981 on qwen3-30b-a3b, qwen3-next-80b-a3b, qwen3-235b-a22b
-// and glm-4.5-air, 0.97-1.00 on mixtral, 0.996-1.004 on gpt-oss and deepseek-v3 (call T2); bulk at
-// every K gained on gpt-oss-20b (0.942 at T = 16384) but lost on deepseek-v3 (1.014) and, in T1,
-// gpt-oss-120b (1.023, noisy), and the lab put the long-K GEMMs (gpt-oss K 2880, deepseek-v3's
-// GEMM1 K 7168) 3-18% slower with it. MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never,
-// =rounds takes EPI_BULK_ROUNDS (a third of a row a round through the staging buffer, 5 stages kept)
-// at every K, =mixed EPI_BULK where K <= 2048 and EPI_BULK_ROUNDS elsewhere (A/B switches).
-int hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
-    const bool fits = n % 8 == 0 && (mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0
-                                                       : activation != MOE_ACT_RELU2 && ldo % 4 == 0);
-    if (!fits) return FP8_EPI_STAGED;
+// and glm-4.5-air (calls T2 and T4), 0.97-1.00 on mixtral, 0.996-1.004 on gpt-oss and deepseek-v3
+// (T2). Bulk at every K gained on gpt-oss-20b (0.942 at T = 16384, a point that spreads by 10%) but
+// lost on deepseek-v3 (1.014) and, in T1, gpt-oss-120b (1.023, noisy); the lab put the long-K GEMMs
+// (gpt-oss K 2880, deepseek-v3's GEMM1 K 7168) 3-18% slower with it. A form that keeps the fifth
+// stage (a third of a row a round through the staging buffer, each round waiting for the last
+// one's copies) was no faster than the staged epilogue anywhere (T4) and is gone.
+// MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
+bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
-    if (env && !strcmp(env, "staged")) return FP8_EPI_STAGED;
-    if (env && !strcmp(env, "bulk")) return FP8_EPI_BULK_ROWS;
-    if (env && !strcmp(env, "rounds")) return FP8_EPI_BULK_ROUNDS;
-    if (k <= 2048) return FP8_EPI_BULK_ROWS;
-    return env && !strcmp(env, "mixed") ? FP8_EPI_BULK_ROUNDS : FP8_EPI_STAGED;
+    if (env && !strcmp(env, "staged")) return false;
+    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
+    if (n % 8 != 0) return false;
+    return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
 }
 
 bool hopper_fp8_x_scatter(void) {
@@ -206,8 +203,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, dyn, quant) &&
                       fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
     const int bn = wide ? 192 : FP8_BN;
-    const int bulk = wide ? hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0)
-                          : FP8_EPI_STAGED;
+    const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0);
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
@@ -235,12 +231,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = bulk == FP8_EPI_BULK_ROWS
-                      ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>
-                                              : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>)
-                  : bulk == FP8_EPI_BULK_ROUNDS
-                      ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK_ROUNDS, false, true, 192>
-                                              : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK_ROUNDS, false, true, 192>)
+    auto kernel = bulk   ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>
+                                                 : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>)
                   : wide ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
                                                : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
@@ -251,8 +243,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = bulk == FP8_EPI_BULK_ROWS     ? grouped_fp8_smem_bytes<false, true, 192, EPI_BULK>()
-                     : bulk == FP8_EPI_BULK_ROUNDS ? grouped_fp8_smem_bytes<false, true, 192, EPI_BULK_ROUNDS>()
+    const int smem = bulk  ? grouped_fp8_smem_bytes<false, true, 192, true>()
                      : wide ? grouped_fp8_smem_bytes<false, true, 192>()
                      : dyn ? grouped_fp8_smem_bytes<true>()
                            : grouped_fp8_smem_bytes();

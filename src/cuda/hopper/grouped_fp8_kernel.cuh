@@ -32,8 +32,7 @@
 //  - Epilogue EPI_BULK (128 x 192 tiles, 4 stages; the library's where K <= 2048, gemm_hopper_fp8.cu's
 //    hopper_fp8_bulk_epilogue): the same values as EPI_STAGED (GEMM2's rows in bf16 only, GEMM1 gated),
 //    finished in registers, each warp's 16 rows written to shared memory and each row sent by one bulk
-//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue). EPI_BULK_ROUNDS:
-//    the same in three rounds of a third of a row through the staging buffer, 5 stages kept.
+//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue).
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -58,7 +57,7 @@ namespace moe_hopper {
 // wide_b_scales below. Their shared memory fits only without the scale ring (225 of the 227 KB;
 // with the ring 228).
 // BULK (EPI_BULK, 192 wide only): 4 stages, so that each consumer warp's 16 finished rows fit
-// beside them (BULK_WARP_BYTES; grouped_kernel.cuh's bulk_epilogue). EPI_BULK_ROUNDS keeps 5.
+// beside them (BULK_WARP_BYTES; grouped_kernel.cuh's bulk_epilogue).
 template <bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false>
 using grouped_fp8_config = fp8_config<BN == FP8_BN ? 6 : BULK ? 4 : 5, false, BN,
                                       STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
@@ -67,19 +66,15 @@ static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales an
 
 // DYN (lab): the unit ring's barriers and slots and the tile stages' headers (fp8_dyn_carve).
 constexpr int GF8_DYN_BYTES = 128;
-// EPI: the epilogue (EPI_BULK's whole-row buffers instead of the staging ones; both bulk epilogues
-// align their buffers to 16 bytes).
-template <bool DYN = false, bool STAGE_SCALES = false, int BN = FP8_BN, int EPI = EPI_STAGED>
+template <bool DYN = false, bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false>
 constexpr int grouped_fp8_smem_bytes() {
-    return grouped_fp8_config<STAGE_SCALES, BN, EPI == EPI_BULK>::SMEM_BYTES + (DYN ? GF8_DYN_BYTES : 0) +
-           (EPI == EPI_BULK ? 16 + CONSUMER_WARPS * (BULK_WARP_BYTES + ROWINFO_WARP_BYTES)
-                            : (EPI == EPI_BULK_ROUNDS ? 16 : 0) + STAGED_EXTRA_BYTES);
+    return grouped_fp8_config<STAGE_SCALES, BN, BULK>::SMEM_BYTES + (DYN ? GF8_DYN_BYTES : 0) +
+           (BULK ? 16 + CONSUMER_WARPS * (BULK_WARP_BYTES + ROWINFO_WARP_BYTES) : STAGED_EXTRA_BYTES);
 }
 static_assert(grouped_fp8_smem_bytes<true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<false, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<false, true, 192>() <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(grouped_fp8_smem_bytes<false, true, 192, EPI_BULK>() <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(grouped_fp8_smem_bytes<false, true, 192, EPI_BULK_ROUNDS>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_fp8_smem_bytes<false, true, 192, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 // DYN (lab, as the bf16 kernel's DYN): the TMA thread takes units from the ticket counter
 // g.unit_counter and publishes each in a ring of 2 slots that the scale warp reads (unit_full /
@@ -312,24 +307,22 @@ template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
-    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || EPI == EPI_BULK_ROUNDS ||
-                      (EPI == EPI_QUANT && MODE == GEMM_UP),
+    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_QUANT && MODE == GEMM_UP),
                   "the FP8 grouped kernel's epilogues: staged, bulk, none, or A2 quantised (GEMM1)");
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
     static_assert(!(STAGE_SCALES && (DYN || SKIP_IDLE)), "STAGE_SCALES: the static prefill schedule only");
-    constexpr bool BULK = EPI == EPI_BULK || EPI == EPI_BULK_ROUNDS, WHOLE_ROWS = EPI == EPI_BULK;
-    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || BULK)),
-                  "192-wide tiles: stage scales and the staged or bulk epilogues only");
-    static_assert(!BULK || BN == 192, "the bulk epilogues: 192-wide tiles");
+    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || EPI == EPI_BULK)),
+                  "192-wide tiles: stage scales and the staged or bulk epilogue only");
+    static_assert(EPI != EPI_BULK || BN == 192, "EPI_BULK: 192-wide tiles");
+    constexpr bool BULK = EPI == EPI_BULK;
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using CFG = grouped_fp8_config<STAGE_SCALES, BN, WHOLE_ROWS>;
+    using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK>;
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     // Per consumer warp a staging buffer (BULK: 16-byte aligned for the bulk copies), then per
     // consumer warp a row table.
     uint8_t *staging = BULK ? (uint8_t *)(((uintptr_t)s.end + 15) & ~(uintptr_t)15) : s.end;
-    constexpr int WARP_BYTES = WHOLE_ROWS ? BULK_WARP_BYTES : STAGE_WARP_BYTES;
-    uint8_t *row_info = staging + CONSUMER_WARPS * WARP_BYTES;
+    uint8_t *row_info = staging + CONSUMER_WARPS * (BULK ? BULK_WARP_BYTES : STAGE_WARP_BYTES);
     const fp8_dyn dy = fp8_dyn_carve(row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES); // DYN only
 
     const int warpgroup = threadIdx.x / 128;
@@ -546,9 +539,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<BN / 2>(p.g, acc);
-                } else if constexpr (BULK) {
-                    bulk_epilogue<MODE, WHOLE_ROWS ? 1 : 3>(p.g, acc, e, warp_row, n0, lane, staging + cw * WARP_BYTES,
-                                                             row_info + cw * ROWINFO_WARP_BYTES);
+                } else if constexpr (EPI == EPI_BULK) {
+                    bulk_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, staging + cw * BULK_WARP_BYTES,
+                                        row_info + cw * ROWINFO_WARP_BYTES);
                 } else if constexpr (EPI == EPI_STAGED) {
                     staged_epilogue<MODE, BN, float>(p.g, acc, e, warp_row, n0, lane,
                                                      (float *)(staging + cw * STAGE_WARP_BYTES),

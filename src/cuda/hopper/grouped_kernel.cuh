@@ -47,9 +47,8 @@
 //    activation straight from the fragment (a thread holds each (gate, up) pair it owns), then
 //    only the bf16 outputs go through the warp's staging buffer (a quarter of EPI_STAGED's
 //    bytes), read back row-major for 16-byte stores. See act_first_up_epilogue.
-//  - EPI_BULK, EPI_BULK_ROUNDS: FP8 grouped kernel, 192-wide tiles: the finished outputs of a
-//    warp's 16 rows in shared memory, each row sent by one bulk copy that overlaps what follows
-//    (bulk_epilogue): whole rows (4 stages), or a third of each row a round (5 stages).
+//  - EPI_BULK: FP8 grouped kernel, 192-wide tiles: the finished outputs of a warp's 16 rows in
+//    shared memory, each row sent by one bulk copy that overlaps the next tile (bulk_epilogue).
 //  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
 //    made of: all of it but the output stores (a value is stored only if NaN), or all of it
 //    with the row table made up (offset from the plan row, scale 1, every row live) instead of
@@ -72,8 +71,7 @@ enum grouped_epilogue {
     EPI_STAGED_NOSTORE = 6,
     EPI_STAGED_NOTABLE = 7,
     EPI_ACT_FIRST = 8,
-    EPI_BULK = 9,
-    EPI_BULK_ROUNDS = 10
+    EPI_BULK = 9
 };
 // The epilogues that run staged_epilogue (the shipped one and its lab probes).
 __host__ __device__ constexpr bool epi_staged(int epi) { return epi == EPI_STAGED || epi == EPI_STAGED_NOSTORE || epi == EPI_STAGED_NOTABLE; }
@@ -571,90 +569,39 @@ __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, cons
     }
 }
 
-// ---- EPI_BULK, EPI_BULK_ROUNDS ------------------------------------------------------------
+// ---- EPI_BULK -----------------------------------------------------------------------------
 // The FP8 grouped kernel's 192-wide tiles (grouped_fp8_kernel.cuh): each consumer warp writes its
 // 16 rows of the tile's outputs, finished (bias, scale, activation, rounding), from the fragment
 // into its own shared buffer, and lanes 0-15 then hand one row each to the TMA unit as one bulk
-// copy (cp.async.bulk shared -> global) and go on without waiting for it. A row of outputs is 384
-// bytes either way: GEMM2's 192 columns in bf16 (out_bf16 only), or GEMM1's 96 A2 values (gated
-// activations) in fp32. ROUNDS = 1 (EPI_BULK): the whole row at once, in a 6.4 KB buffer a warp
-// (the kernel keeps 4 stages to make room); the copies leave while the next tile's MMAs run, and
-// the buffer is rewritten only at the next tile, once the lanes that issued them see them read.
-// ROUNDS = 3 (EPI_BULK_ROUNDS): a third of the row a round (128 bytes), in the staged epilogue's
-// 2.3 KB buffer (5 stages kept); each round waits until the previous round's copies have read it.
-// Rows 16 bytes longer than their data: 4 banks apart, so the fragment's writes (lane/4 picks the
-// row, lane%4 the word) are free of bank conflicts; 16-byte aligned, as the copies need.
+// copy (cp.async.bulk shared -> global) and go on to the next tile's mainloop without waiting for
+// it: the stores leave while the next tile's MMAs run. A row of outputs is 384 bytes either way:
+// GEMM2's 192 columns in bf16 (out_bf16 only), or GEMM1's 96 A2 values (gated activations) in
+// fp32. The buffer is read back only by the copies; before it is rewritten (the next tile), the
+// lanes that issued them wait until their copies have read it (the wait is long over by then).
+// Rows BULK_LD bytes apart: 4 banks per row, so the fragment's writes (lane/4 picks the row,
+// lane%4 the word) are free of bank conflicts; 16-byte aligned, as the copies need.
 constexpr int BULK_ROW_BYTES = 384;
-template <int ROUNDS> __host__ __device__ constexpr int bulk_ld() { return BULK_ROW_BYTES / ROUNDS + 16; }
-template <int ROUNDS> __host__ __device__ constexpr int bulk_warp_bytes() { return 16 * bulk_ld<ROUNDS>(); }
-constexpr int BULK_WARP_BYTES = bulk_warp_bytes<1>(); // 6400
+constexpr int BULK_LD = BULK_ROW_BYTES + 16;
+constexpr int BULK_WARP_BYTES = 16 * BULK_LD; // 6400
 static_assert(BULK_WARP_BYTES >= STAGE_WARP_BYTES, "the staged epilogue (RELU2) can use a bulk buffer");
-static_assert(bulk_warp_bytes<3>() <= STAGE_WARP_BYTES, "a round fits the staged epilogue's buffer");
 
-// One round's values of this thread's two rows (lane/4 and + 8): fragment column blocks j0 .. j0 +
-// J - 1; GEMM2: bf16 pairs (tile columns 8j + 2q, +1) at word 4(j - j0) + q; GEMM1: the activation
-// of the (gate, up) pair, fp32 A2 column 4j + q at word 4(j - j0) + q.
-template <int MODE, int ACT, int J>
-__device__ __forceinline__ void bulk_round_values(const grouped_params &p, const float *acc, int j0,
-                                                  const float *bias_t, int cols_left, float s_lo, float s_hi,
-                                                  int q, uint32_t *lo, uint32_t *hi) {
+template <int ACT>
+__device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const float *acc, const float *bias_t,
+                                             int cols_left, float s_lo, float s_hi, int q, float *lo, float *hi) {
 #pragma unroll
-    for (int jj = 0; jj < J; ++jj) {
-        const int j = j0 + jj, c = 8 * j + 2 * q; // the pair's first tile column; n is even
+    for (int j = 0; j < 24; ++j) {
+        const int c = 8 * j + 2 * q; // the gate's tile column; n is even
         const float2 b = bias_t && c < cols_left ? *(const float2 *)(bias_t + c) : make_float2(0.0f, 0.0f);
-        if (MODE == GEMM_DOWN) {
-            const __nv_bfloat162 v0 = __floats2bfloat162_rn((acc[4 * j] + b.x) * s_lo, (acc[4 * j + 1] + b.y) * s_lo);
-            const __nv_bfloat162 v1 =
-                __floats2bfloat162_rn((acc[4 * j + 2] + b.x) * s_hi, (acc[4 * j + 3] + b.y) * s_hi);
-            lo[4 * jj + q] = *(const uint32_t *)&v0;
-            hi[4 * jj + q] = *(const uint32_t *)&v1;
-        } else {
-            const float y0 = glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j] * s_lo + b.x, acc[4 * j + 1] * s_lo + b.y);
-            const float y1 =
-                glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j + 2] * s_hi + b.x, acc[4 * j + 3] * s_hi + b.y);
-            lo[4 * jj + q] = __float_as_uint(y0);
-            hi[4 * jj + q] = __float_as_uint(y1);
-        }
-    }
-}
-
-// The rounds of one warp's tile: values, proxy fence, then lanes 0-15 copy their rows' pieces.
-template <int MODE, int ACT, int ROUNDS>
-__device__ __forceinline__ void bulk_rounds(const grouped_params &p, const float *acc, int64_t n0, int lane,
-                                            uint8_t *buf, const int64_t *row_off, const float *bias_t, int cols_left,
-                                            float s_lo, float s_hi) {
-    constexpr int J = 24 / ROUNDS, LD = bulk_ld<ROUNDS>();
-    constexpr int ELEM = MODE == GEMM_DOWN ? 2 : 4;              // bytes an output
-    constexpr int PER_J = MODE == GEMM_DOWN ? 8 : 4;             // outputs a column block gives a row
-    const int q = lane % 4, r = lane / 4;
-    const int outs_left = MODE == GEMM_DOWN ? cols_left : cols_left / 2; // this tile's outputs a row
-    const int64_t out0 = MODE == GEMM_DOWN ? n0 : n0 / 2;
-#pragma unroll
-    for (int c = 0; c < ROUNDS; ++c) {
-        if (c > 0) { // the previous round's copies are done with buf
-            if (lane < 16) bulk_wait_read<0>();
-            __syncwarp();
-        }
-        bulk_round_values<MODE, ACT, J>(p, acc, J * c, bias_t, cols_left, s_lo, s_hi, q,
-                                        (uint32_t *)(buf + r * LD), (uint32_t *)(buf + (r + 8) * LD));
-        fence_proxy_async_shared(); // the writes above, before the async proxy reads them
-        __syncwarp();
-        if (lane < 16) {
-            const int64_t off = row_off[lane];
-            const int outs = min(J * PER_J, outs_left - J * PER_J * c);
-            if (off >= 0 && outs > 0)
-                bulk_copy_s2g((uint8_t *)p.out + (off + out0 + J * PER_J * c) * ELEM, buf + lane * LD,
-                              (uint32_t)(outs * ELEM));
-            bulk_commit();
-        }
+        lo[4 * j + q] = glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j] * s_lo + b.x, acc[4 * j + 1] * s_lo + b.y);
+        hi[4 * j + q] =
+            glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j + 2] * s_hi + b.x, acc[4 * j + 3] * s_hi + b.y);
     }
 }
 
 // One consumer warp's epilogue of a 128 x 192 tile (acc: its 96 fragment values), rows warp_row ..
-// + 15, tile columns n0 ..; `buf` its bulk_warp_bytes<ROUNDS>(), `info` its row table. Needs
-// (hopper_fp8_bulk_epilogue on the host) n % 8 == 0, ldo % 8 (GEMM2, bf16 rows) or % 4 (GEMM1,
-// fp32) == 0 and out 16-byte aligned.
-template <int MODE, int ROUNDS>
+// + 15, tile columns n0 ..; `buf` its BULK_WARP_BYTES, `info` its row table. Needs (bulk_ok on the
+// host) n % 8 == 0, ldo % 8 (GEMM2, bf16) or % 4 (GEMM1, fp32) == 0 and out 16-byte aligned.
+template <int MODE>
 __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                               int n0, int lane, uint8_t *buf, uint8_t *info) {
     if (lane < 16) bulk_wait_read<0>(); // the previous tile's copies are done with buf
@@ -666,30 +613,47 @@ __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const flo
     float *row_scale;
     if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
     __syncwarp(); // the row table is visible
-    const int r = lane / 4, cols_left = p.n - n0;
+    const int q = lane % 4, r = lane / 4, cols_left = p.n - n0;
     const float s_lo = row_scale[r], s_hi = row_scale[r + 8];
     const float *bias_t = p.bias ? p.bias + (int64_t)e * p.n + n0 : nullptr;
     if (MODE == GEMM_DOWN) {
-        bulk_rounds<MODE, 0, ROUNDS>(p, acc, n0, lane, buf, row_off, bias_t, cols_left, s_lo, s_hi);
-        return;
+        uint32_t *lo = (uint32_t *)(buf + r * BULK_LD), *hi = (uint32_t *)(buf + (r + 8) * BULK_LD);
+#pragma unroll
+        for (int j = 0; j < 24; ++j) {
+            const int c = 8 * j + 2 * q;
+            const float2 b = bias_t && c < cols_left ? *(const float2 *)(bias_t + c) : make_float2(0.0f, 0.0f);
+            const __nv_bfloat162 v0 = __floats2bfloat162_rn((acc[4 * j] + b.x) * s_lo, (acc[4 * j + 1] + b.y) * s_lo);
+            const __nv_bfloat162 v1 =
+                __floats2bfloat162_rn((acc[4 * j + 2] + b.x) * s_hi, (acc[4 * j + 3] + b.y) * s_hi);
+            lo[4 * j + q] = *(const uint32_t *)&v0;
+            hi[4 * j + q] = *(const uint32_t *)&v1;
+        }
+    } else {
+        float *lo = (float *)(buf + r * BULK_LD), *hi = (float *)(buf + (r + 8) * BULK_LD);
+        // One uniform switch per tile, each case a straight-line body (see staged_epilogue).
+        switch (p.activation) {
+        case MOE_ACT_SWIGLU: bulk_up_rows<MOE_ACT_SWIGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_GEGLU: bulk_up_rows<MOE_ACT_GEGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_GEGLU_TANH:
+            bulk_up_rows<MOE_ACT_GEGLU_TANH>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            break;
+        case MOE_ACT_REGLU: bulk_up_rows<MOE_ACT_REGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_SWIGLU_OAI:
+            bulk_up_rows<MOE_ACT_SWIGLU_OAI>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            break;
+        }
     }
-    // One uniform switch per tile, each case a straight-line body (see staged_epilogue).
-    switch (p.activation) {
-    case MOE_ACT_SWIGLU:
-        bulk_rounds<MODE, MOE_ACT_SWIGLU, ROUNDS>(p, acc, n0, lane, buf, row_off, bias_t, cols_left, s_lo, s_hi);
-        break;
-    case MOE_ACT_GEGLU:
-        bulk_rounds<MODE, MOE_ACT_GEGLU, ROUNDS>(p, acc, n0, lane, buf, row_off, bias_t, cols_left, s_lo, s_hi);
-        break;
-    case MOE_ACT_GEGLU_TANH:
-        bulk_rounds<MODE, MOE_ACT_GEGLU_TANH, ROUNDS>(p, acc, n0, lane, buf, row_off, bias_t, cols_left, s_lo, s_hi);
-        break;
-    case MOE_ACT_REGLU:
-        bulk_rounds<MODE, MOE_ACT_REGLU, ROUNDS>(p, acc, n0, lane, buf, row_off, bias_t, cols_left, s_lo, s_hi);
-        break;
-    case MOE_ACT_SWIGLU_OAI:
-        bulk_rounds<MODE, MOE_ACT_SWIGLU_OAI, ROUNDS>(p, acc, n0, lane, buf, row_off, bias_t, cols_left, s_lo, s_hi);
-        break;
+    fence_proxy_async_shared(); // the writes above, before the async proxy reads them
+    __syncwarp();
+    if (lane < 16) {
+        const int64_t off = row_off[lane];
+        // Output elements of this tile's row that exist: GEMM2 columns n0 .., GEMM1 A2 columns n0/2 ..
+        const int cols = MODE == GEMM_DOWN ? min(192, cols_left) : min(96, cols_left / 2);
+        const int elem = MODE == GEMM_DOWN ? 2 : 4;
+        if (off >= 0 && cols > 0)
+            bulk_copy_s2g((uint8_t *)p.out + (off + (MODE == GEMM_DOWN ? n0 : n0 / 2)) * elem, buf + lane * BULK_LD,
+                          (uint32_t)(cols * elem));
+        bulk_commit();
     }
 }
 
