@@ -382,7 +382,8 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * =permute: how GEMM1 gets its rows, else a rule of rows per expert and I), MOEFUSE_HOPPER_SCHEDULE
  * (tile order), MOEFUSE_HOPPER_RASTER (=blocks or =expert: tiles in the grouped raster over all row
  * blocks, or expert by expert; bf16 takes the latter by default), MOEFUSE_HOPPER_EPI (=staged:
- * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_BN
+ * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_EPI2
+ * (=bulk: bf16 GEMM2's rows by bulk copies, 3 stages; opt-in), MOEFUSE_HOPPER_BN
  * (=256: no 240-wide tiles), MOEFUSE_HOPPER_FP8_BN (=128: the FP8 grouped GEMMs' 128 x 128 tiles
  * with a scale ring instead of 128 x 192 with the scales in the tile stage), MOEFUSE_HOPPER_FP8_EPI
  * (=bulk or =staged: the 128 x 192 tiles' bulk-copy epilogue at every K or at none, instead of

@@ -148,6 +148,11 @@ static const variant VARIANTS[] = {
     {"down_pp_regs", "down_pp, epilogue from the fragment (8-byte stores)", GEMM_DOWN, GEMM_DOWN, EPI_REGS, OUT_ROWS_F32, true, false, false, false, false, true},
     {"down_staged_nostore", "GEMM2 shipped epilogue without its stores", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_F32, false, false, false, true},
     {"down_staged_notable", "GEMM2 shipped epilogue, row table made up (no loads)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_F32, false, false, false, true},
+    // Session 19: the bulk-copy epilogue (EPI_BULK, 3 stages) against the staged one, on bf16 rows as
+    // the forward writes them for bf16 y.
+    {"down_dyn_b16", "down_dyn with bf16 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, false, false, true},
+    {"down_bulk", "down_dyn_b16 with the bulk-copy epilogue, 3 stages", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true},
+    {"down_bulk_bn240", "down_bulk with 240-wide tiles", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 240},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -275,6 +280,8 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.epi == EPI_BULK)
+        return v.bn == 240 ? launch_t<GEMM_DOWN, EPI_BULK, 0, false, true, 240> : launch_t<GEMM_DOWN, EPI_BULK, 0, false, true>;
     if (v.bn == 240)
         return v.kernel_mode == GEMM_DOWN ? launch_t<GEMM_DOWN, EPI_STAGED, 0, false, true, 240>
                : v.epi == EPI_ACT_FIRST   ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
@@ -333,6 +340,9 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.epi == EPI_BULK)
+        return v.bn == 240 ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true, 240>
+                           : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true>;
     if (v.bn == 240)
         return v.kernel_mode == GEMM_DOWN ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true, 240>
                : v.epi == EPI_ACT_FIRST   ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
@@ -820,6 +830,7 @@ int main(int argc, char **argv) {
                                                                : grouped_fp8_smem_bytes<false, true>())
                          : fp8                ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
                          : v.pp               ? PP_SMEM_BYTES
+                         : v.epi == EPI_BULK   ? grouped_smem_bytes<EPI_BULK, true>()
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
                          : epi_uses_staging(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
                                              : grouped_smem_bytes<EPI_REGS>();

@@ -3,7 +3,7 @@
 // holds the permute kernel and the library's entry points. Shipped epilogues: GEMM1 EPI_ACT_FIRST
 // (EPI_STAGED where its shape checks fail, with the gathering producer on the static stride, or
 // with MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and
-// sessions 13-14). GEMM1's A rows: gathered by its producer or permuted first, by
+// sessions 13-14; EPI_BULK, bulk copies of whole bf16 rows, with MOEFUSE_HOPPER_EPI2=bulk). GEMM1's A rows: gathered by its producer or permuted first, by
 // moe__hopper_gather_select (hopper_a_gather).
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +57,8 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, false, true, 240>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true, 240>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, 240>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -114,6 +116,11 @@ int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather) {
     return ticket_schedule && n % 240 == 0 && n % GBN != 0 ? 240 : GBN;
 }
 
+bool hopper_gemm2_bulk(int64_t n, int64_t ldo, bool out_bf16, bool ticket_schedule) {
+    const char *env = getenv("MOEFUSE_HOPPER_EPI2");
+    return env && !strcmp(env, "bulk") && out_bf16 && n % 8 == 0 && ldo % 8 == 0 && ticket_schedule;
+}
+
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
 static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool gather, cudaStream_t stream) {
     if (g->rows == 0) return MOE_STATUS_OK;
@@ -149,8 +156,15 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
                            grouped_act_first_ok(g);
+    const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->ldo, g->out_bf16 != 0, dyn) &&
+                      (uintptr_t)g->out % 16 == 0;
     cudaError_t err;
-    if (gather && act_first) // act_first: dyn
+    if (bulk) // bulk: dyn
+        err = bn == 240 ? grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true, 240>(map_a, map_b, map_b_tail, p,
+                                                                                          ctas, stream)
+                        : grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
+                                                                                     stream);
+    else if (gather && act_first) // act_first: dyn
         err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (gather && dyn)
         err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);

@@ -101,11 +101,19 @@ constexpr int DYN_HEADER_BYTES = 16 * 4;
 constexpr int DYN_NEXT_UNIT_WORD = 8;
 static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= DYN_HEADER_BYTES / 4,
               "one header int per stage, then the two next-unit words");
+// EPI_BULK (GEMM2): 3 stages, and per consumer warp 16 whole rows of a 256-wide tile (16-byte
+// aligned) and a row table; the bulk epilogue's geometry is below (bulk_warp_bytes).
+constexpr int BULK_GSTAGES = 3;
+using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
+constexpr int BULK_EXTRA_BYTES = 16 + CONSUMER_WARPS * (16 * (2 * GBN + 16) + ROWINFO_WARP_BYTES);
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
-    return grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0) + (DYN ? DYN_HEADER_BYTES : 0);
+    return (EPI == EPI_BULK ? grouped_bulk_config::SMEM_BYTES + BULK_EXTRA_BYTES
+                            : grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0)) +
+           (DYN ? DYN_HEADER_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_smem_bytes<EPI_BULK, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
@@ -570,26 +578,30 @@ __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, cons
 }
 
 // ---- EPI_BULK -----------------------------------------------------------------------------
-// The FP8 grouped kernel's 192-wide tiles (grouped_fp8_kernel.cuh): each consumer warp writes its
-// 16 rows of the tile's outputs, finished (bias, scale, activation, rounding), from the fragment
-// into its own shared buffer, and lanes 0-15 then hand one row each to the TMA unit as one bulk
-// copy (cp.async.bulk shared -> global) and go on to the next tile's mainloop without waiting for
-// it: the stores leave while the next tile's MMAs run. A row of outputs is 384 bytes either way:
-// GEMM2's 192 columns in bf16 (out_bf16 only), or GEMM1's 96 A2 values (gated activations) in
-// fp32. The buffer is read back only by the copies; before it is rewritten (the next tile), the
-// lanes that issued them wait until their copies have read it (the wait is long over by then).
-// Rows BULK_LD bytes apart: 4 banks per row, so the fragment's writes (lane/4 picks the row,
-// lane%4 the word) are free of bank conflicts; 16-byte aligned, as the copies need.
-constexpr int BULK_ROW_BYTES = 384;
-constexpr int BULK_LD = BULK_ROW_BYTES + 16;
-constexpr int BULK_WARP_BYTES = 16 * BULK_LD; // 6400
+// Each consumer warp writes its 16 rows of the tile's outputs, finished (bias, scale, activation,
+// rounding), from the fragment into its own shared buffer, and lanes 0-15 then hand one row each
+// to the TMA unit as one bulk copy (cp.async.bulk shared -> global) and go on to the next tile's
+// mainloop without waiting for it: the stores leave while the next tile's MMAs run. A row of
+// outputs is 2 * TILE_N bytes either way: GEMM2's TILE_N columns in bf16 (out_bf16 only), or GEMM1's
+// TILE_N / 2 A2 values (gated activations) in fp32 (the FP8 kernel's A2). The buffer is read back
+// only by the copies; before it is rewritten (the next tile), the lanes that issued them wait until
+// their copies have read it (the wait is long over by then). Users: the FP8 kernel's 128 x 192
+// tiles (both GEMMs, 4 stages instead of 5 to make room) and the bf16 kernel's GEMM2 (3 stages
+// instead of 4). Rows 16 bytes longer than their data: 4 (192, 256 wide) or 28 (240) banks apart,
+// so the fragment's writes (lane/4 picks the row, lane%4 the word) are free of bank conflicts;
+// 16-byte aligned, as the copies need.
+template <int TILE_N> __host__ __device__ constexpr int bulk_ld() { return 2 * TILE_N + 16; }
+template <int TILE_N> __host__ __device__ constexpr int bulk_warp_bytes() { return 16 * bulk_ld<TILE_N>(); }
+constexpr int BULK_WARP_BYTES = bulk_warp_bytes<192>(); // 6400: the FP8 kernel's
 static_assert(BULK_WARP_BYTES >= STAGE_WARP_BYTES, "the staged epilogue (RELU2) can use a bulk buffer");
+static_assert(BULK_EXTRA_BYTES == 16 + CONSUMER_WARPS * (bulk_warp_bytes<GBN>() + ROWINFO_WARP_BYTES),
+              "grouped_smem_bytes's EPI_BULK buffers");
 
-template <int ACT>
+template <int ACT, int J>
 __device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const float *acc, const float *bias_t,
                                              int cols_left, float s_lo, float s_hi, int q, float *lo, float *hi) {
 #pragma unroll
-    for (int j = 0; j < 24; ++j) {
+    for (int j = 0; j < J; ++j) {
         const int c = 8 * j + 2 * q; // the gate's tile column; n is even
         const float2 b = bias_t && c < cols_left ? *(const float2 *)(bias_t + c) : make_float2(0.0f, 0.0f);
         lo[4 * j + q] = glu_activate(ACT, p.act_alpha, p.act_limit, acc[4 * j] * s_lo + b.x, acc[4 * j + 1] * s_lo + b.y);
@@ -598,15 +610,17 @@ __device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const floa
     }
 }
 
-// One consumer warp's epilogue of a 128 x 192 tile (acc: its 96 fragment values), rows warp_row ..
-// + 15, tile columns n0 ..; `buf` its BULK_WARP_BYTES, `info` its row table. Needs (bulk_ok on the
-// host) n % 8 == 0, ldo % 8 (GEMM2, bf16) or % 4 (GEMM1, fp32) == 0 and out 16-byte aligned.
-template <int MODE>
+// One consumer warp's epilogue of a 128 x TILE_N tile (acc: its TILE_N / 2 fragment values), rows
+// warp_row .. + 15, tile columns n0 ..; `buf` its bulk_warp_bytes<TILE_N>(), `info` its row table.
+// Needs (checked on the host) n % 8 == 0, ldo % 8 (GEMM2, bf16 rows) or % 4 (GEMM1, fp32) == 0 and
+// out 16-byte aligned.
+template <int MODE, int TILE_N = 192>
 __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                               int n0, int lane, uint8_t *buf, uint8_t *info) {
+    constexpr int J = TILE_N / 8, LD = bulk_ld<TILE_N>();
     if (lane < 16) bulk_wait_read<0>(); // the previous tile's copies are done with buf
-    if (MODE == GEMM_UP && p.activation == MOE_ACT_RELU2) { // not gated: 192 fp32 a row, staged
-        staged_epilogue<GEMM_UP, 192, float>(p, acc, e, warp_row, n0, lane, (float *)buf, info);
+    if (MODE == GEMM_UP && p.activation == MOE_ACT_RELU2) { // not gated: TILE_N fp32 a row, staged
+        staged_epilogue<GEMM_UP, TILE_N, float>(p, acc, e, warp_row, n0, lane, (float *)buf, info);
         return;
     }
     int64_t *row_off;
@@ -617,9 +631,9 @@ __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const flo
     const float s_lo = row_scale[r], s_hi = row_scale[r + 8];
     const float *bias_t = p.bias ? p.bias + (int64_t)e * p.n + n0 : nullptr;
     if (MODE == GEMM_DOWN) {
-        uint32_t *lo = (uint32_t *)(buf + r * BULK_LD), *hi = (uint32_t *)(buf + (r + 8) * BULK_LD);
+        uint32_t *lo = (uint32_t *)(buf + r * LD), *hi = (uint32_t *)(buf + (r + 8) * LD);
 #pragma unroll
-        for (int j = 0; j < 24; ++j) {
+        for (int j = 0; j < J; ++j) {
             const int c = 8 * j + 2 * q;
             const float2 b = bias_t && c < cols_left ? *(const float2 *)(bias_t + c) : make_float2(0.0f, 0.0f);
             const __nv_bfloat162 v0 = __floats2bfloat162_rn((acc[4 * j] + b.x) * s_lo, (acc[4 * j + 1] + b.y) * s_lo);
@@ -629,17 +643,17 @@ __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const flo
             hi[4 * j + q] = *(const uint32_t *)&v1;
         }
     } else {
-        float *lo = (float *)(buf + r * BULK_LD), *hi = (float *)(buf + (r + 8) * BULK_LD);
+        float *lo = (float *)(buf + r * LD), *hi = (float *)(buf + (r + 8) * LD);
         // One uniform switch per tile, each case a straight-line body (see staged_epilogue).
         switch (p.activation) {
-        case MOE_ACT_SWIGLU: bulk_up_rows<MOE_ACT_SWIGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
-        case MOE_ACT_GEGLU: bulk_up_rows<MOE_ACT_GEGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_SWIGLU: bulk_up_rows<MOE_ACT_SWIGLU, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_GEGLU: bulk_up_rows<MOE_ACT_GEGLU, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
         case MOE_ACT_GEGLU_TANH:
-            bulk_up_rows<MOE_ACT_GEGLU_TANH>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            bulk_up_rows<MOE_ACT_GEGLU_TANH, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
             break;
-        case MOE_ACT_REGLU: bulk_up_rows<MOE_ACT_REGLU>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_REGLU: bulk_up_rows<MOE_ACT_REGLU, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
         case MOE_ACT_SWIGLU_OAI:
-            bulk_up_rows<MOE_ACT_SWIGLU_OAI>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            bulk_up_rows<MOE_ACT_SWIGLU_OAI, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
             break;
         }
     }
@@ -648,10 +662,10 @@ __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const flo
     if (lane < 16) {
         const int64_t off = row_off[lane];
         // Output elements of this tile's row that exist: GEMM2 columns n0 .., GEMM1 A2 columns n0/2 ..
-        const int cols = MODE == GEMM_DOWN ? min(192, cols_left) : min(96, cols_left / 2);
+        const int cols = MODE == GEMM_DOWN ? min(TILE_N, cols_left) : min(TILE_N / 2, cols_left / 2);
         const int elem = MODE == GEMM_DOWN ? 2 : 4;
         if (off >= 0 && cols > 0)
-            bulk_copy_s2g((uint8_t *)p.out + (off + (MODE == GEMM_DOWN ? n0 : n0 / 2)) * elem, buf + lane * BULK_LD,
+            bulk_copy_s2g((uint8_t *)p.out + (off + (MODE == GEMM_DOWN ? n0 : n0 / 2)) * elem, buf + lane * LD,
                           (uint32_t)(cols * elem));
         bulk_commit();
     }
@@ -694,20 +708,26 @@ __global__ void __launch_bounds__(THREADS, 1)
                         const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
+    static_assert(EPI != EPI_BULK || (MODE == GEMM_DOWN && !GATHER), "EPI_BULK: GEMM2 (bf16 rows)");
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
+    constexpr bool BULK = EPI == EPI_BULK;
+    constexpr int STAGES = BULK ? BULK_GSTAGES : GSTAGES;
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using CFG = grouped_config;
+    using CFG = grouped_config; // A_BYTES and EMPTY_ARRIVALS (the same at any stage count)
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    uint8_t *smem_a = smem;                          // [STAGES][BM rows][128 bytes]
-    uint8_t *smem_b = smem + GSTAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
-    uint64_t *full = (uint64_t *)(smem_b + GSTAGES * B_BYTES);
-    uint64_t *empty = full + GSTAGES;
-    // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table.
-    uint8_t *staging = (uint8_t *)(empty + GSTAGES);
-    uint8_t *row_info = staging + CONSUMER_WARPS * STAGE_WARP_BYTES;
-    // DYN: after the staged epilogue's buffers (grouped_smem_bytes counts them for staged EPIs).
-    int *stage_unit = (int *)(epi_uses_staging(EPI) ? row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES : staging);
+    uint8_t *smem_a = smem;                         // [STAGES][BM rows][128 bytes]
+    uint8_t *smem_b = smem + STAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
+    uint64_t *full = (uint64_t *)(smem_b + STAGES * B_BYTES);
+    uint64_t *empty = full + STAGES;
+    // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table. EPI_BULK:
+    // per consumer warp 16 whole rows (16-byte aligned for the bulk copies), then the row tables.
+    constexpr int WARP_BYTES = BULK ? bulk_warp_bytes<GBN>() : STAGE_WARP_BYTES;
+    uint8_t *staging = BULK ? (uint8_t *)(((uintptr_t)(empty + STAGES) + 15) & ~(uintptr_t)15) : (uint8_t *)(empty + STAGES);
+    uint8_t *row_info = staging + CONSUMER_WARPS * WARP_BYTES;
+    // DYN: after the epilogue's buffers (grouped_smem_bytes counts them for the staged and bulk EPIs).
+    int *stage_unit =
+        (int *)(epi_uses_staging(EPI) || BULK ? row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES : (uint8_t *)staging);
 
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
@@ -715,7 +735,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        ring_init(full, empty, GSTAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
+        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
 
@@ -749,7 +769,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
                     cp_async_mbar_arrive_noinc(&full[stage]);
-                    if (++stage == GSTAGES) {
+                    if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
                     }
@@ -804,7 +824,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
-                        if (++stage == GSTAGES) {
+                        if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
                         }
@@ -854,7 +874,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&full[stage], phase);
                         release_stage<1>(&empty[stage], lane);
-                        if (++stage == GSTAGES) {
+                        if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
                         }
@@ -884,7 +904,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
-                if (++stage == GSTAGES) {
+                if (++stage == STAGES) {
                     stage = 0;
                     phase ^= 1;
                 }
@@ -901,9 +921,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                 staged_epilogue<MODE, BN, __nv_bfloat16, EPI>(p, acc, e, warp_row, n0, lane,
                                                                (float *)(staging + cw * STAGE_WARP_BYTES),
                                                                row_info + cw * ROWINFO_WARP_BYTES);
+            else if constexpr (BULK)
+                bulk_epilogue<MODE, BN>(p, acc, e, warp_row, n0, lane, staging + cw * WARP_BYTES,
+                                        row_info + cw * ROWINFO_WARP_BYTES);
             else
                 regs_epilogue<MODE, EPI, ACT, BN>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
         }
+        // BULK: the shared memory stays until the last copies have read it.
+        if (BULK && lane < 16) bulk_wait_read<0>();
     }
 #endif
 }
