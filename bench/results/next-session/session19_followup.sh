@@ -10,7 +10,8 @@
 #    tma-bn240-oai-bias and tma-woi-shared-fused cases.
 # 2. Grouped bf16 lab: down_none, down_dyn_b16 (staged, bf16 rows), down_bulk, down_bulk_bn240 on
 #    PERF.md's shapes at T=16384 and the check shapes.
-# 3. bf16 forward staged vs bulk, 3 alternated rounds, 8 shapes, T = 4096, 16384.
+# 3. bf16 forward staged vs bulk, 3 alternated rounds, 8 shapes, T = 4096, 16384 (fwd/bulk.md by
+#    tools/ab_summary.py prints staged / bulk, the inverse of the ratios predicted below).
 # Prediction (before the run): (1) all pass, 0 errors, 0 hazards. (2) GEMM2 bulk/staged qwen3
 # 0.85-0.92 (the FP8 kernel's went 0.88; the bf16 staged epilogue costs ~4 us a tile there), deepseek
 # 0.95-1.02, gpt-oss (bn240) 0.95-1.05, mixtral 1.00-1.05 (K 14336 on 3 stages). (3) qwen3-30b-a3b and
@@ -39,21 +40,6 @@ for i in 1 2 3; do
     mark "bf16 $e $i" $? /dev/null
   done
 done
-python3 - $F > $F/bulk.md 2>&1 <<'PY'
-import glob, re, statistics, sys
-t = {}
-for f in sorted(glob.glob(sys.argv[1] + "/bf16_*_[0-9].log")):
-    q = re.match(r".*/bf16_(staged|bulk)_\d\.log", f).group(1)
-    for line in open(f):
-        p = line.split()
-        if len(p) >= 4 and p[1].isdigit() and p[2] == "hopper":
-            t.setdefault((p[0], int(p[1])), {}).setdefault(q, []).append(float(p[3]))
-print("| shape | T | staged ms | bulk ms | bulk / staged | staged runs | bulk runs |\n|---|---|---|---|---|---|---|")
-for k in sorted(t):
-    a, b = t[k].get("staged", []), t[k].get("bulk", [])
-    if a and b:
-        ma, mb = statistics.median(a), statistics.median(b)
-        print(f"| {k[0]} | {k[1]} | {ma:.4f} | {mb:.4f} | {mb / ma:.3f} | {' '.join(map(str, a))} | {' '.join(map(str, b))} |")
-PY
+python3 tools/ab_summary.py $F bf16_staged bf16_bulk > $F/bulk.md 2>&1 # staged / bulk: > 1 = bulk faster
 MOEFUSE_HOPPER_EPI2=bulk timeout 150 $T --perf 4096 --gemm hopper > $O/perf4096_bulk.log 2>&1; mark "perf4096 bulk" $? $O/perf4096_bulk.log
 mark done 0 /dev/null
