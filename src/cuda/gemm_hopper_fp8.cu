@@ -158,11 +158,12 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // (gpt-oss K 2880, deepseek-v3's GEMM1 K 7168) 3-18% slower with it. A form that keeps the fifth
 // stage (a third of a row a round through the staging buffer, each round waiting for the last
 // one's copies) was no faster than the staged epilogue anywhere (T4) and is gone.
-// MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
+// MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never; =rolled at every K with GEMM1's
+// activations in a rolled loop (EPI_BULK_ROLLED: a sixth of the unrolled form's code; not yet run).
 bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
     if (env && !strcmp(env, "staged")) return false;
-    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
+    if (!(env && (!strcmp(env, "bulk") || !strcmp(env, "rolled"))) && k > 2048) return false;
     if (n % 8 != 0) return false;
     return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
 }
@@ -204,6 +205,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                       fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
     const int bn = wide ? 192 : FP8_BN;
     const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0);
+    const char *epi_env = getenv("MOEFUSE_HOPPER_FP8_EPI");
+    const bool rolled = bulk && g->mode == GEMM_UP && epi_env && !strcmp(epi_env, "rolled");
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
@@ -231,7 +234,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = bulk   ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>
+    auto kernel = rolled ? grouped_fp8_kernel<GEMM_UP, false, EPI_BULK_ROLLED, false, true, 192>
+                  : bulk ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>
                                                  : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>)
                   : wide ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
                                                : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)

@@ -32,7 +32,8 @@
 //  - Epilogue EPI_BULK (128 x 192 tiles, 4 stages; the library's where K <= 2048, gemm_hopper_fp8.cu's
 //    hopper_fp8_bulk_epilogue): the same values as EPI_STAGED (GEMM2's rows in bf16 only, GEMM1 gated),
 //    finished in registers, each warp's 16 rows written to shared memory and each row sent by one bulk
-//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue).
+//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue). EPI_BULK_ROLLED
+//    (GEMM1, opt-in): the same with the activations in a rolled loop (bulk_up_rows_rolled).
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -300,21 +301,22 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
 }
 
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
-// EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
+// EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED, EPI_BULK or EPI_BULK_ROLLED (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store). STAGE_SCALES: see grouped_fp8_config.
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
           int BN = FP8_BN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
-    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_QUANT && MODE == GEMM_UP),
+    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_BULK_ROLLED && MODE == GEMM_UP) ||
+                      (EPI == EPI_QUANT && MODE == GEMM_UP),
                   "the FP8 grouped kernel's epilogues: staged, bulk, none, or A2 quantised (GEMM1)");
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
     static_assert(!(STAGE_SCALES && (DYN || SKIP_IDLE)), "STAGE_SCALES: the static prefill schedule only");
-    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || EPI == EPI_BULK)),
+    constexpr bool BULK = EPI == EPI_BULK || EPI == EPI_BULK_ROLLED;
+    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || BULK)),
                   "192-wide tiles: stage scales and the staged or bulk epilogue only");
-    static_assert(EPI != EPI_BULK || BN == 192, "EPI_BULK: 192-wide tiles");
-    constexpr bool BULK = EPI == EPI_BULK;
+    static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK>;
     extern __shared__ uint8_t smem_raw[];
@@ -539,9 +541,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<BN / 2>(p.g, acc);
-                } else if constexpr (EPI == EPI_BULK) {
-                    bulk_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, staging + cw * BULK_WARP_BYTES,
-                                        row_info + cw * ROWINFO_WARP_BYTES);
+                } else if constexpr (BULK) {
+                    bulk_epilogue<MODE, 192, EPI == EPI_BULK_ROLLED>(p.g, acc, e, warp_row, n0, lane,
+                                                                     staging + cw * BULK_WARP_BYTES,
+                                                                     row_info + cw * ROWINFO_WARP_BYTES);
                 } else if constexpr (EPI == EPI_STAGED) {
                     staged_epilogue<MODE, BN, float>(p.g, acc, e, warp_row, n0, lane,
                                                      (float *)(staging + cw * STAGE_WARP_BYTES),
