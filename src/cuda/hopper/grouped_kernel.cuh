@@ -47,8 +47,9 @@
 //    activation straight from the fragment (a thread holds each (gate, up) pair it owns), then
 //    only the bf16 outputs go through the warp's staging buffer (a quarter of EPI_STAGED's
 //    bytes), read back row-major for 16-byte stores. See act_first_up_epilogue.
-//  - EPI_BULK: FP8 grouped kernel, 192-wide tiles: the finished outputs of a warp's 16 rows in
-//    shared memory, each row sent by one bulk copy that overlaps the next tile (bulk_epilogue).
+//  - EPI_BULK: the FP8 grouped kernel's 192-wide tiles (both GEMMs), and GEMM2 of this kernel
+//    (opt-in, 3 stages): the finished outputs of a warp's 16 rows in shared memory, each row sent
+//    by one bulk copy that overlaps the next tile (bulk_epilogue).
 //    EPI_BULK_ROLLED: the same with GEMM1's activations in a rolled loop over chunks of the fragment
 //    (a sixth of the code; opt-in, not yet run).
 //  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
