@@ -533,8 +533,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         const bool wide1 = !L.fp8_tensor && hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, L.a2_in_epilogue);
         const bool wide2 = hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, false);
         // The bulk-copy epilogue (4 stages instead of 5): GEMM2 only when its rows are bf16 (bf16 y).
-        const bool bulk1 = wide1 && hopper_fp8_bulk_epilogue(GEMM_UP, L.R13, L.H, L.I, w->spec.activation, false);
-        const bool bulk2 = wide2 && hopper_fp8_bulk_epilogue(GEMM_DOWN, L.H, L.I, L.H, 0, rows_in_bf16(L, MOE_DTYPE_BF16));
+        const bool bulk1 =
+            wide1 && hopper_fp8_bulk_epilogue(GEMM_UP, L.R13, L.H, L.I, w->spec.activation, false) != FP8_EPI_STAGED;
+        const bool bulk2 = wide2 && hopper_fp8_bulk_epilogue(GEMM_DOWN, L.H, L.I, L.H, 0,
+                                                             rows_in_bf16(L, MOE_DTYPE_BF16)) != FP8_EPI_STAGED;
         char tile[224];
         snprintf(tile, sizeof tile, "tiles 128x%dx128 (GEMM1%s) and 128x%dx128 (GEMM2), %s%s", wide1 ? 192 : 128,
                  L.a2_in_epilogue ? ", A2 quantised in its epilogue" : "", wide2 ? 192 : 128,

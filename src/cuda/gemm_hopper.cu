@@ -3,8 +3,8 @@
 // holds the permute kernel and the library's entry points. Shipped epilogues: GEMM1 EPI_ACT_FIRST
 // (EPI_STAGED where its shape checks fail, with the gathering producer on the static stride, or
 // with MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and
-// sessions 13-14; EPI_BULK, bulk copies of whole bf16 rows, with MOEFUSE_HOPPER_EPI2=bulk). GEMM1's A rows: gathered by its producer or permuted first, by
-// moe__hopper_gather_select (hopper_a_gather).
+// sessions 13-14; EPI_BULK, bulk copies of whole bf16 rows, with MOEFUSE_HOPPER_EPI2=bulk). GEMM1's A
+// rows: gathered by its producer or permuted first, by moe__hopper_gather_select (hopper_a_gather).
 #include <stdlib.h>
 #include <string.h>
 

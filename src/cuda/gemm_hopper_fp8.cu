@@ -160,12 +160,15 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // one's copies) was no faster than the staged epilogue anywhere (T4) and is gone.
 // MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never; =rolled at every K with GEMM1's
 // activations in a rolled loop (EPI_BULK_ROLLED: a sixth of the unrolled form's code; not yet run).
-bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
+int hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
-    if (env && !strcmp(env, "staged")) return false;
-    if (!(env && (!strcmp(env, "bulk") || !strcmp(env, "rolled"))) && k > 2048) return false;
-    if (n % 8 != 0) return false;
-    return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
+    const bool rolled = env && !strcmp(env, "rolled");
+    if (env && !strcmp(env, "staged")) return FP8_EPI_STAGED;
+    if (!(env && !strcmp(env, "bulk")) && !rolled && k > 2048) return FP8_EPI_STAGED;
+    if (n % 8 != 0) return FP8_EPI_STAGED;
+    if (mode == GEMM_DOWN) return out_bf16 && ldo % 8 == 0 ? FP8_EPI_BULK : FP8_EPI_STAGED;
+    if (activation == MOE_ACT_RELU2 || ldo % 4 != 0) return FP8_EPI_STAGED;
+    return rolled ? FP8_EPI_BULK_ROLLED : FP8_EPI_BULK;
 }
 
 bool hopper_fp8_x_scatter(void) {
@@ -204,9 +207,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, dyn, quant) &&
                       fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
     const int bn = wide ? 192 : FP8_BN;
-    const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0);
-    const char *epi_env = getenv("MOEFUSE_HOPPER_FP8_EPI");
-    const bool rolled = bulk && g->mode == GEMM_UP && epi_env && !strcmp(epi_env, "rolled");
+    const int epi = wide ? hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0)
+                         : FP8_EPI_STAGED;
+    const bool bulk = epi != FP8_EPI_STAGED, rolled = epi == FP8_EPI_BULK_ROLLED;
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).

@@ -70,7 +70,7 @@ constexpr int GF8_DYN_BYTES = 128;
 template <bool DYN = false, bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false>
 constexpr int grouped_fp8_smem_bytes() {
     return grouped_fp8_config<STAGE_SCALES, BN, BULK>::SMEM_BYTES + (DYN ? GF8_DYN_BYTES : 0) +
-           (BULK ? 16 + CONSUMER_WARPS * (BULK_WARP_BYTES + ROWINFO_WARP_BYTES) : STAGED_EXTRA_BYTES);
+           (BULK ? bulk_extra_bytes<192>() : STAGED_EXTRA_BYTES);
 }
 static_assert(grouped_fp8_smem_bytes<true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<false, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     // Per consumer warp a staging buffer (BULK: 16-byte aligned for the bulk copies), then per
     // consumer warp a row table.
-    uint8_t *staging = BULK ? (uint8_t *)(((uintptr_t)s.end + 15) & ~(uintptr_t)15) : s.end;
+    uint8_t *staging = BULK ? bulk_buffers(s.end) : s.end;
     uint8_t *row_info = staging + CONSUMER_WARPS * (BULK ? BULK_WARP_BYTES : STAGE_WARP_BYTES);
     const fp8_dyn dy = fp8_dyn_carve(row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES); // DYN only
 

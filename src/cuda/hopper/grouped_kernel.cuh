@@ -105,13 +105,22 @@ constexpr int DYN_HEADER_BYTES = 16 * 4;
 constexpr int DYN_NEXT_UNIT_WORD = 8;
 static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= DYN_HEADER_BYTES / 4,
               "one header int per stage, then the two next-unit words");
-// EPI_BULK (GEMM2): 3 stages, and per consumer warp 16 whole rows of a 256-wide tile (16-byte
-// aligned) and a row table; the bulk epilogue's geometry is below (bulk_warp_bytes).
+// EPI_BULK's buffers (bulk_epilogue below, both grouped kernels): per consumer warp 16 whole rows
+// of a TILE_N-wide tile's outputs, rows bulk_ld bytes apart, from a 16-byte aligned start (the bulk
+// copies need it; bulk_buffers), then per consumer warp a row table.
+template <int TILE_N> __host__ __device__ constexpr int bulk_ld() { return 2 * TILE_N + 16; }
+template <int TILE_N> __host__ __device__ constexpr int bulk_warp_bytes() { return 16 * bulk_ld<TILE_N>(); }
+template <int TILE_N> constexpr int bulk_extra_bytes() {
+    return 16 + CONSUMER_WARPS * (bulk_warp_bytes<TILE_N>() + ROWINFO_WARP_BYTES);
+}
+__device__ __forceinline__ uint8_t *bulk_buffers(void *end) {
+    return (uint8_t *)(((uintptr_t)end + 15) & ~(uintptr_t)15);
+}
+// EPI_BULK (GEMM2): 3 stages, to make room for the buffers of a 256-wide tile.
 constexpr int BULK_GSTAGES = 3;
 using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
-constexpr int BULK_EXTRA_BYTES = 16 + CONSUMER_WARPS * (16 * (2 * GBN + 16) + ROWINFO_WARP_BYTES);
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
-    return (EPI == EPI_BULK ? grouped_bulk_config::SMEM_BYTES + BULK_EXTRA_BYTES
+    return (EPI == EPI_BULK ? grouped_bulk_config::SMEM_BYTES + bulk_extra_bytes<GBN>()
                             : grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0)) +
            (DYN ? DYN_HEADER_BYTES : 0);
 }
@@ -594,12 +603,8 @@ __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, cons
 // instead of 4). Rows 16 bytes longer than their data: 4 (192, 256 wide) or 28 (240) banks apart,
 // so the fragment's writes (lane/4 picks the row, lane%4 the word) are free of bank conflicts;
 // 16-byte aligned, as the copies need.
-template <int TILE_N> __host__ __device__ constexpr int bulk_ld() { return 2 * TILE_N + 16; }
-template <int TILE_N> __host__ __device__ constexpr int bulk_warp_bytes() { return 16 * bulk_ld<TILE_N>(); }
 constexpr int BULK_WARP_BYTES = bulk_warp_bytes<192>(); // 6400: the FP8 kernel's
 static_assert(BULK_WARP_BYTES >= STAGE_WARP_BYTES, "the staged epilogue (RELU2) can use a bulk buffer");
-static_assert(BULK_EXTRA_BYTES == 16 + CONSUMER_WARPS * (bulk_warp_bytes<GBN>() + ROWINFO_WARP_BYTES),
-              "grouped_smem_bytes's EPI_BULK buffers");
 
 template <int ACT, int J>
 __device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const float *acc, const float *bias_t,
@@ -761,7 +766,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table. EPI_BULK:
     // per consumer warp 16 whole rows (16-byte aligned for the bulk copies), then the row tables.
     constexpr int WARP_BYTES = BULK ? bulk_warp_bytes<GBN>() : STAGE_WARP_BYTES;
-    uint8_t *staging = BULK ? (uint8_t *)(((uintptr_t)(empty + STAGES) + 15) & ~(uintptr_t)15) : (uint8_t *)(empty + STAGES);
+    uint8_t *staging = BULK ? bulk_buffers(empty + STAGES) : (uint8_t *)(empty + STAGES);
     uint8_t *row_info = staging + CONSUMER_WARPS * WARP_BYTES;
     // DYN: after the epilogue's buffers (grouped_smem_bytes counts them for the staged and bulk EPIs).
     int *stage_unit =
