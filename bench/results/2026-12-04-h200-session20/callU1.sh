@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 19 for a later session's first call (not yet run). From the repo root, carry
-# .deps:   O=$OUT timeout 585 bash bench/results/next-session/session19_followup.sh; then tar $OUT.
+# Prepared in session 19, run in session 20 as call U1. From the repo root, carry
+# .deps:   O=$OUT timeout 585 bash bench/results/2026-12-04-h200-session20/callU1.sh; then tar $OUT.
 # The bf16 grouped kernel's GEMM2 with the bulk-copy epilogue (EPI_BULK, as the FP8 kernel's since
 # session 19: each consumer warp's 16 finished bf16 rows in shared memory, one bulk copy a row while
 # the next tile runs), 3 stages instead of 4 to make room (16 x 528 bytes a warp at 256 wide);
