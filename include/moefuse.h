@@ -383,11 +383,12 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * (tile order), MOEFUSE_HOPPER_RASTER (=blocks or =expert: tiles in the grouped raster over all row
  * blocks, or expert by expert; bf16 takes the latter by default), MOEFUSE_HOPPER_EPI (=staged:
  * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_EPI2
- * (=bulk: bf16 GEMM2's rows by bulk copies, 3 stages; opt-in), MOEFUSE_HOPPER_BN
+ * (=bulk or =staged: bf16 GEMM2's rows by bulk copies, 3 stages, at every K or at none, instead of
+ * where K <= 2048), MOEFUSE_HOPPER_BN
  * (=256: no 240-wide tiles), MOEFUSE_HOPPER_FP8_BN (=128: the FP8 grouped GEMMs' 128 x 128 tiles
  * with a scale ring instead of 128 x 192 with the scales in the tile stage), MOEFUSE_HOPPER_FP8_EPI
  * (=bulk or =staged: the 128 x 192 tiles' bulk-copy epilogue at every K or at none, instead of
- * where K <= 2048; =rolled: at every K, GEMM1's activations in a rolled loop) and MOEFUSE_HOPPER_FP8_X (=permute: x quantised by token, then its codes
+ * where K <= 2048) and MOEFUSE_HOPPER_FP8_X (=permute: x quantised by token, then its codes
  * permuted into plan order, instead of quantised straight into plan order); nothing is printed or
  * launched. (MOEFUSE_FP8_QUANT=scalar, the scalar form of the 1x128 activation quantiser instead of
  * the vector one, is an A/B switch that the line does not name.)

@@ -168,7 +168,6 @@ static const variant VARIANTS[] = {
     // Session 19: the bulk-copy epilogue (EPI_BULK, 4 stages) against the staged one, GEMM2 on bf16
     // rows as the forward writes them for bf16 y.
     {"fp8_up_192_bulk", "fp8_up_192 with the bulk-copy epilogue, 4 stages", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, false, false, false, 192, true},
-    {"fp8_up_192_rolled", "fp8_up_192_bulk with the activations in a rolled loop", GEMM_UP, GEMM_UP, EPI_BULK_ROLLED, OUT_A2, true, false, true, false, false, false, false, 192, true},
     {"fp8_down_192_b16", "fp8_down_192 with bf16 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true},
     {"fp8_down_192_bulk", "fp8_down_192_b16 with the bulk-copy epilogue, 4 stages", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true},
 };
@@ -192,7 +191,7 @@ typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
-    constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN, EPI == EPI_BULK || EPI == EPI_BULK_ROLLED>();
+    constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN, EPI == EPI_BULK>();
     static bool ready = false;
     if (!ready) {
         cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN>,
@@ -207,7 +206,6 @@ static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, cons
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
 static fp8_launch_fn pick_fp8(const variant &v) {
-    if (v.stage && v.bn == 192 && v.epi == EPI_BULK_ROLLED) return fp8_launch_t<GEMM_UP, EPI_BULK_ROLLED, false, true, 192>;
     if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
         return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_BULK, false, true, 192>
                                         : fp8_launch_t<GEMM_DOWN, EPI_BULK, false, true, 192>;
@@ -323,8 +321,6 @@ static launch_fn pick(const variant &v, int act) {
 
 static const void *kernel_address(const variant &v, int act) {
     if (v.fp8) {
-        if (v.stage && v.bn == 192 && v.epi == EPI_BULK_ROLLED)
-            return (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK_ROLLED, false, true, 192>;
         if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
             return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>
                                             : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>;
@@ -829,7 +825,7 @@ int main(int argc, char **argv) {
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
-        const int smem = fp8 && v.stage      ? (v.bn == 192 ? (v.epi == EPI_BULK || v.epi == EPI_BULK_ROLLED ? grouped_fp8_smem_bytes<false, true, 192, true>()
+        const int smem = fp8 && v.stage      ? (v.bn == 192 ? (v.epi == EPI_BULK ? grouped_fp8_smem_bytes<false, true, 192, true>()
                                                                                   : grouped_fp8_smem_bytes<false, true, 192>())
                                                                : grouped_fp8_smem_bytes<false, true>())
                          : fp8                ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())

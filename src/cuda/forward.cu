@@ -530,13 +530,12 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's choices (grouped_fp8_config and the decode kernel)
         const bool tickets = hopper_fp8_ticket_tiles(L.T, L.k, L.experts);
         // GEMM1's A scales are k-block-major only with 1x128 x scales (fp8-tensor: one per tensor).
-        const bool wide1 = !L.fp8_tensor && hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, L.a2_in_epilogue);
-        const bool wide2 = hopper_fp8_wide_tiles(L.T, L.k, L.experts, tickets, false);
+        const bool wide1 = !L.fp8_tensor && hopper_fp8_wide_tiles(L.T, L.k, L.experts, L.a2_in_epilogue);
+        const bool wide2 = hopper_fp8_wide_tiles(L.T, L.k, L.experts, false);
         // The bulk-copy epilogue (4 stages instead of 5): GEMM2 only when its rows are bf16 (bf16 y).
         const bool bulk1 =
-            wide1 && hopper_fp8_bulk_epilogue(GEMM_UP, L.R13, L.H, L.I, w->spec.activation, false) != FP8_EPI_STAGED;
-        const bool bulk2 = wide2 && hopper_fp8_bulk_epilogue(GEMM_DOWN, L.H, L.I, L.H, 0,
-                                                             rows_in_bf16(L, MOE_DTYPE_BF16)) != FP8_EPI_STAGED;
+            wide1 && hopper_fp8_bulk_epilogue(GEMM_UP, L.R13, L.H, L.I, w->spec.activation, false);
+        const bool bulk2 = wide2 && hopper_fp8_bulk_epilogue(GEMM_DOWN, L.H, L.I, L.H, 0, rows_in_bf16(L, MOE_DTYPE_BF16));
         char tile[224];
         snprintf(tile, sizeof tile, "tiles 128x%dx128 (GEMM1%s) and 128x%dx128 (GEMM2), %s%s", wide1 ? 192 : 128,
                  L.a2_in_epilogue ? ", A2 quantised in its epilogue" : "", wide2 ? 192 : 128,
@@ -567,7 +566,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
         const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.rows, L.E, L.I);
-        const bool bulk2 = hopper_gemm2_bulk(L.H, L.H, rows_in_bf16(L, MOE_DTYPE_BF16), tickets);
+        const bool bulk2 = hopper_gemm2_bulk(L.H, L.I, L.H, rows_in_bf16(L, MOE_DTYPE_BF16), tickets);
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",

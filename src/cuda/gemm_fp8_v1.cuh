@@ -96,16 +96,14 @@ bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
 // unit ahead) and hopper_ticket_schedule(true) (gemm_hopper.cu).
 bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts);
 // Whether the Hopper FP8 tiles of a launch with these sizes are 128 x 192 (the scales in the tile
-// stage) rather than 128 x 128 (the scale ring): the static prefill schedule (not tickets), not
-// with A2 quantised in the epilogue (quant); the launch also needs k-block-major A scales.
+// stage) rather than 128 x 128 (the scale ring): prefill (on either schedule), not with A2
+// quantised in the epilogue (quant); the launch also needs k-block-major A scales.
 // MOEFUSE_HOPPER_FP8_BN=128 forces 128.
-bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant);
+bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool quant);
 // The epilogue a 128 x 192 launch of this GEMM (mode GEMM_UP / GEMM_DOWN, n, k, ldo, activation,
 // GEMM2 rows in bf16) takes: the bulk-copy one (EPI_BULK) where K <= 2048 and the sizes allow, else
-// the staged one; MOEFUSE_HOPPER_FP8_EPI=bulk at every K, =staged never, =rolled at every K with
-// GEMM1's activations in a rolled loop (EPI_BULK_ROLLED).
-enum { FP8_EPI_STAGED = 0, FP8_EPI_BULK = 1, FP8_EPI_BULK_ROLLED = 2 };
-int hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16);
+// the staged one; MOEFUSE_HOPPER_FP8_EPI=bulk at every K, =staged never.
+bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16);
 // Whether the forward's Hopper FP8 path (1x128 scales, no separate shared expert) quantises x
 // straight into plan order (fp8_quant_args's scatter) instead of by token and then permuting the
 // codes: unless MOEFUSE_HOPPER_FP8_X=permute.

@@ -3,7 +3,7 @@
 // holds the permute kernel and the library's entry points. Shipped epilogues: GEMM1 EPI_ACT_FIRST
 // (EPI_STAGED where its shape checks fail, with the gathering producer on the static stride, or
 // with MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and
-// sessions 13-14; EPI_BULK, bulk copies of whole bf16 rows, with MOEFUSE_HOPPER_EPI2=bulk). GEMM1's A
+// sessions 13-14), or EPI_BULK (bulk copies of whole bf16 rows) where K <= 2048. GEMM1's A
 // rows: gathered by its producer or permuted first, by moe__hopper_gather_select (hopper_a_gather).
 #include <stdlib.h>
 #include <string.h>
@@ -116,9 +116,19 @@ int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather) {
     return ticket_schedule && n % 240 == 0 && n % GBN != 0 ? 240 : GBN;
 }
 
-bool hopper_gemm2_bulk(int64_t n, int64_t ldo, bool out_bf16, bool ticket_schedule) {
+// GEMM2's bulk-copy epilogue where K <= 2048, as the FP8 kernel's (gemm_hopper_fp8.cu): a short
+// mainloop leaves the epilogue a large share of each tile, and the lost fourth stage a small one.
+// Session 20, call U1 (bench/results/2026-12-04-h200-session20/), bf16 forward, medians of 3
+// alternated rounds, staged / bulk time at T = 4096 and 16384: qwen3-30b-a3b 1.008 / 1.046,
+// qwen3-next-80b-a3b 1.016 / 1.034, qwen3-235b-a22b 1.042 / 1.011, glm-4.5-air 0.997 / 1.014,
+// deepseek-v3 0.998 / 1.010; past K = 2048 gpt-oss-120b 0.995 / 0.984, gpt-oss-20b 0.988 / 1.010,
+// mixtral 1.003 / 1.003 (its GEMM2 alone, in the lab, 0.85 of the staged time; the forward does not
+// show it). In the lab at T = 16384 the qwen3 GEMM2 took 0.751 ms against 0.793 staged.
+bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ticket_schedule) {
     const char *env = getenv("MOEFUSE_HOPPER_EPI2");
-    return env && !strcmp(env, "bulk") && out_bf16 && n % 8 == 0 && ldo % 8 == 0 && ticket_schedule;
+    if (env && !strcmp(env, "staged")) return false;
+    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
+    return out_bf16 && n % 8 == 0 && ldo % 8 == 0 && ticket_schedule;
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.
@@ -156,7 +166,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
                            grouped_act_first_ok(g);
-    const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->ldo, g->out_bf16 != 0, dyn) &&
+    const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&
                       (uintptr_t)g->out % 16 == 0;
     cudaError_t err;
     if (bulk) // bulk: dyn

@@ -132,17 +132,18 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
 
 // 128 x 192 tiles with the scales in the tile stage (grouped_fp8_config's BN and STAGE_SCALES: the
 // k-block's A scales by one bulk copy in the stage's transaction, the B scales read by the
-// consumers, no scale warp or ring) on the static prefill schedule, without A2 quantised in the
-// epilogue (the 192-wide kernel has only the staged epilogue). Measured in S1 of session 18
+// consumers, no scale warp or ring) at prefill (on the static stride, or with
+// MOEFUSE_HOPPER_SCHEDULE=dyn on tickets: since session 20), without A2 quantised in the epilogue
+// (the 192-wide kernel has no EPI_QUANT). Measured in S1 of session 18
 // (bench/results/2026-12-04-h200-session18/callS1): FP8 forward 192/128-ring 0.88-0.98 at T = 4096
 // and 16384 on eight shapes, 0.86-1.02 at T = 512; the stage scales on 128-wide tiles alone were
 // 0.94-1.04, mostly above 1, so 128-wide tiles keep the ring. MOEFUSE_HOPPER_FP8_BN=128 forces
 // the 128 x 128 tiles. The launch also needs k-block-major A scales (fp8_scales_bulk_ok) and not
 // the swapped decode kernel.
-bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool tickets, bool quant) {
+bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool quant) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_BN");
     if (env && !strcmp(env, "128")) return false;
-    return !fp8_tiles_decode(tokens, top_k, experts) && !tickets && !quant;
+    return !fp8_tiles_decode(tokens, top_k, experts) && !quant;
 }
 
 // EPI_BULK on the 128 x 192 tiles (grouped_kernel.cuh's bulk_epilogue: a warp's finished rows in
@@ -157,23 +158,35 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // lost on deepseek-v3 (1.014) and, in T1, gpt-oss-120b (1.023, noisy); the lab put the long-K GEMMs
 // (gpt-oss K 2880, deepseek-v3's GEMM1 K 7168) 3-18% slower with it. A form that keeps the fifth
 // stage (a third of a row a round through the staging buffer, each round waiting for the last
-// one's copies) was no faster than the staged epilogue anywhere (T4) and is gone.
-// MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never; =rolled at every K with GEMM1's
-// activations in a rolled loop (EPI_BULK_ROLLED: a sixth of the unrolled form's code; not yet run).
-int hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
+// one's copies) was no faster than the staged epilogue anywhere (T4) and is gone. Nor is code size
+// what costs the lab's gpt-oss GEMM1: with GEMM1's activations in a rolled loop (half the SASS), the
+// FP8 forward was 1-3% slower than with this unrolled form on every shape (session 20, call U1).
+// MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
+bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
-    const bool rolled = env && !strcmp(env, "rolled");
-    if (env && !strcmp(env, "staged")) return FP8_EPI_STAGED;
-    if (!(env && !strcmp(env, "bulk")) && !rolled && k > 2048) return FP8_EPI_STAGED;
-    if (n % 8 != 0) return FP8_EPI_STAGED;
-    if (mode == GEMM_DOWN) return out_bf16 && ldo % 8 == 0 ? FP8_EPI_BULK : FP8_EPI_STAGED;
-    if (activation == MOE_ACT_RELU2 || ldo % 4 != 0) return FP8_EPI_STAGED;
-    return rolled ? FP8_EPI_BULK_ROLLED : FP8_EPI_BULK;
+    if (env && !strcmp(env, "staged")) return false;
+    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
+    if (n % 8 != 0) return false;
+    return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
 }
 
 bool hopper_fp8_x_scatter(void) {
     const char *env = getenv("MOEFUSE_HOPPER_FP8_X");
     return !(env && !strcmp(env, "permute"));
+}
+
+// The 128 x 192 kernel of one GEMM (mode), epilogue (bulk or staged) and schedule (dyn: tickets).
+typedef decltype(&grouped_fp8_kernel<GEMM_UP, false>) fp8_kernel_fn;
+static fp8_kernel_fn wide_kernel(int mode, bool bulk, bool dyn) {
+    if (mode == GEMM_DOWN)
+        return bulk ? (dyn ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, true, true, 192>
+                           : grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>)
+                    : (dyn ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true, true, 192>
+                           : grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>);
+    return bulk ? (dyn ? grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, true, true, 192>
+                       : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>)
+                : (dyn ? grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true, true, 192>
+                       : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>);
 }
 
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cudaStream_t stream) {
@@ -204,12 +217,10 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     // The kernel: the decode instantiation (SKIP_IDLE), tickets (DYN), or the 192-wide tiles.
     const bool decode = fp8_tiles_decode(g->tokens, g->top_k, g->experts);
     const bool dyn = g->unit_counter && hopper_fp8_ticket_tiles(g->tokens, g->top_k, g->experts);
-    const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, dyn, quant) &&
+    const bool wide = !a->swap_decode && hopper_fp8_wide_tiles(g->tokens, g->top_k, g->experts, quant) &&
                       fp8_scales_bulk_ok(a->a_scales, (long long)a->a_scale_rs, (long long)a->a_scale_ks);
     const int bn = wide ? 192 : FP8_BN;
-    const int epi = wide ? hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0)
-                         : FP8_EPI_STAGED;
-    const bool bulk = epi != FP8_EPI_STAGED, rolled = epi == FP8_EPI_BULK_ROLLED;
+    const bool bulk = wide && hopper_fp8_bulk_epilogue(g->mode, g->n, g->k, g->ldo, g->activation, g->out_bf16 != 0);
 
     // The rows' map: 128-row tiles, or the swapped decode kernel's 32-row plan blocks (its B); the
     // weights' map: boxes of the tile's width (the swapped kernel's A: 128 rows).
@@ -237,11 +248,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = rolled ? grouped_fp8_kernel<GEMM_UP, false, EPI_BULK_ROLLED, false, true, 192>
-                  : bulk ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>
-                                                 : grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>)
-                  : wide ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, false, true, 192>
-                                               : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, false, true, 192>)
+    auto kernel = wide  ? wide_kernel(g->mode, bulk, dyn)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>
                                               : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>)
@@ -250,9 +257,11 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = bulk  ? grouped_fp8_smem_bytes<false, true, 192, true>()
-                     : wide ? grouped_fp8_smem_bytes<false, true, 192>()
-                     : dyn ? grouped_fp8_smem_bytes<true>()
+    const int smem = wide && dyn ? (bulk ? grouped_fp8_smem_bytes<true, true, 192, true>()
+                                         : grouped_fp8_smem_bytes<true, true, 192>())
+                     : wide      ? (bulk ? grouped_fp8_smem_bytes<false, true, 192, true>()
+                                         : grouped_fp8_smem_bytes<false, true, 192>())
+                     : dyn       ? grouped_fp8_smem_bytes<true>()
                            : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {

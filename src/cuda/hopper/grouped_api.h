@@ -30,10 +30,11 @@ bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, b
 // not, on the ticket schedule and not for the gathering GEMM1; else 256. MOEFUSE_HOPPER_BN=256
 // keeps 256.
 int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather);
-// Whether bf16 GEMM2 (tiled) takes the bulk-copy epilogue (EPI_BULK: each warp's finished bf16 rows
-// sent by one bulk copy a row while the next tile runs; 3 stages instead of 4): bf16 rows, n and ldo
-// multiples of 8, the ticket schedule, and MOEFUSE_HOPPER_EPI2=bulk (opt-in: not yet run on a GPU).
-bool hopper_gemm2_bulk(int64_t n, int64_t ldo, bool out_bf16, bool ticket_schedule);
+// Whether bf16 GEMM2 (tiled, k = I) takes the bulk-copy epilogue (EPI_BULK: each warp's finished
+// bf16 rows sent by one bulk copy a row while the next tile runs; 3 stages instead of 4): bf16 rows,
+// n and ldo multiples of 8, the ticket schedule, and k <= 2048 (MOEFUSE_HOPPER_EPI2=bulk: at every
+// k; =staged: never).
+bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ticket_schedule);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

@@ -32,8 +32,7 @@
 //  - Epilogue EPI_BULK (128 x 192 tiles, 4 stages; the library's where K <= 2048, gemm_hopper_fp8.cu's
 //    hopper_fp8_bulk_epilogue): the same values as EPI_STAGED (GEMM2's rows in bf16 only, GEMM1 gated),
 //    finished in registers, each warp's 16 rows written to shared memory and each row sent by one bulk
-//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue). EPI_BULK_ROLLED
-//    (GEMM1, opt-in): the same with the activations in a rolled loop (bulk_up_rows_rolled).
+//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue).
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -49,7 +48,8 @@ namespace moe_hopper {
 // no scale warp, no scale ring), and each consumer reads its tile's two B scales per k-block from
 // global memory (the same two addresses for all 256 consumer threads: L1 broadcasts), as the
 // dense kernel's BOXES do for the same reason (session 17: the ring cost 12-17% of the dense
-// kernel's time). Needs k-block-major A scales (sa_bulk); prefill only (not DYN, not SKIP_IDLE).
+// kernel's time). Needs k-block-major A scales (sa_bulk); prefill only (not SKIP_IDLE). With DYN
+// the TMA thread alone takes the tickets (there is no scale warp to tell).
 // ptxas: no spills in the EPI_STAGED instantiations (the ring's spill 24 bytes), 40 bytes with
 // EPI_QUANT (the ring's 48).
 // BN (192 with STAGE_SCALES: the library's prefill default since session 18, gemm_hopper_fp8.cu's
@@ -76,11 +76,13 @@ static_assert(grouped_fp8_smem_bytes<true>() <= 227 * 1024, "shared memory per C
 static_assert(grouped_fp8_smem_bytes<false, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<false, true, 192>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<false, true, 192, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_fp8_smem_bytes<true, true, 192>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_fp8_smem_bytes<true, true, 192, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
-// DYN (lab, as the bf16 kernel's DYN): the TMA thread takes units from the ticket counter
-// g.unit_counter and publishes each in a ring of 2 slots that the scale warp reads (unit_full /
-// unit_empty, one arrival each), and in the header of the unit's first tile stage, which the
-// consumers read. -1: no units left.
+// DYN (as the bf16 kernel's DYN; MOEFUSE_HOPPER_SCHEDULE=dyn): the TMA thread takes units from the
+// ticket counter g.unit_counter and publishes each in the header of the unit's first tile stage,
+// which the consumers read, and (scale ring only) in a ring of 2 slots that the scale warp reads
+// (unit_full / unit_empty, one arrival each). -1: no units left.
 struct fp8_dyn {
     uint64_t *unit_full, *unit_empty; // [2]
     int *unit_slot;                   // [2]
@@ -301,19 +303,18 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
 }
 
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
-// EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED, EPI_BULK or EPI_BULK_ROLLED (the library's), or EPI_NONE
+// EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store). STAGE_SCALES: see grouped_fp8_config.
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
           int BN = FP8_BN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
-    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_BULK_ROLLED && MODE == GEMM_UP) ||
-                      (EPI == EPI_QUANT && MODE == GEMM_UP),
+    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_QUANT && MODE == GEMM_UP),
                   "the FP8 grouped kernel's epilogues: staged, bulk, none, or A2 quantised (GEMM1)");
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
-    static_assert(!(STAGE_SCALES && (DYN || SKIP_IDLE)), "STAGE_SCALES: the static prefill schedule only");
-    constexpr bool BULK = EPI == EPI_BULK || EPI == EPI_BULK_ROLLED;
+    static_assert(!(STAGE_SCALES && SKIP_IDLE), "STAGE_SCALES: prefill only");
+    constexpr bool BULK = EPI == EPI_BULK;
     static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || BULK)),
                   "192-wide tiles: stage scales and the staged or bulk epilogue only");
     static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
@@ -355,7 +356,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             ring_pos r = {0, 0};  // warp 0: the tiles' ring; warp 1: the scale ring
             ring_pos ur = {0, 0}; // DYN: the unit ring
             for (int u = blockIdx.x;;) {
-                if (DYN) {
+                if (DYN && CFG::RING_SCALES) { // (no scale warp: the TMA thread alone needs u)
                     if (warp == 0) { // publish u (or the end) to the scale warp
                         mbar_wait(&dy.unit_empty[ur.slot], ur.phase ^ 1);
                         dy.unit_slot[ur.slot] = u < units ? u : -1;
@@ -542,9 +543,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<BN / 2>(p.g, acc);
                 } else if constexpr (BULK) {
-                    bulk_epilogue<MODE, 192, EPI == EPI_BULK_ROLLED>(p.g, acc, e, warp_row, n0, lane,
-                                                                     staging + cw * BULK_WARP_BYTES,
-                                                                     row_info + cw * ROWINFO_WARP_BYTES);
+                    bulk_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, staging + cw * BULK_WARP_BYTES,
+                                        row_info + cw * ROWINFO_WARP_BYTES);
                 } else if constexpr (EPI == EPI_STAGED) {
                     staged_epilogue<MODE, BN, float>(p.g, acc, e, warp_row, n0, lane,
                                                      (float *)(staging + cw * STAGE_WARP_BYTES),

@@ -50,8 +50,6 @@
 //  - EPI_BULK: the FP8 grouped kernel's 192-wide tiles (both GEMMs), and GEMM2 of this kernel
 //    (opt-in, 3 stages): the finished outputs of a warp's 16 rows in shared memory, each row sent
 //    by one bulk copy that overlaps the next tile (bulk_epilogue).
-//    EPI_BULK_ROLLED: the same with GEMM1's activations in a rolled loop over chunks of the fragment
-//    (a sixth of the code; opt-in, not yet run).
 //  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
 //    made of: all of it but the output stores (a value is stored only if NaN), or all of it
 //    with the row table made up (offset from the plan row, scale 1, every row live) instead of
@@ -74,8 +72,7 @@ enum grouped_epilogue {
     EPI_STAGED_NOSTORE = 6,
     EPI_STAGED_NOTABLE = 7,
     EPI_ACT_FIRST = 8,
-    EPI_BULK = 9,
-    EPI_BULK_ROLLED = 10
+    EPI_BULK = 9
 };
 // The epilogues that run staged_epilogue (the shipped one and its lab probes).
 __host__ __device__ constexpr bool epi_staged(int epi) { return epi == EPI_STAGED || epi == EPI_STAGED_NOSTORE || epi == EPI_STAGED_NOTABLE; }
@@ -619,44 +616,11 @@ __device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const floa
     }
 }
 
-// bulk_up_rows in a rolled loop over the fragment's chunks of 4 column blocks (chunk_fragment's
-// uniform branch picks each chunk's registers): 8 activation bodies per activation instead of
-// TILE_N / 4. The unrolled form makes the FP8 GEMM1 kernel's SASS 3.1 times the staged one's (8200
-// instructions, 406 MUFU, against 2632 and 70), most of it activation bodies; the staged epilogue is
-// rolled for that reason (src/cuda/NOTES.md, "GEMM1 epilogue"), and the lab's gpt-oss GEMM1
-// (SwiGLU-OAI, the largest body) lost 16-18% with the unrolled form.
-template <int ACT, int TILE_N>
-__device__ __forceinline__ void bulk_up_rows_rolled(const grouped_params &p, const float *acc, const float *bias_t,
-                                                    int cols_left, float s_lo, float s_hi, int q, float *lo,
-                                                    float *hi) {
-#pragma unroll 1
-    for (int c = 0; c < stage_chunks(TILE_N); ++c) {
-        float v[16];
-        chunk_fragment<TILE_N>(acc, c, v);
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-            const int j = 4 * c + jj, col = 8 * j + 2 * q; // the gate's tile column; n is even
-            const float2 b = bias_t && col < cols_left ? *(const float2 *)(bias_t + col) : make_float2(0.0f, 0.0f);
-            lo[4 * j + q] =
-                glu_activate(ACT, p.act_alpha, p.act_limit, v[4 * jj] * s_lo + b.x, v[4 * jj + 1] * s_lo + b.y);
-            hi[4 * j + q] =
-                glu_activate(ACT, p.act_alpha, p.act_limit, v[4 * jj + 2] * s_hi + b.x, v[4 * jj + 3] * s_hi + b.y);
-        }
-    }
-}
-
-template <int ACT, int TILE_N, bool ROLLED>
-__device__ __forceinline__ void bulk_up(const grouped_params &p, const float *acc, const float *bias_t, int cols_left,
-                                        float s_lo, float s_hi, int q, float *lo, float *hi) {
-    if constexpr (ROLLED) bulk_up_rows_rolled<ACT, TILE_N>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
-    else bulk_up_rows<ACT, TILE_N / 8>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
-}
-
 // One consumer warp's epilogue of a 128 x TILE_N tile (acc: its TILE_N / 2 fragment values), rows
 // warp_row .. + 15, tile columns n0 ..; `buf` its bulk_warp_bytes<TILE_N>(), `info` its row table.
 // Needs (checked on the host) n % 8 == 0, ldo % 8 (GEMM2, bf16 rows) or % 4 (GEMM1, fp32) == 0 and
 // out 16-byte aligned.
-template <int MODE, int TILE_N = 192, bool ROLLED = false>
+template <int MODE, int TILE_N = 192>
 __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
                                               int n0, int lane, uint8_t *buf, uint8_t *info) {
     constexpr int J = TILE_N / 8, LD = bulk_ld<TILE_N>();
@@ -686,17 +650,16 @@ __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const flo
         }
     } else {
         float *lo = (float *)(buf + r * LD), *hi = (float *)(buf + (r + 8) * LD);
-        // One uniform switch per tile, each case a straight-line body (see staged_epilogue), or a
-        // rolled loop (ROLLED).
+        // One uniform switch per tile, each case a straight-line body (see staged_epilogue).
         switch (p.activation) {
-        case MOE_ACT_SWIGLU: bulk_up<MOE_ACT_SWIGLU, TILE_N, ROLLED>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
-        case MOE_ACT_GEGLU: bulk_up<MOE_ACT_GEGLU, TILE_N, ROLLED>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_SWIGLU: bulk_up_rows<MOE_ACT_SWIGLU, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_GEGLU: bulk_up_rows<MOE_ACT_GEGLU, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
         case MOE_ACT_GEGLU_TANH:
-            bulk_up<MOE_ACT_GEGLU_TANH, TILE_N, ROLLED>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            bulk_up_rows<MOE_ACT_GEGLU_TANH, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
             break;
-        case MOE_ACT_REGLU: bulk_up<MOE_ACT_REGLU, TILE_N, ROLLED>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
+        case MOE_ACT_REGLU: bulk_up_rows<MOE_ACT_REGLU, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi); break;
         case MOE_ACT_SWIGLU_OAI:
-            bulk_up<MOE_ACT_SWIGLU_OAI, TILE_N, ROLLED>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
+            bulk_up_rows<MOE_ACT_SWIGLU_OAI, J>(p, acc, bias_t, cols_left, s_lo, s_hi, q, lo, hi);
             break;
         }
     }
