@@ -348,10 +348,11 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
                               hopper_fp8_permute_launch(&g1.g, xq_scales, groups, xpq, xpq_scales, L.scale_ld, stream),
                               "permute the x codes")) != MOE_STATUS_OK)
             return st;
-        if (!L.swap && hopper_expert_raster(true)) g1.g.expert_offsets = plan.expert_offsets; // g2 copies g1
-        if (!L.swap && hopper_ticket_schedule(true)) {
-            // The tiled GEMMs' ticket counter (FP8: opt-in, MOEFUSE_HOPPER_SCHEDULE=dyn): 0 for
-            // GEMM1, which leaves it 0 for GEMM2 (g2 copies g1).
+        const bool large = hopper_fp8_large_experts(L.H, L.I);
+        if (!L.swap && hopper_expert_raster(large)) g1.g.expert_offsets = plan.expert_offsets; // g2 copies g1
+        if (!L.swap && hopper_ticket_schedule(large)) {
+            // The tiled GEMMs' ticket counter (the launch uses it at prefill only): 0 for GEMM1,
+            // which leaves it 0 for GEMM2 (g2 copies g1).
             if ((st = cuda_status(ctx, cudaMemsetAsync(base + L.units, 0, 2 * sizeof(int), stream),
                                   "zero the GEMMs' ticket counter")) != MOE_STATUS_OK)
                 return st;
@@ -528,7 +529,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
     else gemm_describe(L.max_rows, L.experts, 1, L.rows, L.R13, v1, sizeof v1);
     char tiles[512];
     if (L.fp8 && hopper) { // gemm_hopper_fp8.cu's choices (grouped_fp8_config and the decode kernel)
-        const bool tickets = hopper_fp8_ticket_tiles(L.T, L.k, L.experts);
+        const bool large = hopper_fp8_large_experts(L.H, L.I);
+        const bool tickets = hopper_fp8_ticket_tiles(L.T, L.k, L.experts) && hopper_ticket_schedule(large);
         // GEMM1's A scales are k-block-major only with 1x128 x scales (fp8-tensor: one per tensor).
         const bool wide1 = !L.fp8_tensor && hopper_fp8_wide_tiles(L.T, L.k, L.experts, L.a2_in_epilogue);
         const bool wide2 = hopper_fp8_wide_tiles(L.T, L.k, L.experts, false);
@@ -552,7 +554,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                           "rows x 128 K, 8 stages)"
                         : tile,
                  L.swap ? "" : tickets ? ", tiles from a ticket counter" : ", tiles by a static stride",
-                 L.swap ? "" : hopper_expert_raster(true) ? ", expert by expert" : ", grouped raster over all blocks",
+                 L.swap ? "" : hopper_expert_raster(large) ? ", expert by expert" : ", grouped raster over all blocks",
                  scatter ? "x quantised straight into plan order (when its rows are 4-element aligned)"
                          : "x codes and scales permuted");
     }
@@ -565,13 +567,13 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
-        const bool tickets = hopper_ticket_schedule(false), gather = hopper_a_gather(L.rows, L.E, L.I);
+        const bool tickets = hopper_ticket_schedule(true), gather = hopper_a_gather(L.rows, L.E, L.I);
         const bool bulk2 = hopper_gemm2_bulk(L.H, L.I, L.H, rows_in_bf16(L, MOE_DTYPE_BF16), tickets);
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
-                 hopper_expert_raster(false) ? " expert by expert" : " in the grouped raster over all blocks",
+                 hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets)
                      ? "GEMM1's activation from the accumulators"
                      : "GEMM1's staged epilogue",
@@ -774,8 +776,8 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
-    if (hopper && !L.swap && hopper_expert_raster(false)) g.expert_offsets = plan.expert_offsets; // g2 copies g
-    if (hopper && !L.swap && hopper_ticket_schedule(false)) {
+    if (hopper && !L.swap && hopper_expert_raster(true)) g.expert_offsets = plan.expert_offsets; // g2 copies g
+    if (hopper && !L.swap && hopper_ticket_schedule(true)) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
         LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);

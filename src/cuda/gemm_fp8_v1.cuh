@@ -91,9 +91,10 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 // blocks are SWAP_BLOCK_ROWS rows (the kernel's N: one block, one pass over the weights).
 #define SWAP_BLOCK_ROWS MOE__FP8_SWAP_BLOCK_ROWS
 bool hopper_fp8_swap_decode(int64_t tokens, int64_t top_k, int64_t experts);
-// Whether the Hopper FP8 tiles of a launch with these sizes take their units from a ticket counter
-// when given one: prefill only (the decode instantiation, under 64 routed rows per expert, reads a
-// unit ahead) and hopper_ticket_schedule(true) (gemm_hopper.cu).
+// Whether the Hopper FP8 tiles of a launch with these sizes may take their units from a ticket
+// counter: prefill only (the decode instantiation, under 64 routed rows per expert, reads a unit
+// ahead). They do when the caller gives one (gemm_args.unit_counter): the forward does where
+// hopper_ticket_schedule(hopper_fp8_large_experts(H, I)) (gemm_hopper.cu).
 bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts);
 // Whether the Hopper FP8 tiles of a launch with these sizes are 128 x 192 (the scales in the tile
 // stage) rather than 128 x 128 (the scale ring): prefill (on either schedule), not with A2

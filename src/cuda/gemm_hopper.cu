@@ -78,23 +78,27 @@ bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate)
     const char *env = getenv("MOEFUSE_HOPPER_A");
     if (env && !strcmp(env, "gather")) return true;
     if (env && !strcmp(env, "permute")) return false;
-    return hopper_ticket_schedule(false) && moe__hopper_gather_select(routed_rows, experts, intermediate) != 0;
+    return hopper_ticket_schedule(true) && moe__hopper_gather_select(routed_rows, experts, intermediate) != 0;
 }
 
-// MOEFUSE_HOPPER_SCHEDULE=static|dyn overrides the default (tickets for bf16, the static stride for
-// FP8), for A/B runs (src/cuda/NOTES.md, session 11).
-bool hopper_ticket_schedule(bool fp8) {
+// MOEFUSE_HOPPER_SCHEDULE=static|dyn overrides the caller's default, for A/B runs (src/cuda/NOTES.md,
+// session 11).
+bool hopper_ticket_schedule(bool by_default) {
     const char *env = getenv("MOEFUSE_HOPPER_SCHEDULE");
     if (env && !strcmp(env, "static")) return false;
     if (env && !strcmp(env, "dyn")) return true;
-    return !fp8;
+    return by_default;
 }
 
-bool hopper_expert_raster(bool fp8) {
+bool hopper_expert_raster(bool by_default) {
     const char *env = getenv("MOEFUSE_HOPPER_RASTER");
     if (env && !strcmp(env, "blocks")) return false;
     if (env && !strcmp(env, "expert")) return true;
-    return !fp8;
+    return by_default;
+}
+
+bool hopper_fp8_large_experts(int64_t hidden, int64_t intermediate) {
+    return hidden * intermediate >= ((int64_t)7 << 20);
 }
 
 // MOEFUSE_HOPPER_EPI=staged: GEMM1 keeps EPI_STAGED instead of EPI_ACT_FIRST (A/B runs). The
@@ -153,7 +157,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "bias; got n = %lld, ldo = %lld, out %p, bias %p",
                           (long long)g->n, (long long)g->ldo, g->out, (const void *)g->bias);
     // Units from the ticket counter when the caller gave one.
-    const bool dyn = g->unit_counter && hopper_ticket_schedule(false);
+    const bool dyn = g->unit_counter && hopper_ticket_schedule(true);
     const int bn = hopper_tile_n(g->n, dyn, gather);
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;

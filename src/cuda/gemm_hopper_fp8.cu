@@ -118,7 +118,7 @@ static bool fp8_tiles_decode(int64_t tokens, int64_t top_k, int64_t experts) {
 }
 
 bool hopper_fp8_ticket_tiles(int64_t tokens, int64_t top_k, int64_t experts) {
-    return !fp8_tiles_decode(tokens, top_k, experts) && hopper_ticket_schedule(true);
+    return !fp8_tiles_decode(tokens, top_k, experts);
 }
 
 static bool a2_epilogue_sizes_ok(int64_t n, int64_t ldo, bool gated) {

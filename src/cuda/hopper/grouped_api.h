@@ -12,15 +12,24 @@
 // either (gather on the static stride then too).
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate);
 // Whether the tiled grouped GEMMs (A by TMA, prefill) take their units from a ticket counter when
-// given one (gemm_args.unit_counter), rather than by the static stride: bf16 by default, FP8 only
-// with MOEFUSE_HOPPER_SCHEDULE=dyn (not yet measured in the forward); =static: neither.
-bool hopper_ticket_schedule(bool fp8);
+// given one (gemm_args.unit_counter), rather than by the static stride: `by_default` unless
+// MOEFUSE_HOPPER_SCHEDULE=dyn|static forces either. The callers' defaults: bf16 always, FP8 where
+// hopper_fp8_large_experts says so.
+bool hopper_ticket_schedule(bool by_default);
 // Whether the tiled grouped GEMMs walk their units expert by expert (the forward sets
 // gemm_args.expert_offsets; grouped_kernel.cuh's unit_tile) rather than in the grouped raster over
-// all row blocks: bf16 by default (call S6 of session 16: deepseek-v3 T=4096 0.866 of the old time,
-// gpt-oss-120b 0.93-0.96, the others 0.98-1.00), FP8 not (0.99-1.01: its static stride already
-// runs an expert's units in one wave); MOEFUSE_HOPPER_RASTER=blocks|expert forces either.
-bool hopper_expert_raster(bool fp8);
+// all row blocks: `by_default` unless MOEFUSE_HOPPER_RASTER=expert|blocks forces either. bf16 always
+// (call S6 of session 16: deepseek-v3 T=4096 0.866 of the old time, gpt-oss-120b 0.93-0.96, the
+// others 0.98-1.00), FP8 with its tickets (hopper_fp8_large_experts).
+bool hopper_expert_raster(bool by_default);
+// FP8: tickets and the expert-by-expert walk together where an expert's weights are large, H * I >=
+// 7 MiB (W13 at least 14 MiB of codes): there an expert's m-blocks then start together and read each
+// weight tile from L2 after the first. Session 20, call U2, FP8 forward, medians of 3 alternated
+// rounds, default / both at T = 4096 and 16384: deepseek-v3 1.077 / 1.024, gpt-oss-120b 1.032 / 0.994,
+// mixtral 1.041 (noisy) / 0.990, gpt-oss-20b 0.995 / 1.013; below the threshold qwen3-235b-a22b
+// (H * I = 6 MiB) 0.993 / 0.997, glm-4.5-air 0.993 / 0.998, qwen3-30b-a3b 0.991 / 0.989 and
+// qwen3-next-80b-a3b 0.957 / 0.933 (E = 512, 2.5 blocks an expert): there the static stride stays.
+bool hopper_fp8_large_experts(int64_t hidden, int64_t intermediate);
 // Whether bf16 GEMM1 (tiled) applies its activation straight from the accumulators (EPI_ACT_FIRST,
 // the default) rather than through the staged epilogue: a gated activation, I a multiple of 8, not
 // MOEFUSE_HOPPER_EPI=staged, and when the producer gathers A (gather), the ticket schedule. (The
