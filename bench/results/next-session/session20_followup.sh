@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Prepared in session 20 for a later session's first call (not yet run). From the repo root, carry
+# .deps:   O=$OUT timeout 585 bash bench/results/next-session/session20_followup.sh; then tar $OUT.
+# Question: why the 128 x 192 FP8 kernel runs deepseek-v3's GEMM1 (K 7168, 257 experts of ~4.5
+# blocks, paired W13 scales) at 755-772 TFLOP/s in the lab while mixtral's GEMM2 (K 14336, 8
+# experts of ~32 blocks) reaches ~1030 on the same kernel. Both are mainloop-bound (56 and 112
+# k-blocks a tile), so the epilogue is not it; the padding rows (10% against 1%) and the tail tile
+# (4096 = 21.3 tiles of 192) explain ~14% together, which leaves ~5-10%.
+# 1. ncu of the FP8 forward at T = 16384, deepseek-v3 and mixtral-8x7b, the library's defaults
+#    (tickets + expert walk on both since session 20): per kernel the duration, the tensor pipe's
+#    active share, the SM clock, DRAM bytes read, the L2 hit rate and L2 throughput.
+# 2. The same for deepseek-v3 with MOEFUSE_HOPPER_SCHEDULE=static MOEFUSE_HOPPER_RASTER=blocks (the
+#    old order) to see what the tickets changed in DRAM and L2 terms.
+# Prediction (before the run): the tensor pipe active share of deepseek GEMM1 70-80% against
+# mixtral GEMM2's 85-92%, at the same clock within 3%; deepseek GEMM1's DRAM reads 15-20 GB with
+# tickets (18.4 GB measured in session 16 on the 128-wide kernel's expert walk), 20-25 GB without;
+# L2 hit rate above 80% in both. If the pipe share differs and neither DRAM nor the clock does, the
+# loss is in the consumers' k-block loop (the four B-scale loads and the split promotion), which the
+# lab can isolate next with all scales 1.
+set -u
+. tools/device_call.sh
+build_device
+M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_bytes.sum.per_second
+DTYPE=fp8 METRICS=$M MODELS="deepseek-v3 mixtral-8x7b" TOKENS=16384 GEMMS=hopper RUN_LIMIT=150 OUT=$O/prof \
+  timeout 330 bash tests/gpu/profile_on_device.sh > $O/prof_stdout.log 2>&1; mark "profile" $? $O/prof_stdout.log
+MOEFUSE_HOPPER_SCHEDULE=static MOEFUSE_HOPPER_RASTER=blocks DTYPE=fp8 METRICS=$M MODELS=deepseek-v3 TOKENS=16384 \
+  GEMMS=hopper RUN_LIMIT=150 OUT=$O/prof_static timeout 170 bash tests/gpu/profile_on_device.sh > $O/prof_static_stdout.log 2>&1
+mark "profile static" $? $O/prof_static_stdout.log
+mark done 0 /dev/null

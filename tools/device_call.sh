@@ -1,0 +1,18 @@
+# Sourced (from the repo root) by the device-call scripts under bench/results/: the prologue they
+# all share. Sets R (the repo root), O (the outputs: $O, else $OUT), the carried cJSON on
+# LD_LIBRARY_PATH, T and B (the GPU test and the forward bench in build-device); defines
+#   mark NAME RC LOG   one line into $O/call.log: the step, its exit status, the seconds since the
+#                      start and LOG's last line;
+#   build_device       the GPU suite's build stage (tests/gpu/run_on_device.sh), logs in $O/build.
+R=$PWD
+O=${O:-$OUT}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$R/.deps/cjson/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+T=build-device/test_gpu_forward
+B=build-device/bench_gpu_forward
+call_t0=$SECONDS
+mark() { echo "$1: rc=$2 at $((SECONDS - call_t0)) s; $(tail -n 1 "$3" 2>/dev/null)" >>"$O/call.log"; }
+build_device() {
+    STAGES=build OUT=$O/build timeout 150 bash tests/gpu/run_on_device.sh >"$O/build_stdout.log" 2>&1
+    mark build $? "$O/build_stdout.log"
+}
