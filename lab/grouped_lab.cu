@@ -101,6 +101,8 @@ struct variant {
     int bn = 256;          // the shipped kernel's tile columns: 256, or 240 (divides gpt-oss's 2880);
                            // FP8: 192 for the 128 x 192 tiles, else 128
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
+    bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
+                           // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -163,13 +165,23 @@ static const variant VARIANTS[] = {
     // Session 17; fp8_*_192 is the library's prefill kernel since session 18 (fp8_*_stage is not used).
     {"fp8_up_stage", "FP8 GEMM1, scales in the tile stage (no scale ring)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 128, true},
     {"fp8_down_stage", "FP8 GEMM2, scales in the tile stage (no scale ring)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 128, true},
+    // Session 20: the 128 x 192 mainloop alone (the excess column's reference for the 192-wide
+    // variants after it).
+    {"fp8_up_192_none", "fp8_up_192's mainloop, no store (5 stages)", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true, false, false, false, false, 192, true},
     {"fp8_up_192", "fp8_up_stage on 128 x 192 tiles, 5 stages", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true},
+    {"fp8_down_192_none", "fp8_down_192's mainloop, no store (5 stages)", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, true, false, false, false, false, 192, true},
     {"fp8_down_192", "fp8_down_stage on 128 x 192 tiles, 5 stages", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, true, false, false, false, false, 192, true},
     // Session 19: the bulk-copy epilogue (EPI_BULK, 4 stages) against the staged one, GEMM2 on bf16
     // rows as the forward writes them for bf16 y.
     {"fp8_up_192_bulk", "fp8_up_192 with the bulk-copy epilogue, 4 stages", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, false, false, false, 192, true},
     {"fp8_down_192_b16", "fp8_down_192 with bf16 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true},
     {"fp8_down_192_bulk", "fp8_down_192_b16 with the bulk-copy epilogue, 4 stages", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true},
+    // Session 20: on tickets, expert by expert (the library's where H * I >= 7 MiB: GEMM1 staged
+    // past K = 2048, bulk below; GEMM2 the same on bf16 rows).
+    {"fp8_up_192_dyn_exp", "fp8_up_192 on tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true, false, false, 192, true, true},
+    {"fp8_up_192_bulk_dyn_exp", "fp8_up_192_bulk on tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, true, false, false, 192, true, true},
+    {"fp8_down_192_b16_dyn_exp", "fp8_down_192_b16 on tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true},
+    {"fp8_down_192_bulk_dyn_exp", "fp8_down_192_bulk on tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -206,6 +218,16 @@ static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, cons
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
 static fp8_launch_fn pick_fp8(const variant &v) {
+    if (v.stage && v.bn == 192 && v.dyn) {
+        if (v.kernel_mode == GEMM_UP)
+            return v.epi == EPI_BULK ? fp8_launch_t<GEMM_UP, EPI_BULK, true, true, 192>
+                                     : fp8_launch_t<GEMM_UP, EPI_STAGED, true, true, 192>;
+        return v.epi == EPI_BULK ? fp8_launch_t<GEMM_DOWN, EPI_BULK, true, true, 192>
+                                 : fp8_launch_t<GEMM_DOWN, EPI_STAGED, true, true, 192>;
+    }
+    if (v.stage && v.bn == 192 && v.epi == EPI_NONE)
+        return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_NONE, false, true, 192>
+                                        : fp8_launch_t<GEMM_DOWN, EPI_NONE, false, true, 192>;
     if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
         return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_BULK, false, true, 192>
                                         : fp8_launch_t<GEMM_DOWN, EPI_BULK, false, true, 192>;
@@ -321,6 +343,16 @@ static launch_fn pick(const variant &v, int act) {
 
 static const void *kernel_address(const variant &v, int act) {
     if (v.fp8) {
+        if (v.stage && v.bn == 192 && v.dyn) {
+            if (v.kernel_mode == GEMM_UP)
+                return v.epi == EPI_BULK ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, true, true, 192>
+                                         : (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true, true, 192>;
+            return v.epi == EPI_BULK ? (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, true, true, 192>
+                                     : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true, true, 192>;
+        }
+        if (v.stage && v.bn == 192 && v.epi == EPI_NONE)
+            return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_NONE, false, true, 192>
+                                            : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_NONE, false, true, 192>;
         if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
             return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>
                                             : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>;
@@ -494,8 +526,9 @@ struct problem {
     std::vector<int32_t> ids, owners; // plan rows, block owners
     std::vector<float> weights, shared_scale;
     // device
+    std::vector<int64_t> offsets; // [E_all + 1]: expert e's plan rows start at offsets[e]
     int32_t *d_ids = nullptr, *d_owners = nullptr;
-    int64_t *d_live = nullptr;
+    int64_t *d_live = nullptr, *d_offsets = nullptr;
     float *d_weights = nullptr, *d_shared = nullptr;
     __nv_bfloat16 *d_x = nullptr;
 };
@@ -519,12 +552,15 @@ static void build_plan(problem &P, std::mt19937_64 &rng) {
     }
     P.ids.clear();
     P.owners.clear();
+    P.offsets.clear();
     for (int64_t e = 0; e < P.E_all; ++e) {
+        P.offsets.push_back((int64_t)P.ids.size());
         for (int32_t id : rows[e]) P.ids.push_back(id);
         while (P.ids.size() % BM) P.ids.push_back((int32_t)P.padding_id);
         while ((int64_t)P.owners.size() * BM < (int64_t)P.ids.size()) P.owners.push_back((int32_t)e);
     }
     P.live = (int64_t)P.ids.size();
+    P.offsets.push_back(P.live);
     std::uniform_real_distribution<float> w01(0.05f, 1.0f);
     P.weights.resize(P.tokens_k);
     for (float &w : P.weights) w = w01(rng);
@@ -684,6 +720,7 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     a.act_alpha = P.m->alpha;
     a.act_limit = P.m->limit;
     a.out_bf16 = v.out == OUT_ROWS_BF16;
+    a.expert_offsets = v.expert ? P.d_offsets : nullptr;
     return a;
 }
 
@@ -805,9 +842,10 @@ int main(int argc, char **argv) {
         const bool named_dyn = n.find("_dyn") != std::string::npos;
         if ((n.rfind("fp8_", 0) == 0) != v.fp8 || (n.find("_pp") != std::string::npos) != v.pp ||
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
-            (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn)) {
-            fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d) do not match "
-                            "its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn);
+            (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
+            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192)) {
+            fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
+                            "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
             return 2;
         }
     }
@@ -825,9 +863,11 @@ int main(int argc, char **argv) {
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
-        const int smem = fp8 && v.stage      ? (v.bn == 192 ? (v.epi == EPI_BULK ? grouped_fp8_smem_bytes<false, true, 192, true>()
-                                                                                  : grouped_fp8_smem_bytes<false, true, 192>())
-                                                               : grouped_fp8_smem_bytes<false, true>())
+        const int smem = fp8 && v.stage      ? (v.bn != 192 ? grouped_fp8_smem_bytes<false, true>()
+                                                : v.dyn      ? (v.epi == EPI_BULK ? grouped_fp8_smem_bytes<true, true, 192, true>()
+                                                                                  : grouped_fp8_smem_bytes<true, true, 192>())
+                                                             : (v.epi == EPI_BULK ? grouped_fp8_smem_bytes<false, true, 192, true>()
+                                                                                  : grouped_fp8_smem_bytes<false, true, 192>()))
                          : fp8                ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
                          : v.pp               ? PP_SMEM_BYTES
                          : v.epi == EPI_BULK   ? grouped_smem_bytes<EPI_BULK, true>()
@@ -854,6 +894,8 @@ int main(int argc, char **argv) {
         CUDA_OK(cudaMalloc(&P.d_ids, P.ids.size() * 4));
         CUDA_OK(cudaMalloc(&P.d_owners, P.owners.size() * 4));
         CUDA_OK(cudaMalloc(&P.d_live, 8));
+        CUDA_OK(cudaMalloc(&P.d_offsets, P.offsets.size() * 8));
+        CUDA_OK(cudaMemcpy(P.d_offsets, P.offsets.data(), P.offsets.size() * 8, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMalloc(&P.d_weights, P.weights.size() * 4));
         CUDA_OK(cudaMalloc(&P.d_shared, P.shared_scale.size() * 4));
         CUDA_OK(cudaMemcpy(P.d_ids, P.ids.data(), P.ids.size() * 4, cudaMemcpyHostToDevice));
@@ -1034,6 +1076,7 @@ int main(int argc, char **argv) {
         cudaFree(P.d_ids);
         cudaFree(P.d_owners);
         cudaFree(P.d_live);
+        cudaFree(P.d_offsets);
         cudaFree(P.d_weights);
         cudaFree(P.d_shared);
         cudaFree(P.d_x);

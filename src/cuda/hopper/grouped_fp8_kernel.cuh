@@ -315,8 +315,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
     static_assert(!(STAGE_SCALES && SKIP_IDLE), "STAGE_SCALES: prefill only");
     constexpr bool BULK = EPI == EPI_BULK;
-    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || BULK)),
-                  "192-wide tiles: stage scales and the staged or bulk epilogue only");
+    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || BULK || EPI == EPI_NONE)),
+                  "192-wide tiles: stage scales and the staged, bulk or (lab) no epilogue only");
     static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK>;
