@@ -115,7 +115,7 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
 
     CUtensorMap map_a, map_b, map_sa, map_sb;
     CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, bn);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, CFG::B_BOX_ROWS);
     map_sa = map_sb = map_a; // never read unless boxes
     const int64_t kblocks = (args->k + FP8_BK - 1) / FP8_BK;
     if (boxes && cr == CUDA_SUCCESS)
@@ -125,15 +125,41 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
                                     CFG::B_SCALE_ROWS);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
-    const fp8_params p = fp8_dense_params(args, sms, bn);
-    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + bn - 1) / bn);
+    fp8_params p = fp8_dense_params(args, sms, bn);
+    constexpr int CM = CFG::CLUSTER_M;
+    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM + CM - 1) / CM * ((p.n + bn - 1) / bn);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
-    const long long ctas = units < sms ? units : sms;
-    kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
-    err = cudaGetLastError();
+    long long ctas = units < sms ? units : sms;
+    if constexpr (CM == 1) {
+        kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
+        err = cudaGetLastError();
+    } else { // as dense_launch (gemm_launch.cuh): clusters of CM, as many as can be resident
+        const int group = (int)lround(sqrt((double)bn * sms / FP8_BM) / CM); // in units of CM row blocks
+        p.out.group_m = group < 1 ? 1 : group;
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CM;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cfg.blockDim = dim3(THREADS, 1, 1);
+        cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
+        cfg.stream = stream;
+        cfg.gridDim = dim3((unsigned)(sms / CM * CM), 1, 1);
+        int clusters = 0;
+        err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+        if (err != cudaSuccess || clusters < 1)
+            return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaOccupancyMaxActiveClusters: %s, %d clusters",
+                        cudaGetErrorString(err), clusters);
+        ctas = (units < clusters ? units : clusters) * CM;
+        cfg.gridDim = dim3((unsigned)ctas, 1, 1);
+        err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
+    }
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));
