@@ -169,23 +169,26 @@ constexpr int GATHER_ROWS_PER_THREAD = 8;
 constexpr int GATHER_PRODUCER_REGS = 56;
 constexpr int GATHER_CONSUMER_REGS = 224;
 
+// The x row (token) of plan id `id`: a routed slot's token, the shared expert's row's token, or -1
+// for padding.
+__device__ __forceinline__ int32_t token_of_id(const grouped_params &p, int64_t id) {
+    return id == p.padding_id ? -1 : (int32_t)(id < p.padding_id ? id / p.top_k : id - p.padding_id - 1);
+}
+
 // The x row (token) of each of this thread's rows of the tile starting at plan row m0, or -1
 // for padding rows. int32 (tokens < 2^31) to stay inside the producer's 40 registers.
 __device__ __forceinline__ void gather_rows_of_tile(const grouped_params &p, int64_t m0, int t,
                                                     int32_t (&token)[GATHER_ROWS_PER_THREAD]) {
     const int row0 = (t / 32) * 32 + (t % 32) / 8;
 #pragma unroll
-    for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) {
-        const int64_t id = p.sorted_ids[m0 + row0 + 4 * i];
-        token[i] = id == p.padding_id ? -1 : (int32_t)(id < p.padding_id ? id / p.top_k : id - p.padding_id - 1);
-    }
+    for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) token[i] = token_of_id(p, p.sorted_ids[m0 + row0 + 4 * i]);
 }
 
 // ROW_TMA (a form of GATHER, opt-in): the x row of tile row t (thread t's), padding rows reading
 // row 0 (their products are never stored), so that every stage's A bytes are the same 16 KB.
 __device__ __forceinline__ int32_t gather_row_token(const grouped_params &p, int64_t m0, int t) {
-    const int64_t id = p.sorted_ids[m0 + t];
-    return id == p.padding_id ? 0 : (int32_t)(id < p.padding_id ? id / p.top_k : id - p.padding_id - 1);
+    const int32_t token = token_of_id(p, p.sorted_ids[m0 + t]);
+    return token < 0 ? 0 : token;
 }
 
 __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t *a_stage, int kb, int t,
