@@ -135,10 +135,13 @@ int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather) {
 // mixtral 1.003 / 1.003 (its GEMM2 alone, in the lab, 0.85 of the staged time; the forward does not
 // show it). In the lab at T = 16384 the qwen3 GEMM2 took 0.751 ms against 0.793 staged.
 bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ticket_schedule) {
-    const char *env = getenv("MOEFUSE_HOPPER_EPI2");
+    return hopper_bulk_by_k("MOEFUSE_HOPPER_EPI2", k) && out_bf16 && n % 8 == 0 && ldo % 8 == 0 && ticket_schedule;
+}
+
+bool hopper_bulk_by_k(const char *env_var, int64_t k) {
+    const char *env = getenv(env_var);
     if (env && !strcmp(env, "staged")) return false;
-    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
-    return out_bf16 && n % 8 == 0 && ldo % 8 == 0 && ticket_schedule;
+    return (env && !strcmp(env, "bulk")) || k <= 2048;
 }
 
 // The checks and launch shared by both entry points; gather: GEMM1 with a = x itself.

@@ -132,9 +132,9 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
 
 // 128 x 192 tiles with the scales in the tile stage (grouped_fp8_config's BN and STAGE_SCALES: the
 // k-block's A scales by one bulk copy in the stage's transaction, the B scales read by the
-// consumers, no scale warp or ring) at prefill (on the static stride, or with
-// MOEFUSE_HOPPER_SCHEDULE=dyn on tickets: since session 20), without A2 quantised in the epilogue
-// (the 192-wide kernel has no EPI_QUANT). Measured in S1 of session 18
+// consumers, no scale warp or ring) at prefill (on the static stride, or on tickets where the
+// forward gives a counter: hopper_fp8_large_experts), without A2 quantised in the epilogue (the
+// 192-wide kernel has no EPI_QUANT). Measured in S1 of session 18
 // (bench/results/2026-12-04-h200-session18/callS1): FP8 forward 192/128-ring 0.88-0.98 at T = 4096
 // and 16384 on eight shapes, 0.86-1.02 at T = 512; the stage scales on 128-wide tiles alone were
 // 0.94-1.04, mostly above 1, so 128-wide tiles keep the ring. MOEFUSE_HOPPER_FP8_BN=128 forces
@@ -163,10 +163,7 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
 // FP8 forward was 1-3% slower than with this unrolled form on every shape (session 20, call U1).
 // MOEFUSE_HOPPER_FP8_EPI=bulk takes it at every K, =staged never.
 bool hopper_fp8_bulk_epilogue(int mode, int64_t n, int64_t k, int64_t ldo, int activation, bool out_bf16) {
-    const char *env = getenv("MOEFUSE_HOPPER_FP8_EPI");
-    if (env && !strcmp(env, "staged")) return false;
-    if (!(env && !strcmp(env, "bulk")) && k > 2048) return false;
-    if (n % 8 != 0) return false;
+    if (!hopper_bulk_by_k("MOEFUSE_HOPPER_FP8_EPI", k) || n % 8 != 0) return false;
     return mode == GEMM_DOWN ? out_bf16 && ldo % 8 == 0 : activation != MOE_ACT_RELU2 && ldo % 4 == 0;
 }
 

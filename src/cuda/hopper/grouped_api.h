@@ -42,6 +42,10 @@ bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, b
 // not, on the ticket schedule and not for the gathering GEMM1; else 256. MOEFUSE_HOPPER_BN=256
 // keeps 256.
 int hopper_tile_n(int64_t n, bool ticket_schedule, bool gather);
+// The bulk-copy epilogues' rule by K (bf16 GEMM2's, hopper_gemm2_bulk, and the FP8 128 x 192
+// tiles', hopper_fp8_bulk_epilogue): where k <= 2048; the A/B switch named env_var =bulk takes it at
+// every k, =staged never.
+bool hopper_bulk_by_k(const char *env_var, int64_t k);
 // Whether bf16 GEMM2 (tiled, k = I) takes the bulk-copy epilogue (EPI_BULK: each warp's finished
 // bf16 rows sent by one bulk copy a row while the next tile runs; 3 stages instead of 4): bf16 rows,
 // n and ldo multiples of 8, the ticket schedule, and k <= 2048 (MOEFUSE_HOPPER_EPI2=bulk: at every

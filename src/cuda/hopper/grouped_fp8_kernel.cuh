@@ -65,7 +65,7 @@ using grouped_fp8_config = fp8_config<BN == FP8_BN ? 6 : BULK ? 4 : 5, false, BN
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
-// DYN (lab): the unit ring's barriers and slots and the tile stages' headers (fp8_dyn_carve).
+// DYN: the unit ring's barriers and slots and the tile stages' headers (fp8_dyn_carve).
 constexpr int GF8_DYN_BYTES = 128;
 template <bool DYN = false, bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false>
 constexpr int grouped_fp8_smem_bytes() {
@@ -79,10 +79,10 @@ static_assert(grouped_fp8_smem_bytes<false, true, 192, true>() <= 227 * 1024, "s
 static_assert(grouped_fp8_smem_bytes<true, true, 192>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_fp8_smem_bytes<true, true, 192, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
-// DYN (as the bf16 kernel's DYN; MOEFUSE_HOPPER_SCHEDULE=dyn): the TMA thread takes units from the
-// ticket counter g.unit_counter and publishes each in the header of the unit's first tile stage,
-// which the consumers read, and (scale ring only) in a ring of 2 slots that the scale warp reads
-// (unit_full / unit_empty, one arrival each). -1: no units left.
+// DYN (as the bf16 kernel's; the forward's tickets, hopper_fp8_large_experts): the TMA thread
+// takes units from the ticket counter g.unit_counter and publishes each in the header of the
+// unit's first tile stage, which the consumers read, and (scale ring only) in a ring of 2 slots
+// that the scale warp reads (unit_full / unit_empty, one arrival each). -1: no units left.
 struct fp8_dyn {
     uint64_t *unit_full, *unit_empty; // [2]
     int *unit_slot;                   // [2]

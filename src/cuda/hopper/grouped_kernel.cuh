@@ -48,7 +48,7 @@
 //    only the bf16 outputs go through the warp's staging buffer (a quarter of EPI_STAGED's
 //    bytes), read back row-major for 16-byte stores. See act_first_up_epilogue.
 //  - EPI_BULK: the FP8 grouped kernel's 192-wide tiles (both GEMMs), and GEMM2 of this kernel
-//    (opt-in, 3 stages): the finished outputs of a warp's 16 rows in shared memory, each row sent
+//    (3 stages; hopper_gemm2_bulk): the finished outputs of a warp's 16 rows in shared memory, each row sent
 //    by one bulk copy that overlaps the next tile (bulk_epilogue).
 //  - EPI_STAGED_NOSTORE, EPI_STAGED_NOTABLE: lab probes of what EPI_STAGED's time per tile is
 //    made of: all of it but the output stores (a value is stored only if NaN), or all of it
