@@ -132,34 +132,16 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
-    long long ctas = units < sms ? units : sms;
-    if constexpr (CM == 1) {
-        kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
-        err = cudaGetLastError();
-    } else { // as dense_launch (gemm_launch.cuh): clusters of CM, as many as can be resident
-        const int group = (int)lround(sqrt((double)bn * sms / FP8_BM) / CM); // in units of CM row blocks
+    if (CM > 1) { // the raster's groups count units of CM row blocks
+        const int group = (int)lround(sqrt((double)bn * sms / FP8_BM) / CM);
         p.out.group_m = group < 1 ? 1 : group;
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CM;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        cfg.blockDim = dim3(THREADS, 1, 1);
-        cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
-        cfg.stream = stream;
-        cfg.gridDim = dim3((unsigned)(sms / CM * CM), 1, 1);
-        int clusters = 0;
-        err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-        if (err != cudaSuccess || clusters < 1)
-            return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaOccupancyMaxActiveClusters: %s, %d clusters",
-                        cudaGetErrorString(err), clusters);
-        ctas = (units < clusters ? units : clusters) * CM;
-        cfg.gridDim = dim3((unsigned)ctas, 1, 1);
-        err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
     }
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    long long ctas = 0;
+    st = persistent_launch_config(kernel, CM, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
+    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));

@@ -117,6 +117,39 @@ inline moe_status device_sms(int *sms, char *why, size_t why_len) {
     return MOE_STATUS_OK;
 }
 
+// The launch of a persistent kernel over `units` work units, a unit per cluster of `cluster` CTAs
+// along x (1: no cluster attribute): as many clusters as units, but no more than can be resident at
+// once (one CTA per SM without clusters). Fills cfg (attr: the caller's storage for its one
+// attribute) and *ctas.
+template <class KERNEL>
+moe_status persistent_launch_config(KERNEL kernel, int cluster, int smem, cudaStream_t stream, int sms,
+                                    long long units, cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr,
+                                    long long *ctas, char *why, size_t why_len) {
+    *cfg = cudaLaunchConfig_t{};
+    cfg->blockDim = dim3(THREADS, 1, 1);
+    cfg->dynamicSmemBytes = smem;
+    cfg->stream = stream;
+    long long slots = sms; // clusters that can be resident at once, times cluster
+    if (cluster > 1) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = cluster;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg->attrs = attr;
+        cfg->numAttrs = 1;
+        cfg->gridDim = dim3((unsigned)(sms / cluster * cluster), 1, 1);
+        int clusters = 0;
+        const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, kernel, cfg);
+        if (err != cudaSuccess || clusters < 1)
+            return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaOccupancyMaxActiveClusters: %s, %d clusters",
+                        cudaGetErrorString(err), clusters);
+        slots = (long long)clusters * cluster;
+    }
+    *ctas = (units < slots / cluster ? units : slots / cluster) * cluster;
+    cfg->gridDim = dim3((unsigned)*ctas, 1, 1);
+    return MOE_STATUS_OK;
+}
+
 // Launches configuration CFG: one CTA per SM (or per resident cluster slot) at most.
 template <class CFG>
 moe_status dense_launch(const moe__hopper_gemm_args *args, cudaStream_t stream, char *why, size_t why_len) {
@@ -157,29 +190,12 @@ moe_status dense_launch(const moe__hopper_gemm_args *args, cudaStream_t stream, 
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
 
-    cudaLaunchConfig_t cfg = {};
+    cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
-    cfg.blockDim = dim3(THREADS, 1, 1);
-    cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
-    cfg.stream = stream;
-    long long slots = sms;  // clusters that can be resident at once, times CLUSTER_M
-    if (CFG::CLUSTER_M > 1) {
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CFG::CLUSTER_M;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        cfg.gridDim = dim3((unsigned)(sms / CFG::CLUSTER_M * CFG::CLUSTER_M), 1, 1);
-        int clusters = 0;
-        err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-        if (err != cudaSuccess || clusters < 1)
-            return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaOccupancyMaxActiveClusters: %s, %d clusters",
-                        cudaGetErrorString(err), clusters);
-        slots = (long long)clusters * CFG::CLUSTER_M;
-    }
-    const long long ctas = (units < slots / CFG::CLUSTER_M ? units : slots / CFG::CLUSTER_M) * CFG::CLUSTER_M;
-    cfg.gridDim = dim3((unsigned)ctas, 1, 1);
+    long long ctas = 0;
+    st = persistent_launch_config(kernel, CFG::CLUSTER_M, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why,
+                                  why_len);
+    if (st != MOE_STATUS_OK) return st;
     err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "dense GEMM launch (%lld CTAs, BN %d, %d stages, cluster %d): %s",
