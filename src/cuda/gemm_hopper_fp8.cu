@@ -172,9 +172,12 @@ bool hopper_fp8_x_scatter(void) {
     return !(env && !strcmp(env, "permute"));
 }
 
-// The 128 x 192 kernel of one GEMM (mode), epilogue (bulk or staged) and schedule (dyn: tickets).
+// The 128 x 192 kernel of one GEMM (mode), epilogue (bulk or staged) and schedule (dyn: tickets),
+// and (*smem) the shared memory it needs.
 typedef decltype(&grouped_fp8_kernel<GEMM_UP, false>) fp8_kernel_fn;
-static fp8_kernel_fn wide_kernel(int mode, bool bulk, bool dyn) {
+static fp8_kernel_fn wide_kernel(int mode, bool bulk, bool dyn, int *smem) {
+    *smem = dyn ? (bulk ? grouped_fp8_smem_bytes<true, true, 192, true>() : grouped_fp8_smem_bytes<true, true, 192>())
+                : (bulk ? grouped_fp8_smem_bytes<false, true, 192, true>() : grouped_fp8_smem_bytes<false, true, 192>());
     if (mode == GEMM_DOWN)
         return bulk ? (dyn ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, true, true, 192>
                            : grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>)
@@ -245,7 +248,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     p.g.unit_counter = dyn ? g->unit_counter : nullptr;
     // The shared-memory limit is set at each launch (allowed under graph capture; the dense FP8
     // launch does the same), so that no init hook outside this file is needed.
-    auto kernel = wide  ? wide_kernel(g->mode, bulk, dyn)
+    int wide_smem = 0;
+    auto kernel = wide  ? wide_kernel(g->mode, bulk, dyn, &wide_smem)
                   : dyn ? (g->mode == GEMM_DOWN ? grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED, true>
                          : quant              ? grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT, true>
                                               : grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED, true>)
@@ -254,12 +258,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                   : quant ? (decode ? grouped_fp8_kernel<GEMM_UP, true, EPI_QUANT>
                                     : grouped_fp8_kernel<GEMM_UP, false, EPI_QUANT>)
                           : (decode ? grouped_fp8_kernel<GEMM_UP, true> : grouped_fp8_kernel<GEMM_UP, false>);
-    const int smem = wide && dyn ? (bulk ? grouped_fp8_smem_bytes<true, true, 192, true>()
-                                         : grouped_fp8_smem_bytes<true, true, 192>())
-                     : wide      ? (bulk ? grouped_fp8_smem_bytes<false, true, 192, true>()
-                                         : grouped_fp8_smem_bytes<false, true, 192>())
-                     : dyn       ? grouped_fp8_smem_bytes<true>()
-                           : grouped_fp8_smem_bytes();
+    const int smem = wide ? wide_smem : dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {
         kernel<<<ctas, THREADS, smem, stream>>>(map_a, map_b, p);
