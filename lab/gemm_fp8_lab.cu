@@ -192,6 +192,14 @@ template <class T> static T *upload(const std::vector<T> &v) {
     return d;
 }
 
+// rows x cols row-major -> cols x rows row-major.
+static std::vector<float> transposed(const std::vector<float> &v, int64_t rows, int64_t cols) {
+    std::vector<float> t(v.size());
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) t[(size_t)(c * rows + r)] = v[(size_t)(r * cols + c)];
+    return t;
+}
+
 // The fp64 reference of deq_a . deq_b^T on the GPU, checked against CPU fp64 at sampled
 // elements (bound: fp64 summation in any order, K * 2^-52 * sum |a b|). Returns violations.
 static int make_reference(const shape &sh, const qmat &qa, const qmat &qb, double **ref, uint64_t seed) {
@@ -243,6 +251,7 @@ struct operand_set {
     int64_t lds_a, lds_b;
     uint8_t *ta, *tb;      // per-tensor codes (cuBLASLt)
     float *tsa, *tsb;      // their one scale each
+    float *sa_t, *sb_t;    // sa, sb transposed: [kb][row], [kb][n block] (cuBLASLt block-scaled, outer-major)
     double *ref, *ref_tensor;
 };
 
@@ -251,6 +260,8 @@ struct impl {
     const char *what;
     lab_fp8_fn fn;      // NULL: cuBLASLt
     int8_t fast_accum;  // cuBLASLt only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
+    int8_t lt_block;    // cuBLASLt only: 0 per-tensor operands; our block-scaled operands with the scales
+                        // 1 outer-major (sa_t, sb_t) or 2 as ours (sa, sb: k-block fastest)
     int8_t probe;       // timed whatever its check says (an ablation whose results are wrong by design)
 };
 
@@ -266,8 +277,12 @@ static moe_status engine_entry(const moe__hopper_gemm_fp8_args *a, cudaStream_t 
 // column-major view of B, op(A) = N (the "TN" layout FP8 requires), per-tensor scales by
 // pointer, fp32 compute, bf16 out. Algorithm: the heuristic's first. fast_accum 0 (the
 // default) keeps cuBLASLt's own periodic promotion, like ours; 1 is what training recipes use.
-static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int8_t fast_accum, cudaStream_t stream,
-                            char *why, size_t why_len) {
+// lt_block != 0: the same e4m3 codes and scales ours get, as cuBLASLt's 1-D (VEC128_32F, the
+// activations) and 2-D (BLK128x128_32F, the weights) block scaling (cuBLAS >= 12.9, sm_90): the
+// same work as our kernel. Its scale tensors' layout is taken from their documentation's shapes;
+// the lab's check decides which of the two candidate layouts it is.
+static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int8_t fast_accum, int8_t lt_block,
+                            cudaStream_t stream, char *why, size_t why_len) {
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t lb = NULL, la = NULL, lc = NULL;
     cublasLtMatmulPreference_t pref = NULL;
@@ -276,8 +291,16 @@ static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum);
-    if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &op.tsb, sizeof op.tsb);
-    if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &op.tsa, sizeof op.tsa);
+    const float *scale_w = lt_block == 1 ? op.sb_t : lt_block == 2 ? op.sb : op.tsb;
+    const float *scale_x = lt_block == 1 ? op.sa_t : lt_block == 2 ? op.sa : op.tsa;
+    if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_w, sizeof scale_w);
+    if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_x, sizeof scale_x);
+    if (lt_block) {
+        const int32_t mode_w = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, mode_x = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_w, sizeof mode_w);
+        if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_x, sizeof mode_x);
+    }
+    const uint8_t *codes_w = lt_block ? op.b : op.tb, *codes_x = lt_block ? op.a : op.ta;
     if (!st) st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, sh.k, sh.n, sh.k);
     if (!st) st = cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, sh.k, sh.m, sh.k);
     if (!st) st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, sh.n, sh.m, sh.n);
@@ -291,7 +314,7 @@ static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int
     if (!st && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
     const float alpha = 1.0f, beta = 0.0f;
     if (!st)
-        st = cublasLtMatmul(g_lt, desc, &alpha, op.tb, lb, op.ta, la, &beta, c, lc, c, lc, &heur.algo, g_lt_ws,
+        st = cublasLtMatmul(g_lt, desc, &alpha, codes_w, lb, codes_x, la, &beta, c, lc, c, lc, &heur.algo, g_lt_ws,
                             LT_WS_BYTES, stream);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (lc) cublasLtMatrixLayoutDestroy(lc);
@@ -309,7 +332,7 @@ static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int
 
 static moe_status launch(const impl &im, const shape &sh, const operand_set &op, void *c, cudaStream_t stream,
                          char *why, size_t why_len) {
-    if (!im.fn) return lt_matmul(sh, op, c, im.fast_accum, stream, why, why_len);
+    if (!im.fn) return lt_matmul(sh, op, c, im.fast_accum, im.lt_block, stream, why, why_len);
     moe__hopper_gemm_fp8_args args;
     memset(&args, 0, sizeof args);
     args.a = op.a;
@@ -423,6 +446,9 @@ int main(int argc, char **argv) {
     // the fast-accumulation mode beside it for reference.
     impls.push_back({"cublaslt", "cublasLtMatmul e4m3 x e4m3 -> bf16, per-tensor scales, fp32 compute, heuristic algo", NULL, 0});
     impls.push_back({"lt-fast", "as cublaslt with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1", NULL, 1});
+    impls.push_back({"lt-block", "cublasLtMatmul on our block-scaled operands (VEC128 x BLK128x128 scales, outer-major)",
+                     NULL, 0, 1});
+    impls.push_back({"lt-blockk", "as lt-block with the scales k-block fastest (our layout)", NULL, 0, 2});
     for (const impl &im : all)
         if (listed(variants, im.name)) impls.push_back(im);
 
@@ -478,6 +504,8 @@ int main(int argc, char **argv) {
             op.tb = upload(tb.codes);
             op.tsa = upload(ta.scales);
             op.tsb = upload(tb.scales);
+            op.sa_t = upload(transposed(qa.scales, sh.m, qa.scale_cols));
+            op.sb_t = upload(transposed(qb.scales, qb.scales.size() / qb.scale_cols, qb.scale_cols));
             ref_bad += make_reference(sh, qa, qb, &op.ref, seed + s);
             ref_bad += make_reference(sh, ta, tb, &op.ref_tensor, seed + 7 * s + 1);
         }
@@ -489,7 +517,7 @@ int main(int argc, char **argv) {
         }
         void *c;
         CUDA_OK(cudaMalloc(&c, c_bytes));
-        double lt_ms = -1.0;
+        double lt_ms = -1.0, blk_ms = -1.0;
         for (const impl &im : impls) {
             if (ref_bad) break;
             char why[256] = "";
@@ -502,7 +530,8 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaStreamSynchronize(stream));
                 CUDA_OK(cudaGetLastError());
                 // cuBLASLt computes with its own (per-tensor) operands: checked against their reference.
-                worst = std::max(worst, relative_error(sh, c, im.fn ? ops[(size_t)s].ref : ops[(size_t)s].ref_tensor,
+                const bool tensor_ops = !im.fn && !im.lt_block;
+                worst = std::max(worst, relative_error(sh, c, tensor_ops ? ops[(size_t)s].ref_tensor : ops[(size_t)s].ref,
                                                        scratch));
             }
             if (!im.fn && st == MOE_STATUS_UNSUPPORTED) {
@@ -513,7 +542,8 @@ int main(int argc, char **argv) {
             const double ms = correct ? time_impl(im, sh, ops, c, stream) : -1.0;
             const bool ok = correct && ms > 0;
             const double tflops = ms > 0 ? 2.0 * sh.m * sh.n * sh.k / (ms * 1e-3) / 1e12 : 0.0;
-            if (!im.fn && !im.fast_accum) lt_ms = ms;
+            if (!im.fn && !im.fast_accum && !im.lt_block) lt_ms = ms;
+            if (im.lt_block && ms > 0 && blk_ms <= 0) blk_ms = ms; // the first block-scaled layout that passed
             const double ratio = (ms > 0 && lt_ms > 0) ? lt_ms / ms : 0.0;
             if (!ok) ++failed;
             else if (!im.probe) ++passed; // a probe counts neither way
@@ -524,17 +554,17 @@ int main(int argc, char **argv) {
                 fprintf(json,
                         "{\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"bf16\", "
                         "\"dtype\": \"fp8-e4m3\", \"impl\": \"%s\", \"what\": \"%s\", \"ms\": %.6f, \"tflops\": %.2f, "
-                        "\"vs_cublaslt\": %.4f, \"err\": %.3e, \"pass\": %s, \"probe\": %s, \"input_sets\": %d, "
+                        "\"vs_cublaslt\": %.4f, \"vs_lt_block\": %.4f, \"err\": %.3e, \"pass\": %s, \"probe\": %s, \"input_sets\": %d, "
                         "\"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                         sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k, im.name, im.what, ms, tflops, ratio,
-                        isfinite(worst) ? worst : -1.0, ok && !im.probe ? "true" : "false", im.probe ? "true" : "false", sets, commit,
+                        ms > 0 && blk_ms > 0 ? blk_ms / ms : 0.0, isfinite(worst) ? worst : -1.0, ok && !im.probe ? "true" : "false", im.probe ? "true" : "false", sets, commit,
                         (unsigned long long)seed, prop.name);
                 fflush(json);
             }
         }
         CUDA_OK(cudaFree(c));
         for (operand_set &op : ops) {
-            void *ptrs[] = {op.a, op.b, op.sa, op.sb, op.ta, op.tb, op.tsa, op.tsb, op.ref, op.ref_tensor};
+            void *ptrs[] = {op.a, op.b, op.sa, op.sb, op.ta, op.tb, op.tsa, op.tsb, op.sa_t, op.sb_t, op.ref, op.ref_tensor};
             for (void *p : ptrs) CUDA_OK(cudaFree(p));
         }
     }
