@@ -260,8 +260,9 @@ struct impl {
     const char *what;
     lab_fp8_fn fn;      // NULL: cuBLASLt
     int8_t fast_accum;  // cuBLASLt only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
-    int8_t lt_block;    // cuBLASLt only: 0 per-tensor operands; our block-scaled operands with the scales
-                        // 1 outer-major (sa_t, sb_t) or 2 as ours (sa, sb: k-block fastest)
+    int8_t lt_block;    // cuBLASLt only: 0 per-tensor operands; else our block-scaled operands, with the
+                        // x scales outer-major (sa_t) if bit 0 (1), the w scales (sb_t) if bit 1 (2), others
+                        // as ours (k-block fastest); 4 = both as ours
     int8_t probe;       // timed whatever its check says (an ablation whose results are wrong by design)
 };
 
@@ -291,8 +292,8 @@ static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum);
-    const float *scale_w = lt_block == 1 ? op.sb_t : lt_block == 2 ? op.sb : op.tsb;
-    const float *scale_x = lt_block == 1 ? op.sa_t : lt_block == 2 ? op.sa : op.tsa;
+    const float *scale_w = !lt_block ? op.tsb : (lt_block & 2) ? op.sb_t : op.sb;
+    const float *scale_x = !lt_block ? op.tsa : (lt_block & 1) ? op.sa_t : op.sa;
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_w, sizeof scale_w);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_x, sizeof scale_x);
     if (lt_block) {
@@ -446,9 +447,12 @@ int main(int argc, char **argv) {
     // the fast-accumulation mode beside it for reference.
     impls.push_back({"cublaslt", "cublasLtMatmul e4m3 x e4m3 -> bf16, per-tensor scales, fp32 compute, heuristic algo", NULL, 0});
     impls.push_back({"lt-fast", "as cublaslt with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1", NULL, 1});
-    impls.push_back({"lt-block", "cublasLtMatmul on our block-scaled operands (VEC128 x BLK128x128 scales, outer-major)",
-                     NULL, 0, 1});
-    impls.push_back({"lt-blockk", "as lt-block with the scales k-block fastest (our layout)", NULL, 0, 2});
+    // The four candidate layouts of its scale tensors (x's, w's: o outer-major, k k-block fastest).
+    impls.push_back({"lt-blk-oo", "cublasLtMatmul on our block-scaled operands (VEC128 x BLK128x128), both scales outer-major",
+                     NULL, 0, 3});
+    impls.push_back({"lt-blk-kk", "as lt-blk-oo, both scales k-block fastest (our layout)", NULL, 0, 4});
+    impls.push_back({"lt-blk-ok", "as lt-blk-oo, x scales outer-major, w scales k-block fastest", NULL, 0, 1});
+    impls.push_back({"lt-blk-ko", "as lt-blk-oo, x scales k-block fastest, w scales outer-major", NULL, 0, 2});
     for (const impl &im : all)
         if (listed(variants, im.name)) impls.push_back(im);
 

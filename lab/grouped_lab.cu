@@ -186,6 +186,11 @@ static const variant VARIANTS[] = {
     {"fp8_up_192_bulk_dyn_exp", "fp8_up_192_bulk on tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, true, false, false, 192, true, true},
     {"fp8_down_192_b16_dyn_exp", "fp8_down_192_b16 on tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true},
     {"fp8_down_192_bulk_dyn_exp", "fp8_down_192_bulk on tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true},
+    // Session 21: what the staged 192-wide epilogue's time is made of (the bf16 kernel's probes).
+    {"fp8_up_192_nostore", "fp8_up_192 without its stores (probe)", GEMM_UP, GEMM_UP, EPI_STAGED_NOSTORE, OUT_A2, false, false, true, true, false, false, false, 192, true},
+    {"fp8_up_192_notable", "fp8_up_192, row table made up (no loads; probe)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, true, true, false, false, false, 192, true},
+    {"fp8_down_192_b16_nostore", "fp8_down_192_b16 without its stores (probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
+    {"fp8_down_192_b16_notable", "fp8_down_192_b16, row table made up (no loads; probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -232,6 +237,12 @@ static fp8_launch_fn pick_fp8(const variant &v) {
     if (v.stage && v.bn == 192 && v.epi == EPI_NONE)
         return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_NONE, false, true, 192>
                                         : fp8_launch_t<GEMM_DOWN, EPI_NONE, false, true, 192>;
+    if (v.stage && v.bn == 192 && v.epi == EPI_STAGED_NOSTORE)
+        return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED_NOSTORE, false, true, 192>
+                                        : fp8_launch_t<GEMM_DOWN, EPI_STAGED_NOSTORE, false, true, 192>;
+    if (v.stage && v.bn == 192 && v.epi == EPI_STAGED_NOTABLE)
+        return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_STAGED_NOTABLE, false, true, 192>
+                                        : fp8_launch_t<GEMM_DOWN, EPI_STAGED_NOTABLE, false, true, 192>;
     if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
         return v.kernel_mode == GEMM_UP ? fp8_launch_t<GEMM_UP, EPI_BULK, false, true, 192>
                                         : fp8_launch_t<GEMM_DOWN, EPI_BULK, false, true, 192>;
@@ -360,6 +371,14 @@ static const void *kernel_address(const variant &v, int act) {
         if (v.stage && v.bn == 192 && v.epi == EPI_NONE)
             return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_NONE, false, true, 192>
                                             : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_NONE, false, true, 192>;
+        if (v.stage && v.bn == 192 && v.epi == EPI_STAGED_NOSTORE)
+            return v.kernel_mode == GEMM_UP
+                       ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED_NOSTORE, false, true, 192>
+                       : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED_NOSTORE, false, true, 192>;
+        if (v.stage && v.bn == 192 && v.epi == EPI_STAGED_NOTABLE)
+            return v.kernel_mode == GEMM_UP
+                       ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_STAGED_NOTABLE, false, true, 192>
+                       : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED_NOTABLE, false, true, 192>;
         if (v.stage && v.bn == 192 && v.epi == EPI_BULK)
             return v.kernel_mode == GEMM_UP ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, false, true, 192>
                                             : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_BULK, false, true, 192>;

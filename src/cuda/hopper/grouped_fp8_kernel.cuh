@@ -304,18 +304,20 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
 
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
-// (lab/grouped_lab.cu: the mainloop without the store). STAGE_SCALES: see grouped_fp8_config.
+// (lab/grouped_lab.cu: the mainloop without the store), or the staged epilogue's probes
+// EPI_STAGED_NOSTORE / EPI_STAGED_NOTABLE (lab, 192 wide). STAGE_SCALES: see grouped_fp8_config.
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
           int BN = FP8_BN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
-    static_assert(EPI == EPI_STAGED || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_QUANT && MODE == GEMM_UP),
-                  "the FP8 grouped kernel's epilogues: staged, bulk, none, or A2 quantised (GEMM1)");
+    static_assert(epi_staged(EPI) || EPI == EPI_NONE || EPI == EPI_BULK || (EPI == EPI_QUANT && MODE == GEMM_UP),
+                  "the FP8 grouped kernel's epilogues: staged (or its probes), bulk, none, or A2 quantised (GEMM1)");
+    static_assert(EPI == EPI_STAGED || !epi_staged(EPI) || BN == 192, "the staged probes: 192-wide tiles");
     static_assert(!(DYN && SKIP_IDLE), "DYN: prefill only (the decode instantiation reads a unit ahead)");
     static_assert(!(STAGE_SCALES && SKIP_IDLE), "STAGE_SCALES: prefill only");
     constexpr bool BULK = EPI == EPI_BULK;
-    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (EPI == EPI_STAGED || BULK || EPI == EPI_NONE)),
+    static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (epi_staged(EPI) || BULK || EPI == EPI_NONE)),
                   "192-wide tiles: stage scales and the staged, bulk or (lab) no epilogue only");
     static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -545,8 +547,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 } else if constexpr (BULK) {
                     bulk_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, staging + cw * BULK_WARP_BYTES,
                                         row_info + cw * ROWINFO_WARP_BYTES);
-                } else if constexpr (EPI == EPI_STAGED) {
-                    staged_epilogue<MODE, BN, float>(p.g, acc, e, warp_row, n0, lane,
+                } else if constexpr (epi_staged(EPI)) {
+                    staged_epilogue<MODE, BN, float, EPI>(p.g, acc, e, warp_row, n0, lane,
                                                      (float *)(staging + cw * STAGE_WARP_BYTES),
                                                      row_info + cw * ROWINFO_WARP_BYTES);
                 } else {
