@@ -378,11 +378,11 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * (the rule T*k > 16*E, or the MOEFUSE_GEMM override, named when set), the plan block, how the
  * shared expert runs (fused as expert E, or separate) and the workspace bytes; on the CPU the
  * thread count and the reference path. A pure function of its arguments and of MOEFUSE_GEMM,
- * MOEFUSE_FP8_DECODE, MOEFUSE_BF16_DECODE and the Hopper A/B switches MOEFUSE_HOPPER_A (=gather,
- * =rowtma (gathered, each row by one TMA box) or =permute: how GEMM1 gets its rows, else a rule of
- * rows per expert and I), MOEFUSE_HOPPER_SCHEDULE (tile order), MOEFUSE_HOPPER_RASTER (=blocks or
- * =expert: tiles in the grouped raster over all row blocks, or expert by expert; bf16 takes the
- * latter by default, FP8 where H * I >= 7 MiB), MOEFUSE_HOPPER_EPI (=staged:
+ * MOEFUSE_FP8_DECODE, MOEFUSE_BF16_DECODE and the Hopper A/B switches MOEFUSE_HOPPER_A (=gather or
+ * =permute: how GEMM1 gets its rows, else a rule of rows per expert and I), MOEFUSE_HOPPER_SCHEDULE
+ * (tile order), MOEFUSE_HOPPER_RASTER (=blocks or =expert: tiles in the grouped raster over all row
+ * blocks, or expert by expert; bf16 takes the latter by default, FP8 where H * I >= 7 MiB),
+ * MOEFUSE_HOPPER_EPI (=staged:
  * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_EPI2
  * (=bulk or =staged: bf16 GEMM2's rows by bulk copies, 3 stages, at every K or at none, instead of
  * where K <= 2048), MOEFUSE_HOPPER_BN

@@ -103,7 +103,6 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
-    bool row_tma = false;  // gather: each A row by one TMA box (the kernel's ROW_TMA), not cp.async
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -130,9 +129,6 @@ static const variant VARIANTS[] = {
     {"up_actfirst_dyn", "up_actfirst, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true},
     {"up_gather_dyn", "up_staged_gather, units from a ticket counter (DYN)", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, true, false, false, true},
     {"up_actfirst_gather_dyn", "up_actfirst_dyn with A gathered from x (library: MOEFUSE_HOPPER_A=gather)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true},
-    // Session 20 (not yet run): the gathered rows by one TMA box each (ROW_TMA).
-    {"up_none_gather_rowtma", "up_none_gather with each row by one TMA box", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true, false, false, false, false, false, 256, false, false, true},
-    {"up_actfirst_gather_rowtma_dyn", "up_actfirst_gather_dyn with each row by one TMA box (library: MOEFUSE_HOPPER_A=rowtma)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, false, true},
     {"up_bn240", "up_actfirst_dyn with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240},
     {"up_staged_bn240", "up_staged with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, false, false, 240},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
@@ -194,16 +190,16 @@ static const variant VARIANTS[] = {
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, bool ROW_TMA = false>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                             unsigned ctas) {
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER, DYN, BN, ROW_TMA>();
+        cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER, DYN, BN>();
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN, BN, ROW_TMA>(a, b, bt, p, ctas, 0);
+    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN, BN>(a, b, bt, p, ctas, 0);
 }
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
@@ -324,9 +320,6 @@ static launch_fn pick(const variant &v, int act) {
                : v.epi == EPI_ACT_FIRST   ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
                                           : launch_t<GEMM_UP, EPI_STAGED, 0, false, false, 240>;
     if (v.pp) return v.kernel_mode == GEMM_UP ? pick_pp<GEMM_UP>(v) : pick_pp<GEMM_DOWN>(v);
-    if (v.row_tma)
-        return v.dyn ? (v.epi == EPI_ACT_FIRST ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, true> : nullptr)
-                     : (v.epi == EPI_NONE ? launch_t<GEMM_UP, EPI_NONE, 0, true, false, GBN, true> : nullptr);
     if (v.gather && v.dyn)
         return v.epi == EPI_ACT_FIRST ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, true, true> : launch_t<GEMM_UP, EPI_STAGED, 0, true, true>;
     if (v.epi == EPI_ACT_FIRST) return v.dyn ? launch_t<GEMM_UP, EPI_ACT_FIRST, 0, false, true> : launch_t<GEMM_UP, EPI_ACT_FIRST, 0>;
@@ -405,9 +398,6 @@ static const void *kernel_address(const variant &v, int act) {
         return v.kernel_mode == GEMM_DOWN ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, true, 240>
                : v.epi == EPI_ACT_FIRST   ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true, 240>
                                           : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, false, false, 240>;
-    if (v.row_tma)
-        return v.dyn ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, true>
-                     : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true, false, GBN, true>;
     if (v.gather && v.dyn)
         return v.epi == EPI_ACT_FIRST ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true>
                                       : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_STAGED, 0, true, true>;
@@ -872,8 +862,7 @@ int main(int argc, char **argv) {
         if ((n.rfind("fp8_", 0) == 0) != v.fp8 || (n.find("_pp") != std::string::npos) != v.pp ||
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
-            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
-            (n.find("rowtma") != std::string::npos) != v.row_tma) {
+            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192)) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
             return 2;
@@ -990,7 +979,7 @@ int main(int argc, char **argv) {
                 unsigned ctas = 0;
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
-                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn, v.row_tma);
+                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
                     ++failed;

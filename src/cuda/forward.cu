@@ -569,14 +569,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
         const bool tickets = hopper_ticket_schedule(true), gather = hopper_a_gather(L.rows, L.E, L.I);
         const bool act_first = hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets);
-        const bool row_tma = gather && act_first && hopper_gather_row_tma(); // as grouped_launch decides
         const bool bulk2 = hopper_gemm2_bulk(L.H, L.I, L.H, rows_in_bf16(L, MOE_DTYPE_BF16), tickets);
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
-                 hopper_tile_n(L.H, tickets, false),
-                 row_tma  ? "x rows gathered by the producer, one TMA box a row"
-                 : gather ? "x rows gathered by the producer"
-                          : "x rows permuted",
+                 hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  act_first ? "GEMM1's activation from the accumulators" : "GEMM1's staged epilogue",

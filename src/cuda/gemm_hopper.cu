@@ -50,7 +50,6 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, true, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, true, true>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST>();
@@ -77,14 +76,9 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
 
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {
     const char *env = getenv("MOEFUSE_HOPPER_A");
-    if (env && (!strcmp(env, "gather") || !strcmp(env, "rowtma"))) return true;
+    if (env && !strcmp(env, "gather")) return true;
     if (env && !strcmp(env, "permute")) return false;
     return hopper_ticket_schedule(true) && moe__hopper_gather_select(routed_rows, experts, intermediate) != 0;
-}
-
-bool hopper_gather_row_tma(void) {
-    const char *env = getenv("MOEFUSE_HOPPER_A");
-    return env && !strcmp(env, "rowtma");
 }
 
 // MOEFUSE_HOPPER_SCHEDULE=static|dyn overrides the caller's default, for A/B runs (src/cuda/NOTES.md,
@@ -168,19 +162,17 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     // Units from the ticket counter when the caller gave one.
     const bool dyn = g->unit_counter && hopper_ticket_schedule(true);
     const int bn = hopper_tile_n(g->n, dyn, gather);
-    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
-                           grouped_act_first_ok(g);
-    // Rows by one TMA box each: the gathering, activation-first kernel on tickets only (opt-in).
-    const bool row_tma = gather && act_first && hopper_gather_row_tma();
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn, row_tma);
+    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
+    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
+                           grouped_act_first_ok(g);
     const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&
                       (uintptr_t)g->out % 16 == 0;
     cudaError_t err;
@@ -188,9 +180,6 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
         err = bn == 240 ? grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true, 240>(map_a, map_b, map_b_tail, p,
                                                                                           ctas, stream)
                         : grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
-                                                                                     stream);
-    else if (row_tma) // act_first: dyn
-        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, true>(map_a, map_b, map_b_tail, p, ctas,
                                                                                      stream);
     else if (gather && act_first) // act_first: dyn
         err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);

@@ -9,11 +9,8 @@
 // intermediate size I: gathered by the kernel's producer through the plan (no permute pass, no
 // xperm traffic) where moe__hopper_gather_select says so on the ticket schedule, else TMA from a
 // copy of x in plan order that a permute kernel writes. MOEFUSE_HOPPER_A=gather|permute forces
-// either (gather on the static stride then too); =rowtma gathers too, with the rows by TMA.
+// either (gather on the static stride then too).
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate);
-// Whether the gathering GEMM1 (activation-first, on tickets) loads each row by one TMA box
-// (grouped_kernel.cuh's ROW_TMA) instead of 16-byte cp.async: MOEFUSE_HOPPER_A=rowtma (not yet run).
-bool hopper_gather_row_tma(void);
 // Whether the tiled grouped GEMMs (A by TMA, prefill) take their units from a ticket counter when
 // given one (gemm_args.unit_counter), rather than by the static stride: `by_default` unless
 // MOEFUSE_HOPPER_SCHEDULE=dyn|static forces either. The callers' defaults: bf16 always, FP8 where

@@ -184,13 +184,6 @@ __device__ __forceinline__ void gather_rows_of_tile(const grouped_params &p, int
     for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) token[i] = token_of_id(p, p.sorted_ids[m0 + row0 + 4 * i]);
 }
 
-// ROW_TMA (a form of GATHER, opt-in): the x row of tile row t (thread t's), padding rows reading
-// row 0 (their products are never stored), so that every stage's A bytes are the same 16 KB.
-__device__ __forceinline__ int32_t gather_row_token(const grouped_params &p, int64_t m0, int t) {
-    const int32_t token = token_of_id(p, p.sorted_ids[m0 + t]);
-    return token < 0 ? 0 : token;
-}
-
 __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t *a_stage, int kb, int t,
                                                const int32_t (&token)[GATHER_ROWS_PER_THREAD]) {
     const int row0 = (t / 32) * 32 + (t % 32) / 8, chunk = t % 8;
@@ -718,17 +711,11 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // with a flag (GEMM2) for a block whose second half is all padding (an expert's last block holding
 // at most 64 rows), whose MMAs the second consumer warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
-// ROW_TMA (GATHER only; opt-in, MOEFUSE_HOPPER_A=rowtma): each producer thread loads its tile row
-// of every stage by TMA, one box of 1 row x 64 columns of x into row t of the 128-byte-swizzled
-// stage (the swizzle follows the destination address, so row t's chunks land at c ^ (t % 8), as a
-// 128-row box would put them; the PTX manual asks 1024-byte alignment of a swizzled destination,
-// these are 128-byte aligned: the lab's check decides), instead of 8 cp.async of 16 bytes.
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, bool ROW_TMA = false>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
-    static_assert(!ROW_TMA || GATHER, "ROW_TMA: a form of GATHER (map_a: x in boxes of one row)");
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     static_assert(EPI != EPI_BULK || (MODE == GEMM_DOWN && !GATHER), "EPI_BULK: GEMM2 (bf16 rows)");
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
@@ -757,7 +744,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        ring_init(full, empty, STAGES, GATHER && !ROW_TMA ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
+        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
 
@@ -770,7 +757,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (t == 0) {
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
-                if (ROW_TMA) tma_prefetch_map(&map_a);
             }
             int stage = 0;
             uint32_t phase = 0;
@@ -781,24 +767,17 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int b_row = e * p.n + n_block * BN;
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
-                int32_t token[ROW_TMA ? 1 : GATHER_ROWS_PER_THREAD];
-                if constexpr (ROW_TMA) token[0] = gather_row_token(p, (int64_t)m_block * BM, t);
-                else gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
+                int32_t token[GATHER_ROWS_PER_THREAD];
+                gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u; // GEMM1: no half-idle flag
-                        mbar_arrive_expect_tx(&full[stage], (ROW_TMA ? CFG::A_BYTES : 0) + b_bytes);
+                        mbar_arrive_expect_tx(&full[stage], b_bytes);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
-                    if constexpr (ROW_TMA) { // (a row's bytes may land before thread 0's expect_tx: its
-                                             // arrival is the one the phase waits for)
-                        tma_load_2d(smem_a + stage * CFG::A_BYTES + t * BK * 2, &map_a, &full[stage], kb * BK,
-                                    token[0]);
-                    } else {
-                        gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
-                        cp_async_mbar_arrive_noinc(&full[stage]);
-                    }
+                    gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
+                    cp_async_mbar_arrive_noinc(&full[stage]);
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
@@ -818,13 +797,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             if (DYN) {
                 // The end marker, in the stage the next unit would have started in: the full
-                // barrier takes its 1 + 128 arrivals (ROW_TMA: 1) as plain ones.
+                // barrier takes its 1 + 128 arrivals as plain ones.
                 mbar_wait(&empty[stage], phase ^ 1);
                 if (t == 0) {
                     stage_unit[stage] = -1;
                     mbar_arrive(&full[stage]);
                 }
-                if (!ROW_TMA) mbar_arrive(&full[stage]);
+                mbar_arrive(&full[stage]);
             }
             cp_async_wait_all(); // no thread exits with copies in flight
             if (DYN && t == 0) dyn_counter_release(p.unit_counter);
@@ -922,7 +901,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_wait(&full[stage], phase);
                 // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
                 // async proxy, so order the two in this thread after the barrier's acquire.
-                if (GATHER && !ROW_TMA) fence_proxy_async_shared();
+                if (GATHER) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
@@ -991,12 +970,11 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
 // Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
 // gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
-// map_a is a copy of map_b, never read; row_tma: x in boxes of one row). map_b_tail: boxes of
-// n % bn rows (a copy of map_b when n is a multiple of bn, never read). bn: the kernel's BN (256,
-// or 240).
+// map_a is a copy of map_b, never read). map_b_tail: boxes of n % bn rows (a copy of map_b
+// when n is a multiple of bn, never read). bn: the kernel's BN (256, or 240).
 inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
                                 CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false,
-                                int bn = GBN, bool row_tma = false) {
+                                int bn = GBN) {
     const int tail = (int)(g->n % bn);
     CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, bn);
     if (cr == CUDA_SUCCESS) {
@@ -1004,8 +982,7 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
         else *map_b_tail = *map_b;
     }
     if (cr == CUDA_SUCCESS) {
-        if (gather && row_tma) cr = make_tensor_map(map_a, g->a, g->tokens, g->k, g->lda, 1); // x, one row a box
-        else if (gather) *map_a = *map_b;
+        if (gather) *map_a = *map_b;
         else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
     }
     if (cr != CUDA_SUCCESS) return cr;
@@ -1042,17 +1019,17 @@ inline bool grouped_gather_ok(const gemm_args *g) {
 }
 
 // The shared memory is sized for BN = 256 (a 240-wide tile's stages are smaller).
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN, bool ROW_TMA = false>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_set_smem() {
-    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, ROW_TMA>,
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
 }
 
 // DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so).
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN, bool ROW_TMA = false>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream) {
-    grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, ROW_TMA>
+    grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>
         <<<ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream>>>(map_a, map_b, map_b_tail, p);
     return cudaGetLastError();
 }
