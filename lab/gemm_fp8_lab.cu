@@ -192,6 +192,15 @@ template <class T> static T *upload(const std::vector<T> &v) {
     return d;
 }
 
+// Rows of `cols` floats -> rows of `ld` (>= cols), zero-padded.
+static std::vector<float> padded_rows(const std::vector<float> &v, int64_t cols, int64_t ld) {
+    const int64_t rows = (int64_t)v.size() / cols;
+    std::vector<float> p((size_t)(rows * ld), 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) p[(size_t)(r * ld + c)] = v[(size_t)(r * cols + c)];
+    return p;
+}
+
 // rows x cols row-major -> cols x rows row-major.
 static std::vector<float> transposed(const std::vector<float> &v, int64_t rows, int64_t cols) {
     std::vector<float> t(v.size());
@@ -251,7 +260,8 @@ struct operand_set {
     int64_t lds_a, lds_b;
     uint8_t *ta, *tb;      // per-tensor codes (cuBLASLt)
     float *tsa, *tsb;      // their one scale each
-    float *sa_t, *sb_t;    // sa, sb transposed: [kb][row], [kb][n block] (cuBLASLt block-scaled, outer-major)
+    float *sa_t;           // sa transposed, [kb][row]: cuBLASLt's layout of 1x128 scales ("lt-block")
+    float *sb_lt;          // sb with its rows padded to a multiple of 4 k-blocks (cuBLASLt's 128x128 scales)
     double *ref, *ref_tensor;
 };
 
@@ -260,9 +270,7 @@ struct impl {
     const char *what;
     lab_fp8_fn fn;      // NULL: cuBLASLt
     int8_t fast_accum;  // cuBLASLt only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
-    int8_t lt_block;    // cuBLASLt only: 0 per-tensor operands; else our block-scaled operands, with the
-                        // x scales outer-major (sa_t) if bit 0 (1), the w scales (sb_t) if bit 1 (2), others
-                        // as ours (k-block fastest); 4 = both as ours
+    int8_t lt_block;    // cuBLASLt only: our block-scaled operands (else the per-tensor ones)
     int8_t probe;       // timed whatever its check says (an ablation whose results are wrong by design)
 };
 
@@ -278,10 +286,13 @@ static moe_status engine_entry(const moe__hopper_gemm_fp8_args *a, cudaStream_t 
 // column-major view of B, op(A) = N (the "TN" layout FP8 requires), per-tensor scales by
 // pointer, fp32 compute, bf16 out. Algorithm: the heuristic's first. fast_accum 0 (the
 // default) keeps cuBLASLt's own periodic promotion, like ours; 1 is what training recipes use.
-// lt_block != 0: the same e4m3 codes and scales ours get, as cuBLASLt's 1-D (VEC128_32F, the
+// lt_block: the same e4m3 codes and scales ours get, as cuBLASLt's 1-D (VEC128_32F, the
 // activations) and 2-D (BLK128x128_32F, the weights) block scaling (cuBLAS >= 12.9, sm_90): the
-// same work as our kernel. Its scale tensors' layout is taken from their documentation's shapes;
-// the lab's check decides which of the two candidate layouts it is.
+// same work as our kernel. Of the four layouts its scale tensors could have, the lab's check
+// passed one (session 21, call V3): the activations' scales [kb][row] (rows fastest: sa_t), the
+// weights' as ours (row-major [n block][kb]); the other three were wrong (rel. error 1.1-1.3).
+// Where K / 128 is not a multiple of 4 (the tails shapes) it failed with our unpadded rows; sb_lt
+// pads them to 4 k-blocks (16 bytes), a guess the check decides.
 static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int8_t fast_accum, int8_t lt_block,
                             cudaStream_t stream, char *why, size_t why_len) {
     cublasLtMatmulDesc_t desc = NULL;
@@ -292,8 +303,8 @@ static moe_status lt_matmul(const shape &sh, const operand_set &op, void *c, int
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum);
-    const float *scale_w = !lt_block ? op.tsb : (lt_block & 2) ? op.sb_t : op.sb;
-    const float *scale_x = !lt_block ? op.tsa : (lt_block & 1) ? op.sa_t : op.sa;
+    const float *scale_w = lt_block ? op.sb_lt : op.tsb;
+    const float *scale_x = lt_block ? op.sa_t : op.tsa;
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_w, sizeof scale_w);
     if (!st) st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_x, sizeof scale_x);
     if (lt_block) {
@@ -446,12 +457,8 @@ int main(int argc, char **argv) {
     // the fast-accumulation mode beside it for reference.
     impls.push_back({"cublaslt", "cublasLtMatmul e4m3 x e4m3 -> bf16, per-tensor scales, fp32 compute, heuristic algo", NULL, 0});
     impls.push_back({"lt-fast", "as cublaslt with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1", NULL, 1});
-    // The four candidate layouts of its scale tensors (x's, w's: o outer-major, k k-block fastest).
-    impls.push_back({"lt-blk-oo", "cublasLtMatmul on our block-scaled operands (VEC128 x BLK128x128), both scales outer-major",
-                     NULL, 0, 3});
-    impls.push_back({"lt-blk-kk", "as lt-blk-oo, both scales k-block fastest (our layout)", NULL, 0, 4});
-    impls.push_back({"lt-blk-ok", "as lt-blk-oo, x scales outer-major, w scales k-block fastest", NULL, 0, 1});
-    impls.push_back({"lt-blk-ko", "as lt-blk-oo, x scales k-block fastest, w scales outer-major", NULL, 0, 2});
+    impls.push_back({"lt-block", "cublasLtMatmul on our block-scaled operands (VEC128 x BLK128x128 scales): the same work",
+                     NULL, 0, 1});
     for (const impl &im : all)
         if (listed(variants, im.name)) impls.push_back(im);
 
@@ -508,7 +515,7 @@ int main(int argc, char **argv) {
             op.tsa = upload(ta.scales);
             op.tsb = upload(tb.scales);
             op.sa_t = upload(transposed(qa.scales, sh.m, qa.scale_cols));
-            op.sb_t = upload(transposed(qb.scales, qb.scales.size() / qb.scale_cols, qb.scale_cols));
+            op.sb_lt = upload(padded_rows(qb.scales, qb.scale_cols, (qb.scale_cols + 3) / 4 * 4));
             ref_bad += make_reference(sh, qa, qb, &op.ref, seed + s);
             ref_bad += make_reference(sh, ta, tb, &op.ref_tensor, seed + 7 * s + 1);
         }
@@ -546,7 +553,7 @@ int main(int argc, char **argv) {
             const bool ok = correct && ms > 0;
             const double tflops = ms > 0 ? 2.0 * sh.m * sh.n * sh.k / (ms * 1e-3) / 1e12 : 0.0;
             if (!im.fn && !im.fast_accum && !im.lt_block) lt_ms = ms;
-            if (im.lt_block && ms > 0 && blk_ms <= 0) blk_ms = ms; // the first block-scaled layout that passed
+            if (im.lt_block) blk_ms = ms;
             const double ratio = (ms > 0 && lt_ms > 0) ? lt_ms / ms : 0.0;
             if (!ok) ++failed;
             else if (!im.probe) ++passed; // a probe counts neither way
@@ -567,7 +574,7 @@ int main(int argc, char **argv) {
         }
         CUDA_OK(cudaFree(c));
         for (operand_set &op : ops) {
-            void *ptrs[] = {op.a, op.b, op.sa, op.sb, op.ta, op.tb, op.tsa, op.tsb, op.sa_t, op.sb_t, op.ref, op.ref_tensor};
+            void *ptrs[] = {op.a, op.b, op.sa, op.sb, op.ta, op.tb, op.tsa, op.tsb, op.sa_t, op.sb_lt, op.ref, op.ref_tensor};
             for (void *p : ptrs) CUDA_OK(cudaFree(p));
         }
     }

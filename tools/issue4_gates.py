@@ -5,7 +5,7 @@
 
 Inputs: bench_moe.py's JSON for bf16 (impls moefuse-auto = the default path, moefuse-v1,
 torch_grouped_mm, dense_equiv_cublas) and for fp8 (moefuse-auto-block128, ...), and the dense
-labs' JSON (lab/gemm_lab.cu: engine vs cublas; lab/gemm_fp8_lab.cu: fp8engine vs cublaslt).
+labs' JSON (lab/gemm_lab.cu: engine vs cublas; lab/gemm_fp8_lab.cu: fp8engine vs cublaslt and lt-block).
 Every gate is one measured value against the issue's threshold; a value the inputs lack is
 reported as missing (and the gate as not passed), never guessed.
 """
@@ -63,8 +63,12 @@ def evaluate(bf16, fp8, lab_bf16, lab_fp8):
         r = rows_by(f, "moefuse-auto-block128", s, 16384)
         gate(g, "FP8 block-scaled T=16384 TFLOP/s", s, r and r["tflops"], ">=", t,
              "routed FLOPs / moefuse-auto-block128 ms")
+    # FP8: against cuBLASLt on per-tensor operands (its promoting accumulation), and on our own
+    # block-scaled operands (1x128 x 128x128 scales, cuBLAS >= 12.9): the same work as ours.
     for lab, ours, peer, what in ((lab_bf16, "engine", "cublas", "bf16 dense 8192^3 TFLOP/s / cuBLAS's"),
-                                  (lab_fp8, "fp8engine", "cublaslt", "FP8 dense 8192^3 TFLOP/s / cuBLASLt's")):
+                                  (lab_fp8, "fp8engine", "cublaslt", "FP8 dense 8192^3 TFLOP/s / cuBLASLt's"),
+                                  (lab_fp8, "fp8engine", "lt-block",
+                                   "FP8 dense 8192^3 TFLOP/s / cuBLASLt's on the same block-scaled operands")):
         rows = lab.get("rows", [])
         o = next((r for r in rows if r.get("shape") == "square-8192" and r.get("impl") == ours and r.get("pass")), None)
         p = next((r for r in rows if r.get("shape") == "square-8192" and r.get("impl") == peer and r.get("pass")), None)
