@@ -153,6 +153,15 @@ typedef struct moe__cpu_a2_exchange {
 moe_status moe__cpu_forward_a2(moe_context_t *ctx, const moe_weights_t *w, const moe_forward_args *args,
                                const moe__cpu_a2_exchange *a2);
 
+/* The K-grouped weight-gradient GEMM (src/cpu/wgrad.c), the oracle of the Hopper engine's
+ * (src/cuda/hopper/gemm_wgrad.h, the same formula): for every expert e, with R_e the rows
+ * offsets[e] .. offsets[e] + counts[e] - 1 of g [rows, ldg] and a [rows, lda],
+ *   dw[e * n * lddw + i * lddw + c] = beta * (that value) + sum over r in R_e of g[r][i] * a[r][c]
+ * for i < n, c < k; sums in fp64 in row order; the old value is not read when beta is 0. Rows
+ * outside every R_e are never read. Nothing is checked. */
+void moe__cpu_wgrad(int64_t experts, int64_t n, int64_t k, const int64_t *offsets, const int64_t *counts,
+                    const float *g, int64_t ldg, const float *a, int64_t lda, float beta, float *dw, int64_t lddw);
+
 /* CUDA backend entry points (src/cuda/). Without CUDA (src/core/nocuda.c) the device count is
  * -1 and the others answer MOE_STATUS_UNSUPPORTED. */
 int moe__cuda_device_count(void);

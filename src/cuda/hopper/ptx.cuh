@@ -217,6 +217,19 @@ __device__ __forceinline__ uint64_t smem_desc_k_sw128(const void *tile) {
     desc |= (uint64_t)1 << 62;
     return desc;
 }
+// Shared-memory descriptor of an MN-major operand tile written by TMA with the 128-byte swizzle
+// (the K-grouped kernel's, wgrad_kernel.cuh): boxes of 64 MN-contiguous bf16 (one 128-byte row)
+// by the reduction's rows, so that 8 reduction rows make a 1024-byte swizzle atom, and an operand
+// wider than 64 along MN is several such slabs. lbo, sbo: the leading and stride byte offsets as
+// that kernel's layout needs them (the atoms' stride along the reduction, the slabs' along MN).
+__device__ __forceinline__ uint64_t smem_desc_mn_sw128(const void *tile, uint32_t lbo, uint32_t sbo) {
+    uint64_t addr = smem_u32(tile);
+    uint64_t desc = (addr & 0x3FFFF) >> 4;
+    desc |= (uint64_t)((lbo >> 4) & 0x3FFF) << 16;
+    desc |= (uint64_t)((sbo >> 4) & 0x3FFF) << 32;
+    desc |= (uint64_t)1 << 62;
+    return desc;
+}
 // The descriptor of the same tile advanced by `bytes` along K inside the 128-byte row (k step
 // kk of 16 elements = 32 bytes): only the start address moves; the hardware applies the
 // swizzle to the final address, which is why this works without touching the other fields.
@@ -266,8 +279,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float *d, uint64_t desc_a,
         : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-// D[64 x 256] (+)= A[64 x 16] . B[256 x 16]^T: bf16 operands from shared memory (both K-major),
-// fp32 accumulators, 128 registers per thread. accumulate = 0 overwrites D (first k step).
+// D[64 x 256] (+)= A[64 x 16] . B[16 x 256]: bf16 operands from shared memory, fp32 accumulators,
+// 128 registers per thread. accumulate = 0 overwrites D (first k step). TRANS_A / TRANS_B 0: the
+// operand K-major (A as [64][16], B as [256][16]); 1: MN-major (A as [16][64], B as [16][256],
+// the K-grouped kernel's, wgrad_kernel.cuh).
+template <int TRANS_A = 0, int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
     asm volatile(
         "{\n"
@@ -282,7 +298,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t desc_a,
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, 0, 0;\n"
+        "%128, %129, p, 1, 1, %131, %132;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -300,7 +316,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float *d, uint64_t desc_a,
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
 }
 
 // D[64 x 240] (+)= A[64 x 16] . B[240 x 16]^T: as the m64n256 form, 120 registers per thread

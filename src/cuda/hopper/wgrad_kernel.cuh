@@ -1,0 +1,203 @@
+// The K-grouped GEMM of the Hopper engine: the weight gradients of the expert MLP (training).
+//
+//   dW[e][n][c] = beta * dW[e][n][c] + sum over r in R_e of G[r][n] * A[r][c]
+//
+// R_e: expert e's plan rows, offsets[e] .. offsets[e] + counts[e] (the forward's block-aligned
+// plan; the padding rows after them are not read into the sums). G [rows, ldg] and A [rows, lda]
+// bf16 in plan order (for dW2: G = dY rows, A = A2; for dW13: G = dA1, A = x rows). The reduction
+// runs over rows, so both operands are MN-major in shared memory: TMA boxes of 64 rows x 64
+// columns (128 bytes, the swizzle row), wgmma with both transpose bits set.
+//
+// Same skeleton as the dense kernel (gemm_kernel.cuh): one CTA per SM (persistent), a producer
+// warpgroup whose one thread issues the TMA loads into a WG_STAGES-deep ring, two consumer
+// warpgroups each owning 64 of the tile's 128 dW rows (wgmma m64n256k16, 128 accumulators a
+// thread). Units (expert, 128 rows of n, 256 columns of c) are walked expert-major, so that the
+// CTAs working on one expert at a time share its rows of G and A in L2. Every dW element is
+// written by exactly one unit (no split of the reduction): deterministic, no atomics.
+//
+// Stage (48 KB): G's 64 rows x 128 columns as two 64-column slabs (WG h reads slab h as its A
+// operand), A's 64 rows x 256 columns as four slabs (the B operand of both). A k-block of an
+// expert's last 64 rows may run past counts[e] into padding or the next expert's rows: the
+// consumers zero those rows of the stage (both operands, so that NaN or Inf there cannot leak
+// into the sums) before its wgmmas, once per unit at most.
+#ifndef MOEFUSE_CUDA_HOPPER_WGRAD_KERNEL_CUH
+#define MOEFUSE_CUDA_HOPPER_WGRAD_KERNEL_CUH
+
+#include "gemm_kernel.cuh"
+
+namespace moe_hopper {
+
+constexpr int WG_BN = 256;                        // dW tile columns (c)
+constexpr int WG_BR = 64;                         // reduction rows per stage
+constexpr int WG_STAGES = 4;
+constexpr int WG_SLAB_BYTES = 64 * WG_BR * 2;     // 64 columns x 64 rows of bf16: 8 KB
+constexpr int WG_G_BYTES = (BM / 64) * WG_SLAB_BYTES;
+constexpr int WG_A_BYTES = (WG_BN / 64) * WG_SLAB_BYTES;
+constexpr int WG_STAGE_BYTES = WG_G_BYTES + WG_A_BYTES;
+constexpr int WG_SMEM_BYTES = 1024 + WG_STAGES * WG_STAGE_BYTES + 2 * WG_STAGES * 8;
+static_assert(WG_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
+
+struct wgrad_params {
+    int n, k;                        // dW [experts, n, k]
+    int tiles_n, tiles_k, units;     // units = experts * tiles_n * tiles_k
+    const int64_t *offsets, *counts; // the plan's, on the device
+    void *dw;
+    long long lddw;                  // elements between rows of dW; an expert's dW is n * lddw
+    int dw_f32;                      // 1: fp32 dW, 0: bf16
+    float beta;                      // 0: dW overwritten (never read)
+    int desc_variant;                // which descriptor offset reading (see wgrad_desc)
+};
+
+// The MN-major descriptors of a stage's operand: slabs WG_SLAB_BYTES apart along MN, 8-row atoms
+// 1024 bytes apart along the reduction. Which of the descriptor's two offsets takes which stride
+// is what desc_variant picks (0: LBO the slabs', SBO the atoms'; 1: the other way round).
+__device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile, int variant) {
+    return variant == 0 ? smem_desc_mn_sw128(tile, WG_SLAB_BYTES, 1024) : smem_desc_mn_sw128(tile, 1024, WG_SLAB_BYTES);
+}
+
+__device__ __forceinline__ void wgrad_unit(const wgrad_params &p, int u, int &e, int &n0, int &c0) {
+    const int per_expert = p.tiles_n * p.tiles_k;
+    e = u / per_expert;
+    const int in_expert = u - e * per_expert;
+    n0 = (in_expert / p.tiles_k) * BM;
+    c0 = (in_expert % p.tiles_k) * WG_BN;
+}
+
+// dW's (row, c) and (row, c + 1), bounds-checked; beta * the old values added when beta != 0.
+__device__ __forceinline__ void wgrad_store_pair(const wgrad_params &p, int64_t base, int row, int c, float v0,
+                                                 float v1) {
+    if (row >= p.n || c >= p.k) return;
+    const int64_t at = base + (int64_t)row * p.lddw + c;
+    const bool both = c + 1 < p.k;
+    if (p.dw_f32) {
+        float *d = (float *)p.dw + at;
+        d[0] = p.beta != 0.0f ? fmaf(p.beta, d[0], v0) : v0;
+        if (both) d[1] = p.beta != 0.0f ? fmaf(p.beta, d[1], v1) : v1;
+    } else {
+        __nv_bfloat16 *d = (__nv_bfloat16 *)p.dw + at;
+        d[0] = __float2bfloat16_rn(p.beta != 0.0f ? fmaf(p.beta, __bfloat162float(d[0]), v0) : v0);
+        if (both) d[1] = __float2bfloat16_rn(p.beta != 0.0f ? fmaf(p.beta, __bfloat162float(d[1]), v1) : v1);
+    }
+}
+
+// Rows `valid` .. 63 of every slab of `stage` set to zero by the 256 consumer threads (t: 0..255).
+// A row of a slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
+__device__ __forceinline__ void wgrad_zero_tail(uint8_t *stage, int valid, int t) {
+    constexpr int SLABS = WG_STAGE_BYTES / WG_SLAB_BYTES;
+    const int chunks = (WG_BR - valid) * 8; // 16-byte chunks per slab
+    for (int i = t; i < SLABS * chunks; i += 256) {
+        const int slab = i / chunks, c = i % chunks;
+        *(uint4 *)(stage + slab * WG_SLAB_BYTES + valid * 128 + c * 16) = make_uint4(0, 0, 0, 0);
+    }
+}
+
+__global__ void __launch_bounds__(THREADS, 1)
+    wgrad_kernel(const __grid_constant__ CUtensorMap map_g, const __grid_constant__ CUtensorMap map_a,
+                 const wgrad_params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint64_t *full = (uint64_t *)(smem + WG_STAGES * WG_STAGE_BYTES);
+    uint64_t *empty = full + WG_STAGES;
+    const int warpgroup = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) ring_init(full, empty, WG_STAGES, 1, 2 * 4);
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // ---- producer ----
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(&map_g);
+            tma_prefetch_map(&map_a);
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+                int e, n0, c0;
+                wgrad_unit(p, u, e, n0, c0);
+                const int64_t first = p.offsets[e];
+                const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
+                for (int i = 0; i < blocks; ++i) {
+                    const int row = (int)(first + (int64_t)i * WG_BR);
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    mbar_arrive_expect_tx(&full[stage], WG_STAGE_BYTES);
+                    uint8_t *st = smem + stage * WG_STAGE_BYTES;
+#pragma unroll
+                    for (int s = 0; s < BM / 64; ++s)
+                        tma_load_2d(st + s * WG_SLAB_BYTES, &map_g, &full[stage], n0 + 64 * s, row);
+#pragma unroll
+                    for (int s = 0; s < WG_BN / 64; ++s)
+                        tma_load_2d(st + WG_G_BYTES + s * WG_SLAB_BYTES, &map_a, &full[stage], c0 + 64 * s, row);
+                    if (++stage == WG_STAGES) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+    } else {
+        // ---- consumers ----
+        setmaxnreg_inc<CONSUMER_REGS>();
+        const int half = warpgroup - 1; // dW rows half*64 .. half*64+63 of the tile
+        const int t = threadIdx.x - 128;
+        const int warp = (threadIdx.x / 32) % 4;
+        const int lane = threadIdx.x % 32;
+        float acc[WG_BN / 2];
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+            int e, n0, c0;
+            wgrad_unit(p, u, e, n0, c0);
+            const int64_t count = p.counts[e];
+            const int blocks = (int)((count + WG_BR - 1) / WG_BR);
+#pragma unroll
+            for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0.0f;
+            int prev_stage = 0;
+            for (int i = 0; i < blocks; ++i) {
+                mbar_wait(&full[stage], phase);
+                uint8_t *st = smem + stage * WG_STAGE_BYTES;
+                const int64_t left = count - (int64_t)i * WG_BR;
+                const int valid = left < WG_BR ? (int)left : WG_BR; // uniform across the warpgroups
+                if (valid < WG_BR) {
+                    wgrad_zero_tail(st, valid, t);
+                    fence_proxy_async_shared(); // the zeros, before the wgmmas (async proxy) read them
+                    named_barrier_sync(1, 256); // both warpgroups' zeros
+                }
+                const uint64_t desc_g = wgrad_desc(st + half * WG_SLAB_BYTES, p.desc_variant);
+                const uint64_t desc_a = wgrad_desc(st + WG_G_BYTES, p.desc_variant);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < WG_BR / 16; ++kk) // 16 rows = two 1024-byte atoms a step
+                    wgmma_m64n256k16_bf16<1, 1>(acc, smem_desc_advance(desc_g, kk * 2048),
+                                                smem_desc_advance(desc_a, kk * 2048), (i > 0 || kk > 0) ? 1 : 0);
+                wgmma_commit_group();
+                wgmma_wait_group<1>();
+                if (i > 0) release_stage<1>(&empty[prev_stage], lane);
+                prev_stage = stage;
+                if (++stage == WG_STAGES) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+            wgmma_wait_group<0>();
+            fence_registers<WG_BN / 2>(acc);
+            if (blocks > 0) release_stage<1>(&empty[prev_stage], lane);
+
+            // ---- epilogue: acc[4j + 2h + v] is dW row n0 + 64 half + 16 warp + lane/4 + 8h, column
+            // c0 + 8j + 2 (lane % 4) + v ----
+            const int64_t base = (int64_t)e * p.n * p.lddw;
+            const int row0 = n0 + half * 64 + warp * 16 + lane / 4;
+            const int col0 = c0 + 2 * (lane % 4);
+#pragma unroll
+            for (int j = 0; j < WG_BN / 8; ++j) {
+                wgrad_store_pair(p, base, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
+                wgrad_store_pair(p, base, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
+            }
+        }
+    }
+#endif
+}
+
+} // namespace moe_hopper
+
+#endif
