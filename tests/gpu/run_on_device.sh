@@ -44,7 +44,7 @@ if has build; then
     t0=$SECONDS
     {
         cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMOEFUSE_CUDA=ON "${CJSON_ARGS[@]}" &&
-            cmake --build "$BUILD" -j "$JOBS" --target test_gpu_forward bench_gpu_forward
+            cmake --build "$BUILD" -j "$JOBS" --target test_gpu_forward bench_gpu_forward test_gpu_wgrad
     } >>"$OUT/build.log" 2>&1
     rc=$?
     summary+=("build: rc=$rc in $((SECONDS - t0)) s")
@@ -58,6 +58,8 @@ fi
 T=$BUILD/test_gpu_forward
 t_start=$SECONDS
 has test && stage test_quick "${QUICK_LIMIT:-60}" "$T" --quick
+# The K-grouped GEMM (weight gradients) against its oracle.
+has test && stage test_gpu_wgrad "${WGRAD_LIMIT:-60}" "$BUILD/test_gpu_wgrad"
 # The FP8 list again with GEMM1's epilogue quantising A2 (the opt-in path, MOEFUSE_FP8_A2=epilogue).
 has test && stage test_fp8_a2_epilogue "${QUICK_LIMIT:-60}" env MOEFUSE_FP8_A2=epilogue "$T" --quick --filter fp8
 if has bench; then
