@@ -40,8 +40,6 @@ moe_status check_wgrad_args(const moe__hopper_wgrad_args *a, char *why, size_t w
                     (int)a->dw_dtype);
     if (!isfinite(a->beta))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "beta: got %g, expected a finite number", (double)a->beta);
-    if (a->desc_variant != 0 && a->desc_variant != 1)
-        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "desc_variant: got %d, expected 0 or 1", a->desc_variant);
     const int64_t units = a->experts * ((a->n + BM - 1) / BM) * ((a->k + WG_BN - 1) / WG_BN);
     if (units >= lim)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
@@ -73,7 +71,6 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.lddw = args->lddw;
     p.dw_f32 = args->dw_dtype == MOE_DTYPE_F32;
     p.beta = args->beta;
-    p.desc_variant = args->desc_variant;
     cudaError_t err = cudaFuncSetAttribute(wgrad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",

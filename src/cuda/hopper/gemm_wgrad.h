@@ -41,7 +41,6 @@ typedef struct moe__hopper_wgrad_args {
     int64_t lddw;
     moe_dtype dw_dtype; /* MOE_DTYPE_F32 or MOE_DTYPE_BF16 */
     float beta;
-    int desc_variant; /* the kernel lab's: which reading of the MN-major descriptor (0 or 1) */
 } moe__hopper_wgrad_args;
 
 moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void *stream, char *why, size_t why_len);

@@ -220,8 +220,9 @@ __device__ __forceinline__ uint64_t smem_desc_k_sw128(const void *tile) {
 // Shared-memory descriptor of an MN-major operand tile written by TMA with the 128-byte swizzle
 // (the K-grouped kernel's, wgrad_kernel.cuh): boxes of 64 MN-contiguous bf16 (one 128-byte row)
 // by the reduction's rows, so that 8 reduction rows make a 1024-byte swizzle atom, and an operand
-// wider than 64 along MN is several such slabs. lbo, sbo: the leading and stride byte offsets as
-// that kernel's layout needs them (the atoms' stride along the reduction, the slabs' along MN).
+// wider than 64 along MN is several such slabs. lbo: the slabs' stride along MN; sbo: the 8-row
+// atoms' stride along the reduction (the other assignment gives wrong products: session 21,
+// callV5).
 __device__ __forceinline__ uint64_t smem_desc_mn_sw128(const void *tile, uint32_t lbo, uint32_t sbo) {
     uint64_t addr = smem_u32(tile);
     uint64_t desc = (addr & 0x3FFFF) >> 4;

@@ -45,14 +45,14 @@ struct wgrad_params {
     long long lddw;                  // elements between rows of dW; an expert's dW is n * lddw
     int dw_f32;                      // 1: fp32 dW, 0: bf16
     float beta;                      // 0: dW overwritten (never read)
-    int desc_variant;                // which descriptor offset reading (see wgrad_desc)
 };
 
-// The MN-major descriptors of a stage's operand: slabs WG_SLAB_BYTES apart along MN, 8-row atoms
-// 1024 bytes apart along the reduction. Which of the descriptor's two offsets takes which stride
-// is what desc_variant picks (0: LBO the slabs', SBO the atoms'; 1: the other way round).
-__device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile, int variant) {
-    return variant == 0 ? smem_desc_mn_sw128(tile, WG_SLAB_BYTES, 1024) : smem_desc_mn_sw128(tile, 1024, WG_SLAB_BYTES);
+// The MN-major descriptor of a stage's operand: 64-column slabs WG_SLAB_BYTES apart along MN (the
+// leading byte offset), 8-row atoms 1024 bytes apart along the reduction (the stride byte offset).
+// Session 21 (bench/results/2026-12-04-h200-session21/callV5) ran both readings: this one matched
+// the oracle, the swapped one did not.
+__device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile) {
+    return smem_desc_mn_sw128(tile, WG_SLAB_BYTES, 1024);
 }
 
 __device__ __forceinline__ void wgrad_unit(const wgrad_params &p, int u, int &e, int &n0, int &c0) {
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                     fence_proxy_async_shared(); // the zeros, before the wgmmas (async proxy) read them
                     named_barrier_sync(1, 256); // both warpgroups' zeros
                 }
-                const uint64_t desc_g = wgrad_desc(st + half * WG_SLAB_BYTES, p.desc_variant);
-                const uint64_t desc_a = wgrad_desc(st + WG_G_BYTES, p.desc_variant);
+                const uint64_t desc_g = wgrad_desc(st + half * WG_SLAB_BYTES);
+                const uint64_t desc_a = wgrad_desc(st + WG_G_BYTES);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < WG_BR / 16; ++kk) // 16 rows = two 1024-byte atoms a step
