@@ -78,7 +78,7 @@ static void check_refusals(void) {
     a = ok, a.g = (const char *)dummy + 2;
     expect_refusal("g misaligned", &a, MOE_STATUS_INVALID_ARGUMENT, "16-byte");
     a = ok, a.dw_dtype = MOE_DTYPE_F16;
-    expect_refusal("dw f16", &a, MOE_STATUS_INVALID_ARGUMENT, "dw_dtype");
+    expect_refusal("dw f16", &a, MOE_STATUS_DTYPE_MISMATCH, "dw_dtype");
     a = ok, a.beta = NAN;
     expect_refusal("beta NaN", &a, MOE_STATUS_INVALID_ARGUMENT, "beta");
 }

@@ -62,6 +62,17 @@ inline CUresult make_tensor_map(CUtensorMap *map, const void *base, int64_t rows
                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
+// A bf16 operand's row stride as TMA reads it: at least its `cols` (named cols_name), a multiple of
+// 8 elements (16-byte rows), below 2^36.
+inline moe_status check_tma_ld(const char *name, int64_t ld, const char *cols_name, int64_t cols, char *why,
+                               size_t why_len) {
+    if (ld < cols || ld % 8 != 0 || ld >= ((int64_t)1 << 36))
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "%s: got %lld, expected a multiple of 8 (16-byte rows for TMA), >= %s = %lld", name, (long long)ld,
+                    cols_name, (long long)cols);
+    return MOE_STATUS_OK;
+}
+
 // Checks that do not depend on the tile configuration.
 inline moe_status check_dense_args(const moe__hopper_gemm_args *a, char *why, size_t why_len) {
     if (!a) return fail(why, why_len, MOE_STATUS_NULL_POINTER, "args: got NULL, expected a moe__hopper_gemm_args");
@@ -72,14 +83,9 @@ inline moe_status check_dense_args(const moe__hopper_gemm_args *a, char *why, si
     if (a->m < 1 || a->m >= lim || a->n < 1 || a->n >= lim || a->k < 1 || a->k >= lim)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "m, n, k: got %lld, %lld, %lld, expected each in [1, 2^31)",
                     (long long)a->m, (long long)a->n, (long long)a->k);
-    if (a->lda < a->k || a->lda % 8 != 0 || a->lda >= ((int64_t)1 << 36))
-        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
-                    "lda: got %lld, expected a multiple of 8 (16-byte rows for TMA), >= k = %lld", (long long)a->lda,
-                    (long long)a->k);
-    if (a->ldb < a->k || a->ldb % 8 != 0 || a->ldb >= ((int64_t)1 << 36))
-        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
-                    "ldb: got %lld, expected a multiple of 8 (16-byte rows for TMA), >= k = %lld", (long long)a->ldb,
-                    (long long)a->k);
+    moe_status st = check_tma_ld("lda", a->lda, "k", a->k, why, why_len);
+    if (st == MOE_STATUS_OK) st = check_tma_ld("ldb", a->ldb, "k", a->k, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
     if (a->ldc < a->n)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "ldc: got %lld, expected >= n = %lld",
                     (long long)a->ldc, (long long)a->n);

@@ -21,14 +21,9 @@ moe_status check_wgrad_args(const moe__hopper_wgrad_args *a, char *why, size_t w
     if (a->experts < 1 || a->experts > ((int64_t)1 << 20))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "experts: got %lld, expected 1 .. 2^20",
                     (long long)a->experts);
-    if (a->ldg < a->n || a->ldg % 8 != 0 || a->ldg >= ((int64_t)1 << 36))
-        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
-                    "ldg: got %lld, expected a multiple of 8 (16-byte rows for TMA), >= n = %lld", (long long)a->ldg,
-                    (long long)a->n);
-    if (a->lda < a->k || a->lda % 8 != 0 || a->lda >= ((int64_t)1 << 36))
-        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
-                    "lda: got %lld, expected a multiple of 8 (16-byte rows for TMA), >= k = %lld", (long long)a->lda,
-                    (long long)a->k);
+    moe_status st = check_tma_ld("ldg", a->ldg, "n", a->n, why, why_len);
+    if (st == MOE_STATUS_OK) st = check_tma_ld("lda", a->lda, "k", a->k, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
     if (a->lddw < a->k)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "lddw: got %lld, expected >= k = %lld",
                     (long long)a->lddw, (long long)a->k);
@@ -36,7 +31,7 @@ moe_status check_wgrad_args(const moe__hopper_wgrad_args *a, char *why, size_t w
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "g/a: got %p/%p, expected 16-byte aligned addresses",
                     a->g, a->a);
     if (a->dw_dtype != MOE_DTYPE_F32 && a->dw_dtype != MOE_DTYPE_BF16)
-        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "dw_dtype: got %d, expected MOE_DTYPE_F32 or MOE_DTYPE_BF16",
+        return fail(why, why_len, MOE_STATUS_DTYPE_MISMATCH, "dw_dtype: got %d, expected MOE_DTYPE_F32 or MOE_DTYPE_BF16",
                     (int)a->dw_dtype);
     if (!isfinite(a->beta))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "beta: got %g, expected a finite number", (double)a->beta);
