@@ -30,7 +30,5 @@ extern "C" moe_status lab_gemm_fp8_v4(const moe__hopper_gemm_fp8_args *args, cud
                                       size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v4_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v5_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                          size_t why_len);
 
 #endif

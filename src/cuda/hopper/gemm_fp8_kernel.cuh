@@ -84,19 +84,10 @@ enum fp8_scale_path {
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
-// tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below). CLUSTER_M_
-// (the dense kernel with the scales by TMA; lab only): clusters of 2 CTAs on adjacent row blocks of
-// one column block, each loading half of the B tile and multicasting it to both, as the bf16
-// kernel's (gemm_kernel.cuh); a stage is refilled when both CTAs' consumers are done with it. At
-// 192 wide it did not pay (session 21, V1); 128 wide is cuBLASLt's same-work configuration.
-template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING, int CLUSTER_M_ = 1>
+// tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below).
+template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING>
 struct fp8_config {
     static constexpr int BN = BN_;
-    static constexpr int CLUSTER_M = CLUSTER_M_;
-    static constexpr int B_BOX_ROWS = BN_ / CLUSTER_M_; // rows of B one CTA loads (and multicasts)
-    static_assert(CLUSTER_M_ == 1 || (CLUSTER_M_ == 2 && SCALE_PATH_ == FP8_SCALES_BOXES && !OVERLAP_),
-                  "clusters of 2: the scales by TMA (no scale ring to share)");
-    static_assert(B_BOX_ROWS * FP8_BK % 1024 == 0, "each CTA's half of B stays 1024-aligned for the swizzle");
     static constexpr int SCALE_PATH = SCALE_PATH_;
     static constexpr bool SCALES = SCALE_PATH_ != FP8_SCALES_NONE;
     static constexpr bool RING_SCALES = SCALE_PATH_ == FP8_SCALES_RING;
@@ -128,8 +119,7 @@ struct fp8_config {
     static constexpr int SCALE_BYTES = SCALE_SLOT_FLOATS * 4;
     static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
     static constexpr int SCALE_FULL_ARRIVALS = 32;    // the scale warp's lanes
-    static constexpr int EMPTY_ARRIVALS = 2 * 4 * CLUSTER_M_; // consumer warps (both rings; every CTA's
-                                                              // that reads the stage's B)
+    static constexpr int EMPTY_ARRIVALS = 2 * 4;      // consumer warps (both rings)
     static constexpr int SMEM_BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + SCALE_SLOT_COUNT * SCALE_BYTES +
                                       2 * (STAGES + SCALE_STAGES) * 8;
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -264,11 +254,10 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
 // After a wgmma wait proved `part`'s group complete: release its stage to the producer and
 // promote: acc += part * scale, in fp32 (PAIRED: the odd columns with their own scales;
 // part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e).
-// CM: the CTAs of the cluster that read the stage (each gets this warp's release).
-template <bool PAIRED, int CM = 1>
+template <bool PAIRED>
 __device__ __forceinline__ void fp8_retire(float *acc, float *part, const fp8_kblock &kb, uint64_t *empty, int lane) {
     fence_registers<64>(part);
-    release_stage<CM>(&empty[kb.stage], lane);
+    release_stage<1>(&empty[kb.stage], lane);
     const float odd_lo = PAIRED ? kb.odd_lo : kb.s_lo, odd_hi = PAIRED ? kb.odd_hi : kb.s_hi; // equal unless PAIRED
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -323,7 +312,7 @@ __device__ __forceinline__ void wide_promote_split(int split, float *acc, const 
 template <class CFG, int B_SCALES>
 __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUtensorMap *map_a, const CUtensorMap *map_b,
                                                   const CUtensorMap *map_sa, const CUtensorMap *map_sb,
-                                                  const fp8_params &p, int warp, int lane, int units_m, int tiles_n,
+                                                  const fp8_params &p, int warp, int lane, int tiles_m, int tiles_n,
                                                   int units, int num_kb) {
     if (warp == 0 && lane == 0) {
         tma_prefetch_map(map_a);
@@ -335,25 +324,17 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
     }
     if (!((warp == 0 && lane == 0) || (warp == 1 && CFG::RING_SCALES))) return;
     const int scale_blocks_n = (p.n + 127) / 128;
-    constexpr int CM = CFG::CLUSTER_M;
-    const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
     ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
-    for (int u = blockIdx.x / CM; u < units; u += gridDim.x / CM) {
-        int unit_m, n_block;
-        raster_unit(u, units_m, tiles_n, p.out.group_m, unit_m, n_block);
-        const int m0 = (unit_m * CM + (int)rank) * FP8_BM, n0 = n_block * CFG::BN;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int m_block, n_block;
+        raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
+        const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
         for (int kb = 0; kb < num_kb; ++kb) {
             if (warp == 0) {
                 mbar_wait(&s.empty[r.slot], r.phase ^ 1);
                 mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                 tma_load_2d(s.a + r.slot * CFG::A_BYTES, map_a, &s.full[r.slot], kb * FP8_BK, m0);
-                if (CM == 1) {
-                    tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
-                } else { // our half of B into both CTAs' stage; the peer's half arrives on our barrier
-                    const int part = (int)rank * CFG::B_BOX_ROWS;
-                    tma_load_2d_multicast(s.b + r.slot * CFG::B_BYTES + part * FP8_BK, map_b, &s.full[r.slot],
-                                          kb * FP8_BK, n0 + part, (uint16_t)((1u << CM) - 1));
-                }
+                tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
                 if (CFG::SCALE_PATH == FP8_SCALES_BOXES) {
                     float *sc = s.scale + r.slot * CFG::SCALE_SLOT_FLOATS;
                     tma_load_2d(sc, map_sa, &s.full[r.slot], kb & ~3, m0);
@@ -412,22 +393,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
-    constexpr int CM = CFG::CLUSTER_M;
     const int tiles_m = (p.m + FP8_BM - 1) / FP8_BM;
     const int tiles_n = (p.n + CFG::BN - 1) / CFG::BN;
-    const int units_m = (tiles_m + CM - 1) / CM; // CM row blocks a unit, one per CTA of the cluster
-    const int units = units_m * tiles_n;
+    const int units = tiles_m * tiles_n;
     const int num_kb = (p.k + FP8_BK - 1) / FP8_BK;
 
     if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
-    // The peer CTA's barriers must exist before our multicast signals them.
-    if (CM > 1) cluster_sync();
-    else __syncthreads();
+    __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, &map_sa, &map_sb, p, warp, lane, units_m,
+        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, &map_sa, &map_sb, p, warp, lane, tiles_m,
                                                            tiles_n, units, num_kb);
     } else {
         // ---- consumers ----
@@ -438,12 +415,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[ACC], part[ACC];
         float part2[CFG::OVERLAP ? 64 : 1];  // the second partial accumulator (OVERLAP only)
         ring_pos tiles = {0, 0}, scales = {0, 0};
-        const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
-        for (int u = blockIdx.x / CM; u < units; u += gridDim.x / CM) {
-            int unit_m, n_block;
-            raster_unit(u, units_m, tiles_n, p.out.group_m, unit_m, n_block);
-            // A cluster's last unit may have a row block past M: zero-filled operands, no stores.
-            const int m0 = (unit_m * CM + (int)rank) * FP8_BM, n0 = n_block * CFG::BN;
+        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            int m_block, n_block;
+            raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
+            const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
             if constexpr (CFG::BN != FP8_BN) {
@@ -454,14 +429,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
                     fence_registers<ACC>(part);
-                    release_stage<CM>(&s.empty[now.stage], lane);
+                    release_stage<1>(&s.empty[now.stage], lane);
                     wide_promote_split<CFG::BN>(split, acc, part, now.s_lo, now.s_hi, now.odd_lo, now.odd_hi);
                 }
             } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
                     const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
-                    fp8_retire<false, CM>(acc, part, now, s.empty, lane);
+                    fp8_retire<false>(acc, part, now, s.empty, lane);
                 }
             } else {
                 // Two partial accumulators: k-block kb+1's wgmmas run while kb's are promoted.
@@ -493,12 +468,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             // ---- epilogue: registers -> global (bf16) ----
             fp8_dense_store<CFG::BN / 8>(p.out, acc, m0, n0, r_lo, lane);
         }
-    }
-    // No CTA may leave while its peer can still multicast into it or arrive on its barriers
-    // (the producer's warps diverged around their issuing lanes: reconverge first).
-    if (CM > 1) {
-        __syncwarp();
-        cluster_sync();
     }
 #endif
 }
