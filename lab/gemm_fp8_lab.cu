@@ -541,7 +541,8 @@ int main(int argc, char **argv) {
                 if (st != MOE_STATUS_OK) break;
                 CUDA_OK(cudaStreamSynchronize(stream));
                 CUDA_OK(cudaGetLastError());
-                // cuBLASLt computes with its own (per-tensor) operands: checked against their reference.
+                // The per-tensor cuBLASLt peers compute with their own operands: checked against their
+                // reference; lt-block with ours.
                 const bool tensor_ops = !im.fn && !im.lt_block;
                 worst = std::max(worst, relative_error(sh, c, tensor_ops ? ops[(size_t)s].ref_tensor : ops[(size_t)s].ref,
                                                        scratch));
