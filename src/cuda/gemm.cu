@@ -67,7 +67,7 @@ __device__ __forceinline__ void gemm_tile(const gemm_args &p, T *smem, int64_t m
         int64_t id = row_id(p, r);
         a_ok[i] = id != padding_id;
         int64_t a_row;
-        if (p.mode == GEMM_UP) a_row = id < padding_id ? id / p.top_k : id - padding_id - 1; // token
+        if (p.mode == GEMM_UP) a_row = plan_id_token(id, padding_id, p.top_k);
         else a_row = r;
         a_src[i] = (const T *)p.a + (a_ok[i] ? a_row : 0) * p.lda + chunk * 8;
     }
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p)
                 const int64_t id = row_id(p, r);
                 a_ok[i] = id != gd.padding_id;
                 int64_t a_row;
-                if (p.mode == GEMM_UP) a_row = id < gd.padding_id ? id / p.top_k : id - gd.padding_id - 1;
+                if (p.mode == GEMM_UP) a_row = plan_id_token(id, gd.padding_id, p.top_k);
                 else a_row = r;
                 a_src[i] = (const T *)p.a + (a_ok[i] ? a_row : 0) * p.lda + chunk * 8;
             }

@@ -4,6 +4,13 @@
 
 #include "common.cuh"
 
+// The x row (token) of a plan row's id that is not padding: a routed row's id is token * top_k +
+// slot, a fused shared expert's padding_id + 1 + token (the dispatch plan's numbering). One rule
+// for every kernel that reads x through the plan.
+__host__ __device__ __forceinline__ int64_t plan_id_token(int64_t id, int64_t padding_id, int64_t top_k) {
+    return id < padding_id ? id / top_k : id - padding_id - 1;
+}
+
 // Tile of one thread block: BM plan rows x BN output columns, BK of the reduction per stage.
 #define GEMM_BM MOE__CUDA_BLOCK_M
 #define GEMM_BN 128

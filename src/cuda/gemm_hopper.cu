@@ -30,7 +30,7 @@ __global__ void permute_rows_kernel(const uint4 *x, int64_t ldx16, uint4 *a, int
             if (zero_padding)
                 for (int64_t c = threadIdx.x; c < h16; c += blockDim.x) dst[c] = make_uint4(0, 0, 0, 0);
         } else {
-            const int64_t token = id < padding_id ? id / top_k : id - padding_id - 1;
+            const int64_t token = plan_id_token(id, padding_id, top_k);
             const uint4 *src = x + token * ldx16;
             for (int64_t c = threadIdx.x; c < h16; c += blockDim.x) dst[c] = src[c];
         }

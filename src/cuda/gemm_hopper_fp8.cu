@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(PERMUTE_THREADS)
             for (int64_t g = threadIdx.x; g < groups; g += PERMUTE_THREADS) scales_out[g * ld_scales + r] = 0.0f;
             continue;
         }
-        const int64_t token = id < padding_id ? id / top_k : id - padding_id - 1;
+        const int64_t token = plan_id_token(id, padding_id, top_k);
         const uint4 *src = codes + token * h16;
         uint4 *dst = codes_out + r * h16;
         for (int64_t c0 = threadIdx.x; c0 < h16; c0 += PERMUTE_BATCH * PERMUTE_THREADS) {

@@ -172,7 +172,7 @@ constexpr int GATHER_CONSUMER_REGS = 224;
 // The x row (token) of plan id `id`: a routed slot's token, the shared expert's row's token, or -1
 // for padding.
 __device__ __forceinline__ int32_t token_of_id(const grouped_params &p, int64_t id) {
-    return id == p.padding_id ? -1 : (int32_t)(id < p.padding_id ? id / p.top_k : id - p.padding_id - 1);
+    return id == p.padding_id ? -1 : (int32_t)plan_id_token(id, p.padding_id, p.top_k);
 }
 
 // The x row (token) of each of this thread's rows of the tile starting at plan row m0, or -1
