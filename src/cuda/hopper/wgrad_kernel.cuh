@@ -93,6 +93,63 @@ __device__ __forceinline__ void wgrad_zero_tail(uint8_t *stage, int valid, int t
     }
 }
 
+// The producer thread of either kernel: each of the CTA's units' k-blocks into the ring, ROWS / 64
+// G slabs (ROWS: a unit's dW rows), then the four A slabs, STAGE_BYTES a stage.
+template <int ROWS, int STAGES, int STAGE_BYTES>
+__device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *smem, uint64_t *full, uint64_t *empty,
+                                              const CUtensorMap *map_g, const CUtensorMap *map_a) {
+    tma_prefetch_map(map_g);
+    tma_prefetch_map(map_a);
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+        int e, n0, c0;
+        wgrad_unit<ROWS>(p, u, e, n0, c0);
+        const int64_t first = p.offsets[e];
+        const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
+        for (int i = 0; i < blocks; ++i) {
+            const int row = (int)(first + (int64_t)i * WG_BR);
+            mbar_wait(&empty[stage], phase ^ 1);
+            mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
+            uint8_t *st = smem + stage * STAGE_BYTES;
+#pragma unroll
+            for (int s = 0; s < ROWS / 64; ++s) tma_load_2d(st + s * WG_SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
+#pragma unroll
+            for (int s = 0; s < WG_BN / 64; ++s)
+                tma_load_2d(st + (ROWS / 64 + s) * WG_SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
+            if (++stage == STAGES) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+    }
+}
+
+// One k-block's wgmmas of a consumer warpgroup, as one commit group: its 64 dW rows from the G
+// slab at g, the 256 columns from the four A slabs at a; the first k step overwrites acc when
+// `first`.
+__device__ __forceinline__ void wgrad_mma(float *acc, const uint8_t *g, const uint8_t *a, bool first) {
+    const uint64_t desc_g = wgrad_desc(g);
+    const uint64_t desc_a = wgrad_desc(a);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < WG_BR / 16; ++kk) // 16 rows = two 1024-byte atoms a step
+        wgmma_m64n256k16_bf16<1, 1>(acc, smem_desc_advance(desc_g, kk * 2048), smem_desc_advance(desc_a, kk * 2048),
+                                    (!first || kk > 0) ? 1 : 0);
+    wgmma_commit_group();
+}
+
+// A consumer warp's part of the epilogue: acc[4j + 2h + v] is dW row row0 + 8h, column col0 + 8j + v
+// of expert e (row0: the warp's first row + lane / 4; col0: the unit's first column + 2 (lane % 4)).
+__device__ __forceinline__ void wgrad_store_tile(const wgrad_params &p, const float *acc, int e, int row0, int col0) {
+    const int64_t base = (int64_t)e * p.n * p.lddw;
+#pragma unroll
+    for (int j = 0; j < WG_BN / 8; ++j) {
+        wgrad_store_pair(p, base, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
+        wgrad_store_pair(p, base, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
+    }
+}
+
 __global__ void __launch_bounds__(THREADS, 1)
     wgrad_kernel(const __grid_constant__ CUtensorMap map_g, const __grid_constant__ CUtensorMap map_a,
                  const wgrad_params p) {
@@ -109,34 +166,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         // ---- producer ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
-            tma_prefetch_map(&map_g);
-            tma_prefetch_map(&map_a);
-            int stage = 0;
-            uint32_t phase = 0;
-            for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
-                int e, n0, c0;
-                wgrad_unit(p, u, e, n0, c0);
-                const int64_t first = p.offsets[e];
-                const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
-                for (int i = 0; i < blocks; ++i) {
-                    const int row = (int)(first + (int64_t)i * WG_BR);
-                    mbar_wait(&empty[stage], phase ^ 1);
-                    mbar_arrive_expect_tx(&full[stage], WG_STAGE_BYTES);
-                    uint8_t *st = smem + stage * WG_STAGE_BYTES;
-#pragma unroll
-                    for (int s = 0; s < BM / 64; ++s)
-                        tma_load_2d(st + s * WG_SLAB_BYTES, &map_g, &full[stage], n0 + 64 * s, row);
-#pragma unroll
-                    for (int s = 0; s < WG_BN / 64; ++s)
-                        tma_load_2d(st + WG_G_BYTES + s * WG_SLAB_BYTES, &map_a, &full[stage], c0 + 64 * s, row);
-                    if (++stage == WG_STAGES) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
-                }
-            }
-        }
+        if (threadIdx.x == 0) wgrad_produce<BM, WG_STAGES, WG_STAGE_BYTES>(p, smem, full, empty, &map_g, &map_a);
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -165,14 +195,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     fence_proxy_async_shared(); // the zeros, before the wgmmas (async proxy) read them
                     named_barrier_sync(1, 256); // both warpgroups' zeros
                 }
-                const uint64_t desc_g = wgrad_desc(st + half * WG_SLAB_BYTES);
-                const uint64_t desc_a = wgrad_desc(st + WG_G_BYTES);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < WG_BR / 16; ++kk) // 16 rows = two 1024-byte atoms a step
-                    wgmma_m64n256k16_bf16<1, 1>(acc, smem_desc_advance(desc_g, kk * 2048),
-                                                smem_desc_advance(desc_a, kk * 2048), (i > 0 || kk > 0) ? 1 : 0);
-                wgmma_commit_group();
+                wgrad_mma(acc, st + half * WG_SLAB_BYTES, st + WG_G_BYTES, i == 0);
                 wgmma_wait_group<1>();
                 if (i > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -185,16 +208,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_registers<WG_BN / 2>(acc);
             if (blocks > 0) release_stage<1>(&empty[prev_stage], lane);
 
-            // ---- epilogue: acc[4j + 2h + v] is dW row n0 + 64 half + 16 warp + lane/4 + 8h, column
-            // c0 + 8j + 2 (lane % 4) + v ----
-            const int64_t base = (int64_t)e * p.n * p.lddw;
-            const int row0 = n0 + half * 64 + warp * 16 + lane / 4;
-            const int col0 = c0 + 2 * (lane % 4);
-#pragma unroll
-            for (int j = 0; j < WG_BN / 8; ++j) {
-                wgrad_store_pair(p, base, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
-                wgrad_store_pair(p, base, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
-            }
+            // ---- epilogue ----
+            wgrad_store_tile(p, acc, e, n0 + half * 64 + warp * 16 + lane / 4, c0 + 2 * (lane % 4));
         }
     }
 #endif
@@ -232,32 +247,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         // ---- producer: every unit's stages in the CTA's unit order ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
-            tma_prefetch_map(&map_g);
-            tma_prefetch_map(&map_a);
-            int stage = 0;
-            uint32_t phase = 0;
-            for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
-                int e, n0, c0;
-                wgrad_unit<WGP_BM>(p, u, e, n0, c0);
-                const int64_t first = p.offsets[e];
-                const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
-                for (int i = 0; i < blocks; ++i) {
-                    const int row = (int)(first + (int64_t)i * WG_BR);
-                    mbar_wait(&empty[stage], phase ^ 1);
-                    mbar_arrive_expect_tx(&full[stage], WGP_STAGE_BYTES);
-                    uint8_t *st = smem + stage * WGP_STAGE_BYTES;
-                    tma_load_2d(st, &map_g, &full[stage], n0, row);
-#pragma unroll
-                    for (int s = 0; s < WG_BN / 64; ++s)
-                        tma_load_2d(st + WG_SLAB_BYTES + s * WG_SLAB_BYTES, &map_a, &full[stage], c0 + 64 * s, row);
-                    if (++stage == WGP_STAGES) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
-                }
-            }
-        }
+        if (threadIdx.x == 0) wgrad_produce<WGP_BM, WGP_STAGES, WGP_STAGE_BYTES>(p, smem, full, empty, &map_g, &map_a);
     } else {
         // ---- consumers: warpgroup w takes the CTA's units w, w + 2, ... ----
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -293,14 +283,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     fence_proxy_async_shared();
                     named_barrier_sync(4 + w, 128);
                 }
-                const uint64_t desc_g = wgrad_desc(st);
-                const uint64_t desc_a = wgrad_desc(st + WG_SLAB_BYTES);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < WG_BR / 16; ++kk)
-                    wgmma_m64n256k16_bf16<1, 1>(acc, smem_desc_advance(desc_g, kk * 2048),
-                                                smem_desc_advance(desc_a, kk * 2048), (kb > 0 || kk > 0) ? 1 : 0);
-                wgmma_commit_group();
+                wgrad_mma(acc, st, st + WG_SLAB_BYTES, kb == 0);
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -312,14 +295,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (blocks > 0) release_stage<1>(&empty[prev_stage], lane);
             done += blocks;
 
-            const int64_t base = (int64_t)e * p.n * p.lddw;
-            const int row0 = n0 + warp * 16 + lane / 4;
-            const int col0 = c0 + 2 * (lane % 4);
-#pragma unroll
-            for (int j = 0; j < WG_BN / 8; ++j) {
-                wgrad_store_pair(p, base, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
-                wgrad_store_pair(p, base, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
-            }
+            wgrad_store_tile(p, acc, e, n0 + warp * 16 + lane / 4, c0 + 2 * (lane % 4));
         }
         // The last unit's hand-over has no next unit: its addressee takes it, so that no barrier is
         // left with arrivals at exit (i = the CTA's unit count now).
