@@ -169,19 +169,16 @@ constexpr int GATHER_ROWS_PER_THREAD = 8;
 constexpr int GATHER_PRODUCER_REGS = 56;
 constexpr int GATHER_CONSUMER_REGS = 224;
 
-// The x row (token) of plan id `id`: a routed slot's token, the shared expert's row's token, or -1
-// for padding.
-__device__ __forceinline__ int32_t token_of_id(const grouped_params &p, int64_t id) {
-    return id == p.padding_id ? -1 : (int32_t)plan_id_token(id, p.padding_id, p.top_k);
-}
-
 // The x row (token) of each of this thread's rows of the tile starting at plan row m0, or -1
 // for padding rows. int32 (tokens < 2^31) to stay inside the producer's 40 registers.
 __device__ __forceinline__ void gather_rows_of_tile(const grouped_params &p, int64_t m0, int t,
                                                     int32_t (&token)[GATHER_ROWS_PER_THREAD]) {
     const int row0 = (t / 32) * 32 + (t % 32) / 8;
 #pragma unroll
-    for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) token[i] = token_of_id(p, p.sorted_ids[m0 + row0 + 4 * i]);
+    for (int i = 0; i < GATHER_ROWS_PER_THREAD; ++i) {
+        const int64_t id = p.sorted_ids[m0 + row0 + 4 * i];
+        token[i] = id == p.padding_id ? -1 : (int32_t)plan_id_token(id, p.padding_id, p.top_k);
+    }
 }
 
 __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t *a_stage, int kb, int t,
