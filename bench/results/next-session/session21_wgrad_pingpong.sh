@@ -5,9 +5,9 @@
 # MOEFUSE_WGRAD=pingpong): each consumer warpgroup owns whole 64 x 256 units, taken in turn, so that
 # one stores its fp32 tile while the other multiplies; compile-checked only (168 registers, 0 spills;
 # the default kernel's SASS unchanged). test_gpu_wgrad --pingpong runs every case on it. The default
-# kernel runs again too (`--perf` checks every case first): since V6 its producer loop, k-block and
-# epilogue became helpers shared with the pingpong kernel, and its SASS changed by register naming
-# and one equivalent address operation; predicted: still correct, the same speed within 2%.
+# kernel runs again too (`--perf` checks every case first): since V6 its producer loop, k-block, tail
+# masking and epilogue became helpers shared with the pingpong kernel, and its SASS changed (the same
+# operations, reordered and renamed); predicted: still correct, the same speed within 2%.
 # Prediction (before the run): correct on every case, memcheck and racecheck clean (60%; the risk
 # is the turn protocol: a hang would show as the test's timeout). --perf, pingpong / default
 # TFLOP/s: deepseek-v3 dW2 and dW13 (~555 rows an expert) 1.2-1.5x (V6: 252, 229); qwen3-30b-a3b

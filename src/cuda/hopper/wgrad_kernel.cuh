@@ -82,15 +82,21 @@ __device__ __forceinline__ void wgrad_store_pair(const wgrad_params &p, int64_t 
     }
 }
 
-// Rows `valid` .. 63 of every slab of `stage` set to zero by NT threads (t: 0 .. NT - 1). A row of
-// a slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
-template <int SLABS = WG_STAGE_BYTES / WG_SLAB_BYTES, int NT = 256>
-__device__ __forceinline__ void wgrad_zero_tail(uint8_t *stage, int valid, int t) {
+// Before a k-block's wgmmas, by the NT threads that read the stage (t: 0 .. NT - 1), when fewer than
+// 64 of the expert's rows are left (`left`, uniform): rows left .. 63 of every slab zeroed, the zeros
+// ordered before the wgmmas' (async proxy) reads, and named barrier `bar` waited for by all NT. A
+// row of a slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
+template <int SLABS, int NT>
+__device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, int t, int bar) {
+    if (left >= WG_BR) return;
+    const int valid = (int)left;
     const int chunks = (WG_BR - valid) * 8; // 16-byte chunks per slab
     for (int i = t; i < SLABS * chunks; i += NT) {
         const int slab = i / chunks, c = i % chunks;
         *(uint4 *)(stage + slab * WG_SLAB_BYTES + valid * 128 + c * 16) = make_uint4(0, 0, 0, 0);
     }
+    fence_proxy_async_shared();
+    named_barrier_sync(bar, NT);
 }
 
 // The producer thread of either kernel: each of the CTA's units' k-blocks into the ring, ROWS / 64
@@ -188,13 +194,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int i = 0; i < blocks; ++i) {
                 mbar_wait(&full[stage], phase);
                 uint8_t *st = smem + stage * WG_STAGE_BYTES;
-                const int64_t left = count - (int64_t)i * WG_BR;
-                const int valid = left < WG_BR ? (int)left : WG_BR; // uniform across the warpgroups
-                if (valid < WG_BR) {
-                    wgrad_zero_tail(st, valid, t);
-                    fence_proxy_async_shared(); // the zeros, before the wgmmas (async proxy) read them
-                    named_barrier_sync(1, 256); // both warpgroups' zeros
-                }
+                wgrad_mask_tail<WG_STAGE_BYTES / WG_SLAB_BYTES, 256>(st, count - (int64_t)i * WG_BR, t, 1);
                 wgrad_mma(acc, st + half * WG_SLAB_BYTES, st + WG_G_BYTES, i == 0);
                 wgmma_wait_group<1>();
                 if (i > 0) release_stage<1>(&empty[prev_stage], lane);
@@ -276,13 +276,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int stage = (int)(at % WGP_STAGES);
                 mbar_wait(&full[stage], (uint32_t)((at / WGP_STAGES) & 1));
                 uint8_t *st = smem + stage * WGP_STAGE_BYTES;
-                const int64_t left = count - (int64_t)kb * WG_BR;
-                const int valid = left < WG_BR ? (int)left : WG_BR; // uniform across the warpgroup
-                if (valid < WG_BR) {
-                    wgrad_zero_tail<WGP_STAGE_BYTES / WG_SLAB_BYTES, 128>(st, valid, t);
-                    fence_proxy_async_shared();
-                    named_barrier_sync(4 + w, 128);
-                }
+                wgrad_mask_tail<WGP_STAGE_BYTES / WG_SLAB_BYTES, 128>(st, count - (int64_t)kb * WG_BR, t, 4 + w);
                 wgrad_mma(acc, st, st + WG_SLAB_BYTES, kb == 0);
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
