@@ -11,14 +11,10 @@
  *     so that they run in CI too).
  * Tolerance per element: 1e-5 of sum |g| |a| over the expert's rows (fp32 accumulation of up to
  * ~10^4 products), plus half a bf16 ulp of the value for bf16 dW.
- *   test_gpu_wgrad [--pingpong] [--perf]
- * --pingpong: the opt-in pingpong kernel (MOEFUSE_WGRAD=pingpong) instead; --perf: also PERF.md-
- * shaped weight gradients (qwen3-30b-a3b, deepseek-v3 with 16 of its experts; rows per expert
- * uniform in [0, 2 T k / E] at T = 16384), sampled checks and
- * the median time of 10 launches. Exit 77 without a sm_90 device (after the host checks). */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* setenv */
-#endif
+ *   test_gpu_wgrad [--perf]
+ * --perf: also PERF.md-shaped weight gradients (qwen3-30b-a3b, deepseek-v3 with 16 of its
+ * experts; rows per expert uniform in [0, 2 T k / E] at T = 16384), sampled checks and the median
+ * time of 10 launches. Exit 77 without a sm_90 device (after the host checks). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -285,15 +281,12 @@ int main(int argc, char **argv) {
     int perf = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--perf")) perf = 1;
-        else if (!strcmp(argv[i], "--pingpong")) setenv("MOEFUSE_WGRAD", "pingpong", 1);
         else {
-            fprintf(stderr, "usage: %s [--pingpong] [--perf]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--perf]\n", argv[0]);
             return 2;
         }
     }
     check_refusals();
-    const char *env = getenv("MOEFUSE_WGRAD");
-    printf("kernel: %s\n", env && !strcmp(env, "pingpong") ? "pingpong (MOEFUSE_WGRAD=pingpong)" : "the default");
     int devices = 0, major = 0, minor = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("argument checks: %s; no CUDA device: skipped the GPU cases\n", failures ? "FAILED" : "passed");

@@ -1,8 +1,6 @@
 // The library's entry to the Hopper engine's K-grouped GEMM (wgrad_kernel.cuh; the interface in
-// gemm_wgrad.h). MOEFUSE_WGRAD=pingpong runs the opt-in pingpong kernel instead (A/B runs).
+// gemm_wgrad.h).
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "gemm_launch.cuh"
 #include "gemm_wgrad.h"
@@ -37,11 +35,10 @@ moe_status check_wgrad_args(const moe__hopper_wgrad_args *a, char *why, size_t w
                     (int)a->dw_dtype);
     if (!isfinite(a->beta))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "beta: got %g, expected a finite number", (double)a->beta);
-    const int64_t units = a->experts * ((a->n + WGP_BM - 1) / WGP_BM) * ((a->k + WG_BN - 1) / WG_BN);
-    if (units >= lim) // (counted in the pingpong kernel's 64-row units: the larger count)
+    const int64_t units = a->experts * ((a->n + BM - 1) / BM) * ((a->k + WG_BN - 1) / WG_BN);
+    if (units >= lim)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
-                    "experts x n x k: %lld tiles of %d x %d, expected fewer than 2^31", (long long)units, WGP_BM,
-                    WG_BN);
+                    "experts x n x k: %lld tiles of %d x %d, expected fewer than 2^31", (long long)units, BM, WG_BN);
     return MOE_STATUS_OK;
 }
 } // namespace
@@ -57,13 +54,10 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, WG_BR);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
-    const char *env = getenv("MOEFUSE_WGRAD");
-    const bool pingpong = env && !strcmp(env, "pingpong");
-    const int rows = pingpong ? WGP_BM : BM; // dW rows a unit
     wgrad_params p;
     p.n = (int)args->n;
     p.k = (int)args->k;
-    p.tiles_n = (int)((args->n + rows - 1) / rows);
+    p.tiles_n = (int)((args->n + BM - 1) / BM);
     p.tiles_k = (int)((args->k + WG_BN - 1) / WG_BN);
     p.units = (int)(args->experts * p.tiles_n * p.tiles_k);
     p.offsets = args->offsets;
@@ -72,14 +66,13 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.lddw = args->lddw;
     p.dw_f32 = args->dw_dtype == MOE_DTYPE_F32;
     p.beta = args->beta;
-    const auto kernel = pingpong ? wgrad_pingpong_kernel : wgrad_kernel;
-    const int smem = pingpong ? WGP_SMEM_BYTES : WG_SMEM_BYTES;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const int smem = WG_SMEM_BYTES;
+    cudaError_t err = cudaFuncSetAttribute(wgrad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     smem, cudaGetErrorString(err));
     const int ctas = p.units < sms ? p.units : sms;
-    kernel<<<ctas, THREADS, smem, (cudaStream_t)stream>>>(map_g, map_a, p);
+    wgrad_kernel<<<ctas, THREADS, smem, (cudaStream_t)stream>>>(map_g, map_a, p);
     err = cudaGetLastError();
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "K-grouped GEMM launch (%d CTAs): %s", ctas,

@@ -55,13 +55,12 @@ __device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile) {
     return smem_desc_mn_sw128(tile, WG_SLAB_BYTES, 1024);
 }
 
-// Unit u -> (expert, first dW row, first dW column); ROWS: the unit's dW rows (p.tiles_n counts them).
-template <int ROWS = BM>
+// Unit u -> (expert, first dW row, first dW column).
 __device__ __forceinline__ void wgrad_unit(const wgrad_params &p, int u, int &e, int &n0, int &c0) {
     const int per_expert = p.tiles_n * p.tiles_k;
     e = u / per_expert;
     const int in_expert = u - e * per_expert;
-    n0 = (in_expert / p.tiles_k) * ROWS;
+    n0 = (in_expert / p.tiles_k) * BM;
     c0 = (in_expert % p.tiles_k) * WG_BN;
 }
 
@@ -82,12 +81,12 @@ __device__ __forceinline__ void wgrad_store_pair(const wgrad_params &p, int64_t 
     }
 }
 
-// Before a k-block's wgmmas, by the NT threads that read the stage (t: 0 .. NT - 1), when fewer than
-// 64 of the expert's rows are left (`left`, uniform): rows left .. 63 of every slab zeroed, the zeros
-// ordered before the wgmmas' (async proxy) reads, and named barrier `bar` waited for by all NT. A
-// row of a slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
-template <int SLABS, int NT>
-__device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, int t, int bar) {
+// Before a k-block's wgmmas, by both consumer warpgroups (t: 0 .. 255), when fewer than 64 of the
+// expert's rows are left (`left`, uniform): rows left .. 63 of every slab zeroed, the zeros ordered
+// before the wgmmas' (async proxy) reads, and named barrier 1 waited for by all 256. A row of a
+// slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
+__device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, int t) {
+    constexpr int SLABS = WG_STAGE_BYTES / WG_SLAB_BYTES, NT = 256;
     if (left >= WG_BR) return;
     const int valid = (int)left;
     const int chunks = (WG_BR - valid) * 8; // 16-byte chunks per slab
@@ -96,12 +95,11 @@ __device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, in
         *(uint4 *)(stage + slab * WG_SLAB_BYTES + valid * 128 + c * 16) = make_uint4(0, 0, 0, 0);
     }
     fence_proxy_async_shared();
-    named_barrier_sync(bar, NT);
+    named_barrier_sync(1, NT);
 }
 
-// The producer thread of either kernel: each of the CTA's units' k-blocks into the ring, ROWS / 64
-// G slabs (ROWS: a unit's dW rows), then the four A slabs, STAGE_BYTES a stage.
-template <int ROWS, int STAGES, int STAGE_BYTES>
+// The producer thread: each of the CTA's units' k-blocks into the ring, the two G slabs of its
+// 128 dW rows, then the four A slabs.
 __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *smem, uint64_t *full, uint64_t *empty,
                                               const CUtensorMap *map_g, const CUtensorMap *map_a) {
     tma_prefetch_map(map_g);
@@ -110,20 +108,20 @@ __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *sm
     uint32_t phase = 0;
     for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         int e, n0, c0;
-        wgrad_unit<ROWS>(p, u, e, n0, c0);
+        wgrad_unit(p, u, e, n0, c0);
         const int64_t first = p.offsets[e];
         const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
         for (int i = 0; i < blocks; ++i) {
             const int row = (int)(first + (int64_t)i * WG_BR);
             mbar_wait(&empty[stage], phase ^ 1);
-            mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
-            uint8_t *st = smem + stage * STAGE_BYTES;
+            mbar_arrive_expect_tx(&full[stage], WG_STAGE_BYTES);
+            uint8_t *st = smem + stage * WG_STAGE_BYTES;
 #pragma unroll
-            for (int s = 0; s < ROWS / 64; ++s) tma_load_2d(st + s * WG_SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
+            for (int s = 0; s < BM / 64; ++s) tma_load_2d(st + s * WG_SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
 #pragma unroll
             for (int s = 0; s < WG_BN / 64; ++s)
-                tma_load_2d(st + (ROWS / 64 + s) * WG_SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
-            if (++stage == STAGES) {
+                tma_load_2d(st + (BM / 64 + s) * WG_SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
+            if (++stage == WG_STAGES) {
                 stage = 0;
                 phase ^= 1;
             }
@@ -172,7 +170,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         // ---- producer ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) wgrad_produce<BM, WG_STAGES, WG_STAGE_BYTES>(p, smem, full, empty, &map_g, &map_a);
+        if (threadIdx.x == 0) wgrad_produce(p, smem, full, empty, &map_g, &map_a);
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -194,7 +192,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int i = 0; i < blocks; ++i) {
                 mbar_wait(&full[stage], phase);
                 uint8_t *st = smem + stage * WG_STAGE_BYTES;
-                wgrad_mask_tail<WG_STAGE_BYTES / WG_SLAB_BYTES, 256>(st, count - (int64_t)i * WG_BR, t, 1);
+                wgrad_mask_tail(st, count - (int64_t)i * WG_BR, t);
                 wgrad_mma(acc, st + half * WG_SLAB_BYTES, st + WG_G_BYTES, i == 0);
                 wgmma_wait_group<1>();
                 if (i > 0) release_stage<1>(&empty[prev_stage], lane);
@@ -211,89 +209,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             // ---- epilogue ----
             wgrad_store_tile(p, acc, e, n0 + half * 64 + warp * 16 + lane / 4, c0 + 2 * (lane % 4));
         }
-    }
-#endif
-}
-
-// ---- PINGPONG (opt-in, MOEFUSE_WGRAD=pingpong; session 21, compile-checked only) ----------------
-// For short reductions (deepseek-v3's ~500 rows an expert) the kernel above spends about as long
-// storing a tile as multiplying it, and both warpgroups store at once. Here each consumer
-// warpgroup owns whole units of 64 dW rows x 256 columns (the same 128 accumulators a thread),
-// the CTA's units going to the two in turn, so that one stores while the other multiplies. Both
-// read one ring in the producer's order (a stage: one 64-column G slab and the four A slabs,
-// 40 KB, 5 stages), each skipping the other's stages by counting every unit's k-blocks. The turn
-// is handed over by named barriers 2 and 3 once a warpgroup has waited for its unit's last stage,
-// so that the next warpgroup never waits on a stage two ring laps ahead (a parity wait would pass
-// on the older phase). The A slabs are read twice as often per MAC as in the 128-row kernel.
-constexpr int WGP_BM = 64;
-constexpr int WGP_STAGES = 5;
-constexpr int WGP_STAGE_BYTES = WG_SLAB_BYTES + WG_A_BYTES;
-constexpr int WGP_SMEM_BYTES = 1024 + WGP_STAGES * WGP_STAGE_BYTES + 2 * WGP_STAGES * 8;
-static_assert(WGP_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
-
-__global__ void __launch_bounds__(THREADS, 1)
-    wgrad_pingpong_kernel(const __grid_constant__ CUtensorMap map_g, const __grid_constant__ CUtensorMap map_a,
-                          const wgrad_params p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    uint64_t *full = (uint64_t *)(smem + WGP_STAGES * WGP_STAGE_BYTES);
-    uint64_t *empty = full + WGP_STAGES;
-    const int warpgroup = threadIdx.x / 128;
-
-    if (threadIdx.x == 0) ring_init(full, empty, WGP_STAGES, 1, 4); // one warpgroup reads a stage
-    __syncthreads();
-
-    if (warpgroup == 0) {
-        // ---- producer: every unit's stages in the CTA's unit order ----
-        setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) wgrad_produce<WGP_BM, WGP_STAGES, WGP_STAGE_BYTES>(p, smem, full, empty, &map_g, &map_a);
-    } else {
-        // ---- consumers: warpgroup w takes the CTA's units w, w + 2, ... ----
-        setmaxnreg_inc<CONSUMER_REGS>();
-        const int w = warpgroup - 1;
-        const int t = threadIdx.x - warpgroup * 128;
-        const int warp = (threadIdx.x / 32) % 4;
-        const int lane = threadIdx.x % 32;
-        float acc[WG_BN / 2];
-        int64_t done = 0; // k-blocks of the CTA's units before this one (the ring position)
-        int i = 0;        // the unit's place among the CTA's
-        for (int u = blockIdx.x; u < p.units; u += gridDim.x, ++i) {
-            int e, n0, c0;
-            wgrad_unit<WGP_BM>(p, u, e, n0, c0);
-            const int64_t count = p.counts[e];
-            const int blocks = (int)((count + WG_BR - 1) / WG_BR);
-            if ((i & 1) != w) { // the other warpgroup's: skip its stages
-                done += blocks;
-                continue;
-            }
-            if (i > 0) named_barrier_sync(2 + w, 256); // our turn: every earlier stage has been filled
-#pragma unroll
-            for (int j = 0; j < WG_BN / 2; ++j) acc[j] = 0.0f;
-            int prev_stage = 0;
-            for (int kb = 0; kb < blocks; ++kb) {
-                const int64_t at = done + kb;
-                const int stage = (int)(at % WGP_STAGES);
-                mbar_wait(&full[stage], (uint32_t)((at / WGP_STAGES) & 1));
-                uint8_t *st = smem + stage * WGP_STAGE_BYTES;
-                wgrad_mask_tail<WGP_STAGE_BYTES / WG_SLAB_BYTES, 128>(st, count - (int64_t)kb * WG_BR, t, 4 + w);
-                wgrad_mma(acc, st, st + WG_SLAB_BYTES, kb == 0);
-                wgmma_wait_group<1>();
-                if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
-                prev_stage = stage;
-            }
-            // Every stage of this unit has been filled: the other warpgroup's next unit may start.
-            named_barrier_arrive(2 + (w ^ 1), 256);
-            wgmma_wait_group<0>();
-            fence_registers<WG_BN / 2>(acc);
-            if (blocks > 0) release_stage<1>(&empty[prev_stage], lane);
-            done += blocks;
-
-            wgrad_store_tile(p, acc, e, n0 + warp * 16 + lane / 4, c0 + 2 * (lane % 4));
-        }
-        // The last unit's hand-over has no next unit: its addressee takes it, so that no barrier is
-        // left with arrivals at exit (i = the CTA's unit count now).
-        if (i > 0 && (i & 1) == w) named_barrier_sync(2 + w, 256);
     }
 #endif
 }
