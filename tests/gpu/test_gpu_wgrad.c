@@ -305,6 +305,9 @@ int main(int argc, char **argv) {
         {"random-f32-beta0.5", 9, 256, 512, NULL, 700, 0, 0, 3, MOE_DTYPE_F32, 0.5f, 0, 0},
         {"random-f32-graph", 5, 384, 768, NULL, 1500, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 0, 1},
         {"one-expert-long", 1, 128, 256, (const int64_t[]){5000}, 0, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 0, 0},
+        /* even lddw: the interior tiles take the aligned-pair stores, with beta and without */
+        {"interior-f32-beta0.5", 4, 256, 512, NULL, 600, 0, 0, 2, MOE_DTYPE_F32, 0.5f, 0, 0},
+        {"interior-bf16-beta0", 4, 256, 512, NULL, 600, 0, 0, 0, MOE_DTYPE_BF16, 0.0f, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 0);
     if (perf) {

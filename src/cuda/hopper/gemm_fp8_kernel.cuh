@@ -84,7 +84,9 @@ enum fp8_scale_path {
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
-// tiles only. BN_: the tile's columns, 128, or wider (the dense kernel only: below).
+// tiles only. (The same overlap by halves of the columns, two commit groups a k-block into two
+// half-width partials, would fit 192-wide tiles; ptxas serialised every wgmma of it (C7514) in
+// each loop form tried in session 22, so it was not run.) BN_: the tile's columns, 128, or wider (the dense kernel only: below).
 template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING>
 struct fp8_config {
     static constexpr int BN = BN_;
@@ -96,7 +98,6 @@ struct fp8_config {
     static constexpr int SCALE_STAGES = STAGE_SCALES ? 0 : 2 * STAGES_; // (the probe keeps the ring's memory)
     static constexpr bool OVERLAP = OVERLAP_;
     static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
-    static_assert(!OVERLAP_ || SCALE_PATH_ != FP8_SCALES_BOXES, "OVERLAP's issues pass no k-block index (boxes need it)");
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = BN_ * FP8_BK;     // 16 KB at 128 wide
     static_assert(B_BYTES % 1024 == 0, "every stage stays 1024-aligned for the swizzle");
@@ -366,17 +367,11 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
 }
 
 // A consumer thread's part of the tile (its rows r_lo, r_lo + 8 of the tile at m0, n0; J column
-// blocks of 8) from its fp32 accumulators to C in bf16, bounds-checked.
+// blocks of 8) from its fp32 accumulators to C in bf16, bounds-checked unless the tile is inside C.
 template <int J>
 __device__ __forceinline__ void fp8_dense_store(const dense_params &out, const float *acc, int m0, int n0, int r_lo,
                                                 int lane) {
-    const int row0 = m0 + r_lo;
-    const int col0 = n0 + 2 * (lane % 4);
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-        store_pair(out, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
-        store_pair(out, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
-    }
+    store_fragment<J>(out, acc, m0 + r_lo, n0 + 2 * (lane % 4), tile_interior(out, m0, n0, FP8_BM, 8 * J));
 }
 
 // map_sa, map_sb: FP8_SCALES_BOXES only (the launch passes copies of map_a otherwise, never read).
@@ -443,18 +438,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // Straight-line steady state (every wait_group 1 leaves exactly one group in
                 // flight) and an explicit tail, so that ptxas can prove which accumulators
                 // are complete when they are read (it serialises the wgmmas otherwise: C7514).
-                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
+                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, 0);
                 int kb = 0;
                 for (; kb + 2 < num_kb; kb += 2) {
-                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane, kb + 1);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part, even, s.empty, lane);
-                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
+                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, kb + 2);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part2, odd, s.empty, lane);
                 }
                 if (kb + 1 < num_kb) {
-                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane, kb + 1);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part, even, s.empty, lane);
                     wgmma_wait_group<0>();

@@ -97,6 +97,37 @@ __device__ __forceinline__ void store_pair(const dense_params &p, int row, int c
     }
 }
 
+// A consumer thread's accumulator fragment to C: acc[4j + 2h + e] is row row0 + 8h, column
+// col0 + 8j + e (j < J). interior (uniform: the whole tile inside C, C bf16, pairs aligned): one
+// plain 4-byte store a pair; otherwise each pair bounds-checked (store_pair). The checked form
+// costs ~10 instructions a store, which at 8192^3 was ~9% of the FP8 kernel's samples
+// (bench/results/2026-12-04-h200-session22/callW1).
+template <int J>
+__device__ __forceinline__ void store_fragment(const dense_params &p, const float *acc, int row0, int col0,
+                                               bool interior) {
+    if (interior) {
+        __nv_bfloat16 *c = (__nv_bfloat16 *)p.c + (long long)row0 * p.ldc + col0;
+        const long long down = 8 * p.ldc;
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            *(__nv_bfloat162 *)(c + 8 * j) = __floats2bfloat162_rn(acc[4 * j + 0], acc[4 * j + 1]);
+            *(__nv_bfloat162 *)(c + down + 8 * j) = __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+        store_pair(p, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
+        store_pair(p, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
+    }
+}
+
+// Whether a tile of rows m0 .. m0 + bm - 1 and columns n0 .. n0 + bn - 1 takes store_fragment's
+// unchecked stores.
+__device__ __forceinline__ bool tile_interior(const dense_params &p, int m0, int n0, int bm, int bn) {
+    return m0 + bm <= p.m && n0 + bn <= p.n && p.pair_ok && !p.c_f32;
+}
+
 // A consumer warp is done reading `stage`: tell the producer of every CTA that wrote into it.
 template <int CLUSTER_M> __device__ __forceinline__ void release_stage(uint64_t *empty, int lane) {
     if (CLUSTER_M == 1) {
@@ -210,13 +241,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             // ---- epilogue: registers -> global ----
             // Accumulator fragment of m64nN (per warp: rows 16*warp .. +15 of the half):
             // acc[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e.
-            const int row0 = m0 + half * 64 + warp * 16 + lane / 4;
-            const int col0 = n0 + 2 * (lane % 4);
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                store_pair(p, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
-                store_pair(p, row0 + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
-            }
+            store_fragment<BN / 8>(p, acc, m0 + half * 64 + warp * 16 + lane / 4, n0 + 2 * (lane % 4),
+                                   tile_interior(p, m0, n0, BM, BN));
         }
     }
     // No CTA may leave while its peer can still multicast into it or arrive on its barriers.

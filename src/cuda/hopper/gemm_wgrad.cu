@@ -65,6 +65,7 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.dw = args->dw;
     p.lddw = args->lddw;
     p.dw_f32 = args->dw_dtype == MOE_DTYPE_F32;
+    p.pair_ok = args->lddw % 2 == 0 && (uintptr_t)args->dw % (p.dw_f32 ? 8 : 4) == 0;
     p.beta = args->beta;
     const int smem = WG_SMEM_BYTES;
     cudaError_t err = cudaFuncSetAttribute(wgrad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -44,6 +44,7 @@ struct wgrad_params {
     void *dw;
     long long lddw;                  // elements between rows of dW; an expert's dW is n * lddw
     int dw_f32;                      // 1: fp32 dW, 0: bf16
+    int pair_ok;                     // dW's (row, c), (row, c + 1) for even c are one aligned 8- or 4-byte access
     float beta;                      // 0: dW overwritten (never read)
 };
 
@@ -143,10 +144,44 @@ __device__ __forceinline__ void wgrad_mma(float *acc, const uint8_t *g, const ui
     wgmma_commit_group();
 }
 
+// dW's pair at d (c even, pair_ok): v0, v1, plus beta times the old pair when beta != 0.
+__device__ __forceinline__ void wgrad_store_aligned(const wgrad_params &p, void *d, float v0, float v1) {
+    if (p.dw_f32) {
+        float2 *q = (float2 *)d;
+        if (p.beta != 0.0f) {
+            const float2 old = *q;
+            v0 = fmaf(p.beta, old.x, v0);
+            v1 = fmaf(p.beta, old.y, v1);
+        }
+        *q = make_float2(v0, v1);
+    } else {
+        __nv_bfloat162 *q = (__nv_bfloat162 *)d;
+        if (p.beta != 0.0f) {
+            const float2 old = __bfloat1622float2(*q);
+            v0 = fmaf(p.beta, old.x, v0);
+            v1 = fmaf(p.beta, old.y, v1);
+        }
+        *q = __floats2bfloat162_rn(v0, v1);
+    }
+}
+
 // A consumer warp's part of the epilogue: acc[4j + 2h + v] is dW row row0 + 8h, column col0 + 8j + v
 // of expert e (row0: the warp's first row + lane / 4; col0: the unit's first column + 2 (lane % 4)).
-__device__ __forceinline__ void wgrad_store_tile(const wgrad_params &p, const float *acc, int e, int row0, int col0) {
+// interior (uniform: the unit's 128 x 256 tile inside dW and pair_ok): one aligned access a pair,
+// no bounds checks.
+__device__ __forceinline__ void wgrad_store_tile(const wgrad_params &p, const float *acc, int e, int row0, int col0,
+                                                 bool interior) {
     const int64_t base = (int64_t)e * p.n * p.lddw;
+    if (interior) {
+        const int64_t at = base + (int64_t)row0 * p.lddw + col0, down = 8 * p.lddw;
+        const int size = p.dw_f32 ? 4 : 2;
+#pragma unroll
+        for (int j = 0; j < WG_BN / 8; ++j) {
+            wgrad_store_aligned(p, (char *)p.dw + (at + 8 * j) * size, acc[4 * j + 0], acc[4 * j + 1]);
+            wgrad_store_aligned(p, (char *)p.dw + (at + down + 8 * j) * size, acc[4 * j + 2], acc[4 * j + 3]);
+        }
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < WG_BN / 8; ++j) {
         wgrad_store_pair(p, base, row0, col0 + 8 * j, acc[4 * j + 0], acc[4 * j + 1]);
@@ -207,7 +242,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (blocks > 0) release_stage<1>(&empty[prev_stage], lane);
 
             // ---- epilogue ----
-            wgrad_store_tile(p, acc, e, n0 + half * 64 + warp * 16 + lane / 4, c0 + 2 * (lane % 4));
+            wgrad_store_tile(p, acc, e, n0 + half * 64 + warp * 16 + lane / 4, c0 + 2 * (lane % 4),
+                             n0 + BM <= p.n && c0 + WG_BN <= p.k && p.pair_ok);
         }
     }
 #endif
