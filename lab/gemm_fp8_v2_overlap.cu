@@ -9,10 +9,3 @@ extern "C" moe_status lab_gemm_fp8_v2(const moe__hopper_gemm_fp8_args *args, cud
                                       size_t why_len) {
     return moe_hopper::fp8_launch<moe_hopper::fp8_config<6, true>>(args, stream, why, why_len);
 }
-// fp8v2b (session 22): the same two partial accumulators with the scales by TMA in the tile stage's
-// transaction (fp8v4_128's scale path); needs lds_a, lds_b multiples of 4, else refused.
-extern "C" moe_status lab_gemm_fp8_v2b(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                       size_t why_len) {
-    using namespace moe_hopper;
-    return fp8_launch<fp8_config<6, true, 128, FP8_SCALES_BOXES>>(args, stream, why, why_len);
-}

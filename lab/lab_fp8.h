@@ -31,8 +31,4 @@ extern "C" moe_status lab_gemm_fp8_v4(const moe__hopper_gemm_fp8_args *args, cud
 extern "C" moe_status lab_gemm_fp8_v4_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
 
-// fp8v2b: fp8v2's two partial accumulators with the scales by TMA (fp8v4_128's scale path).
-extern "C" moe_status lab_gemm_fp8_v2b(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                       size_t why_len);
-
 #endif

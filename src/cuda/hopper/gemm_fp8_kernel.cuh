@@ -84,9 +84,10 @@ enum fp8_scale_path {
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
-// tiles only. (The same overlap by halves of the columns, two commit groups a k-block into two
-// half-width partials, would fit 192-wide tiles; ptxas serialised every wgmma of it (C7514) in
-// each loop form tried in session 22, so it was not run.) BN_: the tile's columns, 128, or wider (the dense kernel only: below).
+// tiles only. (Session 22: with the scales by TMA, lab fp8v2b, it ran 0.97-1.04x of fp8v4_128,
+// bench/results/2026-12-04-h200-session22/callW2. The same overlap by halves of the columns, two
+// commit groups a k-block into two half-width partials, would fit 192-wide tiles; ptxas serialised
+// every wgmma of it (C7514) in each loop form tried, so it was not run.) BN_: the tile's columns, 128, or wider (the dense kernel only: below).
 template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING>
 struct fp8_config {
     static constexpr int BN = BN_;
@@ -98,6 +99,7 @@ struct fp8_config {
     static constexpr int SCALE_STAGES = STAGE_SCALES ? 0 : 2 * STAGES_; // (the probe keeps the ring's memory)
     static constexpr bool OVERLAP = OVERLAP_;
     static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
+    static_assert(!OVERLAP_ || SCALE_PATH_ != FP8_SCALES_BOXES, "OVERLAP's issues pass no k-block index (boxes need it)");
     static constexpr int A_BYTES = FP8_BM * FP8_BK;  // 16 KB
     static constexpr int B_BYTES = BN_ * FP8_BK;     // 16 KB at 128 wide
     static_assert(B_BYTES % 1024 == 0, "every stage stays 1024-aligned for the swizzle");
@@ -438,18 +440,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // Straight-line steady state (every wait_group 1 leaves exactly one group in
                 // flight) and an explicit tail, so that ptxas can prove which accumulators
                 // are complete when they are read (it serialises the wgmmas otherwise: C7514).
-                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, 0);
+                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
                 int kb = 0;
                 for (; kb + 2 < num_kb; kb += 2) {
-                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane, kb + 1);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part, even, s.empty, lane);
-                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, kb + 2);
+                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part2, odd, s.empty, lane);
                 }
                 if (kb + 1 < num_kb) {
-                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane, kb + 1);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part, even, s.empty, lane);
                     wgmma_wait_group<0>();
