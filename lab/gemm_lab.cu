@@ -10,7 +10,7 @@
 // median of 20 replays / REPS. cuBLAS (cublasGemmEx, bf16 in, fp32 compute) is checked the same
 // way, which also checks the reference and the checker.
 //
-//   gemm_lab [--variants v1,v1b,v2,engine] [--filter SUBSTR] [--json rows.jsonl] [--quick]
+//   gemm_lab [--variants v1,v1b,v2,v3,engine] [--filter SUBSTR] [--json rows.jsonl] [--quick]
 //
 // Prints a table; appends one JSON object per row to --json. Exit status 1 if any check
 // failed. Last line: "N passed, M failed".
@@ -254,13 +254,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = true;
         else {
-            fprintf(stderr, "usage: %s [--variants v1,v1b,v2,engine] [--filter SUBSTR] [--json FILE] [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--variants v1,v1b,v2,v3,engine] [--filter SUBSTR] [--json FILE] [--quick]\n", argv[0]);
             return 2;
         }
     }
     const impl all[] = {
         {"v1", "128x256 tile, 4 stages, TMA producer + 2 wgmma consumer warpgroups, persistent", lab_gemm_v1},
         {"v1b", "v1 with a 128x128 tile, 6 stages", lab_gemm_v1b},
+        {"v3", "v1 with a 128x192 tile, 5 stages", lab_gemm_v3},
         {"v2", "v1 in clusters of 2 along M, B tile multicast", lab_gemm_v2},
         {"engine", "library entry moe__hopper_gemm_dense (heuristic tile width)", engine_entry},
     };

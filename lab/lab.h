@@ -12,6 +12,7 @@ typedef moe_status (*lab_gemm_fn)(const moe__hopper_gemm_args *args, cudaStream_
 
 extern "C" moe_status lab_gemm_v1(const moe__hopper_gemm_args *args, cudaStream_t stream, char *why, size_t why_len);
 extern "C" moe_status lab_gemm_v1b(const moe__hopper_gemm_args *args, cudaStream_t stream, char *why, size_t why_len);
+extern "C" moe_status lab_gemm_v3(const moe__hopper_gemm_args *args, cudaStream_t stream, char *why, size_t why_len);
 extern "C" moe_status lab_gemm_v2(const moe__hopper_gemm_args *args, cudaStream_t stream, char *why, size_t why_len);
 
 #endif

@@ -20,7 +20,7 @@ source "$(dirname "$0")/lab_lib.sh"
 
 lab_header ""
 lab_find_cublas cuBLAS cublas_v2.h cublas 'libcublasLt.so*'
-lab_build gemm_lab "lab/gemm_lab.cu lab/gemm_v1_ws_persistent.cu lab/gemm_v1b_bn128.cu lab/gemm_v2_cluster2_multicast.cu
+lab_build gemm_lab "lab/gemm_lab.cu lab/gemm_v1_ws_persistent.cu lab/gemm_v1b_bn128.cu lab/gemm_v2_cluster2_multicast.cu lab/gemm_v3_bn192.cu
     src/cuda/hopper/gemm_dense.cu"
 # What the kernels compiled to: the instructions that matter, per kernel.
 lab_sass gemm_lab 'HGMMA|UTMALDG|SYNCS|USETMAXREG|WARPGROUP|MEMBAR|LDL|STL|UCGABAR'

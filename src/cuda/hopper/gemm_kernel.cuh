@@ -45,7 +45,7 @@ template <int BN_, int STAGES_, int CLUSTER_M_> struct dense_config {
     static constexpr int EMPTY_ARRIVALS = 2 * 4 * CLUSTER_M; // consumer warps reading each stage
     // 1024: slack to align the ring (the 128-byte swizzle pattern repeats every 1024 bytes).
     static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
-    static_assert(BN == 128 || BN == 256, "BN: the wgmma wrappers exist for 128 and 256");
+    static_assert(BN == 128 || BN == 192 || BN == 256, "BN: the wgmma wrappers exist for 128, 192 and 256");
     static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs");
     static_assert(B_BOX_ROWS % 8 == 0 && B_BOX_ROWS <= 256, "TMA box rows");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
