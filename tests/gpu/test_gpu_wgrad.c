@@ -6,6 +6,9 @@
  *     read one would be NaN;
  *   - beta 0 over dW poisoned with NaN (every element must be written), beta 1 and 0.5 over
  *     random dW; fp32 and bf16 dW; dW's lddw padding columns hold a sentinel that must survive;
+ *   - the three store paths of interior tiles: checked pairs (odd lddw), aligned pairs (beta != 0
+ *     or bf16), bulk copies through shared memory (fp32, beta 0, lddw a multiple of 4;
+ *     MOEFUSE_WGRAD_STORE=direct in the environment sends those to the aligned pairs instead);
  *   - a second launch gives the same bits (deterministic), and so does a CUDA graph replay;
  *   - bad arguments: the status and a message naming the argument (checked first, on the host,
  *     so that they run in CI too).
@@ -308,6 +311,8 @@ int main(int argc, char **argv) {
         /* even lddw: the interior tiles take the aligned-pair stores, with beta and without */
         {"interior-f32-beta0.5", 4, 256, 512, NULL, 600, 0, 0, 2, MOE_DTYPE_F32, 0.5f, 0, 0},
         {"interior-bf16-beta0", 4, 256, 512, NULL, 600, 0, 0, 0, MOE_DTYPE_BF16, 0.0f, 0, 0},
+        /* fp32, beta 0, lddw a multiple of 4: the interior tiles by bulk copies (p.bulk) */
+        {"bulk-edges-f32", 6, 256, 512, edge, 0, 0, 0, 4, MOE_DTYPE_F32, 0.0f, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 0);
     if (perf) {

@@ -1,6 +1,8 @@
 // The library's entry to the Hopper engine's K-grouped GEMM (wgrad_kernel.cuh; the interface in
 // gemm_wgrad.h).
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gemm_launch.cuh"
 #include "gemm_wgrad.h"
@@ -66,6 +68,10 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.lddw = args->lddw;
     p.dw_f32 = args->dw_dtype == MOE_DTYPE_F32;
     p.pair_ok = args->lddw % 2 == 0 && (uintptr_t)args->dw % (p.dw_f32 ? 8 : 4) == 0;
+    // MOEFUSE_WGRAD_STORE=direct: the interior tiles by plain stores instead (A/B runs).
+    const char *store = getenv("MOEFUSE_WGRAD_STORE");
+    p.bulk = p.dw_f32 && args->beta == 0.0f && args->lddw % 4 == 0 && (uintptr_t)args->dw % 16 == 0 &&
+             !(store && !strcmp(store, "direct"));
     p.beta = args->beta;
     const int smem = WG_SMEM_BYTES;
     cudaError_t err = cudaFuncSetAttribute(wgrad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
