@@ -56,16 +56,12 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, WG_BR);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
-    // Clusters of 2 (A slabs multicast) unless MOEFUSE_WGRAD_CLUSTER=1 (A/B runs).
-    const char *cl = getenv("MOEFUSE_WGRAD_CLUSTER");
-    const int cluster = cl && !strcmp(cl, "1") ? 1 : 2;
     wgrad_params p;
     p.n = (int)args->n;
     p.k = (int)args->k;
-    const int tiles_n = (int)((args->n + BM - 1) / BM);
-    p.units_n = (tiles_n + cluster - 1) / cluster;
+    p.tiles_n = (int)((args->n + BM - 1) / BM);
     p.tiles_k = (int)((args->k + WG_BN - 1) / WG_BN);
-    p.units = (int)(args->experts * p.units_n * p.tiles_k);
+    p.units = (int)(args->experts * p.tiles_n * p.tiles_k);
     p.offsets = args->offsets;
     p.counts = args->counts;
     p.dw = args->dw;
@@ -78,20 +74,15 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
              !(store && !strcmp(store, "direct"));
     p.beta = args->beta;
     const int smem = WG_SMEM_BYTES;
-    const auto kernel = cluster == 2 ? wgrad_kernel<2> : wgrad_kernel<1>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaError_t err = cudaFuncSetAttribute(wgrad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     smem, cudaGetErrorString(err));
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    long long ctas = 0;
-    st = persistent_launch_config(kernel, cluster, smem, (cudaStream_t)stream, sms, p.units, &cfg, attr, &ctas, why,
-                                  why_len);
-    if (st != MOE_STATUS_OK) return st;
-    err = cudaLaunchKernelEx(&cfg, kernel, map_g, map_a, p);
+    const int ctas = p.units < sms ? p.units : sms;
+    wgrad_kernel<<<ctas, THREADS, smem, (cudaStream_t)stream>>>(map_g, map_a, p);
+    err = cudaGetLastError();
     if (err != cudaSuccess)
-        return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "K-grouped GEMM launch (%lld CTAs, cluster %d): %s", ctas,
-                    cluster, cudaGetErrorString(err));
+        return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "K-grouped GEMM launch (%d CTAs): %s", ctas,
+                    cudaGetErrorString(err));
     return MOE_STATUS_OK;
 }

@@ -42,7 +42,7 @@ static_assert(WG_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct wgrad_params {
     int n, k;                        // dW [experts, n, k]
-    int units_n, tiles_k, units;     // units = experts * units_n * tiles_k; units_n: groups of CLUSTER 128-row tiles
+    int tiles_n, tiles_k, units;     // units = experts * tiles_n * tiles_k
     const int64_t *offsets, *counts; // the plan's, on the device
     void *dw;
     long long lddw;                  // elements between rows of dW; an expert's dW is n * lddw
@@ -60,15 +60,12 @@ __device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile) {
     return smem_desc_mn_sw128(tile, WG_SLAB_BYTES, 1024);
 }
 
-// Unit u -> (expert, first dW row, first dW column) of the CTA of rank `rank` in its cluster: the
-// CTAs of a cluster take adjacent 128-row tiles of one expert and column block (the last group's
-// second tile may lie past n: its G boxes read as zeros and it stores nothing).
-template <int CLUSTER>
-__device__ __forceinline__ void wgrad_unit(const wgrad_params &p, int u, int rank, int &e, int &n0, int &c0) {
-    const int per_expert = p.units_n * p.tiles_k;
+// Unit u -> (expert, first dW row, first dW column).
+__device__ __forceinline__ void wgrad_unit(const wgrad_params &p, int u, int &e, int &n0, int &c0) {
+    const int per_expert = p.tiles_n * p.tiles_k;
     e = u / per_expert;
     const int in_expert = u - e * per_expert;
-    n0 = ((in_expert / p.tiles_k) * CLUSTER + rank) * BM;
+    n0 = (in_expert / p.tiles_k) * BM;
     c0 = (in_expert % p.tiles_k) * WG_BN;
 }
 
@@ -107,19 +104,16 @@ __device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, in
 }
 
 // The producer thread: each of the CTA's units' k-blocks into the ring, the two G slabs of its
-// 128 dW rows, then the four A slabs; in a cluster of 2, this CTA loads two of the A slabs and
-// multicasts them to both CTAs (the other two come from the peer), and its `empty` barriers count
-// both CTAs' consumers.
-template <int CLUSTER>
+// 128 dW rows, then the four A slabs.
 __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *smem, uint64_t *full, uint64_t *empty,
-                                              const CUtensorMap *map_g, const CUtensorMap *map_a, int rank) {
+                                              const CUtensorMap *map_g, const CUtensorMap *map_a) {
     tma_prefetch_map(map_g);
     tma_prefetch_map(map_a);
     int stage = 0;
     uint32_t phase = 0;
-    for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER) {
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         int e, n0, c0;
-        wgrad_unit<CLUSTER>(p, u, rank, e, n0, c0);
+        wgrad_unit(p, u, e, n0, c0);
         const int64_t first = p.offsets[e];
         const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
         for (int i = 0; i < blocks; ++i) {
@@ -129,14 +123,9 @@ __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *sm
             uint8_t *st = smem + stage * WG_STAGE_BYTES;
 #pragma unroll
             for (int s = 0; s < BM / 64; ++s) tma_load_2d(st + s * WG_SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
-            constexpr int A_SLABS = WG_BN / 64 / CLUSTER; // this CTA's
 #pragma unroll
-            for (int i = 0; i < A_SLABS; ++i) {
-                const int s = rank * A_SLABS + i;
-                uint8_t *dst = st + (BM / 64 + s) * WG_SLAB_BYTES;
-                if (CLUSTER == 1) tma_load_2d(dst, map_a, &full[stage], c0 + 64 * s, row);
-                else tma_load_2d_multicast(dst, map_a, &full[stage], c0 + 64 * s, row, (uint16_t)((1u << CLUSTER) - 1));
-            }
+            for (int s = 0; s < WG_BN / 64; ++s)
+                tma_load_2d(st + (BM / 64 + s) * WG_SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
             if (++stage == WG_STAGES) {
                 stage = 0;
                 phase ^= 1;
@@ -234,8 +223,6 @@ __device__ __forceinline__ void wgrad_bulk_store_tile(const wgrad_params &p, con
     }
 }
 
-// CLUSTER: 1, or 2 (the A slabs multicast to both CTAs, a third fewer L2 reads per MAC).
-template <int CLUSTER>
 __global__ void __launch_bounds__(THREADS, 1)
     wgrad_kernel(const __grid_constant__ CUtensorMap map_g, const __grid_constant__ CUtensorMap map_a,
                  const wgrad_params p) {
@@ -247,17 +234,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint64_t *empty = full + WG_STAGES;
     const int warpgroup = threadIdx.x / 128;
 
-    const int rank = CLUSTER > 1 ? (int)cluster_cta_rank() : 0;
-
-    if (threadIdx.x == 0) ring_init(full, empty, WG_STAGES, 1, 2 * 4 * CLUSTER);
-    // The peer CTA's barriers must exist before our multicast signals them.
-    if (CLUSTER > 1) cluster_sync();
-    else __syncthreads();
+    if (threadIdx.x == 0) ring_init(full, empty, WG_STAGES, 1, 2 * 4);
+    __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) wgrad_produce<CLUSTER>(p, smem, full, empty, &map_g, &map_a, rank);
+        if (threadIdx.x == 0) wgrad_produce(p, smem, full, empty, &map_g, &map_a);
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -268,9 +251,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[WG_BN / 2];
         int stage = 0;
         uint32_t phase = 0;
-        for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER) {
+        for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
             int e, n0, c0;
-            wgrad_unit<CLUSTER>(p, u, rank, e, n0, c0);
+            wgrad_unit(p, u, e, n0, c0);
             const int64_t count = p.counts[e];
             const int blocks = (int)((count + WG_BR - 1) / WG_BR);
 #pragma unroll
@@ -282,7 +265,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgrad_mask_tail(st, count - (int64_t)i * WG_BR, t);
                 wgrad_mma(acc, st + half * WG_SLAB_BYTES, st + WG_G_BYTES, i == 0);
                 wgmma_wait_group<1>();
-                if (i > 0) release_stage<CLUSTER>(&empty[prev_stage], lane);
+                if (i > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
                 if (++stage == WG_STAGES) {
                     stage = 0;
@@ -291,7 +274,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             wgmma_wait_group<0>();
             fence_registers<WG_BN / 2>(acc);
-            if (blocks > 0) release_stage<CLUSTER>(&empty[prev_stage], lane);
+            if (blocks > 0) release_stage<1>(&empty[prev_stage], lane);
 
             // ---- epilogue ----
             const bool interior = n0 + BM <= p.n && c0 + WG_BN <= p.k;
@@ -304,12 +287,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         // The staging stays until the last bulk copies have read it.
         if (lane < 16) bulk_wait_read<0>();
-    }
-    // No CTA may leave while its peer can still multicast into it or arrive on its barriers
-    // (the producer warp reconverges around its one issuing thread first).
-    if (CLUSTER > 1) {
-        __syncwarp();
-        cluster_sync();
     }
 #endif
 }
