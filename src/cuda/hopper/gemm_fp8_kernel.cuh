@@ -86,8 +86,9 @@ enum fp8_scale_path {
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
 // tiles only. (Session 22: with the scales by TMA, lab fp8v2b, it ran 0.97-1.04x of fp8v4_128,
 // bench/results/2026-12-04-h200-session22/callW2. The same overlap by halves of the columns, two
-// commit groups a k-block into two half-width partials, would fit 192-wide tiles; ptxas serialised
-// every wgmma of it (C7514) in each loop form tried, so it was not run.) BN_: the tile's columns, 128, or wider (the dense kernel only: below).
+// commit groups a k-block into two half-width partials, would fit 192-wide tiles; ptxas
+// serialised every wgmma of it (C7514) in each loop form tried, so it was not run.)
+// BN_: the tile's columns, 128, or wider (the dense kernel only: below).
 template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING>
 struct fp8_config {
     static constexpr int BN = BN_;

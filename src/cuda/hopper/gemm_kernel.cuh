@@ -99,9 +99,10 @@ __device__ __forceinline__ void store_pair(const dense_params &p, int row, int c
 
 // A consumer thread's accumulator fragment to C: acc[4j + 2h + e] is row row0 + 8h, column
 // col0 + 8j + e (j < J). interior (uniform: the whole tile inside C, C bf16, pairs aligned): one
-// plain 4-byte store a pair; otherwise each pair bounds-checked (store_pair). The checked form
-// costs ~10 instructions a store, which at 8192^3 was ~9% of the FP8 kernel's samples
-// (bench/results/2026-12-04-h200-session22/callW1).
+// plain 4-byte store a pair; otherwise each pair bounds-checked (store_pair, ~10 instructions a
+// store). Session 22 (bench/results/2026-12-04-h200-session22, W1-W3): the checked stores were 9%
+// of the dense FP8 kernel's stall samples at 8192^3, yet its time did not move without them; the
+// K-grouped GEMM's counterpart (wgrad_store_aligned) gained 1.4-1.9x.
 template <int J>
 __device__ __forceinline__ void store_fragment(const dense_params &p, const float *acc, int row0, int col0,
                                                bool interior) {
