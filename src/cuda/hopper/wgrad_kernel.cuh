@@ -20,6 +20,10 @@
 // expert's last 64 rows may run past counts[e] into padding or the next expert's rows: the
 // consumers zero those rows of the stage (both operands, so that NaN or Inf there cannot leak
 // into the sums) before its wgmmas, once per unit at most.
+//
+// Epilogue, by tile: an interior tile (inside dW) with fp32 dW, beta 0 and 16-byte rows goes
+// through 4 KB of staging a warp and bulk copies (wgrad_bulk_store_tile); other interior tiles
+// store aligned pairs (wgrad_store_aligned, beta applied); edge tiles check every pair.
 #ifndef MOEFUSE_CUDA_HOPPER_WGRAD_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_WGRAD_KERNEL_CUH
 
