@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# Prepared in session 22 for a later session (not yet run; ~4 min). From the repo root, carry .deps:
-#   O=$OUT timeout 400 bash bench/results/next-session/session22_stalls.sh; then tar $OUT.
+# Prepared in session 22 for a later session (not yet run; ~6 min). From the repo root, carry .deps:
+#   O=$OUT timeout 500 bash bench/results/next-session/session22_stalls.sh; then tar $OUT.
+# 0. The K-grouped GEMM's opt-in configuration (MOEFUSE_WGRAD_BR=32, wgrad_cfg<32>; compile-checked
+#    only): k-blocks of 32 rows (24 KB stages, 4 of them) so that 128 KB of staging fit, each warp's
+#    whole 16 x 256 fp32 part of the tile, and all of a tile's bulk copies are issued at once and
+#    drain under the next unit's MMAs (with BR = 64 only 32 KB fit: four rounds, each waiting for
+#    the last to be read). Why: deepseek's dW2 needs ~2.9 TB/s of dW writes at PERF.md's bf16
+#    ceiling (751 TFLOP/s; ~520 MACs per 4-byte dW element), its compute and bytes floors are
+#    equal (0.255 / 0.253 ms at W3's draw), and it runs at about their sum: in series.
+#    Prediction: correct on every case (70%: the risk is the 32-row boxes and descriptors), memcheck
+#    and racecheck clean; BR32 / default TFLOP/s: deepseek dW2 1.3-1.8x, dW13 1.2-1.5x, qwen3
+#    1.05-1.3x. If deepseek gains >= 15% and qwen3 loses nothing: make it the default.
 # Two kernels whose limits session 22 could not name, under ncu's per-instruction stall sampling:
 # 1. The K-grouped GEMM at deepseek-v3's dW2 (16 experts, ~520 rows an expert): W6 saw the tensor
 #    pipe 48% busy with DRAM at 38% and L2 at 7.2 TB/s, and neither async stores (W5) nor A
@@ -18,6 +28,14 @@
 set -u
 . tools/device_call.sh
 build_device
+W=build-device/test_gpu_wgrad
+MOEFUSE_WGRAD_BR=32 timeout 40 $W > $O/wgrad_br32.log 2>&1; mark "wgrad BR32" $? $O/wgrad_br32.log
+MOEFUSE_WGRAD_BR=32 timeout 70 $W --perf > $O/wgrad_br32_perf.log 2>&1; mark "wgrad BR32 perf" $? $O/wgrad_br32_perf.log
+timeout 70 $W --perf > $O/wgrad_br64_perf.log 2>&1; mark "wgrad BR64 perf" $? $O/wgrad_br64_perf.log
+MOEFUSE_WGRAD_BR=32 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 3 $W > $O/wgrad_br32_memcheck.log 2>&1
+mark "BR32 memcheck" $? $O/wgrad_br32_memcheck.log
+MOEFUSE_WGRAD_BR=32 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 3 $W > $O/wgrad_br32_racecheck.log 2>&1
+mark "BR32 racecheck" $? $O/wgrad_br32_racecheck.log
 timeout 90 ncu --clock-control none --section SourceCounters --section WarpStateStats --import-source no \
   --kernel-name regex:wgrad_kernel --launch-skip 47 --launch-count 1 -o $O/wgrad build-device/test_gpu_wgrad --perf \
   > $O/ncu_wgrad.log 2>&1

@@ -51,9 +51,12 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     int sms = 0;
     st = device_sms(&sms, why, why_len);
     if (st != MOE_STATUS_OK) return st;
+    // MOEFUSE_WGRAD_BR=32: k-blocks of 32 rows and whole-tile staging (wgrad_cfg; opt-in, A/B runs).
+    const char *br_env = getenv("MOEFUSE_WGRAD_BR");
+    const int br = br_env && !strcmp(br_env, "32") ? 32 : 64;
     CUtensorMap map_g, map_a;
-    CUresult cr = make_tensor_map(&map_g, args->g, args->rows, args->n, args->ldg, WG_BR);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, WG_BR);
+    CUresult cr = make_tensor_map(&map_g, args->g, args->rows, args->n, args->ldg, br);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, br);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
     wgrad_params p;
@@ -73,13 +76,14 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.bulk = p.dw_f32 && args->beta == 0.0f && args->lddw % 4 == 0 && (uintptr_t)args->dw % 16 == 0 &&
              !(store && !strcmp(store, "direct"));
     p.beta = args->beta;
-    const int smem = WG_SMEM_BYTES;
-    cudaError_t err = cudaFuncSetAttribute(wgrad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const auto kernel = br == 32 ? wgrad_kernel<wgrad_cfg<32>> : wgrad_kernel<wgrad_cfg<64>>;
+    const int smem = br == 32 ? wgrad_cfg<32>::SMEM_BYTES : wgrad_cfg<64>::SMEM_BYTES;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     smem, cudaGetErrorString(err));
     const int ctas = p.units < sms ? p.units : sms;
-    wgrad_kernel<<<ctas, THREADS, smem, (cudaStream_t)stream>>>(map_g, map_a, p);
+    kernel<<<ctas, THREADS, smem, (cudaStream_t)stream>>>(map_g, map_a, p);
     err = cudaGetLastError();
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "K-grouped GEMM launch (%d CTAs): %s", ctas,

@@ -9,15 +9,16 @@
 // columns (128 bytes, the swizzle row), wgmma with both transpose bits set.
 //
 // Same skeleton as the dense kernel (gemm_kernel.cuh): one CTA per SM (persistent), a producer
-// warpgroup whose one thread issues the TMA loads into a WG_STAGES-deep ring, two consumer
+// warpgroup whose one thread issues the TMA loads into a 4-stage ring, two consumer
 // warpgroups each owning 64 of the tile's 128 dW rows (wgmma m64n256k16, 128 accumulators a
 // thread). Units (expert, 128 rows of n, 256 columns of c) are walked expert-major, so that the
 // CTAs working on one expert at a time share its rows of G and A in L2. Every dW element is
 // written by exactly one unit (no split of the reduction): deterministic, no atomics.
 //
-// Stage (48 KB): G's 64 rows x 128 columns as two 64-column slabs (WG h reads slab h as its A
-// operand), A's 64 rows x 256 columns as four slabs (the B operand of both). A k-block of an
-// expert's last 64 rows may run past counts[e] into padding or the next expert's rows: the
+// Stage (48 KB at the default k-block depth of 64 rows, wgrad_cfg): G's 64 rows x 128 columns as
+// two 64-column slabs (WG h reads slab h as its A operand), A's 64 rows x 256 columns as four
+// slabs (the B operand of both). A k-block of an expert's last rows may run past counts[e] into
+// padding or the next expert's rows: the
 // consumers zero those rows of the stage (both operands, so that NaN or Inf there cannot leak
 // into the sums) before its wgmmas, once per unit at most.
 //
@@ -31,18 +32,29 @@
 
 namespace moe_hopper {
 
-constexpr int WG_BN = 256;                        // dW tile columns (c)
-constexpr int WG_BR = 64;                         // reduction rows per stage
-constexpr int WG_STAGES = 4;
-constexpr int WG_SLAB_BYTES = 64 * WG_BR * 2;     // 64 columns x 64 rows of bf16: 8 KB
-constexpr int WG_G_BYTES = (BM / 64) * WG_SLAB_BYTES;
-constexpr int WG_A_BYTES = (WG_BN / 64) * WG_SLAB_BYTES;
-constexpr int WG_STAGE_BYTES = WG_G_BYTES + WG_A_BYTES;
-// The epilogue's staging (bulk stores): 4 KB a consumer warp, 16 dW rows x 64 fp32 columns.
-constexpr int WG_STAGING_FLOATS = 16 * 64;
-constexpr int WG_STAGING_BYTES = 8 * WG_STAGING_FLOATS * 4;
-constexpr int WG_SMEM_BYTES = 1024 + WG_STAGES * WG_STAGE_BYTES + WG_STAGING_BYTES + 2 * WG_STAGES * 8;
-static_assert(WG_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
+constexpr int WG_BN = 256; // dW tile columns (c)
+
+// The kernel's configuration by its k-block depth BR (reduction rows a stage), both with 4 stages:
+//   BR = 64 (the default): 48 KB stages; 4 KB of epilogue staging a consumer warp, its 16 dW rows
+//     x 64 fp32 columns at a time (so a tile's bulk copies go out in 4 rounds);
+//   BR = 32 (opt-in, MOEFUSE_WGRAD_BR=32; session 22, compile-checked only): 24 KB stages; 16 KB a
+//     warp, its whole 16 x 256 part of the tile, so that all of a tile's bulk copies are issued at
+//     once and drain under the next unit's MMAs.
+// Both take the same 230464 bytes of shared memory.
+template <int BR_> struct wgrad_cfg {
+    static constexpr int BR = BR_;
+    static constexpr int STAGES = 4;
+    static constexpr int SLAB_BYTES = 64 * BR * 2; // 64 columns x BR rows of bf16
+    static constexpr int G_BYTES = (BM / 64) * SLAB_BYTES;
+    static constexpr int A_BYTES = (WG_BN / 64) * SLAB_BYTES;
+    static constexpr int STAGE_BYTES = G_BYTES + A_BYTES;
+    static constexpr int CHUNK_COLS = BR == 64 ? 64 : WG_BN; // staging columns a warp
+    static constexpr int STAGING_FLOATS = 16 * CHUNK_COLS;
+    static constexpr int STAGING_BYTES = 8 * STAGING_FLOATS * 4;
+    static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8;
+    static_assert(BR == 64 || BR == 32, "k-blocks of 64 or 32 rows (whole 8-row swizzle atoms)");
+    static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
+};
 
 struct wgrad_params {
     int n, k;                        // dW [experts, n, k]
@@ -56,12 +68,12 @@ struct wgrad_params {
     float beta;                      // 0: dW overwritten (never read)
 };
 
-// The MN-major descriptor of a stage's operand: 64-column slabs WG_SLAB_BYTES apart along MN (the
+// The MN-major descriptor of a stage's operand: 64-column slabs SLAB_BYTES apart along MN (the
 // leading byte offset), 8-row atoms 1024 bytes apart along the reduction (the stride byte offset).
 // Session 21 (bench/results/2026-12-04-h200-session21/callV5) ran both readings: this one matched
 // the oracle, the swapped one did not.
-__device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile) {
-    return smem_desc_mn_sw128(tile, WG_SLAB_BYTES, 1024);
+template <class CFG> __device__ __forceinline__ uint64_t wgrad_desc(const uint8_t *tile) {
+    return smem_desc_mn_sw128(tile, CFG::SLAB_BYTES, 1024);
 }
 
 // Unit u -> (expert, first dW row, first dW column).
@@ -90,18 +102,18 @@ __device__ __forceinline__ void wgrad_store_pair(const wgrad_params &p, int64_t 
     }
 }
 
-// Before a k-block's wgmmas, by both consumer warpgroups (t: 0 .. 255), when fewer than 64 of the
-// expert's rows are left (`left`, uniform): rows left .. 63 of every slab zeroed, the zeros ordered
-// before the wgmmas' (async proxy) reads, and named barrier 1 waited for by all 256. A row of a
-// slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
-__device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, int t) {
-    constexpr int SLABS = WG_STAGE_BYTES / WG_SLAB_BYTES, NT = 256;
-    if (left >= WG_BR) return;
+// Before a k-block's wgmmas, by both consumer warpgroups (t: 0 .. 255), when fewer than BR of the
+// expert's rows are left (`left`, uniform): rows left .. BR - 1 of every slab zeroed, the zeros
+// ordered before the wgmmas' (async proxy) reads, and named barrier 1 waited for by all 256. A row
+// of a slab is one 128-byte line whatever the swizzle (it permutes chunks within the row).
+template <class CFG> __device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, int t) {
+    constexpr int SLABS = CFG::STAGE_BYTES / CFG::SLAB_BYTES, NT = 256;
+    if (left >= CFG::BR) return;
     const int valid = (int)left;
-    const int chunks = (WG_BR - valid) * 8; // 16-byte chunks per slab
+    const int chunks = (CFG::BR - valid) * 8; // 16-byte chunks per slab
     for (int i = t; i < SLABS * chunks; i += NT) {
         const int slab = i / chunks, c = i % chunks;
-        *(uint4 *)(stage + slab * WG_SLAB_BYTES + valid * 128 + c * 16) = make_uint4(0, 0, 0, 0);
+        *(uint4 *)(stage + slab * CFG::SLAB_BYTES + valid * 128 + c * 16) = make_uint4(0, 0, 0, 0);
     }
     fence_proxy_async_shared();
     named_barrier_sync(1, NT);
@@ -109,6 +121,7 @@ __device__ __forceinline__ void wgrad_mask_tail(uint8_t *stage, int64_t left, in
 
 // The producer thread: each of the CTA's units' k-blocks into the ring, the two G slabs of its
 // 128 dW rows, then the four A slabs.
+template <class CFG>
 __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *smem, uint64_t *full, uint64_t *empty,
                                               const CUtensorMap *map_g, const CUtensorMap *map_a) {
     tma_prefetch_map(map_g);
@@ -119,18 +132,19 @@ __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *sm
         int e, n0, c0;
         wgrad_unit(p, u, e, n0, c0);
         const int64_t first = p.offsets[e];
-        const int blocks = (int)((p.counts[e] + WG_BR - 1) / WG_BR);
+        const int blocks = (int)((p.counts[e] + CFG::BR - 1) / CFG::BR);
         for (int i = 0; i < blocks; ++i) {
-            const int row = (int)(first + (int64_t)i * WG_BR);
+            const int row = (int)(first + (int64_t)i * CFG::BR);
             mbar_wait(&empty[stage], phase ^ 1);
-            mbar_arrive_expect_tx(&full[stage], WG_STAGE_BYTES);
-            uint8_t *st = smem + stage * WG_STAGE_BYTES;
+            mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
+            uint8_t *st = smem + stage * CFG::STAGE_BYTES;
 #pragma unroll
-            for (int s = 0; s < BM / 64; ++s) tma_load_2d(st + s * WG_SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
+            for (int s = 0; s < BM / 64; ++s)
+                tma_load_2d(st + s * CFG::SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
 #pragma unroll
             for (int s = 0; s < WG_BN / 64; ++s)
-                tma_load_2d(st + (BM / 64 + s) * WG_SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
-            if (++stage == WG_STAGES) {
+                tma_load_2d(st + (BM / 64 + s) * CFG::SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
+            if (++stage == CFG::STAGES) {
                 stage = 0;
                 phase ^= 1;
             }
@@ -141,12 +155,13 @@ __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *sm
 // One k-block's wgmmas of a consumer warpgroup, as one commit group: its 64 dW rows from the G
 // slab at g, the 256 columns from the four A slabs at a; the first k step overwrites acc when
 // `first`.
+template <class CFG>
 __device__ __forceinline__ void wgrad_mma(float *acc, const uint8_t *g, const uint8_t *a, bool first) {
-    const uint64_t desc_g = wgrad_desc(g);
-    const uint64_t desc_a = wgrad_desc(a);
+    const uint64_t desc_g = wgrad_desc<CFG>(g);
+    const uint64_t desc_a = wgrad_desc<CFG>(a);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < WG_BR / 16; ++kk) // 16 rows = two 1024-byte atoms a step
+    for (int kk = 0; kk < CFG::BR / 16; ++kk) // 16 rows = two 1024-byte atoms a step
         wgmma_m64n256k16_bf16<1, 1>(acc, smem_desc_advance(desc_g, kk * 2048), smem_desc_advance(desc_a, kk * 2048),
                                     (!first || kk > 0) ? 1 : 0);
     wgmma_commit_group();
@@ -198,53 +213,56 @@ __device__ __forceinline__ void wgrad_store_tile(const wgrad_params &p, const fl
 }
 
 // The bulk-store epilogue of one consumer warp (p.bulk, interior tiles): its 16 dW rows (from
-// warp_row0) x the unit's 256 columns go through its 4 KB of staging 64 columns at a time, each
-// chunk written to shared memory and then copied to dW by bulk copies (lanes 0-15, one 256-byte
-// row each) that run on while the warp starts its next unit. Before a chunk is written, the
-// lanes wait until their previous copies have read the buffer. Rows of the staging are 256 bytes
-// apart, so the fragment's stores meet 8-way bank conflicts (~500 cycles a tile, against the
-// several thousand the tile's 128 KB take to reach DRAM).
+// warp_row0) x the unit's 256 columns go through its staging CFG::CHUNK_COLS columns at a time,
+// each chunk written to shared memory and then copied to dW by bulk copies (lanes 0-15, one row
+// each) that run on while the warp goes on (to the next chunk, or its next unit). Before a chunk
+// is written, the lanes wait until their previous copies have read the buffer. Staging rows are a
+// multiple of 256 bytes apart, so the fragment's stores meet 8-way bank conflicts (~500 cycles a
+// tile, against the several thousand the tile's 128 KB take to reach DRAM).
+template <class CFG>
 __device__ __forceinline__ void wgrad_bulk_store_tile(const wgrad_params &p, const float *acc, int e, int warp_row0,
                                                       int c0, float *buf, int lane) {
+    constexpr int W = CFG::CHUNK_COLS;
     const int r = lane / 4, q = lane % 4;
     float *dst = (float *)p.dw + ((int64_t)e * p.n + warp_row0 + (lane & 15)) * p.lddw + c0;
 #pragma unroll
-    for (int c = 0; c < WG_BN / 64; ++c) {
+    for (int c = 0; c < WG_BN / W; ++c) {
         if (lane < 16) bulk_wait_read<0>();
         __syncwarp();
 #pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-            const int j = 8 * c + jj;
-            *(float2 *)(buf + r * 64 + 8 * jj + 2 * q) = make_float2(acc[4 * j + 0], acc[4 * j + 1]);
-            *(float2 *)(buf + (r + 8) * 64 + 8 * jj + 2 * q) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+        for (int jj = 0; jj < W / 8; ++jj) {
+            const int j = W / 8 * c + jj;
+            *(float2 *)(buf + r * W + 8 * jj + 2 * q) = make_float2(acc[4 * j + 0], acc[4 * j + 1]);
+            *(float2 *)(buf + (r + 8) * W + 8 * jj + 2 * q) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
         }
         fence_proxy_async_shared();
         __syncwarp();
         if (lane < 16) {
-            bulk_copy_s2g(dst + 64 * c, buf + (lane & 15) * 64, 256);
+            bulk_copy_s2g(dst + W * c, buf + (lane & 15) * W, W * 4);
             bulk_commit();
         }
     }
 }
 
+template <class CFG>
 __global__ void __launch_bounds__(THREADS, 1)
     wgrad_kernel(const __grid_constant__ CUtensorMap map_g, const __grid_constant__ CUtensorMap map_a,
                  const wgrad_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    float *staging = (float *)(smem + WG_STAGES * WG_STAGE_BYTES);
-    uint64_t *full = (uint64_t *)(smem + WG_STAGES * WG_STAGE_BYTES + WG_STAGING_BYTES);
-    uint64_t *empty = full + WG_STAGES;
+    float *staging = (float *)(smem + CFG::STAGES * CFG::STAGE_BYTES);
+    uint64_t *full = (uint64_t *)(smem + CFG::STAGES * CFG::STAGE_BYTES + CFG::STAGING_BYTES);
+    uint64_t *empty = full + CFG::STAGES;
     const int warpgroup = threadIdx.x / 128;
 
-    if (threadIdx.x == 0) ring_init(full, empty, WG_STAGES, 1, 2 * 4);
+    if (threadIdx.x == 0) ring_init(full, empty, CFG::STAGES, 1, 2 * 4);
     __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) wgrad_produce(p, smem, full, empty, &map_g, &map_a);
+        if (threadIdx.x == 0) wgrad_produce<CFG>(p, smem, full, empty, &map_g, &map_a);
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
@@ -259,19 +277,19 @@ __global__ void __launch_bounds__(THREADS, 1)
             int e, n0, c0;
             wgrad_unit(p, u, e, n0, c0);
             const int64_t count = p.counts[e];
-            const int blocks = (int)((count + WG_BR - 1) / WG_BR);
+            const int blocks = (int)((count + CFG::BR - 1) / CFG::BR);
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0.0f;
             int prev_stage = 0;
             for (int i = 0; i < blocks; ++i) {
                 mbar_wait(&full[stage], phase);
-                uint8_t *st = smem + stage * WG_STAGE_BYTES;
-                wgrad_mask_tail(st, count - (int64_t)i * WG_BR, t);
-                wgrad_mma(acc, st + half * WG_SLAB_BYTES, st + WG_G_BYTES, i == 0);
+                uint8_t *st = smem + stage * CFG::STAGE_BYTES;
+                wgrad_mask_tail<CFG>(st, count - (int64_t)i * CFG::BR, t);
+                wgrad_mma<CFG>(acc, st + half * CFG::SLAB_BYTES, st + CFG::G_BYTES, i == 0);
                 wgmma_wait_group<1>();
                 if (i > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
-                if (++stage == WG_STAGES) {
+                if (++stage == CFG::STAGES) {
                     stage = 0;
                     phase ^= 1;
                 }
@@ -283,8 +301,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             // ---- epilogue ----
             const bool interior = n0 + BM <= p.n && c0 + WG_BN <= p.k;
             if (interior && p.bulk)
-                wgrad_bulk_store_tile(p, acc, e, n0 + half * 64 + warp * 16, c0, staging + (t / 32) * WG_STAGING_FLOATS,
-                                      lane);
+                wgrad_bulk_store_tile<CFG>(p, acc, e, n0 + half * 64 + warp * 16, c0,
+                                           staging + (t / 32) * CFG::STAGING_FLOATS, lane);
             else
                 wgrad_store_tile(p, acc, e, n0 + half * 64 + warp * 16 + lane / 4, c0 + 2 * (lane % 4),
                                  interior && p.pair_ok);
