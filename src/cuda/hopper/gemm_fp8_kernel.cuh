@@ -168,19 +168,6 @@ template <class CFG> __device__ __forceinline__ void fp8_rings_init(const fp8_sm
     fence_mbarrier_init();
 }
 
-// A position in a ring of `stages` slots: the slot and the parity its barriers are in.
-struct ring_pos {
-    int slot;
-    uint32_t phase;
-};
-
-__device__ __forceinline__ void ring_next(ring_pos &r, int stages) {
-    if (++r.slot == stages) {
-        r.slot = 0;
-        r.phase ^= 1;
-    }
-}
-
 struct fp8_params {
     int m, n, k;
     const float *sa;      // [m, lds_a] fp32, column kb = k-block kb

@@ -129,6 +129,19 @@ __device__ __forceinline__ bool tile_interior(const dense_params &p, int m0, int
     return m0 + bm <= p.m && n0 + bn <= p.n && p.pair_ok && !p.c_f32;
 }
 
+// A position in a ring of `stages` slots: the slot and the parity its barriers are in.
+struct ring_pos {
+    int slot;
+    uint32_t phase;
+};
+
+__device__ __forceinline__ void ring_next(ring_pos &r, int stages) {
+    if (++r.slot == stages) {
+        r.slot = 0;
+        r.phase ^= 1;
+    }
+}
+
 // A consumer warp is done reading `stage`: tell the producer of every CTA that wrote into it.
 template <int CLUSTER_M> __device__ __forceinline__ void release_stage(uint64_t *empty, int lane) {
     if (CLUSTER_M == 1) {

@@ -126,8 +126,7 @@ __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *sm
                                               const CUtensorMap *map_g, const CUtensorMap *map_a) {
     tma_prefetch_map(map_g);
     tma_prefetch_map(map_a);
-    int stage = 0;
-    uint32_t phase = 0;
+    ring_pos r = {0, 0};
     for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         int e, n0, c0;
         wgrad_unit(p, u, e, n0, c0);
@@ -135,19 +134,16 @@ __device__ __forceinline__ void wgrad_produce(const wgrad_params &p, uint8_t *sm
         const int blocks = (int)((p.counts[e] + CFG::BR - 1) / CFG::BR);
         for (int i = 0; i < blocks; ++i) {
             const int row = (int)(first + (int64_t)i * CFG::BR);
-            mbar_wait(&empty[stage], phase ^ 1);
-            mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
-            uint8_t *st = smem + stage * CFG::STAGE_BYTES;
+            mbar_wait(&empty[r.slot], r.phase ^ 1);
+            mbar_arrive_expect_tx(&full[r.slot], CFG::STAGE_BYTES);
+            uint8_t *st = smem + r.slot * CFG::STAGE_BYTES;
 #pragma unroll
             for (int s = 0; s < BM / 64; ++s)
-                tma_load_2d(st + s * CFG::SLAB_BYTES, map_g, &full[stage], n0 + 64 * s, row);
+                tma_load_2d(st + s * CFG::SLAB_BYTES, map_g, &full[r.slot], n0 + 64 * s, row);
 #pragma unroll
             for (int s = 0; s < WG_BN / 64; ++s)
-                tma_load_2d(st + (BM / 64 + s) * CFG::SLAB_BYTES, map_a, &full[stage], c0 + 64 * s, row);
-            if (++stage == CFG::STAGES) {
-                stage = 0;
-                phase ^= 1;
-            }
+                tma_load_2d(st + (BM / 64 + s) * CFG::SLAB_BYTES, map_a, &full[r.slot], c0 + 64 * s, row);
+            ring_next(r, CFG::STAGES);
         }
     }
 }
@@ -271,8 +267,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int warp = (threadIdx.x / 32) % 4;
         const int lane = threadIdx.x % 32;
         float acc[WG_BN / 2];
-        int stage = 0;
-        uint32_t phase = 0;
+        ring_pos r = {0, 0};
         for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
             int e, n0, c0;
             wgrad_unit(p, u, e, n0, c0);
@@ -282,17 +277,14 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0.0f;
             int prev_stage = 0;
             for (int i = 0; i < blocks; ++i) {
-                mbar_wait(&full[stage], phase);
-                uint8_t *st = smem + stage * CFG::STAGE_BYTES;
+                mbar_wait(&full[r.slot], r.phase);
+                uint8_t *st = smem + r.slot * CFG::STAGE_BYTES;
                 wgrad_mask_tail<CFG>(st, count - (int64_t)i * CFG::BR, t);
                 wgrad_mma<CFG>(acc, st + half * CFG::SLAB_BYTES, st + CFG::G_BYTES, i == 0);
                 wgmma_wait_group<1>();
                 if (i > 0) release_stage<1>(&empty[prev_stage], lane);
-                prev_stage = stage;
-                if (++stage == CFG::STAGES) {
-                    stage = 0;
-                    phase ^= 1;
-                }
+                prev_stage = r.slot;
+                ring_next(r, CFG::STAGES);
             }
             wgmma_wait_group<0>();
             fence_registers<WG_BN / 2>(acc);
