@@ -53,7 +53,15 @@ __device__ __forceinline__ float relu(float v) { return v < 0.0f ? 0.0f : v; }
 // that matter, far below what bf16 or e4m3 A2 keep) instead of expf and an
 // IEEE division, which cost ~25 instructions and a slow-path branch per value in GEMM1's
 // epilogue. Large negative a g: the exponential is inf, the quotient -0 (as the IEEE form).
-__device__ __forceinline__ float silu_scaled(float g, float a) { return __fdividef(g, 1.0f + __expf(-a * g)); }
+// The exponential is __expf's own (ex2.approx of x log2 e) in its .ftz form: only 1 + e^x is used,
+// so a result below 2^-126, flushed to 0, gives the same sum, without __expf's three instructions
+// a value that keep such results exact.
+__device__ __forceinline__ float exp_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+    return y;
+}
+__device__ __forceinline__ float silu_scaled(float g, float a) { return __fdividef(g, 1.0f + exp_ftz(-a * g)); }
 
 // moe__activate (src/cpu/activation.c) in fp32: the one device copy, used by the epilogues of
 // both GEMM1 paths (gemm.cu, gemm_hopper.cu).
