@@ -103,7 +103,6 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
-    int lag = 0;           // FP8, 192 wide: the second consumer warpgroup LAG k-blocks behind (kernel's LAG)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -188,16 +187,6 @@ static const variant VARIANTS[] = {
     {"fp8_up_192_notable", "fp8_up_192, row table made up (no loads; probe)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, true, true, false, false, false, 192, true},
     {"fp8_down_192_b16_nostore", "fp8_down_192_b16 without its stores (probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
     {"fp8_down_192_b16_notable", "fp8_down_192_b16, row table made up (no loads; probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
-    // Session 23: the second consumer warpgroup LAG k-blocks behind the first, so that their
-    // epilogues fall beside the other's MMAs instead of both at once with the tensor cores idle.
-    {"fp8_up_192_lag2", "fp8_up_192, second warpgroup 2 k-blocks behind", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true, false, 2},
-    {"fp8_up_192_lag3", "fp8_up_192, second warpgroup 3 k-blocks behind", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true, false, 3},
-    {"fp8_up_192_lag4", "fp8_up_192, second warpgroup 4 k-blocks behind", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true, false, 4},
-    {"fp8_up_192_bulk_lag3", "fp8_up_192_bulk, second warpgroup 3 k-blocks behind", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, false, false, false, 192, true, false, 3},
-    {"fp8_up_192_dyn_exp_lag3", "fp8_up_192_dyn_exp, second warpgroup 3 k-blocks behind", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true, false, false, 192, true, true, 3},
-    {"fp8_down_192_b16_lag3", "fp8_down_192_b16, second warpgroup 3 k-blocks behind", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true, false, 3},
-    {"fp8_down_192_bulk_lag3", "fp8_down_192_bulk, second warpgroup 3 k-blocks behind", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true, false, 3},
-    {"fp8_down_192_b16_dyn_exp_lag3", "fp8_down_192_b16_dyn_exp, second warpgroup 3 k-blocks behind", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true, 3},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -217,49 +206,23 @@ typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const
                                  unsigned);
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
-template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN, int LAG = 0>
+template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
     constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN, EPI == EPI_BULK>();
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN, LAG>,
+        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN, LAG><<<ctas, THREADS, smem>>>(a, b, p);
+    grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN><<<ctas, THREADS, smem>>>(a, b, p);
     return cudaGetLastError();
 }
 
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
-// The session-23 LAG variants (192 wide, scales in the stage): their launch and kernel.
-template <int MODE, int EPI, bool DYN> static fp8_launch_fn lag_launch(int lag) {
-    switch (lag) {
-    case 2: return fp8_launch_t<MODE, EPI, DYN, true, 192, 2>;
-    case 3: return fp8_launch_t<MODE, EPI, DYN, true, 192, 3>;
-    case 4: return fp8_launch_t<MODE, EPI, DYN, true, 192, 4>;
-    }
-    return nullptr;
-}
-template <int MODE, int EPI, bool DYN> static const void *lag_kernel(int lag) {
-    switch (lag) {
-    case 2: return (const void *)grouped_fp8_kernel<MODE, false, EPI, DYN, true, 192, 2>;
-    case 3: return (const void *)grouped_fp8_kernel<MODE, false, EPI, DYN, true, 192, 3>;
-    case 4: return (const void *)grouped_fp8_kernel<MODE, false, EPI, DYN, true, 192, 4>;
-    }
-    return nullptr;
-}
-
 static fp8_launch_fn pick_fp8(const variant &v) {
-    if (v.lag > 0) {
-        if (v.kernel_mode == GEMM_UP) {
-            if (v.epi == EPI_BULK) return lag_launch<GEMM_UP, EPI_BULK, false>(v.lag);
-            return v.dyn ? lag_launch<GEMM_UP, EPI_STAGED, true>(v.lag) : lag_launch<GEMM_UP, EPI_STAGED, false>(v.lag);
-        }
-        if (v.epi == EPI_BULK) return lag_launch<GEMM_DOWN, EPI_BULK, false>(v.lag);
-        return v.dyn ? lag_launch<GEMM_DOWN, EPI_STAGED, true>(v.lag) : lag_launch<GEMM_DOWN, EPI_STAGED, false>(v.lag);
-    }
     if (v.stage && v.bn == 192 && v.dyn) {
         if (v.kernel_mode == GEMM_UP)
             return v.epi == EPI_BULK ? fp8_launch_t<GEMM_UP, EPI_BULK, true, true, 192>
@@ -390,14 +353,6 @@ static launch_fn pick(const variant &v, int act) {
 }
 
 static const void *kernel_address(const variant &v, int act) {
-    if (v.fp8 && v.lag > 0) {
-        if (v.kernel_mode == GEMM_UP) {
-            if (v.epi == EPI_BULK) return lag_kernel<GEMM_UP, EPI_BULK, false>(v.lag);
-            return v.dyn ? lag_kernel<GEMM_UP, EPI_STAGED, true>(v.lag) : lag_kernel<GEMM_UP, EPI_STAGED, false>(v.lag);
-        }
-        if (v.epi == EPI_BULK) return lag_kernel<GEMM_DOWN, EPI_BULK, false>(v.lag);
-        return v.dyn ? lag_kernel<GEMM_DOWN, EPI_STAGED, true>(v.lag) : lag_kernel<GEMM_DOWN, EPI_STAGED, false>(v.lag);
-    }
     if (v.fp8) {
         if (v.stage && v.bn == 192 && v.dyn) {
             if (v.kernel_mode == GEMM_UP)
@@ -907,8 +862,7 @@ int main(int argc, char **argv) {
         if ((n.rfind("fp8_", 0) == 0) != v.fp8 || (n.find("_pp") != std::string::npos) != v.pp ||
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
-            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
-            (n.find("_lag") != std::string::npos) != (v.lag > 0)) {
+            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192)) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
             return 2;

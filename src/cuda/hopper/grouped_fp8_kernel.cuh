@@ -306,11 +306,8 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
 // EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store), or the staged epilogue's probes
 // EPI_STAGED_NOSTORE / EPI_STAGED_NOTABLE (lab, 192 wide). STAGE_SCALES: see grouped_fp8_config.
-// LAG (lab, 192 wide): the second consumer warpgroup starts LAG k-blocks after the first, so that
-// one warpgroup's epilogue runs while the other's MMAs keep the tensor cores busy (nothing
-// realigns them later: they share only the ring, which bounds the lead at STAGES k-blocks).
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
-          int BN = FP8_BN, int LAG = 0>
+          int BN = FP8_BN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
@@ -323,7 +320,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (epi_staged(EPI) || BULK || EPI == EPI_NONE)),
                   "192-wide tiles: stage scales and the staged, bulk or (lab) no epilogue only");
     static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
-    static_assert(LAG == 0 || (BN == 192 && !SKIP_IDLE), "LAG: the 192-wide prefill kernel");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK>;
     extern __shared__ uint8_t smem_raw[];
@@ -460,7 +456,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
-        bool lag_done = LAG == 0; // LAG: warpgroup 1 has arrived at / warpgroup 2 passed barrier 1
         for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
             if (DYN) { // the unit's first tile stage names it (-1: none left); lane 0 reads, shares
                 mbar_wait(&s.full[tiles.slot], tiles.phase);
@@ -508,10 +503,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                     int ks, split;
                     wide_b_scales(p, e, n0, off, ks, split);
                     for (int kb = 0; kb < num_kb; ++kb) {
-                        if (LAG > 0 && !lag_done && half == 1) { // wait for the first warpgroup's lead
-                            named_barrier_sync(1, 256);
-                            lag_done = true;
-                        }
                         const long long at = (long long)kb * ks;
                         float b[4];
 #pragma unroll
@@ -527,10 +518,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                         if (split == 8) wide_paired_promote<8>(acc, part, sc);
                         else if (split == 16) wide_paired_promote<16>(acc, part, sc);
                         else wide_paired_promote<24>(acc, part, sc);
-                        if (LAG > 0 && !lag_done && half == 0 && (kb == LAG - 1 || kb == num_kb - 1)) {
-                            named_barrier_arrive(1, 256);
-                            lag_done = true;
-                        }
                     }
                 } else {
                     for (int kb = 0; kb < num_kb; ++kb) {
@@ -591,11 +578,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                     quantise_group<true>(p, v, warp_row, n_first / 2, lane, live_lo, live_hi, stage);
                 }
             }
-        }
-        // LAG: a CTA without work still pairs its barrier arrival with the wait.
-        if (LAG > 0 && !lag_done) {
-            if (half == 0) named_barrier_arrive(1, 256);
-            else named_barrier_sync(1, 256);
         }
         // BULK: the shared memory stays until the last copies have read it.
         if (BULK && lane < 16) bulk_wait_read<0>();
