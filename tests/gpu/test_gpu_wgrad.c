@@ -8,8 +8,7 @@
  *     random dW; fp32 and bf16 dW; dW's lddw padding columns hold a sentinel that must survive;
  *   - the three store paths of interior tiles: checked pairs (odd lddw), aligned pairs (beta != 0
  *     or bf16), bulk copies through shared memory (fp32, beta 0, lddw a multiple of 4;
- *     MOEFUSE_WGRAD_STORE=direct in the environment sends those to the aligned pairs instead;
- *     MOEFUSE_WGRAD_BR=32 runs the opt-in kernel with 32-row k-blocks and whole-tile staging);
+ *     MOEFUSE_WGRAD_STORE=direct in the environment sends those to the aligned pairs instead);
  *   - a second launch gives the same bits (deterministic), and so does a CUDA graph replay;
  *   - bad arguments: the status and a message naming the argument (checked first, on the host,
  *     so that they run in CI too).

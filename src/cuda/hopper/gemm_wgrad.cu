@@ -51,9 +51,8 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     int sms = 0;
     st = device_sms(&sms, why, why_len);
     if (st != MOE_STATUS_OK) return st;
-    // MOEFUSE_WGRAD_BR=32: k-blocks of 32 rows and whole-tile staging (wgrad_cfg; opt-in, A/B runs).
-    const char *br_env = getenv("MOEFUSE_WGRAD_BR");
-    const int br = br_env && !strcmp(br_env, "32") ? 32 : 64;
+    using CFG = wgrad_cfg<64>;
+    const int br = CFG::BR;
     CUtensorMap map_g, map_a;
     CUresult cr = make_tensor_map(&map_g, args->g, args->rows, args->n, args->ldg, br);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, br);
@@ -76,8 +75,8 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.bulk = p.dw_f32 && args->beta == 0.0f && args->lddw % 4 == 0 && (uintptr_t)args->dw % 16 == 0 &&
              !(store && !strcmp(store, "direct"));
     p.beta = args->beta;
-    const auto kernel = br == 32 ? wgrad_kernel<wgrad_cfg<32>> : wgrad_kernel<wgrad_cfg<64>>;
-    const int smem = br == 32 ? wgrad_cfg<32>::SMEM_BYTES : wgrad_cfg<64>::SMEM_BYTES;
+    const auto kernel = wgrad_kernel<CFG>;
+    const int smem = CFG::SMEM_BYTES;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",

@@ -34,13 +34,12 @@ namespace moe_hopper {
 
 constexpr int WG_BN = 256; // dW tile columns (c)
 
-// The kernel's configuration by its k-block depth BR (reduction rows a stage), both with 4 stages:
-//   BR = 64 (the default): 48 KB stages; 4 KB of epilogue staging a consumer warp, its 16 dW rows
-//     x 64 fp32 columns at a time (so a tile's bulk copies go out in 4 rounds);
-//   BR = 32 (opt-in, MOEFUSE_WGRAD_BR=32; session 22, compile-checked only): 24 KB stages; 16 KB a
-//     warp, its whole 16 x 256 part of the tile, so that all of a tile's bulk copies are issued at
-//     once and drain under the next unit's MMAs.
-// Both take the same 230464 bytes of shared memory.
+// The kernel's configuration by its k-block depth BR (reduction rows a stage): 64, 4 stages of 48 KB,
+// 4 KB of epilogue staging a consumer warp (its 16 dW rows x 64 fp32 columns at a time, so a tile's
+// bulk copies go out in 4 rounds). 32-row k-blocks with a whole 16 x 256 part of the tile staged a
+// warp (all of a tile's copies at once, draining under the next unit's MMAs) were correct and
+// 6-14% slower on all four --perf shapes (session 23, bench/results/2026-12-04-h200-session23/callX1;
+// commit 712fe6e^ has them).
 template <int BR_> struct wgrad_cfg {
     static constexpr int BR = BR_;
     static constexpr int STAGES = 4;
@@ -48,11 +47,11 @@ template <int BR_> struct wgrad_cfg {
     static constexpr int G_BYTES = (BM / 64) * SLAB_BYTES;
     static constexpr int A_BYTES = (WG_BN / 64) * SLAB_BYTES;
     static constexpr int STAGE_BYTES = G_BYTES + A_BYTES;
-    static constexpr int CHUNK_COLS = BR == 64 ? 64 : WG_BN; // staging columns a warp
+    static constexpr int CHUNK_COLS = 64; // staging columns a warp
     static constexpr int STAGING_FLOATS = 16 * CHUNK_COLS;
     static constexpr int STAGING_BYTES = 8 * STAGING_FLOATS * 4;
     static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8;
-    static_assert(BR == 64 || BR == 32, "k-blocks of 64 or 32 rows (whole 8-row swizzle atoms)");
+    static_assert(BR % 16 == 0, "k-blocks of whole 16-row k steps (two 8-row swizzle atoms)");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
 };
 
