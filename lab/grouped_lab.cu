@@ -103,7 +103,6 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
-    bool pf = false;       // FP8, 192 wide: the next tile's first k-block issued before the epilogue (PF)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -188,14 +187,6 @@ static const variant VARIANTS[] = {
     {"fp8_up_192_notable", "fp8_up_192, row table made up (no loads; probe)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, true, true, false, false, false, 192, true},
     {"fp8_down_192_b16_nostore", "fp8_down_192_b16 without its stores (probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
     {"fp8_down_192_b16_notable", "fp8_down_192_b16, row table made up (no loads; probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
-    // Session 23: the next tile's first k-block issued before the epilogue (the kernel's PF).
-    {"fp8_up_192_pf", "fp8_up_192, next tile's first k-block before the epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true, false, true},
-    {"fp8_up_192_bulk_pf", "fp8_up_192_bulk, next tile's first k-block before the epilogue", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, false, false, false, 192, true, false, true},
-    {"fp8_up_192_dyn_exp_pf", "fp8_up_192_dyn_exp, next tile's first k-block before the epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, true, false, false, 192, true, true, true},
-    {"fp8_down_192_b16_pf", "fp8_down_192_b16, next tile's first k-block before the epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true, false, true},
-    {"fp8_down_192_bulk_pf", "fp8_down_192_bulk, next tile's first k-block before the epilogue", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true, false, true},
-    {"fp8_down_192_b16_dyn_exp_pf", "fp8_down_192_b16_dyn_exp, next tile's first k-block before the epilogue", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true, true},
-    {"fp8_down_192_bulk_dyn_exp_pf", "fp8_down_192_bulk_dyn_exp, next tile's first k-block before the epilogue", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, true, false, false, 192, true, true, true},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -215,38 +206,23 @@ typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const
                                  unsigned);
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
-template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN, bool PF = false>
+template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
     constexpr int smem = grouped_fp8_smem_bytes<DYN, STAGE, BN, EPI == EPI_BULK>();
     static bool ready = false;
     if (!ready) {
-        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN, PF>,
+        cudaError_t err = cudaFuncSetAttribute(grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN, PF><<<ctas, THREADS, smem>>>(a, b, p);
+    grouped_fp8_kernel<MODE, false, EPI, DYN, STAGE, BN><<<ctas, THREADS, smem>>>(a, b, p);
     return cudaGetLastError();
 }
 
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
-// The session-23 PF variants (192 wide, scales in the stage): launch and kernel by (mode, epilogue, DYN).
-template <int MODE> static fp8_launch_fn pf_launch(const variant &v) {
-    if (v.epi == EPI_BULK)
-        return v.dyn ? fp8_launch_t<MODE, EPI_BULK, true, true, 192, true> : fp8_launch_t<MODE, EPI_BULK, false, true, 192, true>;
-    return v.dyn ? fp8_launch_t<MODE, EPI_STAGED, true, true, 192, true> : fp8_launch_t<MODE, EPI_STAGED, false, true, 192, true>;
-}
-template <int MODE> static const void *pf_kernel(const variant &v) {
-    if (v.epi == EPI_BULK)
-        return v.dyn ? (const void *)grouped_fp8_kernel<MODE, false, EPI_BULK, true, true, 192, true>
-                     : (const void *)grouped_fp8_kernel<MODE, false, EPI_BULK, false, true, 192, true>;
-    return v.dyn ? (const void *)grouped_fp8_kernel<MODE, false, EPI_STAGED, true, true, 192, true>
-                 : (const void *)grouped_fp8_kernel<MODE, false, EPI_STAGED, false, true, 192, true>;
-}
-
 static fp8_launch_fn pick_fp8(const variant &v) {
-    if (v.pf) return v.kernel_mode == GEMM_UP ? pf_launch<GEMM_UP>(v) : pf_launch<GEMM_DOWN>(v);
     if (v.stage && v.bn == 192 && v.dyn) {
         if (v.kernel_mode == GEMM_UP)
             return v.epi == EPI_BULK ? fp8_launch_t<GEMM_UP, EPI_BULK, true, true, 192>
@@ -377,7 +353,6 @@ static launch_fn pick(const variant &v, int act) {
 }
 
 static const void *kernel_address(const variant &v, int act) {
-    if (v.fp8 && v.pf) return v.kernel_mode == GEMM_UP ? pf_kernel<GEMM_UP>(v) : pf_kernel<GEMM_DOWN>(v);
     if (v.fp8) {
         if (v.stage && v.bn == 192 && v.dyn) {
             if (v.kernel_mode == GEMM_UP)
@@ -887,8 +862,7 @@ int main(int argc, char **argv) {
         if ((n.rfind("fp8_", 0) == 0) != v.fp8 || (n.find("_pp") != std::string::npos) != v.pp ||
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
-            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
-            (n.find("_pf") != std::string::npos) != v.pf) {
+            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192)) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
             return 2;

@@ -302,34 +302,12 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
     }
 }
 
-// PF: one issued k-block (now) of a 192-wide tile retired: its B scales (at `at` past off[]),
-// the wait for its wgmmas, its stage freed, the promotion.
-__device__ __forceinline__ void wide_retire(float *acc, float *part, const fp8_kblock &now, const float *sw,
-                                            const long long (&off)[4], long long at, int split, uint64_t *empty,
-                                            int lane) {
-    float b[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[i] = __ldg(sw + off[i] + at);
-    const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
-                         now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
-    wgmma_wait_group<0>();
-    fence_registers<96>(part);
-    release_stage<1>(&empty[now.stage], lane);
-    if (split == 8) wide_paired_promote<8>(acc, part, sc);
-    else if (split == 16) wide_paired_promote<16>(acc, part, sc);
-    else wide_paired_promote<24>(acc, part, sc);
-}
-
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store), or the staged epilogue's probes
 // EPI_STAGED_NOSTORE / EPI_STAGED_NOTABLE (lab, 192 wide). STAGE_SCALES: see grouped_fp8_config.
-// PF (192 wide): each consumer warpgroup issues the next tile's first k-block (its wgmmas into
-// `part`, free once the tile's last promotion is done) before the tile's epilogue, so that the
-// tensor cores work through the epilogue instead of idling; the k-block is retired as usual
-// after the epilogue. With DYN the next unit's number is read from its first stage's header here.
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
-          int BN = FP8_BN, bool PF = false>
+          int BN = FP8_BN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
@@ -342,7 +320,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (epi_staged(EPI) || BULK || EPI == EPI_NONE)),
                   "192-wide tiles: stage scales and the staged, bulk or (lab) no epilogue only");
     static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
-    static_assert(!PF || (BN == 192 && EPI != EPI_QUANT), "PF: the 192-wide kernel");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK>;
     extern __shared__ uint8_t smem_raw[];
@@ -479,32 +456,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
-        // PF: every tile's first k-block is issued ahead (pend): the CTA's first before the loop,
-        // the others before the previous tile's epilogue. DYN: the unit read then (next_unit). So
-        // on every path a wgmma into part is waited for before part is touched again (else ptxas
-        // injects the wait right after the early issue: C7517).
-        fp8_kblock pend = {};
-        int next_unit = -1;
-        if constexpr (PF) {
-            int first = (int)blockIdx.x < units ? (int)blockIdx.x : -1;
-            if (DYN) {
+        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
+            if (DYN) { // the unit's first tile stage names it (-1: none left); lane 0 reads, shares
                 mbar_wait(&s.full[tiles.slot], tiles.phase);
                 int v = 0;
                 if (lane == 0) v = dy.tile_unit[tiles.slot];
-                first = next_unit = __shfl_sync(0xFFFFFFFFu, v, 0);
-            }
-            if (first >= 0) pend = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, 0, make_float2(1.0f, 1.0f));
-        }
-        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
-            if (DYN) { // the unit's first tile stage names it (-1: none left); lane 0 reads, shares
-                if (PF) {
-                    u = next_unit;
-                } else {
-                    mbar_wait(&s.full[tiles.slot], tiles.phase);
-                    int v = 0;
-                    if (lane == 0) v = dy.tile_unit[tiles.slot];
-                    u = __shfl_sync(0xFFFFFFFFu, v, 0);
-                }
+                u = __shfl_sync(0xFFFFFFFFu, v, 0);
                 if (u < 0) break;
             }
             int m_block, n_first, n_count, e;
@@ -545,45 +502,22 @@ __global__ void __launch_bounds__(THREADS, 1)
                     long long off[4];
                     int ks, split;
                     wide_b_scales(p, e, n0, off, ks, split);
-                    if constexpr (PF) {
-                        // k-block 0 was issued ahead (pend); the others here.
-                        wide_retire(acc, part, pend, p.sw, off, 0, split, s.empty, lane);
-                        for (int kb = 1; kb < num_kb; ++kb) {
-                            const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb,
-                                                                        make_float2(1.0f, 1.0f));
-                            wide_retire(acc, part, now, p.sw, off, (long long)kb * ks, split, s.empty, lane);
-                        }
-                        // The next tile's first k-block, if there is one, into part.
-                        bool next = t + 1 < n_count;
-                        if (!next && !DYN) next = u + (int)gridDim.x < units;
-                        if (!next && DYN) {
-                            mbar_wait(&s.full[tiles.slot], tiles.phase);
-                            int v = 0;
-                            if (lane == 0) v = dy.tile_unit[tiles.slot];
-                            next_unit = __shfl_sync(0xFFFFFFFFu, v, 0);
-                            next = next_unit >= 0;
-                        }
-                        if (next)
-                            pend = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, 0,
-                                                        make_float2(1.0f, 1.0f));
-                    } else {
-                        for (int kb = 0; kb < num_kb; ++kb) {
-                            const long long at = (long long)kb * ks;
-                            float b[4];
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        const long long at = (long long)kb * ks;
+                        float b[4];
 #pragma unroll
-                            for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
-                            // B scales 1: now's products are this thread's two A scales themselves.
-                            const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb,
-                                                                        make_float2(1.0f, 1.0f));
-                            const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
-                                                 now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
-                            wgmma_wait_group<0>();
-                            fence_registers<BN / 2>(part);
-                            release_stage<1>(&s.empty[now.stage], lane);
-                            if (split == 8) wide_paired_promote<8>(acc, part, sc);
-                            else if (split == 16) wide_paired_promote<16>(acc, part, sc);
-                            else wide_paired_promote<24>(acc, part, sc);
-                        }
+                        for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
+                        // B scales 1: now's products are this thread's two A scales themselves.
+                        const fp8_kblock now =
+                            fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, make_float2(1.0f, 1.0f));
+                        const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
+                                             now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
+                        wgmma_wait_group<0>();
+                        fence_registers<BN / 2>(part);
+                        release_stage<1>(&s.empty[now.stage], lane);
+                        if (split == 8) wide_paired_promote<8>(acc, part, sc);
+                        else if (split == 16) wide_paired_promote<16>(acc, part, sc);
+                        else wide_paired_promote<24>(acc, part, sc);
                     }
                 } else {
                     for (int kb = 0; kb < num_kb; ++kb) {
