@@ -193,26 +193,41 @@ template <typename S> __device__ __forceinline__ void load16_as_float(const S *s
 }
 
 // The 16-wide form (where fp8_row128_v16_ok; items of 4 groups): lane l holds the 16 adjacent
-// columns (g0 + l / 8) * 128 + 16 (l % 8) .. + 15, so the warp's four groups are loaded, reduced
-// (over each group's 8 lanes) and stored at once, 16 codes a lane in one 16-byte store. The
+// columns of group l / 8 of its item, 16 (l % 8) .. + 15, so the warp's four groups are loaded,
+// reduced (over each group's 8 lanes) and stored at once, 16 codes a lane in one 16-byte store. The
 // 4-wide form's stores are 4 bytes a lane and its groups a serial chain: S4 of session 18 measured
 // its scatter at ~1.7 TB/s on deepseek-v3's x. Same codes and scales bit for bit (the same values
-// and group maxima). SCATTER as quant_row128_kernel's.
+// and group maxima). SCATTER as quant_row128_kernel's: an item is 4 groups of one row, whose lanes
+// carry the row's destinations. Otherwise an item is the next 4 of all rows' groups in a row
+// (row-major), which may span two rows, so that a row's group count need not be a multiple of 4:
+// qwen3-30b-a3b's A2 has 6, and items of one row left a quarter of the lanes idle.
 template <typename S, bool SCATTER>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const fp8_quant_args p) {
-    const int64_t groups = (p.cols + 127) / 128, per_row = (groups + 3) / 4;
-    const int64_t items = live_rows_of(p) * per_row;
+    const int64_t groups = (p.cols + 127) / 128, per_row = (groups + 3) / 4, live = live_rows_of(p);
+    const int64_t items = SCATTER ? live * per_row : (live * groups + 3) / 4;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
     const int64_t warps = (int64_t)gridDim.x * warps_per_block;
     for (int64_t item = (int64_t)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items; item += warps) {
-        const int64_t r = item / per_row, g0 = item % per_row * 4, g = g0 + (lane >> 3);
+        int64_t r, g, g0 = 0;
+        if (SCATTER) {
+            r = item / per_row;
+            g0 = item % per_row * 4;
+            g = g0 + (lane >> 3);
+        } else {
+            const int64_t f = item * 4 + (lane >> 3);
+            r = f / groups;
+            g = f % groups;
+        }
+        const bool on = SCATTER ? g < groups : r < live; // this lane's 8-lane set has a group
         const int64_t c = g * 128 + 16 * (lane & 7);
-        const bool in = c < p.cols;              // cols % 16 == 0: all 16 columns in or all out
-        const bool leader = (lane & 7) == 0 && g < groups; // writes its group's scale
-        if (row_kind(p, r) < 0) { // the same for the whole warp
+        const bool leader = (lane & 7) == 0 && on; // writes its group's scale
+        if (SCATTER && row_kind(p, r) < 0) { // the same for the whole warp
             if (leader) p.scales[r * p.scale_rs + g * p.scale_ks] = 0.0f;
             continue;
         }
+        // Not SCATTER: a padding row's group (the same for its 8 lanes) gets scale 0, no codes.
+        const bool dead = !SCATTER && on && row_kind(p, r) < 0;
+        const bool in = on && !dead && c < p.cols; // cols % 16 == 0: all 16 columns in or all out
         int64_t dest = -1;
         if constexpr (SCATTER) dest = scatter_dest(p, r, lane);
         float v[16];
@@ -235,7 +250,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
         const uint4 codes = make_uint4(w[0], w[1], w[2], w[3]);
         if (!SCATTER || p.codes) {
             if (in) *(uint4 *)(p.codes + r * p.codes_ld + c) = codes;
-            if (leader) p.scales[r * p.scale_rs + g * p.scale_ks] = s;
+            if (leader) p.scales[r * p.scale_rs + g * p.scale_ks] = dead ? 0.0f : s;
         }
         if constexpr (SCATTER) {
 #pragma unroll
@@ -243,7 +258,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
                 const float sq = __shfl_sync(0xFFFFFFFFu, s, 8 * q);
                 if (dest >= 0 && g0 + q < groups) p.plan_scales[(g0 + q) * p.plan_scale_ld + dest] = sq;
             }
-            scatter_codes(p, dest, c, in, codes);
+            scatter_codes(p, dest, c, c < p.cols, codes);
         }
     }
 }
