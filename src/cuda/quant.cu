@@ -200,7 +200,8 @@ template <typename S> __device__ __forceinline__ void load16_as_float(const S *s
 // and group maxima). SCATTER as quant_row128_kernel's: an item is 4 groups of one row, whose lanes
 // carry the row's destinations. Otherwise an item is the next 4 of all rows' groups in a row
 // (row-major), which may span two rows, so that a row's group count need not be a multiple of 4:
-// qwen3-30b-a3b's A2 has 6, and items of one row left a quarter of the lanes idle.
+// qwen3-30b-a3b's A2 has 6, and items of one row left a quarter of the lanes idle (its A2 pass at
+// T = 16384 under ncu: 208 -> 172 us; bench/results/2026-12-04-h200-session23/callX6).
 template <typename S, bool SCATTER>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const fp8_quant_args p) {
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + 3) / 4, live = live_rows_of(p);
