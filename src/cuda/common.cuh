@@ -54,8 +54,8 @@ __device__ __forceinline__ float relu(float v) { return v < 0.0f ? 0.0f : v; }
 // IEEE division, which cost ~25 instructions and a slow-path branch per value in GEMM1's
 // epilogue. Large negative a g: the exponential is inf, the quotient -0 (as the IEEE form).
 // The exponential is __expf's own (ex2.approx of x log2 e) in its .ftz form: only 1 + e^x is used,
-// so a result below 2^-126, flushed to 0, gives the same sum, without __expf's three instructions
-// a value that keep such results exact.
+// so a result below 2^-126, flushed to 0, gives the same sum, and the three instructions a value
+// that __expf spends keeping such results exact go (session 23).
 __device__ __forceinline__ float exp_ftz(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
