@@ -52,10 +52,9 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     st = device_sms(&sms, why, why_len);
     if (st != MOE_STATUS_OK) return st;
     using CFG = wgrad_cfg<64>;
-    const int br = CFG::BR;
     CUtensorMap map_g, map_a;
-    CUresult cr = make_tensor_map(&map_g, args->g, args->rows, args->n, args->ldg, br);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, br);
+    CUresult cr = make_tensor_map(&map_g, args->g, args->rows, args->n, args->ldg, CFG::BR);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_a, args->a, args->rows, args->k, args->lda, CFG::BR);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
     wgrad_params p;
