@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 23 for a later session (not yet run; ~2 min with the build). From the repo
-# root, carry .deps: O=$OUT timeout 300 bash bench/results/next-session/session23_xscatter.sh
+# Prepared in session 23, run in session 24 as part of callY1.sh (~2 min with the build). From the repo
+# root, carry .deps: O=$OUT timeout 300 bash bench/results/2026-12-04-h200-session24/callY1a_xscatter.sh
 # Question: why the FP8 forward's x quantiser (quant_row128_v16_kernel<bf16, SCATTER>: x once per
 # token, codes and 1x128 scales straight into plan order) runs deepseek-v3 at T = 16384 in ~635 us
 # (session 21's profile), ~2.1 TB/s, where its bytes (x 235 MB read; 1.06 GB of codes and 33 MB of
