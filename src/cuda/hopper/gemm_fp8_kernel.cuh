@@ -82,6 +82,18 @@ enum fp8_scale_path {
                            // wrong results: what the scale path costs)
 };
 
+// The consumers' order within a k-block (fp8_config's ORDER):
+//   ISSUE_THEN_WAIT: wait for stage kb, issue its wgmmas, read its scales, wait for the wgmmas,
+//     release the stage, promote. Between kb's wgmmas completing and kb+1's issue lie the
+//     promotion, the next full-barrier wait, the scale reads and the descriptor arithmetic.
+//   ACQUIRE_FIRST: wait for stage kb and read its scales while kb-1's wgmmas still run; then wait
+//     for them, promote kb-1, release its stage and issue kb's. Only the promotion separates one
+//     k-block's wgmmas from the next (the order of cuBLASLt's generated block-scaled kernel: its
+//     SASS under ncu, bench/results/2026-12-04-h200-session24/callY1).
+//   ACQUIRE_TURNS: ACQUIRE_FIRST, and the two consumer warpgroups issue each k-block in turn
+//     (warpgroup 0, then 1) through named barrier 2, as that kernel does.
+enum fp8_order { FP8_ISSUE_THEN_WAIT = 0, FP8_ACQUIRE_FIRST = 1, FP8_ACQUIRE_TURNS = 2 };
+
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
 // tiles only. (Session 22: with the scales by TMA, lab fp8v2b, it ran 0.97-1.04x of fp8v4_128,
@@ -89,9 +101,13 @@ enum fp8_scale_path {
 // commit groups a k-block into two half-width partials, would fit 192-wide tiles; ptxas
 // serialised every wgmma of it (C7514) in each loop form tried, so it was not run.)
 // BN_: the tile's columns, 128, or wider (the dense kernel only: below).
-template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING>
+// ORDER_: the consumers' order of work within a k-block (fp8_order; not with OVERLAP).
+template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING,
+          int ORDER_ = FP8_ISSUE_THEN_WAIT>
 struct fp8_config {
     static constexpr int BN = BN_;
+    static constexpr int ORDER = ORDER_;
+    static_assert(!OVERLAP_ || ORDER_ == FP8_ISSUE_THEN_WAIT, "OVERLAP has its own order");
     static constexpr int SCALE_PATH = SCALE_PATH_;
     static constexpr bool SCALES = SCALE_PATH_ != FP8_SCALES_NONE;
     static constexpr bool RING_SCALES = SCALE_PATH_ == FP8_SCALES_RING;
@@ -187,35 +203,37 @@ struct fp8_kblock {
     float odd_lo, odd_hi;
 };
 
-// Waits for the next tile stage, issues its 4 wgmma k32 steps (m64 x CFG::BN) into `part`
-// (overwriting it) as one commit group, and while they run takes this thread's scales: from the
-// next scale slot, which it frees (the ring; advances both rings), or from the stage itself
-// (BOXES, KMAJOR; freed with the stage). kb_index: the k-block's index (BOXES only: its column in
-// the stage's 4-wide scale boxes). b: the k-block's B scales, even and odd columns (KMAJOR only:
-// the caller reads them from global memory).
-template <class CFG, bool PAIRED>
-__device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
-                                                int half, int r_lo, int lane, int kb_index = 0,
-                                                float2 b = make_float2(1.0f, 1.0f)) {
-    mbar_wait(&s.full[tiles.slot], tiles.phase);
-    const uint64_t desc_a = smem_desc_k_sw128(s.a + tiles.slot * CFG::A_BYTES + half * 64 * FP8_BK);
-    const uint64_t desc_b = smem_desc_k_sw128(s.b + tiles.slot * CFG::B_BYTES);
+// Issues stage `stage`'s 4 wgmma k32 steps (m64 x CFG::BN of this warpgroup's half) into `part`
+// (overwriting it) as one commit group.
+template <class CFG>
+__device__ __forceinline__ void fp8_mma(float *part, const fp8_smem &s, int stage, int half) {
+    const uint64_t desc_a = smem_desc_k_sw128(s.a + stage * CFG::A_BYTES + half * 64 * FP8_BK);
+    const uint64_t desc_b = smem_desc_k_sw128(s.b + stage * CFG::B_BYTES);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < FP8_BK / 32; ++kk)
         wgmma_e4m3_nt<CFG::BN>(part, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
                                kk > 0 ? 1 : 0);
     wgmma_commit_group();
+}
+
+// This thread's scales of the k-block in tile stage `stage`: from the next scale slot, which it
+// frees (the ring; advances `scales`), or from the stage itself (BOXES, KMAJOR; freed with the
+// stage). kb_index: the k-block's index (BOXES only: its column in the stage's 4-wide scale
+// boxes). b: the k-block's B scales, even and odd columns (KMAJOR only: the caller reads them
+// from global memory).
+template <class CFG, bool PAIRED>
+__device__ __forceinline__ fp8_kblock fp8_scales(const fp8_smem &s, int stage, ring_pos &scales, int r_lo, int lane,
+                                                 int kb_index, float2 b) {
     fp8_kblock kb;
-    kb.stage = tiles.slot;
+    kb.stage = stage;
     if constexpr (!CFG::SCALES) { // the lab's probe: no scale slot at all
         kb.s_lo = kb.s_hi = kb.odd_lo = kb.odd_hi = 1.0f;
-        ring_next(tiles, CFG::STAGES);
         return kb;
     }
     if constexpr (CFG::STAGE_SCALES) { // the stage's own scales, landed with its tiles
         const bool boxes = CFG::SCALE_PATH == FP8_SCALES_BOXES;
-        const float *sc = s.scale + tiles.slot * CFG::SCALE_SLOT_FLOATS + (boxes ? kb_index % 4 : 0);
+        const float *sc = s.scale + stage * CFG::SCALE_SLOT_FLOATS + (boxes ? kb_index % 4 : 0);
         const float a_lo = sc[(boxes ? 4 : 1) * r_lo], a_hi = sc[(boxes ? 4 : 1) * (r_lo + 8)];
         const float sb = boxes ? sc[CFG::SA_STAGE_BYTES / 4] : b.x;
         const float sb_odd = !PAIRED ? sb : boxes ? sc[CFG::SA_STAGE_BYTES / 4 + 4] : b.y;
@@ -223,8 +241,7 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
         kb.s_hi = a_hi * sb;
         kb.odd_lo = a_lo * sb_odd;
         kb.odd_hi = a_hi * sb_odd;
-        ring_next(tiles, CFG::STAGES); // the stage is released after its wgmmas (fp8_retire)
-        return kb;
+        return kb; // the stage is released after its wgmmas
     }
     mbar_wait(&s.scale_full[scales.slot], scales.phase);
     const float *sc = s.scale + scales.slot * FP8_SCALE_SLOTS;
@@ -237,9 +254,41 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
     // The loads are done (their products exist) before the slot is given back.
     asm volatile("" : "+f"(kb.s_lo), "+f"(kb.s_hi), "+f"(kb.odd_lo), "+f"(kb.odd_hi)::"memory");
     release_stage<1>(&s.scale_empty[scales.slot], lane);
-    ring_next(tiles, CFG::STAGES);
     ring_next(scales, CFG::SCALE_STAGES);
     return kb;
+}
+
+// ISSUE_THEN_WAIT: waits for the next tile stage, issues its wgmmas (fp8_mma), then takes this
+// thread's scales while they run (fp8_scales); advances the tiles' ring.
+template <class CFG, bool PAIRED>
+__device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
+                                                int half, int r_lo, int lane, int kb_index = 0,
+                                                float2 b = make_float2(1.0f, 1.0f)) {
+    mbar_wait(&s.full[tiles.slot], tiles.phase);
+    fp8_mma<CFG>(part, s, tiles.slot, half);
+    const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, lane, kb_index, b);
+    ring_next(tiles, CFG::STAGES);
+    return kb;
+}
+
+// ACQUIRE_FIRST / TURNS: waits for the next tile stage and takes this thread's scales of it, no
+// wgmma yet (fp8_mma_in_turn issues them); advances the tiles' ring.
+template <class CFG, bool PAIRED>
+__device__ __forceinline__ fp8_kblock fp8_acquire(const fp8_smem &s, ring_pos &tiles, ring_pos &scales, int r_lo,
+                                                  int lane, int kb_index = 0, float2 b = make_float2(1.0f, 1.0f)) {
+    mbar_wait(&s.full[tiles.slot], tiles.phase);
+    const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, lane, kb_index, b);
+    ring_next(tiles, CFG::STAGES);
+    return kb;
+}
+
+// fp8_mma, with TURNS in turn: warpgroup 0 issues, then both meet at named barrier 2 (256
+// threads), then warpgroup 1 issues, so the tensor core takes their k-blocks alternately.
+template <class CFG>
+__device__ __forceinline__ void fp8_mma_in_turn(float *part, const fp8_smem &s, int stage, int half) {
+    if (CFG::ORDER == FP8_ACQUIRE_TURNS && half == 1) named_barrier_sync(2, 256);
+    fp8_mma<CFG>(part, s, stage, half);
+    if (CFG::ORDER == FP8_ACQUIRE_TURNS && half == 0) named_barrier_sync(2, 256);
 }
 
 // After a wgmma wait proved `part`'s group complete: release its stage to the producer and
@@ -291,6 +340,14 @@ __device__ __forceinline__ void wide_promote_split(int split, float *acc, const 
         if (split == (128 - OFF) / 8) wide_promote<BN, (128 - OFF) / 8>(acc, part, lo0, hi0, lo1, hi1);
         else wide_promote_split<BN, OFF + wide_offset_step(BN)>(split, acc, part, lo0, hi0, lo1, hi1);
     }
+}
+
+// The dense kernel's promotion of one k-block (ACQUIRE orders): acc += part * kb's scales, a wide
+// tile's first `split` column blocks with the first B scale block's products.
+template <class CFG>
+__device__ __forceinline__ void fp8_dense_promote(float *acc, const float *part, const fp8_kblock &kb, int split) {
+    if constexpr (CFG::BN != FP8_BN) wide_promote_split<CFG::BN>(split, acc, part, kb.s_lo, kb.s_hi, kb.odd_lo, kb.odd_hi);
+    else wide_promote<FP8_BN, 16>(acc, part, kb.s_lo, kb.s_hi, kb.s_lo, kb.s_hi);
 }
 
 // The dense kernels' producer warpgroup, after its setmaxnreg: warp 0 lane 0 loads each k-block's
@@ -394,7 +451,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
-        const int half = warpgroup - 1;           // rows half*64 .. half*64+63 of the tile
+        // Rows half*64 .. half*64+63 of the tile. ACQUIRE orders: read from lane 0, so that ptxas
+        // knows it warp-uniform and keeps the descriptor arithmetic in uniform registers.
+        const int half = CFG::ORDER != FP8_ISSUE_THEN_WAIT ? __shfl_sync(0xFFFFFFFFu, warpgroup - 1, 0) : warpgroup - 1;
         const int r_lo = half * 64 + warp * 16 + lane / 4;  // this thread's rows: r_lo, r_lo + 8
         constexpr int ACC = CFG::BN / 2; // accumulators a thread: m64 x BN over 128 threads
         float acc[ACC], part[ACC];
@@ -406,7 +465,26 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
-            if constexpr (CFG::BN != FP8_BN) {
+            if constexpr (CFG::ORDER != FP8_ISSUE_THEN_WAIT) {
+                // Stage kb is waited for and its scales read while kb-1's wgmmas run (fp8_order).
+                constexpr bool WIDE = CFG::BN != FP8_BN;
+                const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
+                fp8_kblock prev = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, 0);
+                fp8_mma_in_turn<CFG>(part, s, prev.stage, half);
+                for (int kb = 1; kb < num_kb; ++kb) {
+                    const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, kb);
+                    wgmma_wait_group<0>();
+                    fence_registers<ACC>(part);
+                    release_stage<1>(&s.empty[prev.stage], lane);
+                    fp8_dense_promote<CFG>(acc, part, prev, split);
+                    fp8_mma_in_turn<CFG>(part, s, next.stage, half);
+                    prev = next;
+                }
+                wgmma_wait_group<0>();
+                fence_registers<ACC>(part);
+                release_stage<1>(&s.empty[prev.stage], lane);
+                fp8_dense_promote<CFG>(acc, part, prev, split);
+            } else if constexpr (CFG::BN != FP8_BN) {
                 // Wider tiles: the fp8_issue's PAIRED scales are the slot's second B scale block
                 // (the next 128 columns), and the promotion splits the columns between the two.
                 const int split = (128 - n0 % 128) / 8; // column blocks of 8 in the first scale block
