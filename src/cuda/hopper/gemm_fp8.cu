@@ -5,8 +5,11 @@
 // calls S3 and S4 of session 17 (bench/results/2026-12-04-h200-session17), each variant against
 // the ring kernel of its width in the same run: 192 wide (fp8v4 / fp8v3, S3) 3-17% faster on every
 // shape, 8192^3 0.810x cuBLASLt against 0.774x; 128 wide (fp8v4_128 / fp8v1, S4) 5-23% faster
-// except deepseek-v3's one-expert GEMM2 (512 x 7168 x 2048), 2% slower. The forward's grouped FP8
-// path has its own kernel (grouped_fp8_kernel.cuh).
+// except deepseek-v3's one-expert GEMM2 (512 x 7168 x 2048), 2% slower. All four take the
+// consumers' ACQUIRE_FIRST order (fp8_order): lab call Y2 of session 24, fp8v6 / fp8v4 (192 wide,
+// two rounds) 1.04-1.09x faster on the six shapes the boxes take, 8192^3 0.833-0.839x cuBLASLt
+// against 0.800x; fp8v6_128 / fp8v4_128 1.01-1.12x. The forward's grouped FP8 path has its own
+// kernel (grouped_fp8_kernel.cuh).
 #include "gemm_fp8_launch.cuh"
 
 using namespace moe_hopper;
@@ -25,11 +28,13 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
         bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
     }
     if (fp8_tma_scales_ok(args)) {
-        using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES>;
-        using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES>;
+        using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
+        using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
         return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len)
                          : fp8_launch<NARROW>(args, s, why, why_len);
     }
-    return bn == 192 ? fp8_launch<fp8_wide_cfg<192>>(args, s, why, why_len)
-                     : fp8_launch<fp8_config<6>>(args, s, why, why_len);
+    using RING_WIDE = fp8_config<5, false, 192, FP8_SCALES_RING, FP8_ACQUIRE_FIRST>;
+    using RING_NARROW = fp8_config<6, false, 128, FP8_SCALES_RING, FP8_ACQUIRE_FIRST>;
+    return bn == 192 ? fp8_launch<RING_WIDE>(args, s, why, why_len)
+                     : fp8_launch<RING_NARROW>(args, s, why, why_len);
 }
