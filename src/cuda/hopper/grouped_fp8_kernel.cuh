@@ -302,36 +302,6 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
     }
 }
 
-// wide_paired_promote for the tile's split (8, 16 or 24 column blocks in the first scale block).
-__device__ __forceinline__ void wide_paired_promote_split(int split, float *acc, const float *part,
-                                                          const float (&sc)[8]) {
-    if (split == 8) wide_paired_promote<8>(acc, part, sc);
-    else if (split == 16) wide_paired_promote<16>(acc, part, sc);
-    else wide_paired_promote<24>(acc, part, sc);
-}
-
-// A 192-wide tile's next k-block (at = its index times the B scales' stride): its four B scales
-// from global memory (off: wide_b_scales), its stage waited for (fp8_acquire: the A scales of
-// this thread's rows; B scale 1 there) and sc, the products in wide_paired_promote's order.
-template <class CFG>
-__device__ __forceinline__ fp8_kblock wide_acquire(const grouped_fp8_params &p, const fp8_smem &s, ring_pos &tiles,
-                                                   ring_pos &scales, int r_lo, int lane, const long long (&off)[4],
-                                                   long long at, float (&sc)[8]) {
-    float b[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
-    const fp8_kblock kb = fp8_acquire<CFG, true>(s, tiles, scales, r_lo, lane, 0, make_float2(1.0f, 1.0f));
-    sc[0] = kb.s_lo * b[0];
-    sc[1] = kb.s_lo * b[1];
-    sc[2] = kb.s_hi * b[0];
-    sc[3] = kb.s_hi * b[1];
-    sc[4] = kb.s_lo * b[2];
-    sc[5] = kb.s_lo * b[3];
-    sc[6] = kb.s_hi * b[2];
-    sc[7] = kb.s_hi * b[3];
-    return kb;
-}
-
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store), or the staged epilogue's probes
@@ -477,9 +447,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
-        // Rows half*64 .. half*64+63 of the tile; read from lane 0 so that ptxas knows it
-        // warp-uniform (the descriptors' arithmetic in uniform registers).
-        const int half = __shfl_sync(0xFFFFFFFFu, warpgroup - 1, 0);
+        const int half = warpgroup - 1;                    // rows half*64 .. half*64+63 of the tile
         const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
         const int cw = half * 4 + warp;                    // consumer warp 0..7
         float acc[BN / 2], part[BN / 2];
@@ -534,29 +502,23 @@ __global__ void __launch_bounds__(THREADS, 1)
                     long long off[4];
                     int ks, split;
                     wide_b_scales(p, e, n0, off, ks, split);
-                    // The ACQUIRE_FIRST order (gemm_fp8_kernel.cuh, fp8_order): k-block kb's B scales
-                    // loaded, its stage waited for and its A scales read while kb-1's wgmmas run;
-                    // then kb-1 promoted and released, kb issued.
-                    float sc_prev[8];
-                    fp8_kblock prev = wide_acquire<CFG>(p, s, tiles, scales, r_lo, lane, off, 0, sc_prev);
-                    fp8_mma<CFG>(part, s, prev.stage, half);
-                    for (int kb = 1; kb < num_kb; ++kb) {
-                        float sc_next[8];
-                        const fp8_kblock next =
-                            wide_acquire<CFG>(p, s, tiles, scales, r_lo, lane, off, (long long)kb * ks, sc_next);
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        const long long at = (long long)kb * ks;
+                        float b[4];
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
+                        // B scales 1: now's products are this thread's two A scales themselves.
+                        const fp8_kblock now =
+                            fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, make_float2(1.0f, 1.0f));
+                        const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
+                                             now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
                         wgmma_wait_group<0>();
                         fence_registers<BN / 2>(part);
-                        release_stage<1>(&s.empty[prev.stage], lane);
-                        wide_paired_promote_split(split, acc, part, sc_prev);
-                        fp8_mma<CFG>(part, s, next.stage, half);
-                        prev = next;
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) sc_prev[i] = sc_next[i];
+                        release_stage<1>(&s.empty[now.stage], lane);
+                        if (split == 8) wide_paired_promote<8>(acc, part, sc);
+                        else if (split == 16) wide_paired_promote<16>(acc, part, sc);
+                        else wide_paired_promote<24>(acc, part, sc);
                     }
-                    wgmma_wait_group<0>();
-                    fence_registers<BN / 2>(part);
-                    release_stage<1>(&s.empty[prev.stage], lane);
-                    wide_paired_promote_split(split, acc, part, sc_prev);
                 } else {
                     for (int kb = 0; kb < num_kb; ++kb) {
                         if (SKIP_IDLE && idle) {
