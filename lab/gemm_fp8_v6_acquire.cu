@@ -3,7 +3,8 @@
 // k-block's wgmmas run, then the previous one is promoted and this one issued (the order of
 // cuBLASLt's generated block-scaled kernel). Scales by TMA in the stage, as fp8v4:
 // fp8v6 = 128 x 192, 5 stages; fp8v6_128 = 128 x 128, 6 stages; the *t forms also issue the two
-// warpgroups' k-blocks in turn (named barrier 2).
+// warpgroups' k-blocks in turn (named barrier 2). fp8v7 / fp8v7_128: the PROBE_FIRST order instead;
+// fp8v4u / fp8v4u_128: fp8v4's order (ISSUE_THEN_WAIT) with the warp-uniform warpgroup index alone.
 #include "gemm_fp8_launch.cuh"
 #include "lab_fp8.h"
 
@@ -24,4 +25,20 @@ extern "C" moe_status lab_gemm_fp8_v6_128(const moe__hopper_gemm_fp8_args *args,
 extern "C" moe_status lab_gemm_fp8_v6t_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                            size_t why_len) {
     return fp8_launch<fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ACQUIRE_TURNS>>(args, stream, why, why_len);
+}
+extern "C" moe_status lab_gemm_fp8_v7(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                      size_t why_len) {
+    return fp8_launch<fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_PROBE_FIRST>>(args, stream, why, why_len);
+}
+extern "C" moe_status lab_gemm_fp8_v7_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                          size_t why_len) {
+    return fp8_launch<fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_PROBE_FIRST>>(args, stream, why, why_len);
+}
+extern "C" moe_status lab_gemm_fp8_v4u(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                       size_t why_len) {
+    return fp8_launch<fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U>>(args, stream, why, why_len);
+}
+extern "C" moe_status lab_gemm_fp8_v4u_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                           size_t why_len) {
+    return fp8_launch<fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U>>(args, stream, why, why_len);
 }

@@ -39,5 +39,13 @@ extern "C" moe_status lab_gemm_fp8_v6_128(const moe__hopper_gemm_fp8_args *args,
                                           size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v6t_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                            size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v7(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                      size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v7_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                          size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v4u(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                       size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v4u_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                           size_t why_len);
 
 #endif

@@ -92,7 +92,21 @@ enum fp8_scale_path {
 //     SASS under ncu, bench/results/2026-12-04-h200-session24/callY1).
 //   ACQUIRE_TURNS: ACQUIRE_FIRST, and the two consumer warpgroups issue each k-block in turn
 //     (warpgroup 0, then 1) through named barrier 2, as that kernel does.
-enum fp8_order { FP8_ISSUE_THEN_WAIT = 0, FP8_ACQUIRE_FIRST = 1, FP8_ACQUIRE_TURNS = 2 };
+//   PROBE_FIRST: ISSUE_THEN_WAIT, but stage kb's full barrier is probed (test_wait, never
+//     suspends) before kb-1's wgmma wait, and waited for only after kb-1's promotion if the probe
+//     failed: kb-1's stage is released as early as in ISSUE_THEN_WAIT (ACQUIRE_FIRST holds it until
+//     kb has landed), and a landed stage costs no wait between the promotion and the next issue.
+//   ISSUE_THEN_WAIT_U: ISSUE_THEN_WAIT with the warp-uniform warpgroup index of the others (lab:
+//     what that alone is worth).
+// Every order but ISSUE_THEN_WAIT reads the warpgroup index from lane 0, so that ptxas knows it
+// warp-uniform and keeps the descriptors' arithmetic in uniform registers.
+enum fp8_order {
+    FP8_ISSUE_THEN_WAIT = 0,
+    FP8_ACQUIRE_FIRST = 1,
+    FP8_ACQUIRE_TURNS = 2,
+    FP8_PROBE_FIRST = 3,
+    FP8_ISSUE_THEN_WAIT_U = 4
+};
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
@@ -451,8 +465,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
-        // Rows half*64 .. half*64+63 of the tile. ACQUIRE orders: read from lane 0, so that ptxas
-        // knows it warp-uniform and keeps the descriptor arithmetic in uniform registers.
+        // Rows half*64 .. half*64+63 of the tile (warp-uniform to ptxas but in ISSUE_THEN_WAIT: fp8_order).
         const int half = CFG::ORDER != FP8_ISSUE_THEN_WAIT ? __shfl_sync(0xFFFFFFFFu, warpgroup - 1, 0) : warpgroup - 1;
         const int r_lo = half * 64 + warp * 16 + lane / 4;  // this thread's rows: r_lo, r_lo + 8
         constexpr int ACC = CFG::BN / 2; // accumulators a thread: m64 x BN over 128 threads
@@ -465,7 +478,26 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
-            if constexpr (CFG::ORDER != FP8_ISSUE_THEN_WAIT) {
+            if constexpr (CFG::ORDER == FP8_PROBE_FIRST) {
+                constexpr bool WIDE = CFG::BN != FP8_BN;
+                const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
+                fp8_kblock prev = fp8_issue<CFG, WIDE>(part, s, tiles, scales, half, r_lo, lane, 0);
+                for (int kb = 1; kb < num_kb; ++kb) {
+                    const bool landed = mbar_test_wait(&s.full[tiles.slot], tiles.phase);
+                    wgmma_wait_group<0>();
+                    fence_registers<ACC>(part);
+                    release_stage<1>(&s.empty[prev.stage], lane);
+                    fp8_dense_promote<CFG>(acc, part, prev, split);
+                    if (!landed) mbar_wait(&s.full[tiles.slot], tiles.phase);
+                    fp8_mma<CFG>(part, s, tiles.slot, half);
+                    prev = fp8_scales<CFG, WIDE>(s, tiles.slot, scales, r_lo, lane, kb, make_float2(1.0f, 1.0f));
+                    ring_next(tiles, CFG::STAGES);
+                }
+                wgmma_wait_group<0>();
+                fence_registers<ACC>(part);
+                release_stage<1>(&s.empty[prev.stage], lane);
+                fp8_dense_promote<CFG>(acc, part, prev, split);
+            } else if constexpr (CFG::ORDER == FP8_ACQUIRE_FIRST || CFG::ORDER == FP8_ACQUIRE_TURNS) {
                 // Stage kb is waited for and its scales read while kb-1's wgmmas run (fp8_order).
                 constexpr bool WIDE = CFG::BN != FP8_BN;
                 const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
