@@ -302,35 +302,6 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
     }
 }
 
-// wide_paired_promote for the tile's split (8, 16 or 24 column blocks in the first scale block).
-__device__ __forceinline__ void wide_paired_promote_split(int split, float *acc, const float *part,
-                                                          const float (&sc)[8]) {
-    if (split == 8) wide_paired_promote<8>(acc, part, sc);
-    else if (split == 16) wide_paired_promote<16>(acc, part, sc);
-    else wide_paired_promote<24>(acc, part, sc);
-}
-
-// A 192-wide tile's four B scales of one k-block (at: its index times their stride; off:
-// wide_b_scales) from global memory.
-__device__ __forceinline__ void wide_b_load(const grouped_fp8_params &p, const long long (&off)[4], long long at,
-                                            float (&b)[4]) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
-}
-
-// The k-block's scale products in wide_paired_promote's order: this thread's two A scales (kb's,
-// taken with B scale 1) times the four B scales.
-__device__ __forceinline__ void wide_products(const fp8_kblock &kb, const float (&b)[4], float (&sc)[8]) {
-    sc[0] = kb.s_lo * b[0];
-    sc[1] = kb.s_lo * b[1];
-    sc[2] = kb.s_hi * b[0];
-    sc[3] = kb.s_hi * b[1];
-    sc[4] = kb.s_lo * b[2];
-    sc[5] = kb.s_lo * b[3];
-    sc[6] = kb.s_hi * b[2];
-    sc[7] = kb.s_hi * b[3];
-}
-
 // SKIP_IDLE: the decode instantiation, which looks for all-padding warpgroups (below). EPI:
 // EPI_QUANT (GEMM_UP, fp8-row128), EPI_STAGED or EPI_BULK (the library's), or EPI_NONE
 // (lab/grouped_lab.cu: the mainloop without the store), or the staged epilogue's probes
@@ -476,9 +447,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
-        // Rows half*64 .. half*64+63 of the tile; read from lane 0 so that ptxas knows it
-        // warp-uniform (the descriptors' arithmetic in uniform registers).
-        const int half = __shfl_sync(0xFFFFFFFFu, warpgroup - 1, 0);
+        const int half = warpgroup - 1;                    // rows half*64 .. half*64+63 of the tile
         const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
         const int cw = half * 4 + warp;                    // consumer warp 0..7
         float acc[BN / 2], part[BN / 2];
@@ -533,30 +502,23 @@ __global__ void __launch_bounds__(THREADS, 1)
                     long long off[4];
                     int ks, split;
                     wide_b_scales(p, e, n0, off, ks, split);
-                    // The PROBE_FIRST order (gemm_fp8_kernel.cuh, fp8_order): k-block kb's B scales
-                    // are loaded and its stage probed while kb-1's wgmmas run; kb-1 is then promoted
-                    // and released, kb waited for (if the probe failed) and issued.
-                    float b[4], sc[8];
-                    wide_b_load(p, off, 0, b);
-                    fp8_kblock prev = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane);
-                    wide_products(prev, b, sc);
-                    for (int kb = 1; kb < num_kb; ++kb) {
-                        wide_b_load(p, off, (long long)kb * ks, b);
-                        const bool landed = mbar_test_wait(&s.full[tiles.slot], tiles.phase);
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        const long long at = (long long)kb * ks;
+                        float b[4];
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
+                        // B scales 1: now's products are this thread's two A scales themselves.
+                        const fp8_kblock now =
+                            fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, make_float2(1.0f, 1.0f));
+                        const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
+                                             now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
                         wgmma_wait_group<0>();
                         fence_registers<BN / 2>(part);
-                        release_stage<1>(&s.empty[prev.stage], lane);
-                        wide_paired_promote_split(split, acc, part, sc);
-                        if (!landed) mbar_wait(&s.full[tiles.slot], tiles.phase);
-                        fp8_mma<CFG>(part, s, tiles.slot, half);
-                        prev = fp8_scales<CFG, true>(s, tiles.slot, scales, r_lo, lane, 0, make_float2(1.0f, 1.0f));
-                        ring_next(tiles, CFG::STAGES);
-                        wide_products(prev, b, sc);
+                        release_stage<1>(&s.empty[now.stage], lane);
+                        if (split == 8) wide_paired_promote<8>(acc, part, sc);
+                        else if (split == 16) wide_paired_promote<16>(acc, part, sc);
+                        else wide_paired_promote<24>(acc, part, sc);
                     }
-                    wgmma_wait_group<0>();
-                    fence_registers<BN / 2>(part);
-                    release_stage<1>(&s.empty[prev.stage], lane);
-                    wide_paired_promote_split(split, acc, part, sc);
                 } else {
                     for (int kb = 0; kb < num_kb; ++kb) {
                         if (SKIP_IDLE && idle) {
