@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         cp_async_wait_all(); // no thread exits with copies in flight
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        const int half = warpgroup - 1; // weight rows half * 64 .. + 63 of the unit
+        const int half = consumer_half(); // weight rows half * 64 .. + 63 of the unit
         float acc[SWAP_NT / 2], part[SWAP_NT / 2]; // part: FP8's k-block partial sums
         ring_pos r = {0, 0};
         for (;;) {

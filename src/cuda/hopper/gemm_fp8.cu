@@ -5,11 +5,13 @@
 // calls S3 and S4 of session 17 (bench/results/2026-12-04-h200-session17), each variant against
 // the ring kernel of its width in the same run: 192 wide (fp8v4 / fp8v3, S3) 3-17% faster on every
 // shape, 8192^3 0.810x cuBLASLt against 0.774x; 128 wide (fp8v4_128 / fp8v1, S4) 5-23% faster
-// except deepseek-v3's one-expert GEMM2 (512 x 7168 x 2048), 2% slower. All four take the
-// consumers' ACQUIRE_FIRST order (fp8_order): lab call Y2 of session 24, fp8v6 / fp8v4 (192 wide,
-// two rounds) 1.04-1.09x faster on the six shapes the boxes take, 8192^3 0.833-0.839x cuBLASLt
-// against 0.800x; fp8v6_128 / fp8v4_128 1.01-1.12x. The forward's grouped FP8 path has its own
-// kernel (grouped_fp8_kernel.cuh).
+// except deepseek-v3's one-expert GEMM2 (512 x 7168 x 2048), 2% slower. The consumers' order
+// (fp8_order), session 24's lab calls Y2 and Y4 (bench/results/2026-12-04-h200-session24): 192
+// wide ACQUIRE_FIRST, 1.04-1.09x fp8v4's speed on the six shapes the boxes take (8192^3 0.833-0.839x
+// cuBLASLt against 0.800x; the old order with the uniform warpgroup index alone 1.00-1.02x); 128
+// wide the old order with the uniform index (ISSUE_THEN_WAIT_U), 1.08-1.14x fp8v4_128 on four of
+// the six shapes (ACQUIRE_FIRST 1.01-1.10x). The forward's grouped FP8 path has its own kernel
+// (grouped_fp8_kernel.cuh).
 #include "gemm_fp8_launch.cuh"
 
 using namespace moe_hopper;
@@ -29,12 +31,12 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
     }
     if (fp8_tma_scales_ok(args)) {
         using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
-        using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
+        using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U>;
         return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len)
                          : fp8_launch<NARROW>(args, s, why, why_len);
     }
     using RING_WIDE = fp8_config<5, false, 192, FP8_SCALES_RING, FP8_ACQUIRE_FIRST>;
-    using RING_NARROW = fp8_config<6, false, 128, FP8_SCALES_RING, FP8_ACQUIRE_FIRST>;
+    using RING_NARROW = fp8_config<6, false, 128, FP8_SCALES_RING, FP8_ISSUE_THEN_WAIT_U>;
     return bn == 192 ? fp8_launch<RING_WIDE>(args, s, why, why_len)
                      : fp8_launch<RING_NARROW>(args, s, why, why_len);
 }

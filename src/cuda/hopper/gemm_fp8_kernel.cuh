@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
         // Rows half*64 .. half*64+63 of the tile (warp-uniform to ptxas but in ISSUE_THEN_WAIT: fp8_order).
-        const int half = CFG::ORDER != FP8_ISSUE_THEN_WAIT ? __shfl_sync(0xFFFFFFFFu, warpgroup - 1, 0) : warpgroup - 1;
+        const int half = CFG::ORDER != FP8_ISSUE_THEN_WAIT ? consumer_half() : warpgroup - 1;
         const int r_lo = half * 64 + warp * 16 + lane / 4;  // this thread's rows: r_lo, r_lo + 8
         constexpr int ACC = CFG::BN / 2; // accumulators a thread: m64 x BN over 128 threads
         float acc[ACC], part[ACC];

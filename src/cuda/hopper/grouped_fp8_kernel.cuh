@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
-        const int half = warpgroup - 1;                    // rows half*64 .. half*64+63 of the tile
+        const int half = consumer_half();                  // rows half*64 .. half*64+63 of the tile
         const int r_lo = half * 64 + warp * 16 + lane / 4; // this thread's rows: r_lo, r_lo + 8
         const int cw = half * 4 + warp;                    // consumer warp 0..7
         float acc[BN / 2], part[BN / 2];

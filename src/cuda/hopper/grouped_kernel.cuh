@@ -872,7 +872,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // ---- consumers ----
         if (GATHER) setmaxnreg_inc<GATHER_CONSUMER_REGS>();
         else setmaxnreg_inc<CONSUMER_REGS>();
-        const int half = warpgroup - 1; // rows half*64 .. half*64+63 of the tile
+        const int half = consumer_half(); // rows half*64 .. half*64+63 of the tile
         const int warp = (threadIdx.x / 32) % 4;
         const int lane = threadIdx.x % 32;
         const int cw = half * 4 + warp; // consumer warp 0..7

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else {
         // ---- consumers ----
         setmaxnreg_inc<CONSUMER_REGS>();
-        const int half = warpgroup - 1; // dW rows half*64 .. half*64+63 of the tile
+        const int half = consumer_half(); // dW rows half*64 .. half*64+63 of the tile
         const int t = threadIdx.x - 128;
         const int warp = (threadIdx.x / 32) % 4;
         const int lane = threadIdx.x % 32;
