@@ -19,7 +19,7 @@
 // Timing: a CUDA graph of REPS launches (rotating 3 input sets when one fits in L2), median of
 // 20 replays / REPS.
 //
-//   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6t,fp8v6_128,fp8v6t_128,fp8v7,fp8v7_128,fp8v4u,fp8v4u_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only]
+//   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only]
 //   gemm_fp8_lab --selftest      (host only: the quantisation harness against moe_quantize)
 //
 // Last line: "N passed, M failed"; exit status 1 if any check failed.
@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
             printf("%d passed, %d failed\n", 3 - bad, bad);
             return bad ? 1 : 0;
         } else {
-            fprintf(stderr, "usage: %s [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6t,fp8v6_128,fp8v6t_128,fp8v7,fp8v7_128,fp8v4u,fp8v4u_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json FILE] [--quick] [--check-only]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json FILE] [--quick] [--check-only]\n", argv[0]);
             return 2;
         }
     }
@@ -450,11 +450,7 @@ int main(int argc, char **argv) {
          0},
         {"fp8v6", "fp8v4 with the consumers' ACQUIRE_FIRST order: stage kb waited for and its scales read while kb-1's wgmmas run",
          lab_gemm_fp8_v6, 0},
-        {"fp8v6t", "fp8v6 with the two warpgroups issuing each k-block in turn (named barrier)", lab_gemm_fp8_v6t, 0},
         {"fp8v6_128", "fp8v4_128 with the ACQUIRE_FIRST order", lab_gemm_fp8_v6_128, 0},
-        {"fp8v6t_128", "fp8v6_128 with the warpgroups in turn", lab_gemm_fp8_v6t_128, 0},
-        {"fp8v7", "fp8v4 with the PROBE_FIRST order: stage kb's barrier probed before kb-1's wgmma wait", lab_gemm_fp8_v7, 0},
-        {"fp8v7_128", "fp8v4_128 with the PROBE_FIRST order", lab_gemm_fp8_v7_128, 0},
         {"fp8v4u", "fp8v4 with the warp-uniform warpgroup index", lab_gemm_fp8_v4u, 0},
         {"fp8v4u_128", "fp8v4_128 with the warp-uniform warpgroup index", lab_gemm_fp8_v4u_128, 0},
         {"fp8engine", "library entry moe__hopper_gemm_fp8", engine_entry, 0},

@@ -30,18 +30,10 @@ extern "C" moe_status lab_gemm_fp8_v4(const moe__hopper_gemm_fp8_args *args, cud
                                       size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v4_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
-// The consumers' ACQUIRE orders (gemm_fp8_v6_acquire.cu).
+// The consumers' other orders (gemm_fp8_v6_acquire.cu).
 extern "C" moe_status lab_gemm_fp8_v6(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v6t(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                       size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v6_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                          size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v6t_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                           size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v7(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                      size_t why_len);
-extern "C" moe_status lab_gemm_fp8_v7_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v4u(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                        size_t why_len);

@@ -86,27 +86,22 @@ enum fp8_scale_path {
 //   ISSUE_THEN_WAIT: wait for stage kb, issue its wgmmas, read its scales, wait for the wgmmas,
 //     release the stage, promote. Between kb's wgmmas completing and kb+1's issue lie the
 //     promotion, the next full-barrier wait, the scale reads and the descriptor arithmetic.
+//   ISSUE_THEN_WAIT_U: the same with the warp-uniform warpgroup index (consumer_half), so that the
+//     descriptors' arithmetic stays in uniform registers: the engine's 128-wide order.
 //   ACQUIRE_FIRST: wait for stage kb and read its scales while kb-1's wgmmas still run; then wait
-//     for them, promote kb-1, release its stage and issue kb's. Only the promotion separates one
-//     k-block's wgmmas from the next (the order of cuBLASLt's generated block-scaled kernel: its
-//     SASS under ncu, bench/results/2026-12-04-h200-session24/callY1).
-//   ACQUIRE_TURNS: ACQUIRE_FIRST, and the two consumer warpgroups issue each k-block in turn
-//     (warpgroup 0, then 1) through named barrier 2, as that kernel does.
-//   PROBE_FIRST: ISSUE_THEN_WAIT, but stage kb's full barrier is probed (test_wait, never
-//     suspends) before kb-1's wgmma wait, and waited for only after kb-1's promotion if the probe
-//     failed: kb-1's stage is released as early as in ISSUE_THEN_WAIT (ACQUIRE_FIRST holds it until
-//     kb has landed), and a landed stage costs no wait between the promotion and the next issue.
-//   ISSUE_THEN_WAIT_U: ISSUE_THEN_WAIT with the warp-uniform warpgroup index of the others (lab:
-//     what that alone is worth).
-// Every order but ISSUE_THEN_WAIT reads the warpgroup index from lane 0, so that ptxas knows it
-// warp-uniform and keeps the descriptors' arithmetic in uniform registers.
-enum fp8_order {
-    FP8_ISSUE_THEN_WAIT = 0,
-    FP8_ACQUIRE_FIRST = 1,
-    FP8_ACQUIRE_TURNS = 2,
-    FP8_PROBE_FIRST = 3,
-    FP8_ISSUE_THEN_WAIT_U = 4
-};
+//     for them, promote kb-1, release its stage and issue kb's (the order of cuBLASLt's generated
+//     block-scaled kernel, read from its SASS under ncu: bench/results/2026-12-04-h200-session24/
+//     callY1), with the uniform index: the engine's 192-wide order.
+// Session 24 (lab calls Y2, Y4 there), ms against ISSUE_THEN_WAIT: 192 wide ACQUIRE_FIRST 1.04-1.09x
+// faster, ISSUE_THEN_WAIT_U 1.00-1.02x; 128 wide ISSUE_THEN_WAIT_U 1.08-1.14x on four of six shapes,
+// ACQUIRE_FIRST 1.01-1.10x. Measured and removed (commit 4b925d7 has them): the two warpgroups
+// issuing in turn through a named barrier (as cuBLASLt's kernel does; ACQUIRE_FIRST's time 0.89-1.05x
+// of it, the turns faster on one shape of twelve),
+// and a probe of stage kb's barrier (mbarrier.test_wait) before kb-1's wait, waiting only after the
+// promotion if it failed (the slowest at 192 wide, 0.90-0.92x of ISSUE_THEN_WAIT at 8192^3).
+// ACQUIRE_FIRST lost in the grouped kernel's 192-wide loop (Y3: 3-6% slower; it holds kb-1's stage
+// until kb has landed), which keeps ISSUE_THEN_WAIT with the uniform index.
+enum fp8_order { FP8_ISSUE_THEN_WAIT = 0, FP8_ISSUE_THEN_WAIT_U = 1, FP8_ACQUIRE_FIRST = 2 };
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
 // 64 more registers per thread) instead of one (wait for each k-block, then promote); 128-wide
@@ -285,8 +280,8 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
     return kb;
 }
 
-// ACQUIRE_FIRST / TURNS: waits for the next tile stage and takes this thread's scales of it, no
-// wgmma yet (fp8_mma_in_turn issues them); advances the tiles' ring.
+// ACQUIRE_FIRST: waits for the next tile stage and takes this thread's scales of it, no
+// wgmma yet (the caller issues them with fp8_mma); advances the tiles' ring.
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_acquire(const fp8_smem &s, ring_pos &tiles, ring_pos &scales, int r_lo,
                                                   int lane, int kb_index = 0, float2 b = make_float2(1.0f, 1.0f)) {
@@ -294,15 +289,6 @@ __device__ __forceinline__ fp8_kblock fp8_acquire(const fp8_smem &s, ring_pos &t
     const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, lane, kb_index, b);
     ring_next(tiles, CFG::STAGES);
     return kb;
-}
-
-// fp8_mma, with TURNS in turn: warpgroup 0 issues, then both meet at named barrier 2 (256
-// threads), then warpgroup 1 issues, so the tensor core takes their k-blocks alternately.
-template <class CFG>
-__device__ __forceinline__ void fp8_mma_in_turn(float *part, const fp8_smem &s, int stage, int half) {
-    if (CFG::ORDER == FP8_ACQUIRE_TURNS && half == 1) named_barrier_sync(2, 256);
-    fp8_mma<CFG>(part, s, stage, half);
-    if (CFG::ORDER == FP8_ACQUIRE_TURNS && half == 0) named_barrier_sync(2, 256);
 }
 
 // After a wgmma wait proved `part`'s group complete: release its stage to the producer and
@@ -356,7 +342,7 @@ __device__ __forceinline__ void wide_promote_split(int split, float *acc, const 
     }
 }
 
-// The dense kernel's promotion of one k-block (ACQUIRE orders): acc += part * kb's scales, a wide
+// The dense kernel's promotion of one k-block (ACQUIRE_FIRST): acc += part * kb's scales, a wide
 // tile's first `split` column blocks with the first B scale block's products.
 template <class CFG>
 __device__ __forceinline__ void fp8_dense_promote(float *acc, const float *part, const fp8_kblock &kb, int split) {
@@ -478,38 +464,19 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
-            if constexpr (CFG::ORDER == FP8_PROBE_FIRST) {
-                constexpr bool WIDE = CFG::BN != FP8_BN;
-                const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
-                fp8_kblock prev = fp8_issue<CFG, WIDE>(part, s, tiles, scales, half, r_lo, lane, 0);
-                for (int kb = 1; kb < num_kb; ++kb) {
-                    const bool landed = mbar_test_wait(&s.full[tiles.slot], tiles.phase);
-                    wgmma_wait_group<0>();
-                    fence_registers<ACC>(part);
-                    release_stage<1>(&s.empty[prev.stage], lane);
-                    fp8_dense_promote<CFG>(acc, part, prev, split);
-                    if (!landed) mbar_wait(&s.full[tiles.slot], tiles.phase);
-                    fp8_mma<CFG>(part, s, tiles.slot, half);
-                    prev = fp8_scales<CFG, WIDE>(s, tiles.slot, scales, r_lo, lane, kb, make_float2(1.0f, 1.0f));
-                    ring_next(tiles, CFG::STAGES);
-                }
-                wgmma_wait_group<0>();
-                fence_registers<ACC>(part);
-                release_stage<1>(&s.empty[prev.stage], lane);
-                fp8_dense_promote<CFG>(acc, part, prev, split);
-            } else if constexpr (CFG::ORDER == FP8_ACQUIRE_FIRST || CFG::ORDER == FP8_ACQUIRE_TURNS) {
+            if constexpr (CFG::ORDER == FP8_ACQUIRE_FIRST) {
                 // Stage kb is waited for and its scales read while kb-1's wgmmas run (fp8_order).
                 constexpr bool WIDE = CFG::BN != FP8_BN;
                 const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
                 fp8_kblock prev = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, 0);
-                fp8_mma_in_turn<CFG>(part, s, prev.stage, half);
+                fp8_mma<CFG>(part, s, prev.stage, half);
                 for (int kb = 1; kb < num_kb; ++kb) {
                     const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, kb);
                     wgmma_wait_group<0>();
                     fence_registers<ACC>(part);
                     release_stage<1>(&s.empty[prev.stage], lane);
                     fp8_dense_promote<CFG>(acc, part, prev, split);
-                    fp8_mma_in_turn<CFG>(part, s, next.stage, half);
+                    fp8_mma<CFG>(part, s, next.stage, half);
                     prev = next;
                 }
                 wgmma_wait_group<0>();
