@@ -16,3 +16,19 @@ build_device() {
     STAGES=build OUT=$O/build timeout 150 bash tests/gpu/run_on_device.sh >"$O/build_stdout.log" 2>&1
     mark build $? "$O/build_stdout.log"
 }
+# A/B calls (the change committed as PATCH beside the call script; the base is this tree without it):
+#   base_tree PATCH    /tmp/base = this tree (no build-device, no bench/results) with PATCH reversed;
+#   build_base_bench   cmake build of the base's bench_gpu_forward into /tmp/base/build-base (BB),
+#                      run it in the background beside build_device and `wait` for both.
+base_tree() {
+    rm -rf /tmp/base && mkdir -p /tmp/base &&
+        tar --exclude=./build-device --exclude=./bench/results -cf - . | tar -xf - -C /tmp/base
+    (cd /tmp/base && patch -R -p1 <"$R/$1") >"$O/base_patch.log" 2>&1
+    mark "base tree" $? "$O/base_patch.log"
+}
+BB=/tmp/base/build-base/bench_gpu_forward
+build_base_bench() {
+    (cd /tmp/base && cmake -S . -B build-base -DCMAKE_BUILD_TYPE=Release -DMOEFUSE_CUDA=ON \
+        -DCJSON_INCLUDE_DIR="$R/.deps/cjson/include" -DCJSON_LIBRARY="$R/.deps/cjson/lib/libcjson.so" &&
+        cmake --build build-base -j 6 --target bench_gpu_forward) >"$O/build_base.log" 2>&1
+}
