@@ -92,15 +92,15 @@ enum fp8_scale_path {
 //     for them, promote kb-1, release its stage and issue kb's (the order of cuBLASLt's generated
 //     block-scaled kernel, read from its SASS under ncu: bench/results/2026-12-04-h200-session24/
 //     callY1), with the uniform index: the engine's 192-wide order.
-// Session 24 (lab calls Y2, Y4 there), ms against ISSUE_THEN_WAIT: 192 wide ACQUIRE_FIRST 1.04-1.09x
-// faster, ISSUE_THEN_WAIT_U 1.00-1.02x; 128 wide ISSUE_THEN_WAIT_U 1.08-1.14x on four of six shapes,
-// ACQUIRE_FIRST 1.01-1.10x. Measured and removed (commit 4b925d7 has them): the two warpgroups
-// issuing in turn through a named barrier (as cuBLASLt's kernel does; ACQUIRE_FIRST's time 0.89-1.05x
-// of it, the turns faster on one shape of twelve),
-// and a probe of stage kb's barrier (mbarrier.test_wait) before kb-1's wait, waiting only after the
-// promotion if it failed (the slowest at 192 wide, 0.90-0.92x of ISSUE_THEN_WAIT at 8192^3).
-// ACQUIRE_FIRST lost in the grouped kernel's 192-wide loop (Y3: 3-6% slower; it holds kb-1's stage
-// until kb has landed), which keeps ISSUE_THEN_WAIT with the uniform index.
+// Session 24 (lab calls Y2, Y4 there), speed against ISSUE_THEN_WAIT: 192 wide ACQUIRE_FIRST
+// 1.04-1.09x, ISSUE_THEN_WAIT_U 1.00-1.02x; 128 wide ISSUE_THEN_WAIT_U 1.08-1.14x on four of six
+// shapes, ACQUIRE_FIRST 1.01-1.10x. Measured and removed (commit 4b925d7 has them): the two
+// warpgroups issuing in turn through a named barrier, as cuBLASLt's kernel does (ACQUIRE_FIRST's
+// time 0.89-1.05x of theirs, the turns ahead on one shape of twelve); a probe of stage kb's barrier
+// (mbarrier.test_wait) before kb-1's wait, waiting after the promotion only if it failed (the
+// slowest at 192 wide: 0.91x ISSUE_THEN_WAIT's speed at 8192^3). ACQUIRE_FIRST lost in the grouped
+// kernel's 192-wide loop (Y3: 3-6% slower; there it holds kb-1's stage until kb has landed), which
+// keeps ISSUE_THEN_WAIT with the uniform index.
 enum fp8_order { FP8_ISSUE_THEN_WAIT = 0, FP8_ISSUE_THEN_WAIT_U = 1, FP8_ACQUIRE_FIRST = 2 };
 
 // OVERLAP: two partial accumulators per consumer (kb+1's wgmmas run while kb is promoted;
