@@ -19,7 +19,7 @@
 // Timing: a CUDA graph of REPS launches (rotating 3 input sets when one fits in L2), median of
 // 20 replays / REPS.
 //
-//   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only]
+//   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only]
 //   gemm_fp8_lab --selftest      (host only: the quantisation harness against moe_quantize)
 //
 // Last line: "N passed, M failed"; exit status 1 if any check failed.
@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
             printf("%d passed, %d failed\n", 3 - bad, bad);
             return bad ? 1 : 0;
         } else {
-            fprintf(stderr, "usage: %s [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json FILE] [--quick] [--check-only]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json FILE] [--quick] [--check-only]\n", argv[0]);
             return 2;
         }
     }
@@ -453,6 +453,9 @@ int main(int argc, char **argv) {
         {"fp8v6_128", "fp8v4_128 with the ACQUIRE_FIRST order", lab_gemm_fp8_v6_128, 0},
         {"fp8v4u", "fp8v4 with the warp-uniform warpgroup index", lab_gemm_fp8_v4u, 0},
         {"fp8v4u_128", "fp8v4_128 with the warp-uniform warpgroup index", lab_gemm_fp8_v4u_128, 0},
+        {"fp8v8", "fp8v6 in clusters of 2 along M, B multicast", lab_gemm_fp8_v8, 0},
+        {"fp8v8_128", "fp8v4u_128 in clusters of 2 along M, B multicast (cuBLASLt's same-work configuration)",
+         lab_gemm_fp8_v8_128, 0},
         {"fp8engine", "library entry moe__hopper_gemm_fp8", engine_entry, 0},
         {"noscale128", "probe: the 128-wide kernel without its scale path (scales 1; timing only)",
          lab_gemm_fp8_noscale_128, 0, 1},

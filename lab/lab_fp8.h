@@ -39,5 +39,10 @@ extern "C" moe_status lab_gemm_fp8_v4u(const moe__hopper_gemm_fp8_args *args, cu
                                        size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v4u_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                            size_t why_len);
+// Clusters of 2 with B multicast on those orders (gemm_fp8_v8_cluster.cu).
+extern "C" moe_status lab_gemm_fp8_v8(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                      size_t why_len);
+extern "C" moe_status lab_gemm_fp8_v8_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                          size_t why_len);
 
 #endif

@@ -111,12 +111,22 @@ enum fp8_order { FP8_ISSUE_THEN_WAIT = 0, FP8_ISSUE_THEN_WAIT_U = 1, FP8_ACQUIRE
 // serialised every wgmma of it (C7514) in each loop form tried, so it was not run.)
 // BN_: the tile's columns, 128, or wider (the dense kernel only: below).
 // ORDER_: the consumers' order of work within a k-block (fp8_order; not with OVERLAP).
+// CLUSTER_M_ (lab only, the scales by TMA): clusters of 2 CTAs on adjacent row blocks of one column
+// block, each loading half of the B tile and multicasting it to both, as the bf16 kernel's; a stage
+// is refilled when both CTAs' consumers are done with it. Measured in session 21 with the old order
+// (192 wide 0.996 of the single CTA's time, 128 wide 0.975; removed in e9c53c4 and a7083fd) and
+// brought back in session 24 for the new orders: cuBLASLt's same-work kernel runs in clusters of 2.
 template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING,
-          int ORDER_ = FP8_ISSUE_THEN_WAIT>
+          int ORDER_ = FP8_ISSUE_THEN_WAIT, int CLUSTER_M_ = 1>
 struct fp8_config {
     static constexpr int BN = BN_;
     static constexpr int ORDER = ORDER_;
     static_assert(!OVERLAP_ || ORDER_ == FP8_ISSUE_THEN_WAIT, "OVERLAP has its own order");
+    static constexpr int CLUSTER_M = CLUSTER_M_;
+    static constexpr int B_BOX_ROWS = BN_ / CLUSTER_M_; // rows of B one CTA loads (and multicasts)
+    static_assert(CLUSTER_M_ == 1 || (CLUSTER_M_ == 2 && SCALE_PATH_ == FP8_SCALES_BOXES && !OVERLAP_),
+                  "clusters of 2: the scales by TMA (no scale ring to share)");
+    static_assert(B_BOX_ROWS * FP8_BK % 1024 == 0, "each CTA's half of B stays 1024-aligned for the swizzle");
     static constexpr int SCALE_PATH = SCALE_PATH_;
     static constexpr bool SCALES = SCALE_PATH_ != FP8_SCALES_NONE;
     static constexpr bool RING_SCALES = SCALE_PATH_ == FP8_SCALES_RING;
@@ -148,7 +158,8 @@ struct fp8_config {
     static constexpr int SCALE_BYTES = SCALE_SLOT_FLOATS * 4;
     static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
     static constexpr int SCALE_FULL_ARRIVALS = 32;    // the scale warp's lanes
-    static constexpr int EMPTY_ARRIVALS = 2 * 4;      // consumer warps (both rings)
+    static constexpr int EMPTY_ARRIVALS = 2 * 4 * CLUSTER_M_; // consumer warps (both rings; every CTA's that
+                                                              // reads the stage's B)
     static constexpr int SMEM_BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + SCALE_SLOT_COUNT * SCALE_BYTES +
                                       2 * (STAGES + SCALE_STAGES) * 8;
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -294,10 +305,11 @@ __device__ __forceinline__ fp8_kblock fp8_acquire(const fp8_smem &s, ring_pos &t
 // After a wgmma wait proved `part`'s group complete: release its stage to the producer and
 // promote: acc += part * scale, in fp32 (PAIRED: the odd columns with their own scales;
 // part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e).
-template <bool PAIRED>
+// CM: the CTAs of the cluster that read the stage (each gets this warp's release).
+template <bool PAIRED, int CM = 1>
 __device__ __forceinline__ void fp8_retire(float *acc, float *part, const fp8_kblock &kb, uint64_t *empty, int lane) {
     fence_registers<64>(part);
-    release_stage<1>(&empty[kb.stage], lane);
+    release_stage<CM>(&empty[kb.stage], lane);
     const float odd_lo = PAIRED ? kb.odd_lo : kb.s_lo, odd_hi = PAIRED ? kb.odd_hi : kb.s_hi; // equal unless PAIRED
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -360,7 +372,7 @@ __device__ __forceinline__ void fp8_dense_promote(float *acc, const float *part,
 template <class CFG, int B_SCALES>
 __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUtensorMap *map_a, const CUtensorMap *map_b,
                                                   const CUtensorMap *map_sa, const CUtensorMap *map_sb,
-                                                  const fp8_params &p, int warp, int lane, int tiles_m, int tiles_n,
+                                                  const fp8_params &p, int warp, int lane, int units_m, int tiles_n,
                                                   int units, int num_kb) {
     if (warp == 0 && lane == 0) {
         tma_prefetch_map(map_a);
@@ -372,17 +384,25 @@ __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUten
     }
     if (!((warp == 0 && lane == 0) || (warp == 1 && CFG::RING_SCALES))) return;
     const int scale_blocks_n = (p.n + 127) / 128;
+    constexpr int CM = CFG::CLUSTER_M;
+    const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
     ring_pos r = {0, 0}; // warp 0: the tiles' ring; warp 1: the scale ring
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        int m_block, n_block;
-        raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
-        const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
+    for (int u = blockIdx.x / CM; u < units; u += gridDim.x / CM) {
+        int unit_m, n_block;
+        raster_unit(u, units_m, tiles_n, p.out.group_m, unit_m, n_block);
+        const int m0 = (unit_m * CM + (int)rank) * FP8_BM, n0 = n_block * CFG::BN;
         for (int kb = 0; kb < num_kb; ++kb) {
             if (warp == 0) {
                 mbar_wait(&s.empty[r.slot], r.phase ^ 1);
                 mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                 tma_load_2d(s.a + r.slot * CFG::A_BYTES, map_a, &s.full[r.slot], kb * FP8_BK, m0);
-                tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
+                if (CM == 1) {
+                    tma_load_2d(s.b + r.slot * CFG::B_BYTES, map_b, &s.full[r.slot], kb * FP8_BK, n0);
+                } else { // our half of B into both CTAs' stage; the peer's half arrives on our barrier
+                    const int half_b = (int)rank * CFG::B_BOX_ROWS;
+                    tma_load_2d_multicast(s.b + r.slot * CFG::B_BYTES + half_b * FP8_BK, map_b, &s.full[r.slot],
+                                          kb * FP8_BK, n0 + half_b, (uint16_t)((1u << CM) - 1));
+                }
                 if (CFG::SCALE_PATH == FP8_SCALES_BOXES) {
                     float *sc = s.scale + r.slot * CFG::SCALE_SLOT_FLOATS;
                     tma_load_2d(sc, map_sa, &s.full[r.slot], kb & ~3, m0);
@@ -435,18 +455,22 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
+    constexpr int CM = CFG::CLUSTER_M;
     const int tiles_m = (p.m + FP8_BM - 1) / FP8_BM;
     const int tiles_n = (p.n + CFG::BN - 1) / CFG::BN;
-    const int units = tiles_m * tiles_n;
+    const int units_m = (tiles_m + CM - 1) / CM; // CM row blocks a unit, one per CTA of the cluster
+    const int units = units_m * tiles_n;
     const int num_kb = (p.k + FP8_BK - 1) / FP8_BK;
 
     if (threadIdx.x == 0) fp8_rings_init<CFG>(s);
-    __syncthreads();
+    // The peer CTA's barriers must exist before our multicast signals them.
+    if (CM > 1) cluster_sync();
+    else __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
         setmaxnreg_dec<PRODUCER_REGS>();
-        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, &map_sa, &map_sb, p, warp, lane, tiles_m,
+        fp8_dense_produce<CFG, CFG::BN == FP8_BN ? 1 : 2>(s, &map_a, &map_b, &map_sa, &map_sb, p, warp, lane, units_m,
                                                            tiles_n, units, num_kb);
     } else {
         // ---- consumers ----
@@ -458,10 +482,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[ACC], part[ACC];
         float part2[CFG::OVERLAP ? 64 : 1];  // the second partial accumulator (OVERLAP only)
         ring_pos tiles = {0, 0}, scales = {0, 0};
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
-            int m_block, n_block;
-            raster_unit(u, tiles_m, tiles_n, p.out.group_m, m_block, n_block);
-            const int m0 = m_block * FP8_BM, n0 = n_block * CFG::BN;
+        const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
+        for (int u = blockIdx.x / CM; u < units; u += gridDim.x / CM) {
+            int unit_m, n_block;
+            raster_unit(u, units_m, tiles_n, p.out.group_m, unit_m, n_block);
+            // A cluster's last unit may have a row block past M: zero-filled operands, no stores.
+            const int m0 = (unit_m * CM + (int)rank) * FP8_BM, n0 = n_block * CFG::BN;
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
             if constexpr (CFG::ORDER == FP8_ACQUIRE_FIRST) {
@@ -474,14 +500,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, kb);
                     wgmma_wait_group<0>();
                     fence_registers<ACC>(part);
-                    release_stage<1>(&s.empty[prev.stage], lane);
+                    release_stage<CM>(&s.empty[prev.stage], lane);
                     fp8_dense_promote<CFG>(acc, part, prev, split);
                     fp8_mma<CFG>(part, s, next.stage, half);
                     prev = next;
                 }
                 wgmma_wait_group<0>();
                 fence_registers<ACC>(part);
-                release_stage<1>(&s.empty[prev.stage], lane);
+                release_stage<CM>(&s.empty[prev.stage], lane);
                 fp8_dense_promote<CFG>(acc, part, prev, split);
             } else if constexpr (CFG::BN != FP8_BN) {
                 // Wider tiles: the fp8_issue's PAIRED scales are the slot's second B scale block
@@ -491,14 +517,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
                     fence_registers<ACC>(part);
-                    release_stage<1>(&s.empty[now.stage], lane);
+                    release_stage<CM>(&s.empty[now.stage], lane);
                     wide_promote_split<CFG::BN>(split, acc, part, now.s_lo, now.s_hi, now.odd_lo, now.odd_hi);
                 }
             } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
                     const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
-                    fp8_retire<false>(acc, part, now, s.empty, lane);
+                    fp8_retire<false, CM>(acc, part, now, s.empty, lane);
                 }
             } else {
                 // Two partial accumulators: k-block kb+1's wgmmas run while kb's are promoted.
@@ -530,6 +556,12 @@ __global__ void __launch_bounds__(THREADS, 1)
             // ---- epilogue: registers -> global (bf16) ----
             fp8_dense_store<CFG::BN / 8>(p.out, acc, m0, n0, r_lo, lane);
         }
+    }
+    // No CTA may leave while its peer can still multicast into it or arrive on its barriers
+    // (the producer's warps diverged around their issuing lanes: reconverge first).
+    if (CM > 1) {
+        __syncwarp();
+        cluster_sync();
     }
 #endif
 }

@@ -115,7 +115,7 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
 
     CUtensorMap map_a, map_b, map_sa, map_sb;
     CUresult cr = make_tensor_map_e4m3(&map_a, args->a, args->m, args->k, args->lda);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, bn);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(&map_b, args->b, args->n, args->k, args->ldb, CFG::B_BOX_ROWS);
     map_sa = map_sb = map_a; // never read unless boxes
     const int64_t kblocks = (args->k + FP8_BK - 1) / FP8_BK;
     if (boxes && cr == CUDA_SUCCESS)
@@ -125,15 +125,26 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
                                     CFG::B_SCALE_ROWS);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
-    const fp8_params p = fp8_dense_params(args, sms, bn);
-    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM) * ((p.n + bn - 1) / bn);
+    fp8_params p = fp8_dense_params(args, sms, bn);
+    constexpr int CM = CFG::CLUSTER_M;
+    const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM + CM - 1) / CM * ((p.n + bn - 1) / bn);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
-    const long long ctas = units < sms ? units : sms;
-    kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
-    err = cudaGetLastError();
+    long long ctas = units < sms ? units : sms;
+    if constexpr (CM == 1) {
+        kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
+        err = cudaGetLastError();
+    } else { // (lab) as dense_launch: clusters of CM, as many as can be resident
+        const int group = (int)lround(sqrt((double)bn * sms / FP8_BM) / CM); // in units of CM row blocks
+        p.out.group_m = group < 1 ? 1 : group;
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr[1];
+        st = persistent_launch_config(kernel, CM, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why, why_len);
+        if (st != MOE_STATUS_OK) return st;
+        err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
+    }
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));
