@@ -354,10 +354,15 @@ __device__ __forceinline__ void wide_promote_split(int split, float *acc, const 
     }
 }
 
-// The dense kernel's promotion of one k-block (ACQUIRE_FIRST): acc += part * kb's scales, a wide
-// tile's first `split` column blocks with the first B scale block's products.
+// The dense kernel's fp8_retire, any width (ACQUIRE_FIRST and the wide ISSUE_THEN_WAIT loop): after
+// a wgmma wait proved `part`'s group complete, release kb's stage to every CTA that read it, then
+// acc += part * kb's scales, a wide tile's first `split` column blocks with the first B scale
+// block's products.
 template <class CFG>
-__device__ __forceinline__ void fp8_dense_promote(float *acc, const float *part, const fp8_kblock &kb, int split) {
+__device__ __forceinline__ void fp8_dense_retire(float *acc, float *part, const fp8_kblock &kb, int split,
+                                                 uint64_t *empty, int lane) {
+    fence_registers<CFG::BN / 2>(part);
+    release_stage<CFG::CLUSTER_M>(&empty[kb.stage], lane);
     if constexpr (CFG::BN != FP8_BN) wide_promote_split<CFG::BN>(split, acc, part, kb.s_lo, kb.s_hi, kb.odd_lo, kb.odd_hi);
     else wide_promote<FP8_BN, 16>(acc, part, kb.s_lo, kb.s_hi, kb.s_lo, kb.s_hi);
 }
@@ -499,16 +504,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int kb = 1; kb < num_kb; ++kb) {
                     const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, kb);
                     wgmma_wait_group<0>();
-                    fence_registers<ACC>(part);
-                    release_stage<CM>(&s.empty[prev.stage], lane);
-                    fp8_dense_promote<CFG>(acc, part, prev, split);
+                    fp8_dense_retire<CFG>(acc, part, prev, split, s.empty, lane);
                     fp8_mma<CFG>(part, s, next.stage, half);
                     prev = next;
                 }
                 wgmma_wait_group<0>();
-                fence_registers<ACC>(part);
-                release_stage<CM>(&s.empty[prev.stage], lane);
-                fp8_dense_promote<CFG>(acc, part, prev, split);
+                fp8_dense_retire<CFG>(acc, part, prev, split, s.empty, lane);
             } else if constexpr (CFG::BN != FP8_BN) {
                 // Wider tiles: the fp8_issue's PAIRED scales are the slot's second B scale block
                 // (the next 128 columns), and the promotion splits the columns between the two.
@@ -516,9 +517,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int kb = 0; kb < num_kb; ++kb) {
                     const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb);
                     wgmma_wait_group<0>();
-                    fence_registers<ACC>(part);
-                    release_stage<CM>(&s.empty[now.stage], lane);
-                    wide_promote_split<CFG::BN>(split, acc, part, now.s_lo, now.s_hi, now.odd_lo, now.odd_hi);
+                    fp8_dense_retire<CFG>(acc, part, now, split, s.empty, lane);
                 }
             } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {

@@ -73,7 +73,8 @@ inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, 
 
 // The kernel's parameters for tiles FP8_BM x bn on `sms` multiprocessors (grouped raster as in
 // the bf16 engine: g = sqrt(bn * SMs / BM) tile rows per group). Shared with the lab's FP8 variants.
-inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sms, int bn) {
+// cm: the CTAs a cluster (the raster group counts units of cm row blocks, as dense_launch's).
+inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sms, int bn, int cm) {
     fp8_params p;
     p.m = (int)args->m;
     p.n = (int)args->n;
@@ -89,7 +90,7 @@ inline fp8_params fp8_dense_params(const moe__hopper_gemm_fp8_args *args, int sm
     p.out.ldc = (long long)args->ldc;
     p.out.c_f32 = 0;
     p.out.pair_ok = args->ldc % 2 == 0 && (uintptr_t)args->c % 4 == 0;
-    const int group = (int)lround(sqrt((double)bn * sms / FP8_BM));
+    const int group = (int)lround(sqrt((double)bn * sms / FP8_BM) / cm);
     p.out.group_m = group < 1 ? 1 : group;
     return p;
 }
@@ -125,26 +126,20 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
                                     CFG::B_SCALE_ROWS);
     if (cr != CUDA_SUCCESS) return tensor_map_fail(cr, why, why_len);
 
-    fp8_params p = fp8_dense_params(args, sms, bn);
+    const fp8_params p = fp8_dense_params(args, sms, bn, CFG::CLUSTER_M);
     constexpr int CM = CFG::CLUSTER_M;
     const long long units = (long long)((p.m + FP8_BM - 1) / FP8_BM + CM - 1) / CM * ((p.n + bn - 1) / bn);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
-    long long ctas = units < sms ? units : sms;
-    if constexpr (CM == 1) {
-        kernel<<<(unsigned)ctas, THREADS, CFG::SMEM_BYTES, stream>>>(map_a, map_b, map_sa, map_sb, p);
-        err = cudaGetLastError();
-    } else { // (lab) as dense_launch: clusters of CM, as many as can be resident
-        const int group = (int)lround(sqrt((double)bn * sms / FP8_BM) / CM); // in units of CM row blocks
-        p.out.group_m = group < 1 ? 1 : group;
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[1];
-        st = persistent_launch_config(kernel, CM, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why, why_len);
-        if (st != MOE_STATUS_OK) return st;
-        err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
-    }
+    // As dense_launch: one CTA per SM, or clusters of CM (lab), as many as can be resident.
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    long long ctas = 0;
+    st = persistent_launch_config(kernel, CM, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why, why_len);
+    if (st != MOE_STATUS_OK) return st;
+    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));
