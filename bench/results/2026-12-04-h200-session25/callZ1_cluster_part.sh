@@ -14,7 +14,7 @@
 # shapes, slower on the one-wave shapes (as in session 21); fp8v8 within +-3% of fp8v6. Correct everywhere;
 # memcheck 0 errors; racecheck 0 hazards.
 set -u
-. tools/device_call.sh
+. tools/device_call.sh  # (sourced again: harmless, keeps this part runnable alone)
 OUT=$O/lab VARIANTS="fp8v8_128" LAB_LIMIT=90 timeout 200 bash lab/run_fp8_on_device.sh > $O/lab_stdout.log 2>&1
 mark "fp8 lab build + fp8v8_128" $? $O/lab_stdout.log
 L=/tmp/moefuse-fp8lab-build/gemm_fp8_lab
