@@ -57,7 +57,10 @@ struct shape {
 // T*8/256 = 512; GEMM1 N = 2*2048 gate+up, K = 7168; GEMM2 N = 7168, K = 2048); 16 experts'
 // rows stacked (what a grouped kernel sees per column block); tails in M, N and K (K = 1040 =
 // 8 blocks + 16: the last scale block is partial); an odd number of 128-row blocks (9), so a
-// cluster-of-2 variant's last cluster has a CTA without rows.
+// cluster-of-2 variant's last cluster has a CTA without rows, both with K = 1040 (the scale rows
+// too short for TMA: the ring variants and the engine only) and with K = 1024 (every variant);
+// 33 row blocks, where the engine runs 128-wide tiles in clusters (8 waves); DeepSeek-V3's
+// q_a_proj at T = 4096, where its tile rule takes 192 (2 waves against 3 of 128-wide tiles).
 static const shape SHAPES[] = {
     {"square-4096", 4096, 4096, 4096, false},
     {"square-8192", 8192, 8192, 8192, true},
@@ -67,6 +70,9 @@ static const shape SHAPES[] = {
     {"deepseek-v3-gemm2-x16-experts", 8192, 7168, 2048, true},
     {"tails-1000x1000x1040", 1000, 1000, 1040, false},
     {"tails-1100x1000x1040", 1100, 1000, 1040, false},
+    {"odd-rows-1100x1000x1024", 1100, 1000, 1024, false},
+    {"odd-rows-4224x4096x1024", 4224, 4096, 1024, false},
+    {"deepseek-v3-q-a-proj", 4096, 1536, 7168, false},
 };
 
 // ---- device kernels ------------------------------------------------------------------------

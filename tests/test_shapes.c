@@ -1160,23 +1160,39 @@ static void test_roofline_dense_engine(void) {
     memory = ((512.0 + 2880) * 2880 * 2 + 512.0 * 2880 * 2) / bw;
     CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "bf16 narrow: %.6g s, expected %.6g", s,
           fmax(compute, memory) + launch);
-    /* the q_a_proj in FP8: 32 x 12 = 384 tiles of 128 x 128 x 128 = 3 waves (2.9) at 834/132
-     * TFLOP/s, K 7168 = 56 k-steps; x and W 1 B, out bf16 */
+    /* the q_a_proj in FP8: 32 x 8 = 256 tiles of 128 x 192 = 2 waves (1.9; 128 x 128 would take 3,
+     * 2 * 192 < 3 * 128 * 1.10) at 834/132 TFLOP/s, K 7168 = 56 k-steps; x and W 1 B, out bf16 */
     CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_E4M3, 4096, 7168, 1536, &s) == MOE_STATUS_OK, "%s",
           moe_last_error(NULL));
-    compute = 3 * (2.0 * 128 * 128 * 7168 / (834e12 / 132) + 132.0 * 128 * 128 * 2 / bw);
+    compute = 2 * (2.0 * 128 * 192 * 7168 / (834e12 / 132) + 132.0 * 128 * 192 * 2 / bw);
     memory = ((4096.0 + 1536) * 7168 + 4096.0 * 1536 * 2) / bw;
     CHECK(close_rel(s, fmax(compute, memory) + launch, 1e-12), "fp8: %.6g s, expected %.6g", s,
           fmax(compute, memory) + launch);
-    /* FP8 8192^3: 64 x 43 = 2752 tiles of 128 x 192 (>= 4 waves of 132, so the wide tile) = 21
-     * waves (20.8) at the family's rate, each with its exposed store of 132 tiles of 128 x 192 */
-    CHECK(moe__hopper_gemm_fp8_block_n(8192, 8192, 132) == 192 && moe__hopper_gemm_fp8_block_n(4096, 1536, 132) == 128,
-          "fp8 tile rule: %d at 8192^2, %d at 4096 x 1536", moe__hopper_gemm_fp8_block_n(8192, 8192, 132),
-          moe__hopper_gemm_fp8_block_n(4096, 1536, 132));
-    /* the rule's edge: 528 tiles of 128 x 192 = 4 waves (wide), 527 (narrow) */
-    CHECK(moe__hopper_gemm_fp8_block_n(128 * 528, 192, 132) == 192 && moe__hopper_gemm_fp8_block_n(128 * 527, 192, 132) == 128 &&
-              moe__hopper_gemm_fp8_block_n(128 * 527, 193, 132) == 192,
-          "fp8 tile rule at 4 waves");
+    /* FP8 8192^3: 64 x 43 = 2752 tiles of 128 x 192 = 21 waves (20.8), against 32 (31.03) of 128 x
+     * 128: the wide tile, 21 * 192 < 32 * 128 * 1.10; each wave with its exposed store of 132 tiles
+     * of 128 x 192 */
+    CHECK(moe__hopper_gemm_fp8_block_n(8192, 8192, 132) == 192, "fp8 tile rule: %d at 8192^2",
+          moe__hopper_gemm_fp8_block_n(8192, 8192, 132));
+    /* 4096^2: 704 tiles of 192 = 6 waves, 1024 of 128 = 8: 1152 >= 1126.4, narrow (the lab: 128
+     * 4-8% faster); deepseek's x16-expert GEMM1 8192 x 4096: 11 against 16 waves, wide; one wave of
+     * either (512 x 4096): narrow */
+    CHECK(moe__hopper_gemm_fp8_block_n(4096, 4096, 132) == 128 && moe__hopper_gemm_fp8_block_n(8192, 4096, 132) == 192 &&
+              moe__hopper_gemm_fp8_block_n(512, 4096, 132) == 128,
+          "fp8 tile rule: %d at 4096^2, %d at 8192 x 4096, %d at 512 x 4096", moe__hopper_gemm_fp8_block_n(4096, 4096, 132),
+          moe__hopper_gemm_fp8_block_n(8192, 4096, 132), moe__hopper_gemm_fp8_block_n(512, 4096, 132));
+    /* the rule's edge, N = 192 (one tile of 192 a row block, two of 128): r row blocks make
+     * ceil(r / 132) against ceil(2r / 132) waves; 132 rows: 1 vs 2, wide; 133: 2 vs 3 (384 <
+     * 422.4), wide; 66: 1 vs 1, narrow; 67: 1 vs 2, wide */
+    CHECK(moe__hopper_gemm_fp8_block_n(128 * 132, 192, 132) == 192 && moe__hopper_gemm_fp8_block_n(128 * 133, 192, 132) == 192 &&
+              moe__hopper_gemm_fp8_block_n(128 * 66, 192, 132) == 128 && moe__hopper_gemm_fp8_block_n(128 * 67, 192, 132) == 192,
+          "fp8 tile rule at N = 192");
+    /* clusters of 2 from 4 waves of the chosen tiles, never on one row block */
+    CHECK(moe__hopper_gemm_fp8_cluster_m(8192, 8192, 192, 132) == 2 && moe__hopper_gemm_fp8_cluster_m(512, 4096, 128, 132) == 1 &&
+              moe__hopper_gemm_fp8_cluster_m(128, 1 << 20, 128, 132) == 1 &&
+              moe__hopper_gemm_fp8_cluster_m(128 * 33, 128 * 16, 128, 132) == 2 &&
+              moe__hopper_gemm_fp8_cluster_m(128 * 33, 128 * 15, 128, 132) == 1 &&
+              moe__hopper_gemm_fp8_cluster_m(128 * 32, 128 * 16, 128, 132) == 1,
+          "fp8 cluster rule");
     CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_E4M3, 8192, 8192, 8192, &s) == MOE_STATUS_OK, "%s",
           moe_last_error(NULL));
     compute = 21 * (2.0 * 128 * 192 * 8192 / (834e12 / 132) + 132.0 * 128 * 192 * 2 / bw);

@@ -1,6 +1,7 @@
 // The library's entry to the Hopper engine's FP8 block-scaled dense GEMM (gemm_fp8_kernel.cuh):
-// 128 x 128 tiles, 6 stages, or 128 x 192, 5 stages, on large outputs, by
-// moe__hopper_gemm_fp8_block_n (gemm_fp8.h). Both take their scales by TMA in the stage's
+// 128 x 128 tiles, 6 stages, or 128 x 192, 5 stages, by moe__hopper_gemm_fp8_block_n (gemm_fp8.h),
+// in clusters of 2 sharing B by multicast where moe__hopper_gemm_fp8_cluster_m says (many waves, the
+// scales by TMA; session 25's lab call Z1). Both widths take their scales by TMA in the stage's
 // transaction where the scale rows allow it (fp8_tma_scales_ok), else through the scale ring. Lab
 // calls S3 and S4 of session 17 (bench/results/2026-12-04-h200-session17), each variant against
 // the ring kernel of its width in the same run: 192 wide (fp8v4 / fp8v3, S3) 3-17% faster on every
@@ -23,18 +24,28 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
     const cudaStream_t s = (cudaStream_t)stream;
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
-    int bn = args->block_n;
-    if (bn == 0) {
+    int bn = args->block_n, cm = args->cluster_m;
+    if (bn == 0 || cm == 0) {
         int sms = 0;
         if ((st = device_sms(&sms, why, why_len)) != MOE_STATUS_OK) return st;
-        bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
+        if (bn == 0) bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
+        if (cm == 0) cm = fp8_tma_scales_ok(args) ? moe__hopper_gemm_fp8_cluster_m(args->m, args->n, bn, sms) : 1;
     }
     if (fp8_tma_scales_ok(args)) {
         using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
         using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U>;
-        return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len)
-                         : fp8_launch<NARROW>(args, s, why, why_len);
+        using WIDE_PAIR = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST, 2>;
+        using NARROW_PAIR = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U, 2>;
+        if (cm == 2)
+            return bn == 192 ? fp8_launch<WIDE_PAIR>(args, s, why, why_len)
+                             : fp8_launch<NARROW_PAIR>(args, s, why, why_len);
+        return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len) : fp8_launch<NARROW>(args, s, why, why_len);
     }
+    if (cm == 2)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "cluster_m: got 2, which needs the scales by TMA: lds_a, lds_b (got %lld, %lld) multiples of 4 and "
+                    "a_scales, b_scales 16-byte aligned",
+                    (long long)args->lds_a, (long long)args->lds_b);
     using RING_WIDE = fp8_config<5, false, 192, FP8_SCALES_RING, FP8_ACQUIRE_FIRST>;
     using RING_NARROW = fp8_config<6, false, 128, FP8_SCALES_RING, FP8_ISSUE_THEN_WAIT_U>;
     return bn == 192 ? fp8_launch<RING_WIDE>(args, s, why, why_len)

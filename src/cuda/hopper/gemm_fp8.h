@@ -9,7 +9,7 @@
  *
  * Requirements (checked): a sm_90 device; M, N, K in [1, 2^31); lda, ldb multiples of 16 bytes
  * (TMA row strides) and >= K; A and B 16-byte aligned; lds_a, lds_b >= ceil(K/128); sa and sb
- * 4-byte aligned; ldc >= N; block_n 0, 128 or 192. Asynchronous on `stream`; no allocation, no sync,
+ * 4-byte aligned; ldc >= N; block_n 0, 128 or 192; cluster_m 0, 1 or 2. Asynchronous on `stream`; no allocation, no sync,
  * graph-capturable. Faster where lds_a and lds_b are multiples of 4 and sa, sb 16-byte aligned: the
  * tiles then take their scales by TMA (gemm_fp8.cu). */
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_H
@@ -37,18 +37,37 @@ typedef struct moe__hopper_gemm_fp8_args {
     int64_t ldc;
     int64_t m, n, k;
     int block_n;          /* 0: the rule below; 128 or 192 to force a tile width */
+    int cluster_m;        /* 0: the rule below; 1 or 2 to force the CTAs a cluster (2: the scales by TMA) */
 } moe__hopper_gemm_fp8_args;
 
-/* The tile width the engine picks (block_n 0) for an M x N output on `sms` multiprocessors: 192
- * where the 128 x 192 tiles make at least MOE__HOPPER_FP8_WIDE_MIN_WAVES waves, else 128. Lab call
- * S1 of session 16: 192 is faster by 3-15% from 704 tiles (4096^3) up, slower by 16-23% at 48-152
- * tiles (one-wave shapes, where the wider tile leaves SMs idle or adds a partial wave). Inline plain
- * C, so that the analysis (src/analysis/roofline.c) models the tile the engine runs. */
+/* The tile width the engine picks (block_n 0) for an M x N output on `sms` multiprocessors. The
+ * persistent grid runs ceil(tiles / sms) waves of equal tiles; a 128 x 192 tile does 1.5x a 128 x
+ * 128 tile's work at MOE__HOPPER_FP8_WIDE_GAIN (1.10: 8192^3, session 25's lab call Z1, and
+ * session 24's Y4, 20-31 waves) times its rate, so 192 where its waves cost less:
+ * waves_192 * 192 < waves_128 * 128 * 1.10. Lab checks of the rule (Z1 and Y4, two rounds each):
+ * 4096^3 (6 against 8 waves) 128 is 4-8% faster; deepseek-v3's x16-expert GEMMs (11 / 16, 19 / 28
+ * waves) 192 is 3-4% faster; one-wave shapes 128 is 20-26% faster. (Until session 25 the rule was
+ * "192 from 4 waves of 192-wide tiles", which picked 192 at 4096^3.) Inline plain C, so that the
+ * analysis (src/analysis/roofline.c) models the tile the engine runs. */
 #define MOE__HOPPER_FP8_BM 128
-#define MOE__HOPPER_FP8_WIDE_MIN_WAVES 4
+#define MOE__HOPPER_FP8_WIDE_GAIN_X100 110
 static inline int moe__hopper_gemm_fp8_block_n(int64_t m, int64_t n, int64_t sms) {
-    const int64_t tiles_192 = (m + MOE__HOPPER_FP8_BM - 1) / MOE__HOPPER_FP8_BM * ((n + 191) / 192);
-    return tiles_192 >= MOE__HOPPER_FP8_WIDE_MIN_WAVES * sms ? 192 : 128;
+    const int64_t rows = (m + MOE__HOPPER_FP8_BM - 1) / MOE__HOPPER_FP8_BM;
+    const int64_t waves_192 = (rows * ((n + 191) / 192) + sms - 1) / sms;
+    const int64_t waves_128 = (rows * ((n + 127) / 128) + sms - 1) / sms;
+    return waves_192 * 192 * 100 < waves_128 * 128 * MOE__HOPPER_FP8_WIDE_GAIN_X100 ? 192 : 128;
+}
+
+/* The CTAs a cluster the engine runs (cluster_m 0) for tiles of block_n columns: 2 (adjacent row
+ * blocks share each B tile by TMA multicast, halving B's L2 reads) from MOE__HOPPER_FP8_CLUSTER_MIN_WAVES
+ * waves of tiles, else 1. Session 25's lab call Z1 (two rounds): clusters 2-5% faster at 8192^3
+ * and the x16-expert shapes at both widths (ncu at 8192^3: tensor pipe 71 -> 76% at 192 wide,
+ * 61 -> 67% at 128), level at 4096^3 (8 waves of 128-wide tiles), 1-3% slower on the one-wave
+ * single-expert shapes. */
+#define MOE__HOPPER_FP8_CLUSTER_MIN_WAVES 4
+static inline int moe__hopper_gemm_fp8_cluster_m(int64_t m, int64_t n, int block_n, int64_t sms) {
+    const int64_t rows = (m + MOE__HOPPER_FP8_BM - 1) / MOE__HOPPER_FP8_BM;
+    return rows >= 2 && rows * ((n + block_n - 1) / block_n) >= MOE__HOPPER_FP8_CLUSTER_MIN_WAVES * sms ? 2 : 1;
 }
 
 /* Callable from CUDA device code too (the grouped kernel's use below) and from the C tests. */

@@ -34,8 +34,8 @@
 // half): part[4j + 2h + e] is row lane/4 + 8h, column 8j + 2*(lane%4) + e. So each thread
 // needs two A scales per k-block (rows lane/4 and lane/4 + 8) and the one B scale.
 //
-// Wider tiles (the dense kernel, fp8_wide_cfg): 128 x 192 in the engine where its tiles make at
-// least MOE__HOPPER_FP8_WIDE_MIN_WAVES waves (moe__hopper_gemm_fp8_block_n, gemm_fp8.h), 160 and
+// Wider tiles (the dense kernel, fp8_wide_cfg): 128 x 192 in the engine where its waves cost less
+// than the 128-wide tiles' (moe__hopper_gemm_fp8_block_n, gemm_fp8.h), 160 and
 // 144 in the kernel lab. Each byte a stage brings from L2 feeds more MMAs (0.0130 bytes per MAC
 // at 192 against 0.0156 at 128): lab call S1 of session 16 (bench/results/2026-12-04-h200-
 // session16/callS1, fp8v3 there): 8192^3 0.776x cuBLASLt against 0.674x at 128 wide (tensor
@@ -111,11 +111,12 @@ enum fp8_order { FP8_ISSUE_THEN_WAIT = 0, FP8_ISSUE_THEN_WAIT_U = 1, FP8_ACQUIRE
 // serialised every wgmma of it (C7514) in each loop form tried, so it was not run.)
 // BN_: the tile's columns, 128, or wider (the dense kernel only: below).
 // ORDER_: the consumers' order of work within a k-block (fp8_order; not with OVERLAP).
-// CLUSTER_M_ (lab only, the scales by TMA): clusters of 2 CTAs on adjacent row blocks of one column
-// block, each loading half of the B tile and multicasting it to both, as the bf16 kernel's; a stage
-// is refilled when both CTAs' consumers are done with it. Measured in session 21 with the old order
-// (192 wide 0.996 of the single CTA's time, 128 wide 0.975; removed in e9c53c4 and a7083fd) and
-// brought back in session 24 for the new orders: cuBLASLt's same-work kernel runs in clusters of 2.
+// CLUSTER_M_ (the scales by TMA): clusters of 2 CTAs on adjacent row blocks of one column block,
+// each loading half of the B tile and multicasting it to both, as the bf16 kernel's; a stage is
+// refilled when both CTAs' consumers are done with it. Session 21, on the old order: 192 wide
+// 0.996 of the single CTA's time, 128 wide 0.975 (removed then). Session 25 (lab call Z1), on
+// session 24's orders: 2-5% faster at both widths on shapes of 15-31 waves, so the engine runs them
+// there (moe__hopper_gemm_fp8_cluster_m); cuBLASLt's same-work kernel runs in clusters of 2 too.
 template <int STAGES_, bool OVERLAP_ = false, int BN_ = FP8_BN, int SCALE_PATH_ = FP8_SCALES_RING,
           int ORDER_ = FP8_ISSUE_THEN_WAIT, int CLUSTER_M_ = 1>
 struct fp8_config {

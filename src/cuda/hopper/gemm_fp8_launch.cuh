@@ -64,6 +64,9 @@ inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, 
     if (a->block_n != 0 && a->block_n != 128 && a->block_n != 192)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "block_n: got %d, expected 0 (the rule), 128 or 192",
                     a->block_n);
+    if (a->cluster_m != 0 && a->cluster_m != 1 && a->cluster_m != 2)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "cluster_m: got %d, expected 0 (the rule), 1 or 2",
+                    a->cluster_m);
     if (((uintptr_t)a->a_scales | (uintptr_t)a->b_scales) % 4 != 0)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
                     "a_scales/b_scales: got %p/%p, expected 4-byte aligned addresses", (void *)a->a_scales,
@@ -133,7 +136,7 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
-    // As dense_launch: one CTA per SM, or clusters of CM (lab), as many as can be resident.
+    // As dense_launch: one CTA per SM, or clusters of CM, as many as can be resident.
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     long long ctas = 0;
