@@ -60,14 +60,17 @@ static inline int moe__hopper_gemm_fp8_block_n(int64_t m, int64_t n, int64_t sms
 
 /* The CTAs a cluster the engine runs (cluster_m 0) for tiles of block_n columns: 2 (adjacent row
  * blocks share each B tile by TMA multicast, halving B's L2 reads) from MOE__HOPPER_FP8_CLUSTER_MIN_WAVES
- * waves of tiles, else 1. Session 25's lab call Z1 (two rounds): clusters 2-5% faster at 8192^3
- * and the x16-expert shapes at both widths (ncu at 8192^3: tensor pipe 71 -> 76% at 192 wide,
- * 61 -> 67% at 128), level at 4096^3 (8 waves of 128-wide tiles), 1-3% slower on the one-wave
- * single-expert shapes. */
+ * waves of tiles, else 1. Session 25's lab calls Z1 and Z2 (2 and 3 rounds): clusters 2-6% faster
+ * at 8192^3 and deepseek-v3's x16-expert shapes at both widths (ncu at 8192^3: tensor pipe 71 ->
+ * 76% at 192 wide, 61 -> 67% at 128), level at 4096^3 (8 waves of 128-wide tiles), 1-3% slower on
+ * the one-wave single-expert shapes. An odd row-block count leaves one CTA of each column's last
+ * cluster idle, 1 / (rows + 1) of the work: 4.5% slower at 33 x 32 tiles of 128 (4224 x 4096 x
+ * 1024, Z2), so odd counts cluster only where that share is under the least gain measured (2%). */
 #define MOE__HOPPER_FP8_CLUSTER_MIN_WAVES 4
 static inline int moe__hopper_gemm_fp8_cluster_m(int64_t m, int64_t n, int block_n, int64_t sms) {
     const int64_t rows = (m + MOE__HOPPER_FP8_BM - 1) / MOE__HOPPER_FP8_BM;
-    return rows >= 2 && rows * ((n + block_n - 1) / block_n) >= MOE__HOPPER_FP8_CLUSTER_MIN_WAVES * sms ? 2 : 1;
+    const int idle_ok = rows % 2 == 0 || rows + 1 > 50;
+    return rows >= 2 && idle_ok && rows * ((n + block_n - 1) / block_n) >= MOE__HOPPER_FP8_CLUSTER_MIN_WAVES * sms ? 2 : 1;
 }
 
 /* Callable from CUDA device code too (the grouped kernel's use below) and from the C tests. */
