@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 25, call Z3 (~7 min), the landing's code. From the repo root, carry .deps:
-#   O=$OUT timeout 590 bash bench/results/2026-12-04-h200-session25/callZ3.sh
+# Prepared in session 25 as call Z3 (~7 min; its run was lost: the device stopped answering and no
+# machine was lent after). The landing's code. From the repo root, carry .deps:
+#   O=$OUT timeout 590 bash bench/results/next-session/session25_landing_check.sh
 # 1. Suite --quick (nothing in the forward changed; the build and a sanity pass).
 # 2. Issue 4's gates (bench/issue4_gates.sh), with the dense FP8 engine's clusters and width rule.
 # 3. compute-sanitizer racecheck of the clustered dense FP8 kernels through the lab's new --sanitize
