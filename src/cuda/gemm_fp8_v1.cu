@@ -45,9 +45,7 @@ __device__ __forceinline__ void mma_fp8_16832(float *d, const uint32_t *a, const
 
 // The A row of plan row r with id `id` (not padding): the token for GEMM_UP, r for GEMM_DOWN.
 __device__ __forceinline__ int64_t fp8_a_row(const gemm_args &p, int64_t r, int64_t id) {
-    if (p.mode != GEMM_UP) return r;
-    const int64_t padding = p.tokens * p.top_k;
-    return id < padding ? id / p.top_k : id - padding - 1;
+    return p.mode != GEMM_UP ? r : plan_id_token(id, p.tokens * p.top_k, p.top_k);
 }
 
 // ---- pieces shared by the two kernels --------------------------------------------------------
