@@ -415,13 +415,6 @@ static int selftest_quantizer(uint64_t seed) {
     return bad;
 }
 
-static bool listed(const char *list, const char *name) {
-    const size_t len = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
-        if ((p == list || p[-1] == ',') && (p[len] == '\0' || p[len] == ',')) return true;
-    return false;
-}
-
 int main(int argc, char **argv) {
     const char *variants = "fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8engine";
     const char *filter = NULL;
@@ -479,8 +472,7 @@ int main(int argc, char **argv) {
     impls.push_back({"lt-fast", "as cublaslt with CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1", NULL, 1});
     impls.push_back({"lt-block", "cublasLtMatmul on our block-scaled operands (VEC128 x BLK128x128 scales): the same work",
                      NULL, 0, 1});
-    for (const impl &im : all)
-        if (listed(variants, im.name)) impls.push_back(im);
+    for (const impl &im : lab_pick_variants(all, sizeof all / sizeof all[0], variants)) impls.push_back(im);
 
     uint64_t seed = getenv("LAB_SEED") ? strtoull(getenv("LAB_SEED"), NULL, 10) : (uint64_t)time(NULL);
     cudaDeviceProp prop;

@@ -267,20 +267,7 @@ int main(int argc, char **argv) {
     };
     std::vector<impl> impls;
     impls.push_back({"cublas", "cublasGemmEx bf16 in, fp32 compute, default algo", NULL});
-    for (const impl &im : all) {
-        // whole-word match in the comma list
-        const char *p = variants;
-        size_t len = strlen(im.name);
-        while ((p = strstr(p, im.name)) != NULL) {
-            bool start = p == variants || p[-1] == ',';
-            bool end = p[len] == '\0' || p[len] == ',';
-            if (start && end) {
-                impls.push_back(im);
-                break;
-            }
-            p += len;
-        }
-    }
+    for (const impl &im : lab_pick_variants(all, sizeof all / sizeof all[0], variants)) impls.push_back(im);
 
     uint64_t seed = getenv("LAB_SEED") ? strtoull(getenv("LAB_SEED"), NULL, 10) : (uint64_t)time(NULL);
     cudaDeviceProp prop;

@@ -854,6 +854,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    // The listed variants in the list's order (every one without --variants).
+    const std::vector<variant> picked = lab_pick_variants(VARIANTS, sizeof VARIANTS / sizeof VARIANTS[0], variants);
     // The variant table is positional: a flag in the wrong slot silently runs another kernel. The
     // names carry the flags that matter; refuse a table where they disagree.
     for (const variant &v : VARIANTS) {
@@ -877,8 +879,8 @@ int main(int argc, char **argv) {
            prop.name, sms, (unsigned long long)seed, (long long)tokens, fp8 ? "FP8" : "bf16");
     // What each kernel compiled to (the lab's own instantiations of the library's template).
     printf("\n%-18s %5s %6s %7s  %s\n", "variant", "regs", "local", "smem", "what");
-    for (const variant &v : VARIANTS) {
-        if (v.fp8 != fp8 || !listed(variants, v.name)) continue;
+    for (const variant &v : picked) {
+        if (v.fp8 != fp8) continue;
         const void *k = kernel_address(v, MOE_ACT_SWIGLU);
         cudaFuncAttributes fa;
         CUDA_OK(cudaFuncGetAttributes(&fa, k));
@@ -940,8 +942,8 @@ int main(int argc, char **argv) {
             void *shipped_out = nullptr; // the shipped variant's output of this data, for (3)
             int shipped_f32 = -1;        // its element type (only outputs of the same type are compared)
             double none_ms = -1.0;
-            for (const variant &v : VARIANTS) {
-                if (v.data != data || v.fp8 != fp8 || !listed(variants, v.name)) continue;
+            for (const variant &v : picked) {
+                if (v.data != data || v.fp8 != fp8) continue;
                 const launch_fn fn = fp8 ? nullptr : pick(v, m.act);
                 const fp8_launch_fn fn8 = fp8 ? pick_fp8(v) : nullptr;
                 if (!fn && !fn8) continue; // EPI_REGS_ACT exists for SWIGLU and SWIGLU_OAI only

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -25,6 +27,30 @@ __host__ __device__ inline uint64_t lab_splitmix64(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
+}
+
+// The entries of table `all` (n of them, each with a `name`) that the comma-separated `list` names,
+// in the list's order, so that rounds of one binary can alternate which variant runs first; every
+// entry, in table order, when list is NULL. Until session 25 the labs ran their table's order
+// whatever the list said, so each shape's last variant always ran last. An unknown name: a
+// message on stderr and exit status 2.
+template <class T> std::vector<T> lab_pick_variants(const T *all, size_t n, const char *list) {
+    std::vector<T> picked;
+    if (!list) return std::vector<T>(all, all + n);
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ",");
+        size_t i = 0;
+        while (i < n && !(strlen(all[i].name) == len && !strncmp(all[i].name, p, len))) ++i;
+        if (i == n) {
+            fprintf(stderr, "--variants: no variant named '%.*s'; the table has:", (int)len, p);
+            for (size_t j = 0; j < n; ++j) fprintf(stderr, " %s", all[j].name);
+            fprintf(stderr, "\n");
+            exit(2);
+        }
+        picked.push_back(all[i]);
+        p += len + (p[len] == ',');
+    }
+    return picked;
 }
 
 // Replays a captured graph of `reps` launches warmup + timed times, each timed with events,
