@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <string.h>
 
 #include <algorithm>

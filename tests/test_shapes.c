@@ -1174,7 +1174,7 @@ static void test_roofline_dense_engine(void) {
     CHECK(moe__hopper_gemm_fp8_block_n(8192, 8192, 132) == 192, "fp8 tile rule: %d at 8192^2",
           moe__hopper_gemm_fp8_block_n(8192, 8192, 132));
     /* 4096^2: 704 tiles of 192 = 6 waves, 1024 of 128 = 8: 1152 >= 1126.4, narrow (the lab: 128
-     * 4-8% faster); deepseek's x16-expert GEMM1 8192 x 4096: 11 against 16 waves, wide; one wave of
+     * 4-10% faster); deepseek's x16-expert GEMM1 8192 x 4096: 11 against 16 waves, wide; one wave of
      * either (512 x 4096): narrow */
     CHECK(moe__hopper_gemm_fp8_block_n(4096, 4096, 132) == 128 && moe__hopper_gemm_fp8_block_n(8192, 4096, 132) == 192 &&
               moe__hopper_gemm_fp8_block_n(512, 4096, 132) == 128,

@@ -9,9 +9,10 @@
  *
  * Requirements (checked): a sm_90 device; M, N, K in [1, 2^31); lda, ldb multiples of 16 bytes
  * (TMA row strides) and >= K; A and B 16-byte aligned; lds_a, lds_b >= ceil(K/128); sa and sb
- * 4-byte aligned; ldc >= N; block_n 0, 128 or 192; cluster_m 0, 1 or 2. Asynchronous on `stream`; no allocation, no sync,
- * graph-capturable. Faster where lds_a and lds_b are multiples of 4 and sa, sb 16-byte aligned: the
- * tiles then take their scales by TMA (gemm_fp8.cu). */
+ * 4-byte aligned; ldc >= N; block_n 0, 128 or 192; cluster_m 0, 1 or 2 (2: the scales by TMA).
+ * Asynchronous on `stream`; no allocation, no sync, graph-capturable. Faster where lds_a and lds_b
+ * are multiples of 4 and sa, sb 16-byte aligned: the tiles then take their scales by TMA, and large
+ * outputs run in clusters of 2 (gemm_fp8.cu). */
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_H
 #define MOEFUSE_CUDA_HOPPER_GEMM_FP8_H
 
@@ -42,11 +43,13 @@ typedef struct moe__hopper_gemm_fp8_args {
 
 /* The tile width the engine picks (block_n 0) for an M x N output on `sms` multiprocessors. The
  * persistent grid runs ceil(tiles / sms) waves of equal tiles; a 128 x 192 tile does 1.5x a 128 x
- * 128 tile's work at MOE__HOPPER_FP8_WIDE_GAIN (1.10: 8192^3, session 25's lab call Z1, and
- * session 24's Y4, 20-31 waves) times its rate, so 192 where its waves cost less:
- * waves_192 * 192 < waves_128 * 128 * 1.10. Lab checks of the rule (Z1 and Y4, two rounds each):
- * 4096^3 (6 against 8 waves) 128 is 4-8% faster; deepseek-v3's x16-expert GEMMs (11 / 16, 19 / 28
- * waves) 192 is 3-4% faster; one-wave shapes 128 is 20-26% faster. (Until session 25 the rule was
+ * 128 tile's work at 1.10x its rate (MOE__HOPPER_FP8_WIDE_GAIN_X100; 8192^3, 21 against 32 waves:
+ * 1.10-1.12 in session 25's lab calls Z1 and Z2), so 192 where its waves cost less:
+ * waves_192 * 192 < waves_128 * 128 * 1.10. Lab checks of the rule (Y4, Z1, Z2; 7 rounds):
+ * 4096^3 (6 against 8 waves) 128 is 4-10% faster; deepseek-v3's x16-expert GEMMs (11 / 16, 19 / 28
+ * waves) 192 is 3-7% faster; one-wave shapes 128 is 18-26% faster; q_a_proj (4096 x 1536 x 7168,
+ * 2 / 3 waves) 192 is 6% faster. Wrong at 4224 x 4096 x 1024 (6 / 8 waves, K = 1024): 192 is 3%
+ * faster, the rule takes 128. (Until session 25 the rule was
  * "192 from 4 waves of 192-wide tiles", which picked 192 at 4096^3.) Inline plain C, so that the
  * analysis (src/analysis/roofline.c) models the tile the engine runs. */
 #define MOE__HOPPER_FP8_BM 128
@@ -65,12 +68,15 @@ static inline int moe__hopper_gemm_fp8_block_n(int64_t m, int64_t n, int64_t sms
  * 76% at 192 wide, 61 -> 67% at 128), level at 4096^3 (8 waves of 128-wide tiles), 1-3% slower on
  * the one-wave single-expert shapes. An odd row-block count leaves one CTA of each column's last
  * cluster idle, 1 / (rows + 1) of the work: 4.5% slower at 33 x 32 tiles of 128 (4224 x 4096 x
- * 1024, Z2), so odd counts cluster only where that share is under the least gain measured (2%). */
+ * 1024, Z2), so odd counts cluster only where that share is under the least gain measured
+ * (MOE__HOPPER_FP8_CLUSTER_IDLE_PCT). */
 #define MOE__HOPPER_FP8_CLUSTER_MIN_WAVES 4
+#define MOE__HOPPER_FP8_CLUSTER_IDLE_PCT 2
 static inline int moe__hopper_gemm_fp8_cluster_m(int64_t m, int64_t n, int block_n, int64_t sms) {
     const int64_t rows = (m + MOE__HOPPER_FP8_BM - 1) / MOE__HOPPER_FP8_BM;
-    const int idle_ok = rows % 2 == 0 || rows + 1 > 50;
-    return rows >= 2 && idle_ok && rows * ((n + block_n - 1) / block_n) >= MOE__HOPPER_FP8_CLUSTER_MIN_WAVES * sms ? 2 : 1;
+    const int64_t tiles = rows * ((n + block_n - 1) / block_n);
+    const int idle_ok = rows % 2 == 0 || 100 < MOE__HOPPER_FP8_CLUSTER_IDLE_PCT * (rows + 1);
+    return rows >= 2 && idle_ok && tiles >= MOE__HOPPER_FP8_CLUSTER_MIN_WAVES * sms ? 2 : 1;
 }
 
 /* Callable from CUDA device code too (the grouped kernel's use below) and from the C tests. */
