@@ -103,6 +103,7 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
+    int cm = 1;            // FP8, 192 wide, static stride: clusters of 2 (grouped_fp8_kernel's CM)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -187,6 +188,16 @@ static const variant VARIANTS[] = {
     {"fp8_up_192_notable", "fp8_up_192, row table made up (no loads; probe)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, true, true, false, false, false, 192, true},
     {"fp8_down_192_b16_nostore", "fp8_down_192_b16 without its stores (probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOSTORE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
     {"fp8_down_192_b16_notable", "fp8_down_192_b16, row table made up (no loads; probe)", GEMM_DOWN, GEMM_DOWN, EPI_STAGED_NOTABLE, OUT_ROWS_BF16, false, false, true, true, false, false, false, 192, true},
+    // Session 25 (compile-checked, never run): the 192-wide static-stride kernels in clusters of 2
+    // (pair_unit_tiles, grouped_fp8_kernel.cuh): plan blocks 2j, 2j + 1 of one n unit, B multicast
+    // where both are one expert's. Against fp8_*_192_none / fp8_up_192 / fp8_up_192_bulk /
+    // fp8_down_192_b16 / fp8_down_192_bulk.
+    {"fp8_up_192_none_c2", "fp8_up_192_none in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true, false, false, false, false, 192, true, false, 2},
+    {"fp8_up_192_c2", "fp8_up_192 in clusters of 2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true, false, false, false, false, 192, true, false, 2},
+    {"fp8_up_192_bulk_c2", "fp8_up_192_bulk in clusters of 2", GEMM_UP, GEMM_UP, EPI_BULK, OUT_A2, true, false, true, false, false, false, false, 192, true, false, 2},
+    {"fp8_down_192_none_c2", "fp8_down_192_none in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, true, false, false, false, false, 192, true, false, 2},
+    {"fp8_down_192_b16_c2", "fp8_down_192_b16 in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true, false, 2},
+    {"fp8_down_192_bulk_c2", "fp8_down_192_bulk in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, true, false, false, false, false, 192, true, false, 2},
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
@@ -222,7 +233,45 @@ static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, cons
 
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
+// The same in clusters of 2 (CM = 2): ctas rounded down to whole clusters, at most as many
+// clusters as can be resident (the static stride needs no more).
+template <int MODE, int EPI>
+static cudaError_t fp8_launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p,
+                                   unsigned ctas) {
+    constexpr int smem = grouped_fp8_smem_bytes<false, true, 192, EPI == EPI_BULK>();
+    const auto kernel = grouped_fp8_kernel<MODE, false, EPI, false, true, 192, 2>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.blockDim = dim3(THREADS, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.gridDim = dim3(std::max(2u, ctas / 2 * 2), 1, 1);
+    int clusters = 0;
+    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+    if (err != cudaSuccess) return err;
+    if (clusters < 1) return cudaErrorInvalidConfiguration;
+    cfg.gridDim = dim3(2 * std::min<unsigned>(std::max(1u, ctas / 2), (unsigned)clusters), 1, 1);
+    err = cudaLaunchKernelEx(&cfg, kernel, a, b, p);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
 static fp8_launch_fn pick_fp8(const variant &v) {
+    if (v.cm == 2) {
+        if (v.kernel_mode == GEMM_UP)
+            return v.epi == EPI_NONE   ? fp8_launch_c2_t<GEMM_UP, EPI_NONE>
+                   : v.epi == EPI_BULK ? fp8_launch_c2_t<GEMM_UP, EPI_BULK>
+                                       : fp8_launch_c2_t<GEMM_UP, EPI_STAGED>;
+        return v.epi == EPI_NONE   ? fp8_launch_c2_t<GEMM_DOWN, EPI_NONE>
+               : v.epi == EPI_BULK ? fp8_launch_c2_t<GEMM_DOWN, EPI_BULK>
+                                   : fp8_launch_c2_t<GEMM_DOWN, EPI_STAGED>;
+    }
     if (v.stage && v.bn == 192 && v.dyn) {
         if (v.kernel_mode == GEMM_UP)
             return v.epi == EPI_BULK ? fp8_launch_t<GEMM_UP, EPI_BULK, true, true, 192>
@@ -352,8 +401,16 @@ static launch_fn pick(const variant &v, int act) {
     return nullptr;
 }
 
+// The clustered instantiation of a 192-wide static-stride FP8 variant (v.cm == 2).
+template <int MODE> static const void *c2_kernel(const variant &v) {
+    return v.epi == EPI_NONE   ? (const void *)grouped_fp8_kernel<MODE, false, EPI_NONE, false, true, 192, 2>
+           : v.epi == EPI_BULK ? (const void *)grouped_fp8_kernel<MODE, false, EPI_BULK, false, true, 192, 2>
+                               : (const void *)grouped_fp8_kernel<MODE, false, EPI_STAGED, false, true, 192, 2>;
+}
+
 static const void *kernel_address(const variant &v, int act) {
     if (v.fp8) {
+        if (v.cm == 2) return v.kernel_mode == GEMM_UP ? c2_kernel<GEMM_UP>(v) : c2_kernel<GEMM_DOWN>(v);
         if (v.stage && v.bn == 192 && v.dyn) {
             if (v.kernel_mode == GEMM_UP)
                 return v.epi == EPI_BULK ? (const void *)grouped_fp8_kernel<GEMM_UP, false, EPI_BULK, true, true, 192>
@@ -809,11 +866,12 @@ static double median_ms(const std::function<cudaError_t()> &launch) {
 }
 
 // Tensor maps, parameters and grid of one FP8 grouped GEMM, as hopper_fp8_gemm_launch sets them
-// up (src/cuda/gemm_hopper_fp8.cu), from the lab's operands.
+// up (src/cuda/gemm_hopper_fp8.cu), from the lab's operands. cm 2 (clusters): B boxes of half a
+// tile (each CTA loads half), the raster group in pairs of blocks.
 static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int bn, CUtensorMap *ma, CUtensorMap *mb,
-                            grouped_fp8_params *p, unsigned *ctas) {
+                            grouped_fp8_params *p, unsigned *ctas, int cm = 1) {
     CUresult cr = make_tensor_map_e4m3(ma, a.a, a.rows, a.k, a.lda);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(mb, a.b, a.experts * a.n, a.k, a.k, bn);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map_e4m3(mb, a.b, a.experts * a.n, a.k, a.k, bn / cm);
     if (cr != CUDA_SUCCESS) return cr;
     *p = grouped_fp8_params{};
     grouped_plan_params(&a, sms, bn, &p->g);
@@ -827,6 +885,7 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int 
     p->sw_cols = O.kblocks;
     p->sw_kind = O.sw_kind;
     p->tiles_per_unit = 1; // the staged and no-store epilogues: one tile per unit
+    if (cm == 2) p->g.group_m = std::max(1, p->g.group_m / 2);
     *ctas = (unsigned)std::min<int64_t>((a.rows + FP8_BM - 1) / FP8_BM * p->g.tiles_n, sms);
     return CUDA_SUCCESS;
 }
@@ -864,7 +923,8 @@ int main(int argc, char **argv) {
         if ((n.rfind("fp8_", 0) == 0) != v.fp8 || (n.find("_pp") != std::string::npos) != v.pp ||
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
-            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192)) {
+            (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
+            (n.find("_c2") != std::string::npos) != (v.cm == 2) || (v.cm == 2 && (!v.fp8 || !v.stage || v.dyn))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
             return 2;
@@ -979,7 +1039,7 @@ int main(int argc, char **argv) {
                 grouped_params p;
                 grouped_fp8_params p8;
                 unsigned ctas = 0;
-                const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas)
+                const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {

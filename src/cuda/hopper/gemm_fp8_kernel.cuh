@@ -125,8 +125,10 @@ struct fp8_config {
     static_assert(!OVERLAP_ || ORDER_ == FP8_ISSUE_THEN_WAIT, "OVERLAP has its own order");
     static constexpr int CLUSTER_M = CLUSTER_M_;
     static constexpr int B_BOX_ROWS = BN_ / CLUSTER_M_; // rows of B one CTA loads (and multicasts)
-    static_assert(CLUSTER_M_ == 1 || (CLUSTER_M_ == 2 && SCALE_PATH_ == FP8_SCALES_BOXES && !OVERLAP_),
-                  "clusters of 2: the scales by TMA (no scale ring to share)");
+    static_assert(CLUSTER_M_ == 1 ||
+                      (CLUSTER_M_ == 2 && (SCALE_PATH_ == FP8_SCALES_BOXES || SCALE_PATH_ == FP8_SCALES_KMAJOR) &&
+                       !OVERLAP_),
+                  "clusters of 2: the scales in the stage (no scale ring to share)");
     static_assert(B_BOX_ROWS * FP8_BK % 1024 == 0, "each CTA's half of B stays 1024-aligned for the swizzle");
     static constexpr int SCALE_PATH = SCALE_PATH_;
     static constexpr bool SCALES = SCALE_PATH_ != FP8_SCALES_NONE;

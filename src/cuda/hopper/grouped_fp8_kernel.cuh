@@ -59,9 +59,10 @@ namespace moe_hopper {
 // with the ring 228).
 // BULK (EPI_BULK, 192 wide only): 4 stages, so that each consumer warp's 16 finished rows fit
 // beside them (BULK_WARP_BYTES; grouped_kernel.cuh's bulk_epilogue).
-template <bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false>
+// CM (lab only, compile-checked in session 25, never run): clusters of 2, see pair_unit_tiles.
+template <bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false, int CM = 1>
 using grouped_fp8_config = fp8_config<BN == FP8_BN ? 6 : BULK ? 4 : 5, false, BN,
-                                      STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING>;
+                                      STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING, FP8_ISSUE_THEN_WAIT, CM>;
 static_assert(FP8_BM == BM, "the plan block must be the tile's rows");
 static_assert(FP8_SCALE_SLOTS >= FP8_BM + 2, "a scale slot holds 128 A scales and two B scales");
 
@@ -252,6 +253,32 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
     }
 }
 
+// CM = 2 (lab only; compile-checked in session 25, never run): a cluster of 2 takes unit u = (a
+// pair of plan blocks 2j, 2j + 1; one n unit), rank r the block 2j + r, so both CTAs read the same
+// weight tiles at the same time. Where both blocks are one expert's (`shared`) each CTA loads half
+// of the B tile and multicasts it to both, as the dense kernel's clusters; where the pair straddles
+// two experts each loads its own whole B tile. Either way both CTAs run the same k-blocks and every
+// consumer warp releases each stage to both CTAs, so the two rings stay in step and each `full`
+// barrier expects the same bytes. An odd live block count leaves the last pair's rank 1 a `ghost`:
+// it loads its pair's first block again (addresses in bounds), computes, and stores nothing. The
+// raster runs over pairs (no expert raster, no tickets).
+__device__ __forceinline__ void pair_unit_tiles(const grouped_fp8_params &p, int u, int units_m, uint32_t rank,
+                                                int &m_block, int &n_first, int &n_count, int &e, bool &ghost,
+                                                bool &shared) {
+    const int per = p.tiles_per_unit, units_n = units_along_n(p.g.tiles_n, per), pairs_m = (units_m + 1) / 2;
+    int pair, n_unit;
+    raster_unit(u, pairs_m, units_n, p.g.group_m, pair, n_unit);
+    n_first = n_unit * per;
+    n_count = min(per, p.g.tiles_n - n_first);
+    const int first = 2 * pair;
+    const bool has_second = first + 1 < units_m;
+    const int e_first = p.g.block_expert[first], e_second = has_second ? p.g.block_expert[first + 1] : -1;
+    shared = e_first == e_second;
+    ghost = rank == 1 && !has_second;
+    m_block = ghost ? first : first + (int)rank;
+    e = rank == 0 || ghost ? e_first : e_second;
+}
+
 // The plan id of the first row of warpgroup `half`'s 64 rows in unit u's row block.
 __device__ __forceinline__ int64_t half_first_row_id(const grouped_fp8_params &p, int u, int units_m, int half) {
     int m_block, n_first, n_count, e;
@@ -307,7 +334,7 @@ __device__ __forceinline__ void wide_paired_promote(float *acc, const float *par
 // (lab/grouped_lab.cu: the mainloop without the store), or the staged epilogue's probes
 // EPI_STAGED_NOSTORE / EPI_STAGED_NOTABLE (lab, 192 wide). STAGE_SCALES: see grouped_fp8_config.
 template <int MODE, bool SKIP_IDLE, int EPI = EPI_STAGED, bool DYN = false, bool STAGE_SCALES = false,
-          int BN = FP8_BN>
+          int BN = FP8_BN, int CM = 1>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const grouped_fp8_params p) {
@@ -320,8 +347,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(BN == FP8_BN || (BN == 192 && STAGE_SCALES && (epi_staged(EPI) || BULK || EPI == EPI_NONE)),
                   "192-wide tiles: stage scales and the staged, bulk or (lab) no epilogue only");
     static_assert(!BULK || BN == 192, "EPI_BULK: 192-wide tiles");
+    static_assert(CM == 1 || (CM == 2 && BN == 192 && STAGE_SCALES && !DYN && !SKIP_IDLE),
+                  "clusters of 2 (pair_unit_tiles): 192-wide tiles, stage scales, the static stride");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK>;
+    using CFG = grouped_fp8_config<STAGE_SCALES, BN, BULK, CM>;
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     // Per consumer warp a staging buffer (BULK: 16-byte aligned for the bulk copies), then per
@@ -334,7 +363,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
     const int units_m = live_blocks(p.g);
-    const int units = units_m * units_along_n(p.g.tiles_n, p.tiles_per_unit);
+    const int units = (units_m + CM - 1) / CM * units_along_n(p.g.tiles_n, p.tiles_per_unit); // CM: pairs x n
+    const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
     const int num_kb = (p.g.k + FP8_BK - 1) / FP8_BK;
 
     if (threadIdx.x == 0) {
@@ -345,7 +375,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
         fp8_rings_init<CFG>(s); // (its fence covers the two above)
     }
-    __syncthreads();
+    // CM: the peer CTA's barriers must exist before our multicast signals them.
+    if (CM > 1) cluster_sync();
+    else __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----
@@ -357,7 +389,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         if ((warp == 0 && lane == 0) || (warp == 1 && CFG::RING_SCALES)) {
             ring_pos r = {0, 0};  // warp 0: the tiles' ring; warp 1: the scale ring
             ring_pos ur = {0, 0}; // DYN: the unit ring
-            for (int u = blockIdx.x;;) {
+            for (int u = (int)blockIdx.x / CM;;) {
                 if (DYN && CFG::RING_SCALES) { // (no scale warp: the TMA thread alone needs u)
                     if (warp == 0) { // publish u (or the end) to the scale warp
                         mbar_wait(&dy.unit_empty[ur.slot], ur.phase ^ 1);
@@ -374,7 +406,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
                 if (u >= units) break;
                 int m_block, n_first, n_count, e;
-                unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
+                bool ghost = false, shared = false;
+                if constexpr (CM == 1) unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
+                else pair_unit_tiles(p, u, units_m, rank, m_block, n_first, n_count, e, ghost, shared);
                 const int m0 = m_block * FP8_BM;
                 for (int t = 0; t < n_count; ++t) {
                     const int n0 = (n_first + t) * BN;
@@ -387,8 +421,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                             if (DYN && t == 0 && kb == 0) dy.tile_unit[r.slot] = u; // for the consumers
                             mbar_arrive_expect_tx(&s.full[r.slot], CFG::TMA_BYTES);
                             tma_load_2d(s.a + r.slot * CFG::A_BYTES, &map_a, &s.full[r.slot], kb * FP8_BK, m0);
-                            tma_load_2d(s.b + r.slot * CFG::B_BYTES, &map_b, &s.full[r.slot], kb * FP8_BK,
-                                        e * p.g.n + n0);
+                            uint8_t *b_dst = s.b + r.slot * CFG::B_BYTES;
+                            if constexpr (CM == 1) {
+                                tma_load_2d(b_dst, &map_b, &s.full[r.slot], kb * FP8_BK, e * p.g.n + n0);
+                            } else if (shared) { // our half of B into both CTAs' stage
+                                const int half_b = (int)rank * CFG::B_BOX_ROWS;
+                                tma_load_2d_multicast(b_dst + half_b * FP8_BK, &map_b, &s.full[r.slot], kb * FP8_BK,
+                                                      e * p.g.n + n0 + half_b, (uint16_t)0x3);
+                            } else { // the pair straddles two experts: our whole B tile, by halves
+                                for (int h = 0; h < CM; ++h)
+                                    tma_load_2d(b_dst + h * CFG::B_BOX_ROWS * FP8_BK, &map_b, &s.full[r.slot],
+                                                kb * FP8_BK, e * p.g.n + n0 + h * CFG::B_BOX_ROWS);
+                            }
                             if constexpr (CFG::STAGE_SCALES) // the k-block's 128 A scales, 512 contiguous bytes
                                 bulk_copy_g2s(s.scale + r.slot * CFG::SCALE_SLOT_FLOATS,
                                               p.sa + m0 + (long long)kb * p.sa_ks, CFG::SA_STAGE_BYTES,
@@ -427,7 +471,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     }
                 }
                 // DYN: the TMA thread's next ticket, after the unit's last load (see the bf16 kernel).
-                if (!DYN) u += gridDim.x;
+                if (!DYN) u += (int)gridDim.x / CM;
                 else if (warp == 0) u = (int)gridDim.x + atomicAdd(&p.g.unit_counter[0], 1);
             }
             if (DYN && warp == 0) {
@@ -456,7 +500,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // one unit ahead so that its latency (~1 us) hides behind the current unit's mainloop.
         int64_t half_first_id =
             SKIP_IDLE && (int)blockIdx.x < units ? half_first_row_id(p, blockIdx.x, units_m, half) : 0;
-        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
+        for (int u = (int)blockIdx.x / CM; DYN || u < units; u += (int)gridDim.x / CM) {
             if (DYN) { // the unit's first tile stage names it (-1: none left); lane 0 reads, shares
                 mbar_wait(&s.full[tiles.slot], tiles.phase);
                 int v = 0;
@@ -465,7 +509,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (u < 0) break;
             }
             int m_block, n_first, n_count, e;
-            unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
+            bool ghost = false, shared = false; // CM: see pair_unit_tiles (consumers need only ghost)
+            if constexpr (CM == 1) unit_tiles(p, u, units_m, m_block, n_first, n_count, e);
+            else pair_unit_tiles(p, u, units_m, rank, m_block, n_first, n_count, e, ghost, shared);
             const int m0 = m_block * FP8_BM;
             // A warpgroup whose 64 rows are all padding (a block's live rows come first, so it is
             // enough that row m0 + 64 * half is padding) only takes and releases the stages and
@@ -514,7 +560,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                              now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
                         wgmma_wait_group<0>();
                         fence_registers<BN / 2>(part);
-                        release_stage<1>(&s.empty[now.stage], lane);
+                        release_stage<CM>(&s.empty[now.stage], lane);
                         if (split == 8) wide_paired_promote<8>(acc, part, sc);
                         else if (split == 16) wide_paired_promote<16>(acc, part, sc);
                         else wide_paired_promote<24>(acc, part, sc);
@@ -542,7 +588,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                         fp8_retire<true>(acc, part, now, s.empty, lane);
                     }
                 }
-                if constexpr (EPI == EPI_NONE) {
+                if (CM > 1 && ghost) {
+                    // the pair's missing second block: nothing to store
+                } else if constexpr (EPI == EPI_NONE) {
                     keep_accumulators<BN / 2>(p.g, acc);
                 } else if constexpr (BULK) {
                     bulk_epilogue<MODE>(p.g, acc, e, warp_row, n0, lane, staging + cw * BULK_WARP_BYTES,
@@ -581,6 +629,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         // BULK: the shared memory stays until the last copies have read it.
         if (BULK && lane < 16) bulk_wait_read<0>();
+    }
+    // CM: no CTA may leave while its peer can still multicast into it or arrive on its barriers
+    // (the producer's warps diverged around their issuing lanes: reconverge first).
+    if (CM > 1) {
+        __syncwarp();
+        cluster_sync();
     }
 #endif
 }
