@@ -5,8 +5,8 @@
 # pair_unit_tiles; lab variants fp8_*_192_*_c2, written without a GPU in session 25): a cluster takes
 # plan blocks 2j, 2j + 1 with one n unit; where both are one expert's, each CTA loads half the B tile
 # and multicasts it; where the pair straddles two experts, each loads its own; an odd live block
-# count leaves a ghost CTA that stores nothing. docs/hopper_gemm.md ("Plan, not built: clusters of 2
-# in the grouped FP8 kernel") has the reasoning.
+# count leaves a ghost CTA that stores nothing. docs/hopper_gemm.md ("Clusters of 2 in the grouped FP8
+# kernel") has the reasoning.
 # 1. Correctness: the grouped lab's checks (sampled fp64 reference, every output written, equal to
 #    the shipped variant) on the activation check shapes and PERF.md's four shapes, then memcheck and
 #    racecheck of the c2 variants on two check shapes.
