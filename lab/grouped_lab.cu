@@ -233,8 +233,9 @@ static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, cons
 
 typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, const grouped_fp8_params &, unsigned);
 
-// The same in clusters of 2 (CM = 2): ctas rounded down to whole clusters, at most as many
-// clusters as can be resident (the static stride needs no more).
+// The same in clusters of 2 (CM = 2), launched as the dense engine's clusters are
+// (persistent_launch_config): a unit per cluster, ctas / 2 of them at most, no more clusters than
+// can be resident (the static stride needs no more).
 template <int MODE, int EPI>
 static cudaError_t fp8_launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p,
                                    unsigned ctas) {
@@ -242,22 +243,15 @@ static cudaError_t fp8_launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, c
     const auto kernel = grouped_fp8_kernel<MODE, false, EPI, false, true, 192, 2>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg = {};
+    cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cfg.blockDim = dim3(THREADS, 1, 1);
-    cfg.dynamicSmemBytes = smem;
-    cfg.gridDim = dim3(std::max(2u, ctas / 2 * 2), 1, 1);
-    int clusters = 0;
-    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-    if (err != cudaSuccess) return err;
-    if (clusters < 1) return cudaErrorInvalidConfiguration;
-    cfg.gridDim = dim3(2 * std::min<unsigned>(std::max(1u, ctas / 2), (unsigned)clusters), 1, 1);
+    long long grid = 0;
+    char why[256];
+    if (persistent_launch_config(kernel, 2, smem, (cudaStream_t)0, (int)std::max(2u, ctas), std::max(1u, ctas / 2),
+                                 &cfg, attr, &grid, why, sizeof why) != MOE_STATUS_OK) {
+        fprintf(stderr, "fp8_launch_c2_t: %s\n", why);
+        return cudaErrorInvalidConfiguration;
+    }
     err = cudaLaunchKernelEx(&cfg, kernel, a, b, p);
     return err != cudaSuccess ? err : cudaGetLastError();
 }

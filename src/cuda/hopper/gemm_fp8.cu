@@ -24,14 +24,15 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
     const cudaStream_t s = (cudaStream_t)stream;
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
+    const bool boxes = fp8_tma_scales_ok(args); // the scales by TMA (else the ring: no clusters)
     int bn = args->block_n, cm = args->cluster_m;
     if (bn == 0 || cm == 0) {
         int sms = 0;
         if ((st = device_sms(&sms, why, why_len)) != MOE_STATUS_OK) return st;
         if (bn == 0) bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
-        if (cm == 0) cm = fp8_tma_scales_ok(args) ? moe__hopper_gemm_fp8_cluster_m(args->m, args->n, bn, sms) : 1;
+        if (cm == 0) cm = boxes ? moe__hopper_gemm_fp8_cluster_m(args->m, args->n, bn, sms) : 1;
     }
-    if (fp8_tma_scales_ok(args)) {
+    if (boxes) {
         using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
         using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U>;
         using WIDE_PAIR = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST, 2>;
