@@ -244,7 +244,7 @@ static cudaError_t fp8_launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, c
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's
     long long grid = 0;
     char why[256];
     if (persistent_launch_config(kernel, 2, smem, (cudaStream_t)0, (int)std::max(2u, ctas), std::max(1u, ctas / 2),

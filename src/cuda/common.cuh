@@ -14,6 +14,7 @@ extern "C" {
 }
 
 #include "cuda_backend.h"
+#include "pdl.cuh"
 
 // --- element conversions (the activation/weight dtype is bf16 or f16) ------------------
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }

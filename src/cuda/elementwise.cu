@@ -7,6 +7,8 @@ namespace {
 
 __global__ void convert_rows_kernel(const void *src, int src_dtype, int64_t src_stride, void *dst, int dst_dtype,
                                     int64_t T, int64_t H) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t n = T * H;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / H, h = i % H;
@@ -15,6 +17,8 @@ __global__ void convert_rows_kernel(const void *src, int src_dtype, int64_t src_
 }
 
 __global__ void copy_topk_kernel(topk_view src, topk_view dst, int64_t T, int64_t k) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t n = T * k;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / k, j = i % k;
@@ -45,6 +49,8 @@ __device__ __forceinline__ void row_chunk_to_float(uint4 raw, float (&v)[8]) {
 // of one id and one row per slot made deepseek-v3's combine, k = 8, take 7.5 us at T = 64).
 constexpr int COMBINE_BATCH = 8;
 template <typename R> __global__ void combine_kernel(const combine_args p) {
+    pdl_wait();
+    pdl_launch_dependents();
     constexpr int COLS = 16 / sizeof(R);
     const R *rows = (const R *)p.rows;
     const int64_t chunks = p.H / COLS, n = p.T * chunks;
@@ -104,15 +110,18 @@ unsigned grid_for(int64_t n, int threads) {
 cudaError_t convert_rows_launch(const void *src, moe_dtype src_dtype, int64_t src_stride, void *dst,
                                 moe_dtype dst_dtype, int64_t T, int64_t H, cudaStream_t stream) {
     if (T * H == 0) return cudaSuccess;
-    convert_rows_kernel<<<grid_for(T * H, 256), 256, 0, stream>>>(src, (int)src_dtype, src_stride, dst,
-                                                                   (int)dst_dtype, T, H);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, grid_for(T * H, 256), 256, 0, stream);
+    return cudaLaunchKernelEx(&cfg, convert_rows_kernel, src, (int)src_dtype, src_stride, dst, (int)dst_dtype, T, H);
 }
 
 cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k, cudaStream_t stream) {
     if (T * k == 0) return cudaSuccess;
-    copy_topk_kernel<<<grid_for(T * k, 256), 256, 0, stream>>>(src, dst, T, k);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, grid_for(T * k, 256), 256, 0, stream);
+    return cudaLaunchKernelEx(&cfg, copy_topk_kernel, src, dst, T, k);
 }
 
 cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
@@ -120,7 +129,9 @@ cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
     if (!bf16 && args->rows_dtype != MOE_DTYPE_F32) return cudaErrorInvalidValue;
     const int64_t n = args->T * (args->H / (bf16 ? 8 : 4));
     if (n == 0) return cudaSuccess;
-    if (bf16) combine_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, stream>>>(*args);
-    else combine_kernel<float><<<grid_for(n, 256), 256, 0, stream>>>(*args);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, grid_for(n, 256), 256, 0, stream);
+    return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16>, *args)
+                : cudaLaunchKernelEx(&cfg, combine_kernel<float>, *args);
 }

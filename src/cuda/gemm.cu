@@ -150,6 +150,8 @@ template <typename T>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const gemm_args p) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T *smem = (T *)smem_raw;
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t live = p.live_rows ? *p.live_rows : p.rows;
     const int64_t tiles_n = (p.n + GEMM_BN - 1) / GEMM_BN, m_blocks = (live + GEMM_BM - 1) / GEMM_BM;
     const int64_t tiles = m_blocks * tiles_n;
@@ -278,6 +280,8 @@ __global__ void __launch_bounds__(GEMM_THREADS) decode_kernel(const gemm_args p)
     T *smem = (T *)smem_raw; // [STAGES][KS][BMD + BN][BK]: each k-tile A rows then B rows
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    pdl_wait();
+    pdl_launch_dependents();
     decode_grid gd;
     const int64_t live = p.live_rows ? *p.live_rows : p.rows;
     gd.live_blocks = (live + GEMM_BM - 1) / GEMM_BM;
@@ -583,15 +587,17 @@ cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t str
         const int smem = decode_smem(c.bn, c.mt, c.ksplit);
         decode_fn f = dtype == MOE_DTYPE_BF16 ? decode_pick<__nv_bfloat16>(c.bn, c.mt, c.ksplit)
                                               : decode_pick<__half>(c.bn, c.mt, c.ksplit);
-        f<<<(unsigned)blocks, GEMM_THREADS, smem, stream>>>(*args);
-        return cudaGetLastError();
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr[1];
+        launch_config(&cfg, attr, (unsigned)blocks, GEMM_THREADS, smem, stream);
+        return cudaLaunchKernelEx(&cfg, f, *args);
     }
     const int64_t tiles_n = (args->n + GEMM_BN - 1) / GEMM_BN;
     int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n; // the host bound of tiles
     if (blocks > gemm_grid_cap) blocks = gemm_grid_cap;
-    if (dtype == MOE_DTYPE_BF16)
-        gemm_kernel<__nv_bfloat16><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream>>>(*args);
-    else
-        gemm_kernel<__half><<<(unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream>>>(*args);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, (unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream);
+    return dtype == MOE_DTYPE_BF16 ? cudaLaunchKernelEx(&cfg, gemm_kernel<__nv_bfloat16>, *args)
+                                   : cudaLaunchKernelEx(&cfg, gemm_kernel<__half>, *args);
 }

@@ -249,6 +249,8 @@ __device__ __forceinline__ void fp8_tile(const fp8_gemm_args &P, uint8_t *smem, 
 __global__ void __launch_bounds__(FP8_THREADS, 1) fp8_gemm_kernel(const fp8_gemm_args P) {
     extern __shared__ __align__(128) unsigned char fp8_smem[];
     const gemm_args &p = P.g;
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t live = p.live_rows ? *p.live_rows : p.rows;
     const int64_t tiles_n = (p.n + FP8_BN - 1) / FP8_BN, m_blocks = (live + FP8_BM - 1) / FP8_BM;
     const int64_t tiles = m_blocks * tiles_n;
@@ -355,6 +357,8 @@ __global__ void __launch_bounds__(FP8D_THREADS) fp8_decode_kernel(const fp8_gemm
     extern __shared__ __align__(128) unsigned char fp8_smem[]; // [STAGES][KS][BMD + BN][128], reduction
     const gemm_args &p = P.g;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    pdl_wait();
+    pdl_launch_dependents();
 
     fp8d_sizes z;
     const int64_t live = p.live_rows ? *p.live_rows : p.rows;
@@ -503,15 +507,18 @@ cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream) {
     if (c.decode) {
         int64_t blocks = (g.rows + FP8_BM - 1) / FP8_BM * ((g.n + FP8D_BN - 1) / FP8D_BN); // host bound of items
         if (blocks > fp8_decode_cap[c.mt - 1]) blocks = fp8_decode_cap[c.mt - 1];
-        if (c.mt == 1)
-            fp8_decode_kernel<1><<<(unsigned)blocks, FP8D_THREADS, fp8d_cfg<1>::SMEM, stream>>>(*args);
-        else
-            fp8_decode_kernel<2><<<(unsigned)blocks, FP8D_THREADS, fp8d_cfg<2>::SMEM, stream>>>(*args);
-        return cudaGetLastError();
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr[1];
+        launch_config(&cfg, attr, (unsigned)blocks, FP8D_THREADS, c.mt == 1 ? fp8d_cfg<1>::SMEM : fp8d_cfg<2>::SMEM,
+                      stream);
+        return c.mt == 1 ? cudaLaunchKernelEx(&cfg, fp8_decode_kernel<1>, *args)
+                         : cudaLaunchKernelEx(&cfg, fp8_decode_kernel<2>, *args);
     }
     const int64_t tiles_n = (g.n + FP8_BN - 1) / FP8_BN;
     int64_t blocks = (g.rows + FP8_BM - 1) / FP8_BM * tiles_n; // the host bound of tiles
     if (blocks > fp8_grid_cap) blocks = fp8_grid_cap;
-    fp8_gemm_kernel<<<(unsigned)blocks, FP8_THREADS, FP8_SMEM_BYTES, stream>>>(*args);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, (unsigned)blocks, FP8_THREADS, FP8_SMEM_BYTES, stream);
+    return cudaLaunchKernelEx(&cfg, fp8_gemm_kernel, *args);
 }

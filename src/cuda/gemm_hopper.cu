@@ -22,6 +22,8 @@ constexpr int SHIPPED_EPI = EPI_STAGED;
 // zeros, or nothing when !zero_padding.
 __global__ void permute_rows_kernel(const uint4 *x, int64_t ldx16, uint4 *a, int64_t h16, const int32_t *sorted_ids,
                                     const int64_t *live_rows, int64_t padding_id, int64_t top_k, bool zero_padding) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t live = *live_rows;
     for (int64_t r = blockIdx.x; r < live; r += gridDim.x) {
         const int64_t id = sorted_ids[r];
@@ -68,10 +70,11 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
     if (hopper_sms <= 0) return cudaErrorInitializationError;
     const int64_t cap = (int64_t)hopper_sms * 16;
     const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
-    permute_rows_kernel<<<blocks, 128, 0, stream>>>((const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm, g->k / 8,
-                                                     g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k,
-                                                     zero_padding);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, blocks, 128, 0, stream);
+    return cudaLaunchKernelEx(&cfg, permute_rows_kernel, (const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm, g->k / 8,
+                              g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k, zero_padding);
 }
 
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {

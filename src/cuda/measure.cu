@@ -60,24 +60,28 @@ __device__ __forceinline__ float hash_uniform(uint64_t seed, uint64_t i) {
 }
 
 __global__ void fill_bf16(__nv_bfloat16 *p, int64_t n, uint64_t seed) {
+    pdl_wait(); // (pdl.cuh: every kernel of the backend waits first)
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         p[i] = __float2bfloat16_rn(hash_uniform(seed, (uint64_t)i));
 }
 
 // Codes of values in [-4, 4): a spread of exponents, never NaN.
 __global__ void fill_e4m3(__nv_fp8_e4m3 *p, int64_t n, uint64_t seed) {
+    pdl_wait(); // (pdl.cuh: every kernel of the backend waits first)
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         p[i] = __nv_fp8_e4m3(4.0f * hash_uniform(seed, (uint64_t)i));
 }
 
 // fp32 values uniform in [lo, hi): scales, routing weights, biases.
 __global__ void fill_f32(float *p, int64_t n, uint64_t seed, float lo, float hi) {
+    pdl_wait(); // (pdl.cuh: every kernel of the backend waits first)
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         p[i] = lo + (hi - lo) * 0.5f * (hash_uniform(seed, (uint64_t)i) + 1.0f);
 }
 
 // Keeps the GPU busy for `cycles` SM clocks while the host queues the timed launches.
 __global__ void spin(int64_t cycles) {
+    pdl_wait(); // (pdl.cuh: every kernel of the backend waits first)
     int64_t start = clock64();
     while (clock64() - start < cycles) {
     }

@@ -139,6 +139,8 @@ __device__ __forceinline__ void place_segment(const plan_args &p, int64_t begin,
 
 __global__ void plan_kernel(const plan_args p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    pdl_wait();
+    pdl_launch_dependents();
     const int experts = (int)p.experts, warps = blockDim.x >> 5;
     int64_t *offs = (int64_t *)smem_raw;                  // [experts + 1]
     int64_t *warp_sums = offs + experts + 1;              // [32]
@@ -231,6 +233,8 @@ __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_count_kernel(const plan_
     int32_t *hist = (int32_t *)smem_raw; // [E]
     const plan_args &p = a.p;
     const int E = (int)p.E;
+    pdl_wait();
+    pdl_launch_dependents();
     for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
     __syncthreads();
     const int64_t begin = (int64_t)blockIdx.x * a.seg, end = min(begin + a.seg, p.rows);
@@ -244,8 +248,13 @@ __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_count_kernel(const plan_
     if (blockIdx.x == 0 && threadIdx.x == 0) p.block_expert[0] = 0; // the place kernel's barrier word
 }
 
+// Its blocks meet at a grid barrier, so all of them are resident at once (plan_blocks). Under
+// PDL too: they take their places while the count kernel runs and park in pdl_wait, before the
+// barrier, and the kernel after this one is scheduled only once all of them have started.
 __global__ void __launch_bounds__(PLAN_MB_THREADS) plan_place_kernel(const plan_mb_args a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    pdl_wait();
+    pdl_launch_dependents();
     const plan_args &p = a.p;
     const int experts = (int)p.experts, E = (int)p.E, G = a.blocks;
     int64_t *offs = (int64_t *)smem_raw;                  // [experts + 1]
@@ -416,16 +425,20 @@ extern "C" moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *id
     a.row_of = row_of;
     const int blocks = plan_blocks(rows, E, experts, plan->max_rows);
     if (blocks == 0) {
-        plan_kernel<<<1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream>>>(a);
-        return cuda_status(ctx, cudaGetLastError(), "plan_kernel launch");
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr[1];
+        launch_config(&cfg, attr, 1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream);
+        return cuda_status(ctx, cudaLaunchKernelEx(&cfg, plan_kernel, a), "plan_kernel launch");
     }
     plan_mb_args m;
     m.p = a;
     m.blocks = blocks;
     m.seg = (rows + blocks - 1) / blocks;
-    plan_count_kernel<<<blocks, PLAN_MB_THREADS, (size_t)E * 4, (cudaStream_t)stream>>>(m);
-    moe_status st = cuda_status(ctx, cudaGetLastError(), "plan_count_kernel launch");
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, blocks, PLAN_MB_THREADS, (size_t)E * 4, (cudaStream_t)stream);
+    moe_status st = cuda_status(ctx, cudaLaunchKernelEx(&cfg, plan_count_kernel, m), "plan_count_kernel launch");
     if (st != MOE_STATUS_OK) return st;
-    plan_place_kernel<<<blocks, PLAN_MB_THREADS, plan_mb_smem_bytes(experts, E), (cudaStream_t)stream>>>(m);
-    return cuda_status(ctx, cudaGetLastError(), "plan_place_kernel launch");
+    launch_config(&cfg, attr, blocks, PLAN_MB_THREADS, plan_mb_smem_bytes(experts, E), (cudaStream_t)stream);
+    return cuda_status(ctx, cudaLaunchKernelEx(&cfg, plan_place_kernel, m), "plan_place_kernel launch");
 }

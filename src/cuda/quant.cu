@@ -104,6 +104,8 @@ template <> __device__ __forceinline__ void load4_as_float<__half>(const __half 
 template <int GPI, bool VEC = false, typename S = float, bool SCATTER = false>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_quant_args p) {
     static_assert(!SCATTER || VEC, "the scatter stores whole words of codes");
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + GPI - 1) / GPI;
     const int64_t items = live_rows_of(p) * per_row;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
@@ -204,6 +206,8 @@ template <typename S> __device__ __forceinline__ void load16_as_float(const S *s
 // T = 16384 under ncu: 208 -> 172 us; bench/results/2026-12-04-h200-session23/callX6).
 template <typename S, bool SCATTER>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const fp8_quant_args p) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + 3) / 4, live = live_rows_of(p);
     const int64_t items = SCATTER ? live * per_row : (live * groups + 3) / 4;
     const int lane = threadIdx.x & 31, warps_per_block = blockDim.x >> 5;
@@ -264,20 +268,17 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
     }
 }
 
-template <bool SCATTER> void launch_row128_v16(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
-    if (p->src_dtype == MOE_DTYPE_BF16)
-        quant_row128_v16_kernel<__nv_bfloat16, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else if (p->src_dtype == MOE_DTYPE_F16)
-        quant_row128_v16_kernel<__half, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else quant_row128_v16_kernel<float, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+template <bool SCATTER> cudaError_t launch_row128_v16(const fp8_quant_args *p, const cudaLaunchConfig_t *cfg) {
+    if (p->src_dtype == MOE_DTYPE_BF16) return cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__nv_bfloat16, SCATTER>, *p);
+    if (p->src_dtype == MOE_DTYPE_F16) return cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__half, SCATTER>, *p);
+    return cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<float, SCATTER>, *p);
 }
 
-template <int GPI, bool SCATTER> void launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
+template <int GPI, bool SCATTER> cudaError_t launch_row128_vec(const fp8_quant_args *p, const cudaLaunchConfig_t *cfg) {
     if (p->src_dtype == MOE_DTYPE_BF16)
-        quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else if (p->src_dtype == MOE_DTYPE_F16)
-        quant_row128_kernel<GPI, true, __half, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    else quant_row128_kernel<GPI, true, float, SCATTER><<<grid, QUANT_THREADS, 0, stream>>>(*p);
+        return cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER>, *p);
+    if (p->src_dtype == MOE_DTYPE_F16) return cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __half, SCATTER>, *p);
+    return cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, float, SCATTER>, *p);
 }
 
 // The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
@@ -292,6 +293,8 @@ __device__ __forceinline__ void load_span(const fp8_quant_args &p, int64_t r, in
 // FP8_TENSOR, pass 1: amax of each tensor (routed/plain rows, fused shared rows) into
 // p.amax[kind]. One block per (row, span) item (grid-stride), one atomicMax per warp.
 __global__ void __launch_bounds__(QUANT_THREADS) amax_kernel(const fp8_quant_args p) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t spans = (p.cols + TENSOR_SPAN - 1) / TENSOR_SPAN, items = live_rows_of(p) * spans;
     uint32_t routed = 0u, shared = 0u; // by kind (two scalars: an indexed pair would live in memory)
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
@@ -315,6 +318,8 @@ __global__ void __launch_bounds__(QUANT_THREADS) amax_kernel(const fp8_quant_arg
 // FP8_TENSOR, pass 2: codes with the scale of the row's tensor; the scale itself to scales[0]
 // (no plan) or to each plan row's scales[r] (0 for a padding row).
 __global__ void __launch_bounds__(QUANT_THREADS) quant_tensor_kernel(const fp8_quant_args p) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t spans = (p.cols + TENSOR_SPAN - 1) / TENSOR_SPAN, items = live_rows_of(p) * spans;
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int64_t r = item / spans, c0 = item % spans * TENSOR_SPAN;
@@ -371,29 +376,33 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
         const int gpi = p->rows * groups <= cap * per_block ? 1 : 4;
         const int64_t items = p->rows * ((groups + gpi - 1) / gpi);
         const unsigned grid = capped_grid((items + per_block - 1) / per_block, cap);
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr[1];
+        launch_config(&cfg, attr, grid, QUANT_THREADS, 0, stream);
         if (p->plan_row_of) { // the scatter: vector form, rows without a plan of their own, a lane a slot
             if (!fp8_row128_vec_ok(p) || p->sorted_ids || !p->plan_codes || !p->plan_scales ||
                 p->top_k + (p->shared_row0 ? 1 : 0) > 32)
                 return cudaErrorInvalidValue;
-            if (gpi == 1) launch_row128_vec<1, true>(p, grid, stream);
-            else if (fp8_row128_v16_ok(p)) launch_row128_v16<true>(p, grid, stream);
-            else launch_row128_vec<4, true>(p, grid, stream);
-        } else if (fp8_row128_vec_ok(p)) {
-            if (gpi == 1) launch_row128_vec<1, false>(p, grid, stream);
-            else if (fp8_row128_v16_ok(p)) launch_row128_v16<false>(p, grid, stream);
-            else launch_row128_vec<4, false>(p, grid, stream);
-        } else if (gpi == 1) quant_row128_kernel<1><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-        else quant_row128_kernel<4><<<grid, QUANT_THREADS, 0, stream>>>(*p);
-        return cudaGetLastError();
+            if (gpi == 1) return launch_row128_vec<1, true>(p, &cfg);
+            if (fp8_row128_v16_ok(p)) return launch_row128_v16<true>(p, &cfg);
+            return launch_row128_vec<4, true>(p, &cfg);
+        }
+        if (fp8_row128_vec_ok(p)) {
+            if (gpi == 1) return launch_row128_vec<1, false>(p, &cfg);
+            if (fp8_row128_v16_ok(p)) return launch_row128_v16<false>(p, &cfg);
+            return launch_row128_vec<4, false>(p, &cfg);
+        }
+        return gpi == 1 ? cudaLaunchKernelEx(&cfg, quant_row128_kernel<1>, *p) : cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p);
     }
     if (p->plan_row_of) return cudaErrorInvalidValue; // fp8-tensor: no scatter form
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
     if (err != cudaSuccess) return err;
     const unsigned grid = capped_grid(p->rows * ((p->cols + TENSOR_SPAN - 1) / TENSOR_SPAN), cap);
-    amax_kernel<<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    quant_tensor_kernel<<<grid, QUANT_THREADS, 0, stream>>>(*p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, grid, QUANT_THREADS, 0, stream);
+    if ((err = cudaLaunchKernelEx(&cfg, amax_kernel, *p)) != cudaSuccess) return err;
+    return cudaLaunchKernelEx(&cfg, quant_tensor_kernel, *p);
 }
 
 fp8_quant_args fp8_quant_args_by_row(int format, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,

@@ -21,6 +21,8 @@ router_logits_kernel(const void *x, int x_dtype, int64_t x_stride, const float *
                      int64_t E, int64_t H, float *logits) {
     __shared__ float xs[RL_BK][RL_TILE + 1];
     __shared__ float ws[RL_BK][RL_TILE + 1];
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t t0 = (int64_t)blockIdx.x * RL_TILE, e0 = (int64_t)blockIdx.y * RL_TILE;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     double acc[4][4] = {};
@@ -104,6 +106,8 @@ __device__ __forceinline__ float score_of(int score_fn, double l, double softmax
 // softmax exps[E] doubles (summed in index order by one thread, as the CPU sums).
 __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const route_args p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
+    pdl_wait();
+    pdl_launch_dependents();
     const int E = (int)p.num_experts, k = (int)p.top_k;
     double *exps = (double *)smem_raw;
     float *score = (float *)(exps + (p.score == MOE_SCORE_SOFTMAX ? E : 0));
@@ -227,6 +231,8 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const route_args p
 // ---- shared-expert gate: sigmoid(x . w_sg) per token, double dot, one warp per token -----
 __global__ void shared_gate_kernel(const void *x, int x_dtype, int64_t x_stride, const float *wg, int64_t T,
                                    int64_t H, float *gate) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (t >= T) return;
@@ -252,22 +258,27 @@ cudaError_t router_logits_launch(const void *x, moe_dtype x_dtype, int64_t x_str
                                  const float *br, int64_t T, int64_t E, int64_t H, float *logits, cudaStream_t stream) {
     if (T == 0) return cudaSuccess;
     dim3 grid((unsigned)ceil_div64(T, RL_TILE), (unsigned)ceil_div64(E, RL_TILE));
-    router_logits_kernel<<<grid, RL_THREADS, 0, stream>>>(x, (int)x_dtype, x_stride, wr, br, T, E, H, logits);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, grid, RL_THREADS, 0, stream);
+    return cudaLaunchKernelEx(&cfg, router_logits_kernel, x, (int)x_dtype, x_stride, wr, br, T, E, H, logits);
 }
 
 cudaError_t route_launch(const route_args *args, int64_t T, cudaStream_t stream) {
     if (T == 0) return cudaSuccess;
     size_t smem = route_smem_bytes(args->num_experts, args->score, args->n_group);
-    route_kernel<<<(unsigned)T, ROUTE_THREADS, smem, stream>>>(*args);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, (unsigned)T, ROUTE_THREADS, smem, stream);
+    return cudaLaunchKernelEx(&cfg, route_kernel, *args);
 }
 
 cudaError_t shared_gate_launch(const void *x, moe_dtype x_dtype, int64_t x_stride, const float *wg, int64_t T,
                                int64_t H, float *gate, cudaStream_t stream) {
     if (T == 0) return cudaSuccess;
     const int warps = 8;
-    shared_gate_kernel<<<(unsigned)ceil_div64(T, warps), warps * 32, 0, stream>>>(x, (int)x_dtype, x_stride, wg, T, H,
-                                                                                  gate);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, (unsigned)ceil_div64(T, warps), warps * 32, 0, stream);
+    return cudaLaunchKernelEx(&cfg, shared_gate_kernel, x, (int)x_dtype, x_stride, wg, T, H, gate);
 }

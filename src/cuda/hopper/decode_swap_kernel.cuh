@@ -164,6 +164,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.g.k + KE - 1) / KE;
     if (threadIdx.x == 0) ring_init(full, empty, SWAP_STAGES, 1 + 32, CONSUMER_WARPS);
     __syncthreads();
+    pdl_wait(); // the plan and the rows come from the kernels before (pdl.cuh)
+    pdl_launch_dependents();
 
     if (warpgroup == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
@@ -293,8 +295,10 @@ inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const 
     auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
     if (err != cudaSuccess) return err;
-    kernel<<<ctas, THREADS, SWAP_SMEM_BYTES, stream>>>(map_w, map_x, p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, ctas, THREADS, SWAP_SMEM_BYTES, stream);
+    return cudaLaunchKernelEx(&cfg, kernel, map_w, map_x, p);
 }
 
 } // namespace moe_hopper

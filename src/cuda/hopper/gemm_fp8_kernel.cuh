@@ -474,6 +474,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // The peer CTA's barriers must exist before our multicast signals them.
     if (CM > 1) cluster_sync();
     else __syncthreads();
+    pdl_wait(); // the operands and scales may come from the kernel before (pdl.cuh)
+    pdl_launch_dependents();
 
     if (warpgroup == 0) {
         // ---- producer: warp 0 lane 0 issues the TMA loads, warp 1 copies the scales ----

@@ -138,7 +138,7 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
     // As dense_launch: one CTA per SM, or clusters of CM, as many as can be resident.
     cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     long long ctas = 0;
     st = persistent_launch_config(kernel, CM, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why, why_len);
     if (st != MOE_STATUS_OK) return st;

@@ -186,6 +186,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // The peer CTA's barriers must exist before our multicast signals them.
     if (CLUSTER_M > 1) cluster_sync();
     else __syncthreads();
+    pdl_wait(); // A and B may come from the kernel before (pdl.cuh)
+    pdl_launch_dependents();
 
     if (warpgroup == 0) {
         // ---- producer ----

@@ -125,8 +125,8 @@ inline moe_status device_sms(int *sms, char *why, size_t why_len) {
 
 // The launch of a persistent kernel over `units` work units, a unit per cluster of `cluster` CTAs
 // along x (1: no cluster attribute): as many clusters as units, but no more than can be resident at
-// once (one CTA per SM without clusters). Fills cfg (attr: the caller's storage for its one
-// attribute) and *ctas.
+// once (one CTA per SM without clusters). Fills cfg (attr: the caller's storage for its two
+// attributes, the cluster's and PDL's: pdl.cuh) and *ctas.
 template <class KERNEL>
 moe_status persistent_launch_config(KERNEL kernel, int cluster, int smem, cudaStream_t stream, int sms,
                                     long long units, cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr,
@@ -153,6 +153,7 @@ moe_status persistent_launch_config(KERNEL kernel, int cluster, int smem, cudaSt
     }
     *ctas = (units < slots / cluster ? units : slots / cluster) * cluster;
     cfg->gridDim = dim3((unsigned)*ctas, 1, 1);
+    pdl_add_attribute(cfg, attr);
     return MOE_STATUS_OK;
 }
 
@@ -197,7 +198,7 @@ moe_status dense_launch(const moe__hopper_gemm_args *args, cudaStream_t stream, 
                     CFG::SMEM_BYTES, cudaGetErrorString(err));
 
     cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     long long ctas = 0;
     st = persistent_launch_config(kernel, CFG::CLUSTER_M, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why,
                                   why_len);

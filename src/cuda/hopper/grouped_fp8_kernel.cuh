@@ -362,6 +362,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warpgroup = threadIdx.x / 128;
     const int warp = (threadIdx.x / 32) % 4;
     const int lane = threadIdx.x % 32;
+    pdl_wait(); // the plan, the rows and their scales come from the kernels before (pdl.cuh)
+    pdl_launch_dependents();
     const int units_m = live_blocks(p.g);
     const int units = (units_m + CM - 1) / CM * units_along_n(p.g.tiles_n, p.tiles_per_unit); // CM: pairs x n
     const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;

@@ -753,6 +753,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     int *stage_unit =
         (int *)(epi_uses_staging(EPI) || BULK ? row_info + CONSUMER_WARPS * ROWINFO_WARP_BYTES : (uint8_t *)staging);
 
+    pdl_wait(); // the plan and A come from the kernels before (pdl.cuh)
+    pdl_launch_dependents();
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
     const int units = units_m * p.tiles_n;
@@ -1044,9 +1046,10 @@ cudaError_t grouped_set_smem() {
 template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream) {
-    grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>
-        <<<ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream>>>(map_a, map_b, map_b_tail, p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream);
+    return cudaLaunchKernelEx(&cfg, grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, map_a, map_b, map_b_tail, p);
 }
 
 } // namespace moe_hopper

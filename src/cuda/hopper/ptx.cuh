@@ -9,6 +9,8 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "../pdl.cuh"
+
 // The first 64 and the next 32 accumulator operands of a wgmma's D fragment, as every wrapper
 // below lists them: the register placeholders (%0 .. %63, %64 .. %95) and the "+f" constraints
 // binding them to d[0 .. 63], d[64 .. 95].

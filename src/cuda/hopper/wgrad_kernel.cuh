@@ -253,6 +253,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (threadIdx.x == 0) ring_init(full, empty, CFG::STAGES, 1, 2 * 4);
     __syncthreads();
+    pdl_wait(); // the gradients and activations come from the kernels before (pdl.cuh)
+    pdl_launch_dependents();
 
     if (warpgroup == 0) {
         // ---- producer ----
