@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepared in session 26 (no GPU was lent that session; ~5 min). From the repo root, carry .deps:
+#   O=$OUT timeout 560 bash bench/results/next-session/session26_pdl.sh; then tar $OUT.
+# Programmatic dependent launch (src/cuda/pdl.cuh, src/cuda/NOTES.md "Session 26"), off unless
+# MOEFUSE_PDL=1:
+# 1. Correctness with it on: the suite --quick (every case also inside a graph capture, where the
+#    launches become programmatic edges) and memcheck of --quick.
+# 2. bench_gpu_forward (CUDA-graph replays, medians of 30), PERF.md's four shapes at
+#    T = 1, 8, 64, 512, 4096, bf16 then FP8, three arms in 3 rotated rounds: base (this tree with
+#    session26_pdl.patch reversed: no PDL code at all), off (the PDL build, MOEFUSE_PDL unset: the
+#    waits are no-ops) and on (MOEFUSE_PDL=1).
+# Prediction (before any run): the suite passes and memcheck is clean with PDL on. Time on / off:
+# T = 1 0.80-0.95 (qwen3 bf16 0.045 ms over 5-6 kernels, ~2-4 us of launch and start-up hidden per
+# boundary; FP8's two extra quantisers a little more), T = 8 and 64 0.95-1.00, T >= 512 0.99-1.01
+# (no loss anywhere: the waiting CTAs only take SM slots the kernel before no longer needs).
+# off / base within 0.99-1.01 everywhere (two no-op instructions a kernel).
+# If T = 1 gains less than 3% on every shape, PDL stays off and the chain's length is the lever
+# (fusing plan into the first GEMM, combine into GEMM2 at T <= 64).
+# (Move this script and its patch into the session's results directory first, and fix P below.)
+set -u
+. tools/device_call.sh
+P=bench/results/next-session/session26_pdl.patch
+base_tree $P
+build_base_bench &
+build_device
+wait
+mark "base bench build" $? $O/build_base.log
+MOEFUSE_PDL=1 timeout 45 $T --quick > $O/test_quick_pdl.log 2>&1; mark "suite --quick, PDL on" $? $O/test_quick_pdl.log
+MOEFUSE_PDL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $T --quick > $O/memcheck_pdl.log 2>&1
+mark "memcheck --quick, PDL on" $? $O/memcheck_pdl.log
+F=$O/fwd; mkdir -p $F
+S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3
+for d in bf16 fp8; do
+  for i in 1 2 3; do
+    case $i in 1) order="base off on";; 2) order="off on base";; 3) order="on base off";; esac
+    for a in $order; do
+      X=$B; [ $a = base ] && X=$BB
+      v=0; [ $a = on ] && v=1
+      MOEFUSE_PDL=$v timeout 60 $X --shapes $S --tokens 1,8,64,512,4096 --gemm hopper --dtype $d > $F/${d}_${a}_$i.log 2>&1
+      mark "fwd $d $a $i" $? /dev/null
+    done
+  done
+  python3 tools/ab_summary.py $F ${d}_off ${d}_on ${d}_base > $F/$d.md 2>&1
+done
+mark done 0 /dev/null
