@@ -13,7 +13,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 cat >"$tmp/bf16.json" <<'J'
-{"gpu": "test", "commit": "abc", "rows": [
+{"gpu": "test", "commit": "abc", "ceilings": {"bf16_TFLOPs": 800.0}, "rows": [
  {"shape": "qwen3-30b-a3b", "T": 16384, "impl": "moefuse-auto", "ms": 2.0, "tflops": 700.0},
  {"shape": "qwen3-30b-a3b", "T": 16384, "impl": "dense_equiv_cublas", "ms": 1.9},
  {"shape": "qwen3-30b-a3b", "T": 16384, "impl": "torch_grouped_mm", "ms": 4.0},
@@ -70,6 +70,20 @@ expect("bf16 dense 8192^3 TFLOP/s / cuBLAS's", "8192x8192x8192", 0.96, True)
 expect("FP8 dense 8192^3 TFLOP/s / cuBLASLt's", "8192x8192x8192", None, False)               # failed peer row
 expect("FP8 dense 8192^3 TFLOP/s / cuBLASLt's on the same block-scaled operands", "8192x8192x8192", 1290.0 / 1400.0,
        False)                                                                                  # 0.921 < 0.95
+# What passing needs: moefuse's ms at the threshold, that rate, its share of the run's dense GEMM.
+def expect_needs(name, shape, ms, tflops, share):
+    n = one(name, shape)["needs"]
+    if ms is None:
+        assert n is None, (name, shape, n)
+        return
+    assert abs(n["ms"] - ms) < 1e-3 and abs(n["tflops"] - tflops) < 0.1 and abs(n["of_ceiling"] - share) < 1e-3, \
+        (name, shape, n, ms, tflops, share)
+expect_needs("bf16 T=16384 speed-up over torch._grouped_mm", "qwen3-30b-a3b", 4.0 / 2.4, 840.0, 1.05)
+expect_needs("bf16 T=16384 time / dense-equiv cuBLAS time", "qwen3-30b-a3b", 1.9 * 1.1, 1400.0 / 2.09, 1400.0 / 2.09 / 800)
+expect_needs("bf16 T=16384 TFLOP/s", "qwen3-30b-a3b", 1400.0 / 650, 650.0, 650.0 / 800)
+expect_needs("bf16 T=16384 speed-up over torch._grouped_mm", "mixtral-8x7b", 25.0 / 2.4, 576.0, 0.72)
+expect_needs("FP8 block-scaled T=16384 TFLOP/s", "deepseek-v3", None, None, None)               # file absent
+expect_needs("bf16 dense 8192^3 TFLOP/s / cuBLAS's", "8192x8192x8192", None, None, None)         # a direct ratio
 untuned = [x for x in g if "untuned" in x["gate"]]
 assert len(untuned) == 12 and all(x["value"] is None and not x["pass"] for x in untuned), untuned
 assert len(g) == 30, len(g)
@@ -77,4 +91,7 @@ PY
 rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: gate values"; exit 1; }
 grep -q "4 of 30 gates pass" "$tmp/gates.md" || { echo "FAIL: summary line"; cat "$tmp/gates.md"; exit 1; }
+# qwen3's torch gate (1.05x) is the one miss past the run's dense GEMM
+grep -q "^1 of the misses would need" "$tmp/gates.md" || { echo "FAIL: the beyond-the-ceiling line"; cat "$tmp/gates.md"; exit 1; }
+grep -q "| 1.667 ms, 840 TFLOP/s = 1.05x" "$tmp/gates.md" || { echo "FAIL: the needs column"; cat "$tmp/gates.md"; exit 1; }
 echo "PASS: issue4_gates.py on made-up inputs (30 gates, missing inputs reported)"
