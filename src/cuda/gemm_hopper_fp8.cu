@@ -150,7 +150,7 @@ bool hopper_fp8_wide_tiles(int64_t tokens, int64_t top_k, int64_t experts, bool 
     return !fp8_tiles_decode(tokens, top_k, experts) && !quant;
 }
 
-// EPI_BULK on the 128 x 192 tiles (grouped_kernel.cuh's bulk_epilogue: a warp's finished rows in
+// EPI_BULK on the 128 x 192 tiles (grouped_epilogue.cuh's bulk_epilogue: a warp's finished rows in
 // shared memory, one bulk copy a row that overlaps the next tile; 4 stages instead of 5): GEMM2 with
 // bf16 rows, GEMM1 with a gated activation (fp32 A2), whole 16-byte pieces of every row (n % 8, ldo
 // % 8 for bf16 or % 4 for fp32). By default where K <= 2048 (at most 16 k-blocks a tile: there the

@@ -17,7 +17,7 @@ bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate)
 // hopper_fp8_large_experts says so.
 bool hopper_ticket_schedule(bool by_default);
 // Whether the tiled grouped GEMMs walk their units expert by expert (the forward sets
-// gemm_args.expert_offsets; grouped_kernel.cuh's unit_tile) rather than in the grouped raster over
+// gemm_args.expert_offsets; grouped_common.cuh's unit_tile) rather than in the grouped raster over
 // all row blocks: `by_default` unless MOEFUSE_HOPPER_RASTER=expert|blocks forces either. bf16 always
 // (call S6 of session 16: deepseek-v3 T=4096 0.866 of the old time, gpt-oss-120b 0.93-0.96, the
 // others 0.98-1.00), FP8 with its tickets (hopper_fp8_large_experts).

@@ -24,7 +24,7 @@
 //    A2 quantised to e4m3 with 1x128 scales right here (below), no fp32 A2 and no quantiser pass.
 //    Measured ~1% slower in total than the pass (src/cuda/NOTES.md), so not the default.
 //  - Epilogue EPI_STAGED (fp8-tensor GEMM1, and GEMM2; the lab's EPI_NONE stores nothing):
-//    grouped_kernel.cuh's staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
+//    grouped_epilogue.cuh's staged_epilogue over the 128-wide tile (4 chunks of 32 columns), with A2 in fp32: GEMM_UP:
 //    (x routing weight when weight_on_input) + bias, GLU of the interleaved pairs (or RELU2 per
 //    column) -> fp32 A2 [rows, ldo] (quantised next, as the CPU oracle does); GEMM_DOWN: (acc +
 //    bias) x routing weight / shared gate -> rows out[id] (or id - 1), fp32 or (out_bf16) bf16,
@@ -32,7 +32,7 @@
 //  - Epilogue EPI_BULK (128 x 192 tiles, 4 stages; the library's where K <= 2048, gemm_hopper_fp8.cu's
 //    hopper_fp8_bulk_epilogue): the same values as EPI_STAGED (GEMM2's rows in bf16 only, GEMM1 gated),
 //    finished in registers, each warp's 16 rows written to shared memory and each row sent by one bulk
-//    copy while the next tile's mainloop runs (grouped_kernel.cuh's bulk_epilogue).
+//    copy while the next tile's mainloop runs (grouped_epilogue.cuh's bulk_epilogue).
 #ifndef MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GROUPED_FP8_KERNEL_CUH
 
@@ -58,7 +58,7 @@ namespace moe_hopper {
 // wide_b_scales below. Their shared memory fits only without the scale ring (225 of the 227 KB;
 // with the ring 228).
 // BULK (EPI_BULK, 192 wide only): 4 stages, so that each consumer warp's 16 finished rows fit
-// beside them (BULK_WARP_BYTES; grouped_kernel.cuh's bulk_epilogue).
+// beside them (BULK_WARP_BYTES; grouped_epilogue.cuh's bulk_epilogue).
 // CM (lab only, compile-checked in session 25, never run): clusters of 2, see pair_unit_tiles.
 template <bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false, int CM = 1>
 using grouped_fp8_config = fp8_config<BN == FP8_BN ? 6 : BULK ? 4 : 5, false, BN,
