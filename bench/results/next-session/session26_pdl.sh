@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 26 (no GPU was lent that session; ~5 min). From the repo root, carry .deps:
 #   O=$OUT timeout 560 bash bench/results/next-session/session26_pdl.sh; then tar $OUT.
-# Programmatic dependent launch (src/cuda/pdl.cuh, src/cuda/NOTES.md "Session 26"), off unless
+# (~8 min with step 3.) Programmatic dependent launch (src/cuda/pdl.cuh, src/cuda/NOTES.md "Session 26"), off unless
 # MOEFUSE_PDL=1:
 # 1. Correctness with it on: the suite --quick (every case also inside a graph capture, where the
 #    launches become programmatic edges) and memcheck of --quick.
@@ -41,5 +41,13 @@ for d in bf16 fp8; do
     done
   done
   python3 tools/ab_summary.py $F ${d}_off ${d}_on ${d}_base > $F/$d.md 2>&1
+done
+# 3. The chain's kernels one by one (ncu, cold caches, serialised: no PDL overlap under ncu) at the
+#    decode sizes, to set against the graph replay times above: their sum against the replay time
+#    bounds what launch overlap can still save, and says whether fusing kernels is worth more.
+for d in bf16 fp8; do
+  DTYPE=$d MODELS="qwen3-30b-a3b deepseek-v3" TOKENS="1 64" GEMMS=hopper OUT=$O/prof_$d BUILD=build-device \
+    timeout 100 bash tests/gpu/profile_on_device.sh > $O/prof_${d}_stdout.log 2>&1
+  mark "ncu $d" $? $O/prof_${d}_stdout.log
 done
 mark done 0 /dev/null
