@@ -113,7 +113,8 @@ cudaError_t convert_rows_launch(const void *src, moe_dtype src_dtype, int64_t sr
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, grid_for(T * H, 256), 256, 0, stream);
-    return cudaLaunchKernelEx(&cfg, convert_rows_kernel, src, (int)src_dtype, src_stride, dst, (int)dst_dtype, T, H);
+    return launched(
+        cudaLaunchKernelEx(&cfg, convert_rows_kernel, src, (int)src_dtype, src_stride, dst, (int)dst_dtype, T, H));
 }
 
 cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k, cudaStream_t stream) {
@@ -121,7 +122,7 @@ cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k,
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, grid_for(T * k, 256), 256, 0, stream);
-    return cudaLaunchKernelEx(&cfg, copy_topk_kernel, src, dst, T, k);
+    return launched(cudaLaunchKernelEx(&cfg, copy_topk_kernel, src, dst, T, k));
 }
 
 cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
@@ -132,6 +133,6 @@ cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, grid_for(n, 256), 256, 0, stream);
-    return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16>, *args)
-                : cudaLaunchKernelEx(&cfg, combine_kernel<float>, *args);
+    return bf16 ? launched(cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16>, *args))
+                : launched(cudaLaunchKernelEx(&cfg, combine_kernel<float>, *args));
 }

@@ -590,7 +590,7 @@ cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t str
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute attr[1];
         launch_config(&cfg, attr, (unsigned)blocks, GEMM_THREADS, smem, stream);
-        return cudaLaunchKernelEx(&cfg, f, *args);
+        return launched(cudaLaunchKernelEx(&cfg, f, *args));
     }
     const int64_t tiles_n = (args->n + GEMM_BN - 1) / GEMM_BN;
     int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n; // the host bound of tiles
@@ -598,6 +598,6 @@ cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t str
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, (unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream);
-    return dtype == MOE_DTYPE_BF16 ? cudaLaunchKernelEx(&cfg, gemm_kernel<__nv_bfloat16>, *args)
-                                   : cudaLaunchKernelEx(&cfg, gemm_kernel<__half>, *args);
+    return dtype == MOE_DTYPE_BF16 ? launched(cudaLaunchKernelEx(&cfg, gemm_kernel<__nv_bfloat16>, *args))
+                                   : launched(cudaLaunchKernelEx(&cfg, gemm_kernel<__half>, *args));
 }

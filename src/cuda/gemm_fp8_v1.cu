@@ -511,8 +511,8 @@ cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream) {
         cudaLaunchAttribute attr[1];
         launch_config(&cfg, attr, (unsigned)blocks, FP8D_THREADS, c.mt == 1 ? fp8d_cfg<1>::SMEM : fp8d_cfg<2>::SMEM,
                       stream);
-        return c.mt == 1 ? cudaLaunchKernelEx(&cfg, fp8_decode_kernel<1>, *args)
-                         : cudaLaunchKernelEx(&cfg, fp8_decode_kernel<2>, *args);
+        return c.mt == 1 ? launched(cudaLaunchKernelEx(&cfg, fp8_decode_kernel<1>, *args))
+                         : launched(cudaLaunchKernelEx(&cfg, fp8_decode_kernel<2>, *args));
     }
     const int64_t tiles_n = (g.n + FP8_BN - 1) / FP8_BN;
     int64_t blocks = (g.rows + FP8_BM - 1) / FP8_BM * tiles_n; // the host bound of tiles
@@ -520,5 +520,5 @@ cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, (unsigned)blocks, FP8_THREADS, FP8_SMEM_BYTES, stream);
-    return cudaLaunchKernelEx(&cfg, fp8_gemm_kernel, *args);
+    return launched(cudaLaunchKernelEx(&cfg, fp8_gemm_kernel, *args));
 }

@@ -73,8 +73,9 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, blocks, 128, 0, stream);
-    return cudaLaunchKernelEx(&cfg, permute_rows_kernel, (const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm, g->k / 8,
-                              g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k, zero_padding);
+    return launched(cudaLaunchKernelEx(&cfg, permute_rows_kernel, (const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm,
+                                       g->k / 8, g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k,
+                                       zero_padding));
 }
 
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {

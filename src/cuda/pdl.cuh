@@ -17,7 +17,12 @@
 //     before it.
 //   - The host asks for it per launch (launch_config, pdl_add_attribute) only when MOEFUSE_PDL=1
 //     (read once per process). A kernel not launched with it loses nothing: both calls are no-ops.
-// Inside a CUDA graph capture the attribute becomes a programmatic edge between the two nodes.
+//     Every cudaLaunchKernelEx's status goes through launched(), which clears the runtime's last
+//     error on failure as cudaGetLastError() after <<<>>> did.
+// Inside a CUDA graph capture the attribute becomes a programmatic edge between two kernel nodes.
+// Where a memset comes between (the grouped GEMMs' ticket counter, fp8-tensor's amax words), the
+// documentation says programmatic edges join kernel nodes only and not what capture does instead;
+// the GPU suite with MOEFUSE_PDL=1 (every case also captured) is what will say (session26_pdl.sh).
 #ifndef MOEFUSE_CUDA_PDL_CUH
 #define MOEFUSE_CUDA_PDL_CUH
 
@@ -69,6 +74,14 @@ inline void launch_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attrs, d
     cfg->dynamicSmemBytes = smem;
     cfg->stream = stream;
     pdl_add_attribute(cfg, attrs);
+}
+
+// A launch's status as cudaLaunchKernelEx returns it, with the runtime's last error cleared when it
+// failed (as `kernel<<<>>>; return cudaGetLastError();` did), so that the failure is reported once,
+// here, and not again by the next cudaGetLastError() of someone else's call.
+inline cudaError_t launched(cudaError_t err) {
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    return err;
 }
 
 #endif

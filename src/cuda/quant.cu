@@ -269,16 +269,19 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
 }
 
 template <bool SCATTER> cudaError_t launch_row128_v16(const fp8_quant_args *p, const cudaLaunchConfig_t *cfg) {
-    if (p->src_dtype == MOE_DTYPE_BF16) return cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__nv_bfloat16, SCATTER>, *p);
-    if (p->src_dtype == MOE_DTYPE_F16) return cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__half, SCATTER>, *p);
-    return cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<float, SCATTER>, *p);
+    if (p->src_dtype == MOE_DTYPE_BF16)
+        return launched(cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__nv_bfloat16, SCATTER>, *p));
+    if (p->src_dtype == MOE_DTYPE_F16)
+        return launched(cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__half, SCATTER>, *p));
+    return launched(cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<float, SCATTER>, *p));
 }
 
 template <int GPI, bool SCATTER> cudaError_t launch_row128_vec(const fp8_quant_args *p, const cudaLaunchConfig_t *cfg) {
     if (p->src_dtype == MOE_DTYPE_BF16)
-        return cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER>, *p);
-    if (p->src_dtype == MOE_DTYPE_F16) return cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __half, SCATTER>, *p);
-    return cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, float, SCATTER>, *p);
+        return launched(cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER>, *p));
+    if (p->src_dtype == MOE_DTYPE_F16)
+        return launched(cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __half, SCATTER>, *p));
+    return launched(cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, float, SCATTER>, *p));
 }
 
 // The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
@@ -392,7 +395,8 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
             if (fp8_row128_v16_ok(p)) return launch_row128_v16<false>(p, &cfg);
             return launch_row128_vec<4, false>(p, &cfg);
         }
-        return gpi == 1 ? cudaLaunchKernelEx(&cfg, quant_row128_kernel<1>, *p) : cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p);
+        return launched(gpi == 1 ? cudaLaunchKernelEx(&cfg, quant_row128_kernel<1>, *p)
+                                 : cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p));
     }
     if (p->plan_row_of) return cudaErrorInvalidValue; // fp8-tensor: no scatter form
     cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
@@ -401,8 +405,8 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, grid, QUANT_THREADS, 0, stream);
-    if ((err = cudaLaunchKernelEx(&cfg, amax_kernel, *p)) != cudaSuccess) return err;
-    return cudaLaunchKernelEx(&cfg, quant_tensor_kernel, *p);
+    if ((err = launched(cudaLaunchKernelEx(&cfg, amax_kernel, *p))) != cudaSuccess) return err;
+    return launched(cudaLaunchKernelEx(&cfg, quant_tensor_kernel, *p));
 }
 
 fp8_quant_args fp8_quant_args_by_row(int format, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,

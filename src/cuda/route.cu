@@ -261,7 +261,7 @@ cudaError_t router_logits_launch(const void *x, moe_dtype x_dtype, int64_t x_str
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, grid, RL_THREADS, 0, stream);
-    return cudaLaunchKernelEx(&cfg, router_logits_kernel, x, (int)x_dtype, x_stride, wr, br, T, E, H, logits);
+    return launched(cudaLaunchKernelEx(&cfg, router_logits_kernel, x, (int)x_dtype, x_stride, wr, br, T, E, H, logits));
 }
 
 cudaError_t route_launch(const route_args *args, int64_t T, cudaStream_t stream) {
@@ -270,7 +270,7 @@ cudaError_t route_launch(const route_args *args, int64_t T, cudaStream_t stream)
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, (unsigned)T, ROUTE_THREADS, smem, stream);
-    return cudaLaunchKernelEx(&cfg, route_kernel, *args);
+    return launched(cudaLaunchKernelEx(&cfg, route_kernel, *args));
 }
 
 cudaError_t shared_gate_launch(const void *x, moe_dtype x_dtype, int64_t x_stride, const float *wg, int64_t T,
@@ -280,5 +280,5 @@ cudaError_t shared_gate_launch(const void *x, moe_dtype x_dtype, int64_t x_strid
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, (unsigned)ceil_div64(T, warps), warps * 32, 0, stream);
-    return cudaLaunchKernelEx(&cfg, shared_gate_kernel, x, (int)x_dtype, x_stride, wg, T, H, gate);
+    return launched(cudaLaunchKernelEx(&cfg, shared_gate_kernel, x, (int)x_dtype, x_stride, wg, T, H, gate));
 }

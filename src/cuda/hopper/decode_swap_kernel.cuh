@@ -298,7 +298,7 @@ inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const 
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, ctas, THREADS, SWAP_SMEM_BYTES, stream);
-    return cudaLaunchKernelEx(&cfg, kernel, map_w, map_x, p);
+    return launched(cudaLaunchKernelEx(&cfg, kernel, map_w, map_x, p));
 }
 
 } // namespace moe_hopper

@@ -142,7 +142,7 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
     long long ctas = 0;
     st = persistent_launch_config(kernel, CM, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why, why_len);
     if (st != MOE_STATUS_OK) return st;
-    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p);
+    err = launched(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_sa, map_sb, p));
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "FP8 GEMM launch (%lld CTAs, %d stages): %s", ctas,
                     CFG::STAGES, cudaGetErrorString(err));

@@ -203,7 +203,7 @@ moe_status dense_launch(const moe__hopper_gemm_args *args, cudaStream_t stream, 
     st = persistent_launch_config(kernel, CFG::CLUSTER_M, CFG::SMEM_BYTES, stream, sms, units, &cfg, attr, &ctas, why,
                                   why_len);
     if (st != MOE_STATUS_OK) return st;
-    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p);
+    err = launched(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p));
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "dense GEMM launch (%lld CTAs, BN %d, %d stages, cluster %d): %s",
                     ctas, CFG::BN, CFG::STAGES, CFG::CLUSTER_M, cudaGetErrorString(err));

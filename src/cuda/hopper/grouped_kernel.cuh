@@ -432,7 +432,8 @@ cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &m
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream);
-    return cudaLaunchKernelEx(&cfg, grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, map_a, map_b, map_b_tail, p);
+    return launched(
+        cudaLaunchKernelEx(&cfg, grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, map_a, map_b, map_b_tail, p));
 }
 
 } // namespace moe_hopper
