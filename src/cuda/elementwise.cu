@@ -27,6 +27,12 @@ __global__ void copy_topk_kernel(topk_view src, topk_view dst, int64_t T, int64_
     }
 }
 
+__global__ void zero_words_kernel(uint32_t *words, int n) {
+    pdl_wait();
+    pdl_launch_dependents();
+    if ((int)threadIdx.x < n) words[threadIdx.x] = 0u;
+}
+
 // 16 bytes of a row as floats: 4 fp32 or 8 bf16 (bf16 -> fp32 is exact).
 __device__ __forceinline__ void row_chunk_to_float(uint4 raw, float (&v)[4]) {
     v[0] = __uint_as_float(raw.x);
@@ -123,6 +129,14 @@ cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k,
     cudaLaunchAttribute attr[1];
     launch_config(&cfg, attr, grid_for(T * k, 256), 256, 0, stream);
     return launched(cudaLaunchKernelEx(&cfg, copy_topk_kernel, src, dst, T, k));
+}
+
+cudaError_t zero_words_launch(uint32_t *words, int n, cudaStream_t stream) {
+    if (n < 1 || n > 32) return cudaErrorInvalidValue;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    launch_config(&cfg, attr, 1, 32, 0, stream);
+    return launched(cudaLaunchKernelEx(&cfg, zero_words_kernel, words, n));
 }
 
 cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {

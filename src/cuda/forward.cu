@@ -353,7 +353,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
         if (!L.swap && hopper_ticket_schedule(large)) {
             // The tiled GEMMs' ticket counter (the launch uses it at prefill only): 0 for GEMM1,
             // which leaves it 0 for GEMM2 (g2 copies g1).
-            if ((st = cuda_status(ctx, cudaMemsetAsync(base + L.units, 0, 2 * sizeof(int), stream),
+            if ((st = cuda_status(ctx, zero_words_launch((uint32_t *)(base + L.units), 2, stream),
                                   "zero the GEMMs' ticket counter")) != MOE_STATUS_OK)
                 return st;
             g1.g.unit_counter = (int *)(base + L.units);
@@ -778,7 +778,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     if (hopper && !L.swap && hopper_expert_raster(true)) g.expert_offsets = plan.expert_offsets; // g2 copies g
     if (hopper && !L.swap && hopper_ticket_schedule(true)) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
-        LAUNCH(cudaMemsetAsync(WS(void, units), 0, 2 * sizeof(int), stream), "zero the GEMMs' ticket counter");
+        LAUNCH(zero_words_launch(WS(uint32_t, units), 2, stream), "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);
     }
     if (hopper && !L.swap && hopper_a_gather(L.rows, L.E, L.I)) {

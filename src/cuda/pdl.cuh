@@ -19,10 +19,10 @@
 //     (read once per process). A kernel not launched with it loses nothing: both calls are no-ops.
 //     Every cudaLaunchKernelEx's status goes through launched(), which clears the runtime's last
 //     error on failure as cudaGetLastError() after <<<>>> did.
-// Inside a CUDA graph capture the attribute becomes a programmatic edge between two kernel nodes.
-// Where a memset comes between (the grouped GEMMs' ticket counter, fp8-tensor's amax words), the
-// documentation says programmatic edges join kernel nodes only and not what capture does instead;
-// the GPU suite with MOEFUSE_PDL=1 (every case also captured) is what will say (session26_pdl.sh).
+// Inside a CUDA graph capture the attribute becomes a programmatic edge between two kernel nodes,
+// the only nodes such an edge may join (driver_types.h); what capture does with it after a memset
+// is not documented, so the forward zeroes its words with a kernel (zero_words_launch) and is a
+// chain of kernels only. The GPU suite with MOEFUSE_PDL=1 (every case also captured) checks it.
 #ifndef MOEFUSE_CUDA_PDL_CUH
 #define MOEFUSE_CUDA_PDL_CUH
 

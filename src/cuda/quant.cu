@@ -399,7 +399,7 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
                                  : cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p));
     }
     if (p->plan_row_of) return cudaErrorInvalidValue; // fp8-tensor: no scatter form
-    cudaError_t err = cudaMemsetAsync(p->amax, 0, (p->sorted_ids ? 2 : 1) * sizeof(uint32_t), stream);
+    cudaError_t err = zero_words_launch(p->amax, p->sorted_ids ? 2 : 1, stream);
     if (err != cudaSuccess) return err;
     const unsigned grid = capped_grid(p->rows * ((p->cols + TENSOR_SPAN - 1) / TENSOR_SPAN), cap);
     cudaLaunchConfig_t cfg;
