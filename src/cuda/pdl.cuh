@@ -6,7 +6,7 @@
 //
 // The contract, which makes the overlap invisible to every result:
 //   - Every kernel of the backend calls pdl_wait() before its first access to global memory
-//     (reads and writes; tests/test_pdl_lint.sh checks that each __global__ function calls it).
+//     (reads and writes; tests/test_pdl_contract.sh checks that each __global__ function calls it).
 //     pdl_wait returns once the previous kernel has completed and its writes are visible (at
 //     once when the kernel was not launched with PDL), so a kernel sees exactly what stream
 //     order gives it. Only shared-memory set-up (barriers, tensor-map prefetch) may come first.
