@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The PDL contract (src/cuda/pdl.cuh) on the CUDA backend's sources, by tools/pdl_check.py: every
-# kernel calls pdl_wait(), and every launch but measure.cu's goes through cudaLaunchKernelEx (so
-# MOEFUSE_PDL=1 reaches the whole forward). First the checker itself on planted sources: a
-# kernel without the wait, and a <<<>>> launch, must each be reported.
+# kernel calls pdl_wait(), every launch but measure.cu's goes through cudaLaunchKernelEx (so
+# MOEFUSE_PDL=1 reaches the whole forward), each inside launched(). First the checker itself on
+# planted sources: a kernel without the wait, a <<<>>> launch and an unwrapped cudaLaunchKernelEx
+# must each be reported.
 #   ctest runs: bash tests/test_pdl_contract.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
 set -uo pipefail
@@ -55,6 +56,17 @@ K
 check "a <<<>>> launch" 1 "$tmp/chevrons.cu"
 expect_line "names its line" "chevrons.cu:2: <<<...>>> launch"
 check "a <<<>>> launch in an allowed file" 0 --allow-chevrons chevrons.cu "$tmp/chevrons.cu"
+
+cat >"$tmp/unwrapped.cu" <<'K'
+__global__ void k(int *p) { pdl_wait(); p[0] = 1; }
+cudaError_t good(const cudaLaunchConfig_t *c, int *p) { return launched(cudaLaunchKernelEx(c, k, p)); }
+cudaError_t bad(const cudaLaunchConfig_t *c, int *p) {
+    return cudaLaunchKernelEx(c, k, p);
+}
+K
+check "a cudaLaunchKernelEx outside launched()" 1 "$tmp/unwrapped.cu"
+expect_line "names its line" "unwrapped.cu:4: cudaLaunchKernelEx outside launched()"
+expect_line "and only that one" "1 kernels, 1 violations"
 
 check "src/cuda" 0 --allow-chevrons measure.cu "$src/src/cuda"
 cat "$tmp/out"

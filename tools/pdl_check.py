@@ -7,6 +7,8 @@
 2. No <<<...>>> launch outside the files named by --allow-chevrons: the backend's launches go through
    cudaLaunchKernelEx with launch_config / persistent_launch_config, so that MOEFUSE_PDL=1 reaches
    every kernel of the forward.
+3. Every cudaLaunchKernelEx call is the argument of launched(), which clears the runtime's last
+   error when the launch failed (as cudaGetLastError() after <<<>>> did).
 
 Usage: pdl_check.py [--allow-chevrons NAME,...] FILE_OR_DIR...  (exit 0: clean, 1: violations listed)
 """
@@ -101,6 +103,10 @@ def main(argv):
             count += 1
             if not re.search(r"\bpdl_wait\s*\(\s*\)", body):
                 bad.append(f"{path}:{line}: kernel {name} does not call pdl_wait()")
+        for m in re.finditer(r"\bcudaLaunchKernelEx\s*\(", text):
+            if not re.search(r"\blaunched\s*\(\s*$", text[:m.start()]):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{path}:{line}: cudaLaunchKernelEx outside launched() (its error would stay set)")
         if os.path.basename(path) not in allow:
             for m in re.finditer(r"<<<", text):
                 line = text.count("\n", 0, m.start()) + 1

@@ -395,8 +395,8 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
             if (fp8_row128_v16_ok(p)) return launch_row128_v16<false>(p, &cfg);
             return launch_row128_vec<4, false>(p, &cfg);
         }
-        return launched(gpi == 1 ? cudaLaunchKernelEx(&cfg, quant_row128_kernel<1>, *p)
-                                 : cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p));
+        if (gpi == 1) return launched(cudaLaunchKernelEx(&cfg, quant_row128_kernel<1>, *p));
+        return launched(cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p));
     }
     if (p->plan_row_of) return cudaErrorInvalidValue; // fp8-tensor: no scatter form
     cudaError_t err = zero_words_launch(p->amax, p->sorted_ids ? 2 : 1, stream);
