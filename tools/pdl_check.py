@@ -5,7 +5,7 @@
    with programmatic dependent launch that does not wait could read its predecessor's output
    before it is written.
 2. No <<<...>>> launch outside the files named by --allow-chevrons: the backend's launches go through
-   cudaLaunchKernelEx with launch_config / persistent_launch_config, so that MOEFUSE_PDL=1 reaches
+   cudaLaunchKernelEx (launch_kernel in pdl.cuh, or persistent_launch_config), so that MOEFUSE_PDL=1 reaches
    every kernel of the forward.
 3. Every cudaLaunchKernelEx call is the argument of launched(), which clears the runtime's last
    error when the launch failed (as cudaGetLastError() after <<<>>> did).
@@ -110,7 +110,7 @@ def main(argv):
         if os.path.basename(path) not in allow:
             for m in re.finditer(r"<<<", text):
                 line = text.count("\n", 0, m.start()) + 1
-                bad.append(f"{path}:{line}: <<<...>>> launch (use cudaLaunchKernelEx with launch_config: pdl.cuh)")
+                bad.append(f"{path}:{line}: <<<...>>> launch (use launch_kernel: pdl.cuh)")
     for b in bad:
         print(b)
     print(f"pdl_check: {count} kernels, {len(bad)} violations")

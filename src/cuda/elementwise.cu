@@ -116,27 +116,18 @@ unsigned grid_for(int64_t n, int threads) {
 cudaError_t convert_rows_launch(const void *src, moe_dtype src_dtype, int64_t src_stride, void *dst,
                                 moe_dtype dst_dtype, int64_t T, int64_t H, cudaStream_t stream) {
     if (T * H == 0) return cudaSuccess;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, grid_for(T * H, 256), 256, 0, stream);
-    return launched(
-        cudaLaunchKernelEx(&cfg, convert_rows_kernel, src, (int)src_dtype, src_stride, dst, (int)dst_dtype, T, H));
+    return launch_kernel(convert_rows_kernel, grid_for(T * H, 256), 256, 0, stream, src, (int)src_dtype, src_stride,
+                         dst, (int)dst_dtype, T, H);
 }
 
 cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k, cudaStream_t stream) {
     if (T * k == 0) return cudaSuccess;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, grid_for(T * k, 256), 256, 0, stream);
-    return launched(cudaLaunchKernelEx(&cfg, copy_topk_kernel, src, dst, T, k));
+    return launch_kernel(copy_topk_kernel, grid_for(T * k, 256), 256, 0, stream, src, dst, T, k);
 }
 
 cudaError_t zero_words_launch(uint32_t *words, int n, cudaStream_t stream) {
     if (n < 1 || n > 32) return cudaErrorInvalidValue;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, 1, 32, 0, stream);
-    return launched(cudaLaunchKernelEx(&cfg, zero_words_kernel, words, n));
+    return launch_kernel(zero_words_kernel, 1, 32, 0, stream, words, n);
 }
 
 cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
@@ -144,9 +135,6 @@ cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {
     if (!bf16 && args->rows_dtype != MOE_DTYPE_F32) return cudaErrorInvalidValue;
     const int64_t n = args->T * (args->H / (bf16 ? 8 : 4));
     if (n == 0) return cudaSuccess;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, grid_for(n, 256), 256, 0, stream);
-    return bf16 ? launched(cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16>, *args))
-                : launched(cudaLaunchKernelEx(&cfg, combine_kernel<float>, *args));
+    return bf16 ? launch_kernel(combine_kernel<__nv_bfloat16>, grid_for(n, 256), 256, 0, stream, *args)
+                : launch_kernel(combine_kernel<float>, grid_for(n, 256), 256, 0, stream, *args);
 }

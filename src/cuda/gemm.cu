@@ -587,17 +587,13 @@ cudaError_t gemm_launch(moe_dtype dtype, const gemm_args *args, cudaStream_t str
         const int smem = decode_smem(c.bn, c.mt, c.ksplit);
         decode_fn f = dtype == MOE_DTYPE_BF16 ? decode_pick<__nv_bfloat16>(c.bn, c.mt, c.ksplit)
                                               : decode_pick<__half>(c.bn, c.mt, c.ksplit);
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[1];
-        launch_config(&cfg, attr, (unsigned)blocks, GEMM_THREADS, smem, stream);
-        return launched(cudaLaunchKernelEx(&cfg, f, *args));
+        return launch_kernel(f, (unsigned)blocks, GEMM_THREADS, smem, stream, *args);
     }
     const int64_t tiles_n = (args->n + GEMM_BN - 1) / GEMM_BN;
     int64_t blocks = (args->rows + GEMM_BM - 1) / GEMM_BM * tiles_n; // the host bound of tiles
     if (blocks > gemm_grid_cap) blocks = gemm_grid_cap;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, (unsigned)blocks, GEMM_THREADS, GEMM_SMEM_BYTES, stream);
-    return dtype == MOE_DTYPE_BF16 ? launched(cudaLaunchKernelEx(&cfg, gemm_kernel<__nv_bfloat16>, *args))
-                                   : launched(cudaLaunchKernelEx(&cfg, gemm_kernel<__half>, *args));
+    const unsigned grid = (unsigned)blocks;
+    if (dtype == MOE_DTYPE_BF16)
+        return launch_kernel(gemm_kernel<__nv_bfloat16>, grid, GEMM_THREADS, GEMM_SMEM_BYTES, stream, *args);
+    return launch_kernel(gemm_kernel<__half>, grid, GEMM_THREADS, GEMM_SMEM_BYTES, stream, *args);
 }

@@ -507,18 +507,12 @@ cudaError_t fp8_gemm_launch(const fp8_gemm_args *args, cudaStream_t stream) {
     if (c.decode) {
         int64_t blocks = (g.rows + FP8_BM - 1) / FP8_BM * ((g.n + FP8D_BN - 1) / FP8D_BN); // host bound of items
         if (blocks > fp8_decode_cap[c.mt - 1]) blocks = fp8_decode_cap[c.mt - 1];
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[1];
-        launch_config(&cfg, attr, (unsigned)blocks, FP8D_THREADS, c.mt == 1 ? fp8d_cfg<1>::SMEM : fp8d_cfg<2>::SMEM,
-                      stream);
-        return c.mt == 1 ? launched(cudaLaunchKernelEx(&cfg, fp8_decode_kernel<1>, *args))
-                         : launched(cudaLaunchKernelEx(&cfg, fp8_decode_kernel<2>, *args));
+        const unsigned grid = (unsigned)blocks;
+        if (c.mt == 1) return launch_kernel(fp8_decode_kernel<1>, grid, FP8D_THREADS, fp8d_cfg<1>::SMEM, stream, *args);
+        return launch_kernel(fp8_decode_kernel<2>, grid, FP8D_THREADS, fp8d_cfg<2>::SMEM, stream, *args);
     }
     const int64_t tiles_n = (g.n + FP8_BN - 1) / FP8_BN;
     int64_t blocks = (g.rows + FP8_BM - 1) / FP8_BM * tiles_n; // the host bound of tiles
     if (blocks > fp8_grid_cap) blocks = fp8_grid_cap;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, (unsigned)blocks, FP8_THREADS, FP8_SMEM_BYTES, stream);
-    return launched(cudaLaunchKernelEx(&cfg, fp8_gemm_kernel, *args));
+    return launch_kernel(fp8_gemm_kernel, (unsigned)blocks, FP8_THREADS, FP8_SMEM_BYTES, stream, *args);
 }

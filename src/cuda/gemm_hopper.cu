@@ -70,12 +70,8 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
     if (hopper_sms <= 0) return cudaErrorInitializationError;
     const int64_t cap = (int64_t)hopper_sms * 16;
     const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, blocks, 128, 0, stream);
-    return launched(cudaLaunchKernelEx(&cfg, permute_rows_kernel, (const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm,
-                                       g->k / 8, g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k,
-                                       zero_padding));
+    return launch_kernel(permute_rows_kernel, blocks, 128, 0, stream, (const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm,
+                         g->k / 8, g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k, zero_padding);
 }
 
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {

@@ -97,12 +97,9 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *g, const float *x_scales,
     if (err != cudaSuccess) return err;
     const int64_t cap = (int64_t)sms * 16;
     const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, blocks, PERMUTE_THREADS, 0, stream);
-    return launched(cudaLaunchKernelEx(&cfg, fp8_permute_kernel, (const uint4 *)g->a, (uint4 *)codes_out, g->k / 16,
-                                       x_scales, scales_out, groups, scales_ld, g->sorted_ids, g->live_rows,
-                                       g->tokens * g->top_k, g->top_k));
+    return launch_kernel(fp8_permute_kernel, blocks, PERMUTE_THREADS, 0, stream, (const uint4 *)g->a,
+                         (uint4 *)codes_out, g->k / 16, x_scales, scales_out, groups, scales_ld, g->sorted_ids,
+                         g->live_rows, g->tokens * g->top_k, g->top_k);
 }
 
 // The decode kernel with the operands swapped (decode_swap_kernel.cuh) instead of the 128 x 128
@@ -265,10 +262,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const int smem = wide ? wide_smem : dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err == cudaSuccess) {
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[1];
-        launch_config(&cfg, attr, ctas, THREADS, smem, stream);
-        err = launched(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, p));
+        err = launch_kernel(kernel, ctas, THREADS, smem, stream, map_a, map_b, p);
     }
     return cuda_status(ctx, err, g->mode == GEMM_UP ? "Hopper FP8 GEMM1 launch" : "Hopper FP8 GEMM2 launch");
 }

@@ -15,7 +15,7 @@
 //     signalling keeps the chain one kernel deep: when kernel n+1 starts, kernel n-1 is done.
 //     Kernels that exit early still wait first, so a grid can never complete before the one
 //     before it.
-//   - The host asks for it per launch (launch_config, pdl_add_attribute) only when MOEFUSE_PDL=1
+//   - The host asks for it per launch (launch_kernel, pdl_add_attribute) only when MOEFUSE_PDL=1
 //     (read once per process). A kernel not launched with it loses nothing: both calls are no-ops.
 //     Every cudaLaunchKernelEx's status goes through launched(), which clears the runtime's last
 //     error on failure as cudaGetLastError() after <<<>>> did.
@@ -63,25 +63,28 @@ inline void pdl_add_attribute(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr
     cfg->numAttrs += 1;
 }
 
-// The configuration of an ordinary launch (grid x block threads, smem bytes of dynamic shared
-// memory, on stream), with PDL when requested; attrs: storage for one attribute. For
-// cudaLaunchKernelEx(cfg, kernel, args...) in place of kernel<<<grid, block, smem, stream>>>(args...).
-inline void launch_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attrs, dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream) {
-    *cfg = cudaLaunchConfig_t{};
-    cfg->gridDim = grid;
-    cfg->blockDim = block;
-    cfg->dynamicSmemBytes = smem;
-    cfg->stream = stream;
-    pdl_add_attribute(cfg, attrs);
-}
-
 // A launch's status as cudaLaunchKernelEx returns it, with the runtime's last error cleared when it
 // failed (as `kernel<<<>>>; return cudaGetLastError();` did), so that the failure is reported once,
 // here, and not again by the next cudaGetLastError() of someone else's call.
 inline cudaError_t launched(cudaError_t err) {
     if (err != cudaSuccess) (void)cudaGetLastError();
     return err;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) as cudaLaunchKernelEx, with PDL when requested and
+// its status through launched(). A forwarder of the arguments, as cudaLaunchKernelEx itself is; the
+// persistent kernels' launches (persistent_launch_config: clusters) call cudaLaunchKernelEx directly.
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args... args) {
+    cudaLaunchConfig_t cfg = cudaLaunchConfig_t{};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    pdl_add_attribute(&cfg, attr);
+    return launched(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
 #endif

@@ -425,21 +425,19 @@ extern "C" moe_status moe__cuda_plan_build(moe_context_t *ctx, const int32_t *id
     a.row_of = row_of;
     const int blocks = plan_blocks(rows, E, experts, plan->max_rows);
     if (blocks == 0) {
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[1];
-        launch_config(&cfg, attr, 1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream);
-        return cuda_status(ctx, launched(cudaLaunchKernelEx(&cfg, plan_kernel, a)), "plan_kernel launch");
+        return cuda_status(
+            ctx, launch_kernel(plan_kernel, 1, warps * 32, plan_smem_bytes(experts, warps), (cudaStream_t)stream, a),
+            "plan_kernel launch");
     }
     plan_mb_args m;
     m.p = a;
     m.blocks = blocks;
     m.seg = (rows + blocks - 1) / blocks;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, blocks, PLAN_MB_THREADS, (size_t)E * 4, (cudaStream_t)stream);
-    moe_status st =
-        cuda_status(ctx, launched(cudaLaunchKernelEx(&cfg, plan_count_kernel, m)), "plan_count_kernel launch");
+    const cudaStream_t s = (cudaStream_t)stream;
+    moe_status st = cuda_status(ctx, launch_kernel(plan_count_kernel, blocks, PLAN_MB_THREADS, (size_t)E * 4, s, m),
+                                "plan_count_kernel launch");
     if (st != MOE_STATUS_OK) return st;
-    launch_config(&cfg, attr, blocks, PLAN_MB_THREADS, plan_mb_smem_bytes(experts, E), (cudaStream_t)stream);
-    return cuda_status(ctx, launched(cudaLaunchKernelEx(&cfg, plan_place_kernel, m)), "plan_place_kernel launch");
+    const size_t place_smem = plan_mb_smem_bytes(experts, E);
+    return cuda_status(ctx, launch_kernel(plan_place_kernel, blocks, PLAN_MB_THREADS, place_smem, s, m),
+                       "plan_place_kernel launch");
 }

@@ -268,20 +268,22 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
     }
 }
 
-template <bool SCATTER> cudaError_t launch_row128_v16(const fp8_quant_args *p, const cudaLaunchConfig_t *cfg) {
+template <bool SCATTER> cudaError_t launch_row128_v16(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
     if (p->src_dtype == MOE_DTYPE_BF16)
-        return launched(cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__nv_bfloat16, SCATTER>, *p));
+        return launch_kernel(quant_row128_v16_kernel<__nv_bfloat16, SCATTER>, grid, QUANT_THREADS, 0, stream, *p);
     if (p->src_dtype == MOE_DTYPE_F16)
-        return launched(cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<__half, SCATTER>, *p));
-    return launched(cudaLaunchKernelEx(cfg, quant_row128_v16_kernel<float, SCATTER>, *p));
+        return launch_kernel(quant_row128_v16_kernel<__half, SCATTER>, grid, QUANT_THREADS, 0, stream, *p);
+    return launch_kernel(quant_row128_v16_kernel<float, SCATTER>, grid, QUANT_THREADS, 0, stream, *p);
 }
 
-template <int GPI, bool SCATTER> cudaError_t launch_row128_vec(const fp8_quant_args *p, const cudaLaunchConfig_t *cfg) {
+template <int GPI, bool SCATTER>
+cudaError_t launch_row128_vec(const fp8_quant_args *p, unsigned grid, cudaStream_t stream) {
     if (p->src_dtype == MOE_DTYPE_BF16)
-        return launched(cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER>, *p));
+        return launch_kernel(quant_row128_kernel<GPI, true, __nv_bfloat16, SCATTER>, grid, QUANT_THREADS, 0, stream,
+                             *p);
     if (p->src_dtype == MOE_DTYPE_F16)
-        return launched(cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, __half, SCATTER>, *p));
-    return launched(cudaLaunchKernelEx(cfg, quant_row128_kernel<GPI, true, float, SCATTER>, *p));
+        return launch_kernel(quant_row128_kernel<GPI, true, __half, SCATTER>, grid, QUANT_THREADS, 0, stream, *p);
+    return launch_kernel(quant_row128_kernel<GPI, true, float, SCATTER>, grid, QUANT_THREADS, 0, stream, *p);
 }
 
 // The TENSOR_SPAN columns of item (r, c0) that thread t loads: c0 + t + QUANT_THREADS j.
@@ -379,34 +381,28 @@ cudaError_t fp8_quantize_launch(const fp8_quant_args *p, cudaStream_t stream) {
         const int gpi = p->rows * groups <= cap * per_block ? 1 : 4;
         const int64_t items = p->rows * ((groups + gpi - 1) / gpi);
         const unsigned grid = capped_grid((items + per_block - 1) / per_block, cap);
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[1];
-        launch_config(&cfg, attr, grid, QUANT_THREADS, 0, stream);
         if (p->plan_row_of) { // the scatter: vector form, rows without a plan of their own, a lane a slot
             if (!fp8_row128_vec_ok(p) || p->sorted_ids || !p->plan_codes || !p->plan_scales ||
                 p->top_k + (p->shared_row0 ? 1 : 0) > 32)
                 return cudaErrorInvalidValue;
-            if (gpi == 1) return launch_row128_vec<1, true>(p, &cfg);
-            if (fp8_row128_v16_ok(p)) return launch_row128_v16<true>(p, &cfg);
-            return launch_row128_vec<4, true>(p, &cfg);
+            if (gpi == 1) return launch_row128_vec<1, true>(p, grid, stream);
+            if (fp8_row128_v16_ok(p)) return launch_row128_v16<true>(p, grid, stream);
+            return launch_row128_vec<4, true>(p, grid, stream);
         }
         if (fp8_row128_vec_ok(p)) {
-            if (gpi == 1) return launch_row128_vec<1, false>(p, &cfg);
-            if (fp8_row128_v16_ok(p)) return launch_row128_v16<false>(p, &cfg);
-            return launch_row128_vec<4, false>(p, &cfg);
+            if (gpi == 1) return launch_row128_vec<1, false>(p, grid, stream);
+            if (fp8_row128_v16_ok(p)) return launch_row128_v16<false>(p, grid, stream);
+            return launch_row128_vec<4, false>(p, grid, stream);
         }
-        if (gpi == 1) return launched(cudaLaunchKernelEx(&cfg, quant_row128_kernel<1>, *p));
-        return launched(cudaLaunchKernelEx(&cfg, quant_row128_kernel<4>, *p));
+        if (gpi == 1) return launch_kernel(quant_row128_kernel<1>, grid, QUANT_THREADS, 0, stream, *p);
+        return launch_kernel(quant_row128_kernel<4>, grid, QUANT_THREADS, 0, stream, *p);
     }
     if (p->plan_row_of) return cudaErrorInvalidValue; // fp8-tensor: no scatter form
     cudaError_t err = zero_words_launch(p->amax, p->sorted_ids ? 2 : 1, stream);
     if (err != cudaSuccess) return err;
     const unsigned grid = capped_grid(p->rows * ((p->cols + TENSOR_SPAN - 1) / TENSOR_SPAN), cap);
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, grid, QUANT_THREADS, 0, stream);
-    if ((err = launched(cudaLaunchKernelEx(&cfg, amax_kernel, *p))) != cudaSuccess) return err;
-    return launched(cudaLaunchKernelEx(&cfg, quant_tensor_kernel, *p));
+    if ((err = launch_kernel(amax_kernel, grid, QUANT_THREADS, 0, stream, *p)) != cudaSuccess) return err;
+    return launch_kernel(quant_tensor_kernel, grid, QUANT_THREADS, 0, stream, *p);
 }
 
 fp8_quant_args fp8_quant_args_by_row(int format, const void *src, moe_dtype dtype, int64_t ld, int64_t rows,

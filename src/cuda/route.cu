@@ -258,27 +258,20 @@ cudaError_t router_logits_launch(const void *x, moe_dtype x_dtype, int64_t x_str
                                  const float *br, int64_t T, int64_t E, int64_t H, float *logits, cudaStream_t stream) {
     if (T == 0) return cudaSuccess;
     dim3 grid((unsigned)ceil_div64(T, RL_TILE), (unsigned)ceil_div64(E, RL_TILE));
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, grid, RL_THREADS, 0, stream);
-    return launched(cudaLaunchKernelEx(&cfg, router_logits_kernel, x, (int)x_dtype, x_stride, wr, br, T, E, H, logits));
+    return launch_kernel(router_logits_kernel, grid, RL_THREADS, 0, stream, x, (int)x_dtype, x_stride, wr, br, T, E, H,
+                         logits);
 }
 
 cudaError_t route_launch(const route_args *args, int64_t T, cudaStream_t stream) {
     if (T == 0) return cudaSuccess;
     size_t smem = route_smem_bytes(args->num_experts, args->score, args->n_group);
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, (unsigned)T, ROUTE_THREADS, smem, stream);
-    return launched(cudaLaunchKernelEx(&cfg, route_kernel, *args));
+    return launch_kernel(route_kernel, (unsigned)T, ROUTE_THREADS, smem, stream, *args);
 }
 
 cudaError_t shared_gate_launch(const void *x, moe_dtype x_dtype, int64_t x_stride, const float *wg, int64_t T,
                                int64_t H, float *gate, cudaStream_t stream) {
     if (T == 0) return cudaSuccess;
     const int warps = 8;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, (unsigned)ceil_div64(T, warps), warps * 32, 0, stream);
-    return launched(cudaLaunchKernelEx(&cfg, shared_gate_kernel, x, (int)x_dtype, x_stride, wg, T, H, gate));
+    return launch_kernel(shared_gate_kernel, (unsigned)ceil_div64(T, warps), warps * 32, 0, stream, x, (int)x_dtype,
+                         x_stride, wg, T, H, gate);
 }

@@ -295,10 +295,7 @@ inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const 
     auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
     if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, ctas, THREADS, SWAP_SMEM_BYTES, stream);
-    return launched(cudaLaunchKernelEx(&cfg, kernel, map_w, map_x, p));
+    return launch_kernel(kernel, ctas, THREADS, SWAP_SMEM_BYTES, stream, map_w, map_x, p);
 }
 
 } // namespace moe_hopper

@@ -81,10 +81,7 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "cudaFuncSetAttribute(%d bytes of shared memory): %s",
                     smem, cudaGetErrorString(err));
     const int ctas = p.units < sms ? p.units : sms;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, ctas, THREADS, smem, (cudaStream_t)stream);
-    err = launched(cudaLaunchKernelEx(&cfg, kernel, map_g, map_a, p));
+    err = launch_kernel(kernel, ctas, THREADS, smem, (cudaStream_t)stream, map_g, map_a, p);
     if (err != cudaSuccess)
         return fail(why, why_len, MOE_STATUS_DEVICE_ERROR, "K-grouped GEMM launch (%d CTAs): %s", ctas,
                     cudaGetErrorString(err));

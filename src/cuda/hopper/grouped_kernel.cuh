@@ -429,11 +429,8 @@ cudaError_t grouped_set_smem() {
 template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream) {
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    launch_config(&cfg, attr, ctas, THREADS, grouped_smem_bytes<EPI, DYN>(), stream);
-    return launched(
-        cudaLaunchKernelEx(&cfg, grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, map_a, map_b, map_b_tail, p));
+    return launch_kernel(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, ctas, THREADS,
+                         grouped_smem_bytes<EPI, DYN>(), stream, map_a, map_b, map_b_tail, p);
 }
 
 } // namespace moe_hopper
