@@ -121,10 +121,13 @@ bool x_scatter_rule(const ws_layout &L) {
 }
 
 // Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
-// activations, when hopper_fp8_a2_in_epilogue says so.
+// activations, when hopper_fp8_a2_in_epilogue (tiles) or hopper_fp8_swap_a2_in_epilogue (the
+// swapped decode kernel) says so.
 bool a2_in_epilogue(const ws_layout *L, int activation) {
-    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap &&
-           hopper_fp8_a2_in_epilogue(L->R13, L->I, activation != MOE_ACT_RELU2);
+    if (!L->fp8 || L->fp8_tensor || L->gemm != MOE__CUDA_GEMM_HOPPER) return false;
+    const int gated = activation != MOE_ACT_RELU2;
+    return L->swap ? hopper_fp8_swap_a2_in_epilogue(L->R13, L->I, gated)
+                   : hopper_fp8_a2_in_epilogue(L->R13, L->I, gated);
 }
 
 // The path moe__cuda_gemm_select takes for T tokens (the analysis mirrors it).

@@ -86,6 +86,10 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args,
 // rows: 2I gated, I for relu2; ldo = A2's row stride). The workspace query and the forward must
 // see the same value.
 bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
+// The same for the decode kernel with the operands swapped (decode_swap_kernel.cuh's QUANT): only
+// when MOEFUSE_FP8_SWAP_A2=epilogue asks for it (opt-in until the H200 has measured it) and n is
+// whole 128-row tiles. Same arguments and the same consistency rule.
+bool hopper_fp8_swap_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 // Whether the Hopper FP8 GEMMs of a forward with these sizes run the decode kernel with the
 // operands swapped (gemm_hopper_fp8.cu; MOEFUSE_FP8_DECODE=swap|tiles overrides). Its plan
 // blocks are SWAP_BLOCK_ROWS rows (the kernel's N: one block, one pass over the weights).
