@@ -139,9 +139,9 @@ int gemm_select_path(const moe_weights_t *w, int64_t T) {
 
 // Whether the forward of T tokens runs both GEMMs on the decode kernel with the operands
 // swapped: FP8 by gemm_hopper_fp8.cu's rule, bf16 by gemm_hopper.cu's where Hopper could run
-// these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and
-// FP8's A2 goes through the separate quantiser). Experts: those of the stack (a fused shared
-// expert too).
+// these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and FP8's A2 goes through
+// the separate quantiser unless MOEFUSE_FP8_SWAP_A2=epilogue). Experts: those of the stack (a fused
+// shared expert too).
 bool swap_path(const moe_weights_t *w, int64_t T) {
     const bool fused = w->s13.count > 0 && w->spec.shared_intermediate == w->spec.intermediate;
     const int64_t experts = w->spec.num_experts + (fused ? 1 : 0);
@@ -282,8 +282,8 @@ bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
 // on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales in plan order first, as TMA
 // cannot gather rows: written there by the quantiser, or permuted after it) when L.gemm says so,
 // else on the v1 FP8 kernel; a separate shared expert always on v1. A2 is quantised by a separate pass, or in the Hopper GEMM1's
-// epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue; same rule, same codes; scales
-// column-major).
+// epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue on the tiles, MOEFUSE_FP8_SWAP_A2=epilogue on
+// the swapped decode kernel; same rule, same codes; scales column-major).
 moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
                        const moe_forward_args *args, const moe_dispatch_plan &plan, const float *weights,
                        const float *gate, cudaStream_t stream) {

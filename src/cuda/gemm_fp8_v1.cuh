@@ -47,7 +47,7 @@ struct fp8_gemm_args {
     int64_t out_scale_ks;
     // Hopper path: the decode kernel with the operands swapped instead of the 128 x 128 tiles; the
     // plan must then be built with blocks of SWAP_BLOCK_ROWS (the forward decides both:
-    // hopper_fp8_swap_decode). Not with out_scales.
+    // hopper_fp8_swap_decode). With out_scales: hopper_fp8_swap_a2_in_epilogue's sizes.
     int swap_decode;
 };
 
@@ -76,8 +76,8 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scal
                                       uint8_t *codes_out, float *scales_out, int64_t scales_ld, cudaStream_t stream);
 // fp8_gemm_launch's GEMMs with A in plan order for both modes (GEMM_UP: the permuted codes, the
 // a_scale row = the plan row); n, k multiples of 16, lda == k; out and bias 16-byte aligned.
-// With out_scales (GEMM_UP): A2 quantised in the epilogue; needs ldo % 16 == 0 and, for a gated
-// activation, n % 128 == 0.
+// With out_scales (GEMM_UP): A2 quantised in the epilogue; the tiles need ldo % 16 == 0 and, for a
+// gated activation, n % 128 == 0; the swapped decode kernel n % 128 == 0 and ldo = n / 2 (gated) or n.
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args, cudaStream_t stream);
 // Whether the forward's Hopper GEMM1 (fp8-row128 activations) quantises A2 in its epilogue:
 // only when MOEFUSE_FP8_A2=epilogue asks for it (opt-in: on the H200 it was ~1% slower in total

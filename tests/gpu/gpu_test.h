@@ -186,6 +186,7 @@ void fp8_quantizer_cases(bool quick);
 void fp8_refusal_cases(void);
 void model_cases(bool quick);
 void fp8_model_cases(bool quick);
+void fp8_swap_a2_bitexact_case(void); /* gpu_test_fp8.c */
 void big_model_case(void);
 
 #endif

@@ -437,6 +437,113 @@ void fp8_stage_checks(const model *m, const device_buffers *b, const inputs *in,
     a2_readback_free(&g);
 }
 
+/* The swapped decode kernel's GEMM1 quantising A2 in its epilogue (MOEFUSE_FP8_SWAP_A2=epilogue,
+ * decode_swap_kernel.cuh's QUANT) must leave what the separate quantiser leaves: the same fp32
+ * values through the same rule. One forward each way on the same inputs and workspace (poisoned
+ * before each), compared bit for bit: the plan, every live row's codes, every plan row's scales
+ * (padding rows: 0 both ways), and y. The view's A2 values (NULL when the epilogue quantised) say
+ * that the opt-in took. Shape: about 190 units (two W13 tiles each, a last one of one) for the
+ * H200's 132 SMs, so CTAs run several A2 groups, and 8 k-blocks a tile, so the 8-stage ring wraps
+ * inside a unit. */
+void fp8_swap_a2_bitexact_case(void) {
+    static const char name[] = "fp8-swap-a2-bitexact";
+    if (!selected(name)) return;
+    static const char *const vars[3] = {"MOEFUSE_GEMM", "MOEFUSE_FP8_DECODE", "MOEFUSE_FP8_SWAP_A2"};
+    char saved[3][32];
+    bool had[3];
+    for (int v = 0; v < 3; v++) {
+        const char *env = getenv(vars[v]);
+        had[v] = env != NULL;
+        snprintf(saved[v], sizeof saved[v], "%s", env ? env : "");
+    }
+    setenv("MOEFUSE_GEMM", "hopper", 1);
+    setenv("MOEFUSE_FP8_DECODE", "swap", 1);
+    unsetenv("MOEFUSE_FP8_SWAP_A2");
+    moe_layer_spec s;
+    model m;
+    moe_layer_spec_init(&s, 64, 1024, 320, 4);
+    s.expert_has_bias = 1;
+    model_init(&m, name, &s, MOE_FORMAT_FP8_BLOCK128, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    m.act_format = MOE_FORMAT_FP8_ROW128;
+    model_build(&m);
+    const int64_t T = 64;
+    case_failures = 0;
+    if (moe__cuda_forward_gemm(m.w_gpu, T) != MOE__CUDA_GEMM_HOPPER) {
+        printf("skip %s: the forward does not take the Hopper path here\n", name);
+    } else {
+        device_buffers b;
+        device_alloc(&m, &b, T, R_IDS); /* sized without the opt-in: the larger layout */
+        inputs in = {0};
+        inputs_draw(&m, &in, T, R_IDS);
+        device_upload(&m, &b, &in);
+        const size_t yb = y_bytes(&m, T);
+        a2_readback r[2];
+        void *y[2];
+        bool values[2];
+        for (int on = 0; on < 2; on++) {
+            if (on) setenv("MOEFUSE_FP8_SWAP_A2", "epilogue", 1);
+            CUDA_OK(cudaMemset(b.workspace, 0xFF, b.workspace_size ? b.workspace_size : 1));
+            CUDA_OK(cudaMemset(b.y, 0xFF, yb));
+            const moe_status st = moe_forward(gpu_ctx, m.w_gpu, &b.args);
+            CHECK(st == MOE_STATUS_OK, "moe_forward (%s): %s: %s", on ? "epilogue" : "quantiser",
+                  moe_status_string(st), moe_last_error(gpu_ctx));
+            CUDA_OK(cudaStreamSynchronize(stream));
+            moe__cuda_fp8_view v;
+            MOE_OK(gpu_ctx, moe__cuda_fp8_workspace_view(gpu_ctx, m.w_gpu, T, m.act_format, b.workspace, &v));
+            values[on] = v.a2.values != NULL;
+            r[on] = a2_fetch(&m, &b, T);
+            y[on] = xmalloc(yb);
+            CUDA_OK(cudaMemcpy(y[on], b.y, yb, cudaMemcpyDeviceToHost));
+        }
+        unsetenv("MOEFUSE_FP8_SWAP_A2");
+        CHECK(values[0] && !values[1], "fp32 A2 in the workspace: %s without the opt-in, %s with it (expected yes, no)",
+              values[0] ? "yes" : "no", values[1] ? "yes" : "no");
+        CHECK(r[0].live == r[1].live && r[0].live > 0 &&
+                  !memcmp(r[0].sorted, r[1].sorted, (size_t)r[0].live * 4),
+              "the plans differ (live rows %lld and %lld)", (long long)r[0].live, (long long)r[1].live);
+        int64_t code_diff = 0, scale_diff = 0, first = -1, live_rows = 0;
+        const int64_t live = r[0].live < r[1].live ? r[0].live : r[1].live;
+        const fp8_rows *q = &r[0].plan, *e = &r[1].plan;
+        for (int64_t i = 0; i < live; i++) {
+            const bool pad = r[0].sorted[i] == r[0].padding_id;
+            live_rows += !pad;
+            for (int64_t g = 0; g < q->groups; g++)
+                if (memcmp(&q->scales[i * q->groups + g], &e->scales[i * e->groups + g], 4)) {
+                    scale_diff++;
+                    if (first < 0) first = i;
+                }
+            if (pad) continue;
+            for (int64_t c = 0; c < q->cols; c++)
+                if (q->codes[i * q->cols + c] != e->codes[i * e->cols + c]) {
+                    code_diff++;
+                    if (first < 0) first = i;
+                }
+        }
+        CHECK(code_diff == 0 && scale_diff == 0,
+              "A2 epilogue vs quantiser: %lld codes and %lld scales differ over %lld live rows of %lld (first: "
+              "plan row %lld)", (long long)code_diff, (long long)scale_diff, (long long)live_rows, (long long)live,
+              (long long)first);
+        CHECK(!memcmp(y[0], y[1], yb), "y differs between the A2 epilogue and the quantiser");
+        printf("    %s: %lld plan rows (%lld live) x %lld columns: %lld codes, %lld scales differ; y %s\n", name,
+               (long long)live, (long long)live_rows, (long long)q->cols, (long long)code_diff, (long long)scale_diff,
+               memcmp(y[0], y[1], yb) ? "differs" : "bit-identical");
+        for (int on = 0; on < 2; on++) {
+            a2_readback_free(&r[on]);
+            free(y[on]);
+        }
+        inputs_free(&in);
+        device_free(&b);
+        if (case_failures == 0) cases_passed++;
+        else cases_failed++;
+        printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
+    }
+    for (int v = 0; v < 3; v++) {
+        if (had[v]) setenv(vars[v], saved[v], 1);
+        else unsetenv(vars[v]);
+    }
+    model_free(&m);
+}
+
 /* ---- --selftest: the stage-wise analysis on the host, no GPU ---------------------------------- */
 
 /* The readback a correct Hopper FP8 forward would leave, made from the oracle's own A2 codes and

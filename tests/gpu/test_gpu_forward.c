@@ -333,6 +333,7 @@ int main(int argc, char **argv) {
 
     model_cases(quick);
     fp8_model_cases(quick);
+    if (!perf_only) fp8_swap_a2_bitexact_case();
     if (big && (!filter || strstr("deepseek-v3-big", filter))) big_model_case();
 
     CUDA_OK(cudaStreamDestroy(stream));

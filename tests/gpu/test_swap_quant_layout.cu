@@ -9,7 +9,11 @@
  *    by lane ^ 4, the kernel's shuffle partner.
  *  - The row maximum's reduction (xor 4, 8, 16) spans the lanes holding the row; lanes 0-3 write
  *    the 32 rows of a warp once each; swap_row_slot / swap_row_quad invert swap_target_row.
- * The checker is run on planted wrong column maps too: it must reject each.
+ * The checker is run on planted wrong column maps too: it must reject each. The layout itself
+ * (weight_row below) is written here from wgmma's m64nNk32 accumulator fragment, not taken from the
+ * kernel. Not covered here (the GPU suite's fp8-swap-a2-* cases and fp8-swap-a2-bitexact are):
+ * the values (swap_a2_values), the first tile's values held through the second, the group index,
+ * the width of a last group, the scale stores.
  *   ctest -R test_swap_quant_layout */
 #include <stdio.h>
 #include <string.h>

@@ -278,11 +278,13 @@ __device__ __forceinline__ void swap_quant_group(const grouped_fp8_params &p, co
     for (int w = 0; w < 8; ++w) row_max = max(row_max, red[w * SWAP_NT + lane]);
     const int width = min(128, (gated ? p.g.n / 2 : p.g.n) - 128 * group); // A2 columns of the group
     uint8_t *codes = (uint8_t *)p.g.out + 128LL * group;
+    uint32_t m[SWAP_NT / 4]; // the maxima of this thread's rows (shuffled before any lane branches)
+#pragma unroll
+    for (int i = 0; i < SWAP_NT / 4; ++i) m[i] = __shfl_sync(0xffffffffu, row_max, (int)swap_target_row(0, lane, i));
 #pragma unroll
     for (int i = 0; i < SWAP_NT / 4; ++i) {
-        const uint32_t m = __shfl_sync(0xffffffffu, row_max, (int)swap_target_row(0, lane, i));
         if (!((t.live >> i) & 1u)) continue;
-        const fp8_divisor d = fp8_divisor_of(fp8_scale(m));
+        const fp8_divisor d = fp8_divisor_of(fp8_scale(m[i]));
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             const int c0 = swap_quant_col(gated, 0, half, warp, lane, s);
