@@ -9,8 +9,10 @@
 #    T = 1, 8, 64, 512, 4096, bf16 then FP8, three arms in 3 rotated rounds: base (this tree with
 #    session26_pdl.patch reversed: src/cuda and lab as at b8034d0, session 25's last code, so no PDL
 #    code at all; the patch also holds session 26's SASS-identical split of grouped_kernel.cuh and
-#    the host-only launched(); regenerate it with `git diff b8034d0 HEAD -- src/cuda lab` if src/cuda
-#    changed since), off (the PDL build, MOEFUSE_PDL unset: the waits are no-ops) and on
+#    the host-only launched(), and session 27's swapped-kernel A2 epilogue, off unless
+#    MOEFUSE_FP8_SWAP_A2=epilogue, whose shipped FP8 swap kernels differ from the base in
+#    scheduling and register numbering only; regenerate it with `git diff b8034d0 HEAD -- src/cuda lab`
+#    if src/cuda changed since), off (the PDL build, MOEFUSE_PDL unset: the waits are no-ops) and on
 #    (MOEFUSE_PDL=1).
 # Prediction (before any run): the suite passes and memcheck is clean with PDL on. Time on / off:
 # T = 1 0.80-0.95 (qwen3 bf16 0.045 ms over 5-6 kernels, ~2-4 us of launch and start-up hidden per
