@@ -552,10 +552,11 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  : bulk2        ? "; GEMM2's epilogue by bulk copies when y is bf16, 4 stages"
                                 : "");
         const bool scatter = x_scatter_rule(L) && L.H % 4 == 0; // x's own alignment is not known here
-        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, %s, partials promoted into fp32 per 128-K block",
+        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s%s, %s, partials promoted into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                           "rows x 128 K, 8 stages)"
                         : tile,
+                 L.swap && L.a2_in_epilogue ? ", GEMM1's units the W13 tiles of one 128-column A2 group" : "",
                  L.swap ? "" : tickets ? ", tiles from a ticket counter" : ", tiles by a static stride",
                  L.swap ? "" : hopper_expert_raster(large) ? ", expert by expert" : ", grouped raster over all blocks",
                  scatter ? "x quantised straight into plan order (when its rows are 4-element aligned)"
