@@ -48,7 +48,8 @@ struct ws_layout {
     bool swap;      // Hopper at decode: both GEMMs on the kernel with the operands swapped
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (swap)
-    int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
+    bool x_gather;  // Hopper bf16 on the swapped kernel: GEMM1 gathers the x rows (no xperm)
+    int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1, FP8, x_gather)
     int64_t units;  // Hopper tiles: the grouped GEMMs' ticket counter, 2 ints (zeroed before GEMM1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
@@ -181,6 +182,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->gemm = L->swap ? MOE__CUDA_GEMM_HOPPER : gemm_select_path(w, T); // gemm_path without a second swap_path
     L->block = forward_block_rows(L->swap, L->gemm);
     L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
+    L->x_gather = !L->fp8 && L->swap && hopper_bf16_swap_gather();
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
     bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
@@ -196,7 +198,8 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows * bf16, L->I, &n) &&
          reserve(&c, n, 2, &L->a2) && moe__mul64(T * bf16, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
-         reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
+         reserve(&c, n, 4, &L->out) &&
+         moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER && !L->x_gather ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
          reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 : 0, 4, &L->units) &&
          (!L->fp8 || reserve_fp8(&c, L)) &&
@@ -568,7 +571,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "128-K block", v1);
     else if (hopper && L.swap)
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
-                 "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
+                 "weight rows x 32 plan rows x 64 K, 8 stages), x rows %s",
+                 L.x_gather ? "gathered by GEMM1's producer" : "permuted");
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
         const bool tickets = hopper_ticket_schedule(true), gather = hopper_a_gather(L.rows, L.E, L.I);
@@ -789,6 +793,9 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule
         // of moe__hopper_gather_select, or MOEFUSE_HOPPER_A).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
+    } else if (L.x_gather) {
+        // The swapped kernel's producer gathers the block's x rows itself (MOEFUSE_BF16_SWAP_X=gather).
+        if ((st = hopper_swap_decode_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
     } else if (hopper) {
         // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and
         // H % 64 == 0, and x is 16-byte-aligned rows here).

@@ -258,7 +258,7 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     if (a->swap_decode) {
         // map_b's boxes (128 weight rows) are the swapped kernel's A; map_a's (a plan block) its B.
         if (quant)
-            return cuda_status(ctx, swap_decode_quant_launch(map_b, map_a, p, g->rows, sms, stream),
+            return cuda_status(ctx, swap_decode_launch<false, true>(GEMM_UP, map_b, map_a, p, g->rows, sms, stream),
                                "Hopper FP8 decode GEMM1 launch (A2 quantised in its epilogue)");
         return cuda_status(ctx, swap_decode_launch<false>(g->mode, map_b, map_a, p, g->rows, sms, stream),
                            g->mode == GEMM_UP ? "Hopper FP8 decode GEMM1 launch" : "Hopper FP8 decode GEMM2 launch");

@@ -67,6 +67,14 @@ extern int64_t perf_T_arg[8];                         /* --perf's T list, n_perf
 extern int n_perf_T_arg;
 extern int replay_x_shift; /* the next replays' x scaled by 2^-replay_x_shift (the stale-rows case) */
 bool selected(const char *name); /* --filter */
+/* An environment variable saved, to be put back as it was (set to its value, or unset). */
+typedef struct env_saved {
+    const char *name;
+    bool had;
+    char value[64];
+} env_saved;
+void env_save(env_saved *e, const char *name);
+void env_restore(const env_saved *e);
 
 /* ---- gpu_test_data.c: models, inputs, device buffers, the CPU oracle ------------------------- */
 extern uint64_t rng_state;
@@ -187,6 +195,7 @@ void fp8_refusal_cases(void);
 void model_cases(bool quick);
 void fp8_model_cases(bool quick);
 void fp8_swap_a2_bitexact_case(void); /* gpu_test_fp8.c */
+void bf16_swap_gather_bitexact_case(void); /* gpu_test_parts.c */
 void big_model_case(void);
 
 #endif

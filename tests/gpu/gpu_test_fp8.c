@@ -448,14 +448,10 @@ void fp8_stage_checks(const model *m, const device_buffers *b, const inputs *in,
 void fp8_swap_a2_bitexact_case(void) {
     static const char name[] = "fp8-swap-a2-bitexact";
     if (!selected(name)) return;
-    static const char *const vars[3] = {"MOEFUSE_GEMM", "MOEFUSE_FP8_DECODE", "MOEFUSE_FP8_SWAP_A2"};
-    char saved[3][32];
-    bool had[3];
-    for (int v = 0; v < 3; v++) {
-        const char *env = getenv(vars[v]);
-        had[v] = env != NULL;
-        snprintf(saved[v], sizeof saved[v], "%s", env ? env : "");
-    }
+    env_saved saved[3];
+    env_save(&saved[0], "MOEFUSE_GEMM");
+    env_save(&saved[1], "MOEFUSE_FP8_DECODE");
+    env_save(&saved[2], "MOEFUSE_FP8_SWAP_A2");
     setenv("MOEFUSE_GEMM", "hopper", 1);
     setenv("MOEFUSE_FP8_DECODE", "swap", 1);
     unsetenv("MOEFUSE_FP8_SWAP_A2");
@@ -537,10 +533,7 @@ void fp8_swap_a2_bitexact_case(void) {
         else cases_failed++;
         printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
     }
-    for (int v = 0; v < 3; v++) {
-        if (had[v]) setenv(vars[v], saved[v], 1);
-        else unsetenv(vars[v]);
-    }
+    for (int v = 0; v < 3; v++) env_restore(&saved[v]);
     model_free(&m);
 }
 

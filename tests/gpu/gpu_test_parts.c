@@ -287,6 +287,77 @@ void fp8_refusal_cases(void) {
            case_failures ? "FAIL" : "ok  ");
 }
 
+/* The bf16 swapped decode kernel's GEMM1 gathering the x rows itself (MOEFUSE_BF16_SWAP_X=gather)
+ * must compute what it computes from the permuted copy: the same bf16 values in the same smem
+ * layout, so y bit for bit. One forward each way on the same inputs and workspace (poisoned
+ * before each); x rows strided (H + 8), so the gather's row stride is not k; an expert with rows in
+ * two plan blocks; a fused shared expert (its rows' tokens come from ids above T*k). The config line
+ * says which way x went. */
+void bf16_swap_gather_bitexact_case(void) {
+    static const char name[] = "swap-gather-bitexact";
+    if (!selected(name)) return;
+    env_saved saved[3];
+    env_save(&saved[0], "MOEFUSE_GEMM");
+    env_save(&saved[1], "MOEFUSE_BF16_DECODE");
+    env_save(&saved[2], "MOEFUSE_BF16_SWAP_X");
+    setenv("MOEFUSE_GEMM", "hopper", 1);
+    setenv("MOEFUSE_BF16_DECODE", "swap", 1);
+    unsetenv("MOEFUSE_BF16_SWAP_X");
+    moe_layer_spec s;
+    model m;
+    moe_layer_spec_init(&s, 64, 1024, 320, 4);
+    s.expert_has_bias = 1;
+    s.num_shared_experts = 1;
+    s.shared_intermediate = 320;
+    model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    m.x_pad = 8;
+    model_build(&m);
+    const int64_t T = 64;
+    case_failures = 0;
+    if (moe__cuda_forward_gemm(m.w_gpu, T) != MOE__CUDA_GEMM_HOPPER) {
+        printf("skip %s: the forward does not take the Hopper path here\n", name);
+    } else {
+        device_buffers b;
+        device_alloc(&m, &b, T, R_IDS_ONE); /* sized without the opt-in: the larger layout */
+        inputs in = {0};
+        inputs_draw(&m, &in, T, R_IDS_ONE); /* expert 0 gets all 64 tokens: two plan blocks */
+        device_upload(&m, &b, &in);
+        const size_t yb = y_bytes(&m, T);
+        void *y[2];
+        char line[2][MOE_FORWARD_CONFIG_MAX];
+        for (int on = 0; on < 2; on++) {
+            if (on) setenv("MOEFUSE_BF16_SWAP_X", "gather", 1);
+            MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m.w_gpu, T, m.act_format, line[on], sizeof line[on]));
+            CUDA_OK(cudaMemset(b.workspace, 0xFF, b.workspace_size ? b.workspace_size : 1));
+            CUDA_OK(cudaMemset(b.y, 0xFF, yb));
+            const moe_status st = moe_forward(gpu_ctx, m.w_gpu, &b.args);
+            CHECK(st == MOE_STATUS_OK, "moe_forward (%s): %s: %s", on ? "gather" : "permute", moe_status_string(st),
+                  moe_last_error(gpu_ctx));
+            CUDA_OK(cudaStreamSynchronize(stream));
+            y[on] = xmalloc(yb);
+            CUDA_OK(cudaMemcpy(y[on], b.y, yb, cudaMemcpyDeviceToHost));
+        }
+        unsetenv("MOEFUSE_BF16_SWAP_X");
+        CHECK(strstr(line[0], "x rows permuted") && strstr(line[1], "x rows gathered"),
+              "the config lines do not say permuted, then gathered:\n      %s\n      %s", line[0], line[1]);
+        int64_t differ = 0;
+        for (size_t i = 0; i < yb; i++) differ += ((const uint8_t *)y[0])[i] != ((const uint8_t *)y[1])[i];
+        CHECK(differ == 0, "y differs between the gathered and the permuted x rows in %lld bytes of %zu",
+              (long long)differ, yb);
+        const double err = check_outputs(&m, &b, &in, 64, "gathered x"); /* the last run against the oracle */
+        printf("    %s: y %s (%zu bytes), err %.2e against the oracle\n", name, differ ? "differs" : "bit-identical",
+               yb, err);
+        free(y[0]), free(y[1]);
+        inputs_free(&in);
+        device_free(&b);
+        if (case_failures == 0) cases_passed++;
+        else cases_failed++;
+        printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
+    }
+    for (int v = 0; v < 3; v++) env_restore(&saved[v]);
+    model_free(&m);
+}
+
 /* moe__cuda_gemm_select: the documented rule (cuda_backend.h), automatic and forced. */
 void selection_cases(void) {
     case_failures = 0;

@@ -66,6 +66,18 @@ int replay_x_shift;
 static const char *filter;
 bool selected(const char *name) { return !filter || strstr(name, filter); }
 
+void env_save(env_saved *e, const char *name) {
+    const char *v = getenv(name);
+    e->name = name;
+    e->had = v != NULL;
+    snprintf(e->value, sizeof e->value, "%s", v ? v : "");
+}
+
+void env_restore(const env_saved *e) {
+    if (e->had) setenv(e->name, e->value, 1);
+    else unsetenv(e->name);
+}
+
 /* Whether the forward of T tokens runs its Hopper GEMMs on the decode kernel with the operands
  * swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one for FP8,
  * MOEFUSE_BF16_DECODE=swap|off for bf16). */
@@ -334,6 +346,7 @@ int main(int argc, char **argv) {
     model_cases(quick);
     fp8_model_cases(quick);
     if (!perf_only) fp8_swap_a2_bitexact_case();
+    if (!perf_only) bf16_swap_gather_bitexact_case();
     if (big && (!filter || strstr("deepseek-v3-big", filter))) big_model_case();
 
     CUDA_OK(cudaStreamDestroy(stream));

@@ -33,6 +33,9 @@
 //    promotion into fp32 every 128 of K), free the stage. The fragment is out^T: thread (warp w,
 //    lane l) holds weight rows n0 + 64 half + 16 w + l/4 (+ 8) and block rows 8 j + 2 (l % 4) (+ 1).
 //    GLU: gate rows are even, up rows odd, so the up value of a gate row is 4 lanes away.
+//  - GATHER (GEMM1, BF16 only, MOEFUSE_BF16_SWAP_X=gather): the producer warp copies the block's
+//    32 x rows from x itself (swap_gather_x) instead of the plan-ordered copy's box by TMA, so the
+//    forward needs no permute of x.
 //  - QUANT (GEMM1, FP8 only, MOEFUSE_FP8_SWAP_A2=epilogue): A2 leaves as e4m3 codes with 1x128
 //    scales, as the separate quantiser would write them (swap_quant_group below). A unit is the
 //    W13 tiles of one 128-column group of A2: two 128-row tiles when the activation is gated (the
@@ -167,14 +170,47 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
         }
 }
 
+// ---- GATHER: the block's x rows by the producer warp ------------------------------------------
+// TMA cannot gather rows, so the 32 lanes copy a k-block's 32 x 128 bytes of the block's rows
+// with 16-byte cp.async into the layout TMA's 128-byte swizzle would have written (16-byte chunk c
+// of row r at chunk c ^ (r % 8); the box is 1024-byte aligned), as grouped_kernel.cuh's
+// gather_a_stage does for its 128 rows: lane l copies chunk l % 8 of rows l / 8 + 4i, so each
+// warp instruction covers 4 whole rows. Padding rows (and columns past k) are zero-filled.
+constexpr int SWAP_GATHER_ROWS = SWAP_NT / 4; // rows a lane copies
+
+// The x row (token) of each of this lane's rows of block row0, or -1 for padding.
+__device__ __forceinline__ void swap_gather_tokens(const grouped_params &p, int64_t row0, int lane,
+                                                   int32_t (&token)[SWAP_GATHER_ROWS]) {
+#pragma unroll
+    for (int i = 0; i < SWAP_GATHER_ROWS; ++i) {
+        const int64_t id = p.sorted_ids[row0 + lane / 8 + 4 * i];
+        token[i] = id == p.padding_id ? -1 : (int32_t)plan_id_token(id, p.padding_id, p.top_k);
+    }
+}
+
+__device__ __forceinline__ void swap_gather_x(const grouped_params &p, uint8_t *x_box, int kb, int lane,
+                                              const int32_t (&token)[SWAP_GATHER_ROWS]) {
+    const int chunk = lane % 8, col = kb * (FP8_BK / 2) + chunk * 8; // bf16: 64 columns a k-block
+    const bool in_k = col < p.k;                                      // k % 8 == 0: whole chunks
+#pragma unroll
+    for (int i = 0; i < SWAP_GATHER_ROWS; ++i) {
+        const int r = lane / 8 + 4 * i;
+        const bool live = token[i] >= 0 && in_k;
+        cp_async_16(x_box + r * 128 + ((chunk ^ (r % 8)) << 4), live ? p.x + (int64_t)token[i] * p.ldx + col : p.x,
+                    live ? 16u : 0u);
+    }
+}
+
 // The producer warp's part of one tile (b, n0): per k-block, lane 0 writes the header and loads
-// the weight box and the block's box by TMA; the 32 lanes copy the rows' scales and lanes 0-1 the
-// weight scales (FP8). done: the one header with block -1 that ends the consumers' loop.
-template <bool BF16>
+// the weight box and (but with GATHER) the block's box by TMA; the 32 lanes copy the rows' scales
+// and lanes 0-1 the weight scales (FP8), or (GATHER) the block's x rows (token: their rows). done:
+// the one header with block -1 that ends the consumers' loop.
+template <bool BF16, bool GATHER = false>
 __device__ __forceinline__ void swap_produce_tile(const CUtensorMap &map_w, const CUtensorMap &map_x,
                                                   const grouped_fp8_params &p, uint8_t *smem, uint64_t *full,
                                                   uint64_t *empty, ring_pos &r, bool done, int b, int e, int n0,
-                                                  int64_t row0, int num_kb, int lane) {
+                                                  int64_t row0, int num_kb, int lane,
+                                                  const int32_t (&token)[SWAP_GATHER_ROWS]) {
     constexpr int KE = BF16 ? FP8_BK / 2 : FP8_BK; // elements of K per k-block (128 bytes)
     long long sw_even = 0, sw_odd = 0;
     int sw_ks = 0;
@@ -193,11 +229,12 @@ __device__ __forceinline__ void swap_produce_tile(const CUtensorMap &map_w, cons
             if (done) {
                 mbar_arrive(&full[r.slot]);
             } else {
-                mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + SWAP_X_BYTES);
+                mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + (GATHER ? 0 : SWAP_X_BYTES));
                 tma_load_2d(st, &map_w, &full[r.slot], kb * KE, e * p.g.n + n0);
-                tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * KE, (int)row0);
+                if (!GATHER) tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * KE, (int)row0);
             }
         }
+        if (GATHER && !done) swap_gather_x(p.g, st + SWAP_W_BYTES, kb, lane, token);
         if (!done && !BF16) {
             // Padding rows' scales are 0 (the permute and the quantiser write them);
             // their columns are computed and dropped anyway.
@@ -302,12 +339,14 @@ __device__ __forceinline__ void swap_quant_group(const grouped_fp8_params &p, co
 
 // BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales. QUANT: GEMM_UP
 // of FP8 with A2 quantised in the epilogue (p.out_scales), units of p.tiles_per_unit tiles.
-template <int MODE, bool BF16, bool QUANT = false>
+// GATHER: GEMM_UP of BF16 with the x rows gathered from p.g.x (no map_x reads).
+template <int MODE, bool BF16, bool QUANT = false, bool GATHER = false>
 __global__ void __launch_bounds__(THREADS, 1)
     decode_swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                        const grouped_fp8_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!QUANT || (MODE == GEMM_UP && !BF16), "A2 is quantised by FP8 GEMM1 only");
+    static_assert(!GATHER || (MODE == GEMM_UP && BF16), "x rows are gathered by bf16 GEMM1 only");
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t *full = (uint64_t *)(smem + SWAP_STAGES * SWAP_STAGE_BYTES);
@@ -340,13 +379,16 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int u_next = u + gridDim.x;
             e_next = u_next < units ? p.g.block_expert[u_next / units_n] : 0;
             const int64_t row0 = (int64_t)b * SWAP_NT;
+            int32_t token[SWAP_GATHER_ROWS]; // GATHER: the block's rows' tokens
+            if (GATHER && !done) swap_gather_tokens(p.g, row0, lane, token);
             if constexpr (QUANT) { // the unit's tiles, one after the other (the last unit may hold fewer)
                 const int tiles = done ? 1 : min(p.tiles_per_unit, p.g.tiles_n - n0 / SWAP_W_ROWS);
                 for (int t = 0; t < tiles; ++t)
                     swap_produce_tile<BF16>(map_w, map_x, p, smem, full, empty, r, done, b, e, n0 + t * SWAP_W_ROWS,
-                                            row0, num_kb, lane);
+                                            row0, num_kb, lane, token);
             } else {
-                swap_produce_tile<BF16>(map_w, map_x, p, smem, full, empty, r, done, b, e, n0, row0, num_kb, lane);
+                swap_produce_tile<BF16, GATHER>(map_w, map_x, p, smem, full, empty, r, done, b, e, n0, row0, num_kb,
+                                                lane, token);
             }
             if (done) break;
         }
@@ -379,6 +421,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             // two k-blocks a wait) at 0.97-1.006 of this one (L1): not kept (src/cuda/NOTES.md).
             for (int kb = 0; kb < num_kb; ++kb) {
                 if (kb > 0) mbar_wait(&full[r.slot], r.phase);
+                // GATHER: the x rows arrived through cp.async (generic proxy); wgmma reads them
+                // through the async proxy, so order the two in this thread after the acquire.
+                if (GATHER) fence_proxy_async_shared();
                 uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
                 const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
                 const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
@@ -434,25 +479,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 // Launches the swapped kernel for one grouped GEMM (GEMM_UP or GEMM_DOWN): map_w the weights'
 // 128-row boxes (its A), map_x a plan block's rows (its B) over `rows` plan rows; a persistent
 // grid of at most `sms` CTAs and no more than the host bound of units. The shared-memory limit is
-// set at each launch (allowed under graph capture).
-template <bool BF16>
+// set at each launch (allowed under graph capture). QUANT, GATHER: GEMM_UP's variants (the
+// kernel's): with QUANT, units of p.tiles_per_unit tiles; with GATHER, map_x is not read.
+template <bool BF16, bool QUANT = false, bool GATHER = false>
 inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const CUtensorMap &map_x,
                                       const grouped_fp8_params &p, int64_t rows, int sms, cudaStream_t stream) {
-    const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
+    const int64_t units_n = QUANT ? units_along_n(p.g.tiles_n, p.tiles_per_unit) : p.g.tiles_n;
+    const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * units_n;
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-    auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
-    if (err != cudaSuccess) return err;
-    return launch_kernel(kernel, ctas, THREADS, SWAP_SMEM_BYTES, stream, map_w, map_x, p);
-}
-
-// FP8 GEMM1 with A2 quantised in the epilogue (p.out_scales, p.tiles_per_unit): units of one A2 group.
-inline cudaError_t swap_decode_quant_launch(const CUtensorMap &map_w, const CUtensorMap &map_x,
-                                            const grouped_fp8_params &p, int64_t rows, int sms, cudaStream_t stream) {
-    const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * units_along_n(p.g.tiles_n, p.tiles_per_unit);
-    const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-    auto kernel = decode_swap_kernel<GEMM_UP, false, true>;
-    constexpr int smem = swap_smem_bytes<true>();
+    auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16, QUANT, GATHER>;
+    constexpr int smem = swap_smem_bytes<QUANT>();
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     return launch_kernel(kernel, ctas, THREADS, smem, stream, map_w, map_x, p);
