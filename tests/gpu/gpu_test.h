@@ -75,6 +75,9 @@ typedef struct env_saved {
 } env_saved;
 void env_save(env_saved *e, const char *name);
 void env_restore(const env_saved *e);
+/* For an A/B case of an opt-in of the swapped decode kernel: saves MOEFUSE_GEMM, decode_var and
+ * optin_var into saved[0..2], then forces the Hopper path and the swapped kernel, the opt-in off. */
+void env_swap_ab(env_saved saved[3], const char *decode_var, const char *optin_var);
 
 /* ---- gpu_test_data.c: models, inputs, device buffers, the CPU oracle ------------------------- */
 extern uint64_t rng_state;
@@ -151,6 +154,9 @@ size_t y_bytes(const model *m, int64_t T);
 void device_alloc(const model *m, device_buffers *b, int64_t T, int routing);
 void device_free(device_buffers *b);
 void device_upload(const model *m, device_buffers *b, const inputs *in);
+/* One moe_forward on b (inputs uploaded) with its workspace and y poisoned first (0xFF bytes);
+ * checks its status (what names the run), synchronises; returns y copied to the host (free it). */
+void *forward_poisoned(const model *m, device_buffers *b, int64_t T, const char *what);
 void cpu_forward_a2(const model *m, const inputs *in, const int64_t *tok, int64_t S, float *y, int32_t *ids,
                     float *weights, const moe__cpu_a2_exchange *xa);
 void cpu_forward(const model *m, const inputs *in, const int64_t *tok, int64_t S, float *y, int32_t *ids,

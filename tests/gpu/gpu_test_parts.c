@@ -297,12 +297,7 @@ void bf16_swap_gather_bitexact_case(void) {
     static const char name[] = "swap-gather-bitexact";
     if (!selected(name)) return;
     env_saved saved[3];
-    env_save(&saved[0], "MOEFUSE_GEMM");
-    env_save(&saved[1], "MOEFUSE_BF16_DECODE");
-    env_save(&saved[2], "MOEFUSE_BF16_SWAP_X");
-    setenv("MOEFUSE_GEMM", "hopper", 1);
-    setenv("MOEFUSE_BF16_DECODE", "swap", 1);
-    unsetenv("MOEFUSE_BF16_SWAP_X");
+    env_swap_ab(saved, "MOEFUSE_BF16_DECODE", "MOEFUSE_BF16_SWAP_X");
     moe_layer_spec s;
     model m;
     moe_layer_spec_init(&s, 64, 1024, 320, 4);
@@ -320,7 +315,7 @@ void bf16_swap_gather_bitexact_case(void) {
         device_buffers b;
         device_alloc(&m, &b, T, R_IDS_ONE); /* sized without the opt-in: the larger layout */
         inputs in = {0};
-        inputs_draw(&m, &in, T, R_IDS_ONE); /* expert 0 gets all 64 tokens: two plan blocks */
+        inputs_draw(&m, &in, T, R_IDS_ONE); /* experts 0-3 get all 64 tokens: two plan blocks each */
         device_upload(&m, &b, &in);
         const size_t yb = y_bytes(&m, T);
         void *y[2];
@@ -328,14 +323,7 @@ void bf16_swap_gather_bitexact_case(void) {
         for (int on = 0; on < 2; on++) {
             if (on) setenv("MOEFUSE_BF16_SWAP_X", "gather", 1);
             MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m.w_gpu, T, m.act_format, line[on], sizeof line[on]));
-            CUDA_OK(cudaMemset(b.workspace, 0xFF, b.workspace_size ? b.workspace_size : 1));
-            CUDA_OK(cudaMemset(b.y, 0xFF, yb));
-            const moe_status st = moe_forward(gpu_ctx, m.w_gpu, &b.args);
-            CHECK(st == MOE_STATUS_OK, "moe_forward (%s): %s: %s", on ? "gather" : "permute", moe_status_string(st),
-                  moe_last_error(gpu_ctx));
-            CUDA_OK(cudaStreamSynchronize(stream));
-            y[on] = xmalloc(yb);
-            CUDA_OK(cudaMemcpy(y[on], b.y, yb, cudaMemcpyDeviceToHost));
+            y[on] = forward_poisoned(&m, &b, T, on ? "gather" : "permute");
         }
         unsetenv("MOEFUSE_BF16_SWAP_X");
         CHECK(strstr(line[0], "x rows permuted") && strstr(line[1], "x rows gathered"),

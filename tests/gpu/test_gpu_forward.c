@@ -78,6 +78,15 @@ void env_restore(const env_saved *e) {
     else unsetenv(e->name);
 }
 
+void env_swap_ab(env_saved saved[3], const char *decode_var, const char *optin_var) {
+    env_save(&saved[0], "MOEFUSE_GEMM");
+    env_save(&saved[1], decode_var);
+    env_save(&saved[2], optin_var);
+    setenv("MOEFUSE_GEMM", "hopper", 1);
+    setenv(decode_var, "swap", 1);
+    unsetenv(optin_var);
+}
+
 /* Whether the forward of T tokens runs its Hopper GEMMs on the decode kernel with the operands
  * swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one for FP8,
  * MOEFUSE_BF16_DECODE=swap|off for bf16). */
