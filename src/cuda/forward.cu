@@ -617,7 +617,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
 
 // The workspace for T tokens: the layout's, and no less than that of any smaller T. Each path's
 // layout grows with T, but where the path changes it may shrink (the swapped decode kernel keeps a
-// permuted x that v1 does not; v1's 64-row blocks pad more than its 32-row ones), so the layouts
+// permuted x that v1 does not, unless it gathers x; v1's 64-row blocks pad more than its 32-row ones), so the layouts
 // just below each change of path at or below T count too: the last T within the swapped kernel's
 // rows-per-expert limit (moe__fp8_swap_select) and the last T below its bf16 lower bound
 // (moe__bf16_swap_select; v1 -> Hopper tiles only grows). A caller sizing for its largest T can then run
@@ -665,12 +665,13 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     } while (0)
 
     // x for the GEMM: used in place when it already is 16-byte-aligned rows of the weights'
-    // dtype, else converted once into the workspace.
+    // dtype, else converted once into the workspace. A row stride below H (allowed for a single
+    // token) is converted too: the gathering producers read x with lda >= k.
     const moe_tensor *x = &args->x;
     const int64_t x_stride = moe__stride(x, 0);
     const void *xg = x->data;
     int64_t ldx = x_stride;
-    if (!L.fp8 && (x->dtype != d->dtype || x_stride % 8 != 0 || (uintptr_t)x->data % 16 != 0)) {
+    if (!L.fp8 && (x->dtype != d->dtype || x_stride % 8 != 0 || x_stride < H || (uintptr_t)x->data % 16 != 0)) {
         LAUNCH(convert_rows_launch(x->data, x->dtype, x_stride, WS(void, xc), d->dtype, T, H, stream), "convert x");
         xg = WS(void, xc);
         ldx = H;

@@ -71,7 +71,7 @@ bool selected(const char *name); /* --filter */
 typedef struct env_saved {
     const char *name;
     bool had;
-    char value[64];
+    char value[256]; /* longer values would come back cut */
 } env_saved;
 void env_save(env_saved *e, const char *name);
 void env_restore(const env_saved *e);

@@ -290,9 +290,10 @@ void fp8_refusal_cases(void) {
 /* The bf16 swapped decode kernel's GEMM1 gathering the x rows itself (MOEFUSE_BF16_SWAP_X=gather)
  * must compute what it computes from the permuted copy: the same bf16 values in the same smem
  * layout, so y bit for bit. One forward each way on the same inputs and workspace (poisoned
- * before each); x rows strided (H + 8), so the gather's row stride is not k; an expert with rows in
- * two plan blocks; a fused shared expert (its rows' tokens come from ids above T*k). The config line
- * says which way x went. */
+ * before each); x rows strided (H + 8), so the gather's row stride is not k; a fused shared expert
+ * (its rows' tokens come from ids above T*k). Two routings: every token on experts 0-3 (64 rows
+ * each: two full plan blocks, 50 units), and random ids (partly filled blocks with padding rows,
+ * ~325 units for 132 SMs: CTAs run several units). The config line says which way x went. */
 void bf16_swap_gather_bitexact_case(void) {
     static const char name[] = "swap-gather-bitexact";
     if (!selected(name)) return;
@@ -311,11 +312,12 @@ void bf16_swap_gather_bitexact_case(void) {
     case_failures = 0;
     if (moe__cuda_forward_gemm(m.w_gpu, T) != MOE__CUDA_GEMM_HOPPER) {
         printf("skip %s: the forward does not take the Hopper path here\n", name);
-    } else {
+    } else for (int ri = 0; ri < 2; ri++) {
+        const int routing = ri == 0 ? R_IDS_ONE : R_IDS;
         device_buffers b;
-        device_alloc(&m, &b, T, R_IDS_ONE); /* sized without the opt-in: the larger layout */
+        device_alloc(&m, &b, T, routing); /* sized without the opt-in: the larger layout */
         inputs in = {0};
-        inputs_draw(&m, &in, T, R_IDS_ONE); /* experts 0-3 get all 64 tokens: two plan blocks each */
+        inputs_draw(&m, &in, T, routing);
         device_upload(&m, &b, &in);
         const size_t yb = y_bytes(&m, T);
         void *y[2];
@@ -333,14 +335,15 @@ void bf16_swap_gather_bitexact_case(void) {
         CHECK(differ == 0, "y differs between the gathered and the permuted x rows in %lld bytes of %zu",
               (long long)differ, yb);
         const double err = check_outputs(&m, &b, &in, 64, "gathered x"); /* the last run against the oracle */
-        printf("    %s: y %s (%zu bytes), err %.2e against the oracle\n", name, differ ? "differs" : "bit-identical",
-               yb, err);
+        printf("    %s, %s: y %s (%zu bytes), err %.2e against the oracle\n", name, routing_name(routing),
+               differ ? "differs" : "bit-identical", yb, err);
         free(y[0]), free(y[1]);
         inputs_free(&in);
         device_free(&b);
         if (case_failures == 0) cases_passed++;
         else cases_failed++;
-        printf("%s %s\n", case_failures ? "FAIL" : "ok  ", name);
+        printf("%s %s, %s\n", case_failures ? "FAIL" : "ok  ", name, routing_name(routing));
+        case_failures = 0;
     }
     for (int v = 0; v < 3; v++) env_restore(&saved[v]);
     model_free(&m);
