@@ -4,9 +4,11 @@
  *                       model on each GEMM path, the order of the case groups, the totals
  *   gpu_test_data.c     models, inputs and routing kinds, device buffers, the CPU oracle's forward
  *   gpu_test_check.c    a forward's outputs and its dispatch plan against the CPU
- *   gpu_test_fp8.c      FP8 tolerances, the Hopper FP8 stage-wise checks, --selftest
+ *   gpu_test_fp8.c      FP8 tolerances, the Hopper FP8 stage-wise checks, --selftest, the
+ *                       swapped kernel's A2 epilogue against the separate quantiser bit for bit
  *   gpu_test_cases.c    the model case table (bf16/f16, FP8, PERF.md's shapes, --big)
  *   gpu_test_parts.c    parts checked on their own: dispatch plan, FP8 quantiser, FP8 refusals,
+ *                       the bf16 swapped kernel's x gather against the permuted x bit for bit,
  *                       the GEMM selection rule
  * tests/gpu/fp8_a2_probe.c builds on gpu_test_data.c alone. */
 #ifndef MOEFUSE_GPU_TEST_H

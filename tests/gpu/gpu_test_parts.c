@@ -1,6 +1,7 @@
 /* test_gpu_forward (gpu_test.h): parts of the forward checked on their own, outside a model case:
  * the device dispatch plan on crafted ids, the FP8 activation quantiser bit for bit, what the FP8
- * path refuses, and moe__cuda_gemm_select's rule. */
+ * path refuses, the bf16 swapped kernel's x gather against the permuted x, and
+ * moe__cuda_gemm_select's rule. */
 #include "gpu_test.h"
 
 void plan_cases(bool quick) {
