@@ -10,6 +10,11 @@
 __host__ __device__ __forceinline__ int64_t plan_id_token(int64_t id, int64_t padding_id, int64_t top_k) {
     return id < padding_id ? id / top_k : id - padding_id - 1;
 }
+// The same rule in 32 bits, for kernels that know the plan holds fewer than 2^31 rows (the
+// forward's do): the division is inline where int64's is a subroutine call.
+__host__ __device__ __forceinline__ int32_t plan_id_token32(int32_t id, int32_t padding_id, int32_t top_k) {
+    return id < padding_id ? id / top_k : id - padding_id - 1;
+}
 
 // Tile of one thread block: BM plan rows x BN output columns, BK of the reduction per stage.
 #define GEMM_BM MOE__CUDA_BLOCK_M

@@ -178,16 +178,14 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
 // warp instruction covers 4 whole rows. Padding rows (and columns past k) are zero-filled.
 constexpr int SWAP_GATHER_ROWS = SWAP_NT / 4; // rows a lane copies
 
-// The x row (token) of each of this lane's rows of block row0, or -1 for padding: plan_id_token
-// in 32 bits (the forward's plans hold fewer than 2^31 rows): an inline division where int64's is a
-// subroutine call.
+// The x row (token) of each of this lane's rows of block row0, or -1 for padding.
 __device__ __forceinline__ void swap_gather_tokens(const grouped_params &p, int64_t row0, int lane,
                                                    int32_t (&token)[SWAP_GATHER_ROWS]) {
     const int32_t pad = (int32_t)p.padding_id, k = (int32_t)p.top_k;
 #pragma unroll
     for (int i = 0; i < SWAP_GATHER_ROWS; ++i) {
         const int32_t id = p.sorted_ids[row0 + lane / 8 + 4 * i];
-        token[i] = id == pad ? -1 : id < pad ? id / k : id - pad - 1;
+        token[i] = id == pad ? -1 : plan_id_token32(id, pad, k);
     }
 }
 
