@@ -18,22 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../harness.h" // CHECK and the totals, as the CPU tests have them
 #include "hopper/decode_swap_kernel.cuh"
 
 using namespace moe_hopper;
-
-static int passed, failed;
-#define CHECK(cond, ...)                                                                                    \
-    do {                                                                                                    \
-        if (cond) {                                                                                         \
-            passed++;                                                                                       \
-        } else {                                                                                            \
-            failed++;                                                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                     \
-            printf(__VA_ARGS__);                                                                            \
-            printf("\n");                                                                                   \
-        }                                                                                                   \
-    } while (0)
 
 typedef int (*col_fn)(bool gated, int tile_in_unit, int half, int warp, int lane, int s);
 
@@ -153,6 +141,6 @@ int main(void) {
         for (const auto &sh : shapes) f += check_cover(pl.fn, sh.gated, sh.tiles, false);
         CHECK(f > 0, "planted fault not caught: %s", pl.what);
     }
-    printf("test_swap_quant_layout: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    printf("test_swap_quant_layout: ");
+    return harness_finish(checks_passed, checks_failed);
 }
