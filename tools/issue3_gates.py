@@ -14,8 +14,9 @@ x and y, recovered from the row's gbps, at the run's measured read bandwidth). A
 asks for the layer to run faster than it takes to read the weights it must read.
 """
 import argparse
-import json
 import sys
+
+import gate_io
 
 # (moefuse impl, its alias in runs that name the default path, the peer) per dtype.
 IMPLS = {"bf16": ("moefuse", "moefuse-auto", "torch_grouped_mm"),
@@ -88,24 +89,12 @@ def main(argv):
     a = ap.parse_args(argv)
     gates = []
     for dtype, path in (("bf16", a.bf16), ("fp8", a.fp8)):
-        try:
-            with open(path) as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError) as e:
-            print(f"issue3_gates: {path}: {e} (its gates are absent)", file=sys.stderr)
-            doc = {}
-        got = evaluate(dtype, doc)
+        got = evaluate(dtype, gate_io.load("issue3_gates", path, "its gates are absent"))
         if not got:
             gates.append({"dtype": dtype, "shape": "all", "T": None, "gate": "a table", "value": None,
                           "threshold": None, "pass": False, "needs": None})
         gates += got
-    with open(a.out, "w") as fh:
-        json.dump({"sources": [a.bf16, a.fp8], "gates": gates}, fh, indent=1)
-    text = markdown(gates, [a.bf16, a.fp8])
-    if a.md:
-        with open(a.md, "w") as fh:
-            fh.write(text)
-    sys.stdout.write(text)
+    gate_io.write({"sources": [a.bf16, a.fp8], "gates": gates}, a.out, markdown(gates, [a.bf16, a.fp8]), a.md)
     return 0
 
 

@@ -15,8 +15,9 @@ the threshold, the TFLOP/s that time means, and that rate over the run's own den
 gate asks the MoE layer to outrun a dense GEMM of the same machine.
 """
 import argparse
-import json
 import sys
+
+import gate_io
 
 PERF = ["qwen3-30b-a3b", "gpt-oss-120b", "mixtral-8x7b", "deepseek-v3"]
 UNTUNED = ["qwen3-235b-a22b", "glm-4.5-air", "qwen3-next-80b-a3b", "gpt-oss-20b"]
@@ -128,24 +129,11 @@ def main(argv):
     ap.add_argument("--out", required=True)
     ap.add_argument("--md")
     a = ap.parse_args(argv)
-    docs = []
-    for path in (a.bf16, a.fp8, a.lab_bf16, a.lab_fp8):
-        try:
-            with open(path) as fh:
-                docs.append(json.load(fh))
-        except (OSError, ValueError) as e:
-            print(f"issue4_gates: {path}: {e} (its gates are reported missing)", file=sys.stderr)
-            docs.append({})
-    gates = evaluate(*docs)
     sources = [a.bf16, a.fp8, a.lab_bf16, a.lab_fp8]
+    docs = [gate_io.load("issue4_gates", path, "its gates are reported missing") for path in sources]
+    gates = evaluate(*docs)
     meta = {"commits": [d.get("commit") for d in docs], "gpu": [d.get("gpu") for d in docs], "sources": sources}
-    with open(a.out, "w") as fh:
-        json.dump({"meta": meta, "gates": gates}, fh, indent=1)
-    text = markdown(gates, sources)
-    if a.md:
-        with open(a.md, "w") as fh:
-            fh.write(text)
-    sys.stdout.write(text)
+    gate_io.write({"meta": meta, "gates": gates}, a.out, markdown(gates, sources), a.md)
     return 0
 
 
