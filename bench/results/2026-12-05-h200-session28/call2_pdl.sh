@@ -25,7 +25,7 @@
 # (Move this script and its patch into the session's results directory first, and fix P below.)
 set -u
 . tools/device_call.sh
-P=bench/results/next-session/session26_pdl.patch
+P=bench/results/2026-12-05-h200-session28/call2_pdl.patch
 base_tree $P
 build_base_bench &
 build_device
