@@ -166,6 +166,14 @@ def moefuse_impl_name(env=None):
     return f"moefuse-{v}" if v else "moefuse"
 
 
+def moefuse_opt_ins(env=None):
+    """The MOEFUSE_* settings other than MOEFUSE_GEMM and MOEFUSE_LIB (which have notes of their own),
+    as sorted "NAME=value" strings: the library reads them, so a result must say which were set."""
+    env = os.environ if env is None else env
+    return sorted(f"{k}={v}" for k, v in env.items()
+                  if k.startswith("MOEFUSE_") and k not in ("MOEFUSE_GEMM", "MOEFUSE_LIB"))
+
+
 def moefuse_variants(gemm_values, env=None, dtype="bf16"):
     """[(impl name, MOEFUSE_GEMM value or None for the environment as it is, FP8 scheme or
     None)] to time: one per GEMM value, and under fp8 one per FP8 scheme of each."""
@@ -1001,6 +1009,8 @@ def run(args, gpu=None):
         notes.append(f"moefuse timed once per MOEFUSE_GEMM in {','.join(args.moefuse_gemm)} (set before each capture)")
     elif os.environ.get("MOEFUSE_GEMM"):
         notes.append(f"MOEFUSE_GEMM={os.environ['MOEFUSE_GEMM']} (impl {variants[0][0]})")
+    if moefuse_opt_ins():
+        notes.append("moefuse settings from the environment: " + " ".join(moefuse_opt_ins()))
     failures = []
     run_impls = [n for i in args.impls for n in ([v[0] for v in variants] if i == "moefuse" else [i])]
     doc = result_doc(gpu.device_name(), git_commit(), {}, [], notes, {"skipped": []})
@@ -1323,6 +1333,10 @@ def _selftest_args(check):
     check(moefuse_impl_name({}) == "moefuse", "impl name")
     check(moefuse_impl_name({"MOEFUSE_GEMM": "hopper"}) == "moefuse-hopper", "impl suffix")
     check(moefuse_impl_name({"MOEFUSE_GEMM": "a b/c"}) == "moefuse-a_b_c", "impl suffix sanitised")
+    check(moefuse_opt_ins({"MOEFUSE_PDL": "1", "MOEFUSE_GEMM": "v1", "MOEFUSE_LIB": "/x", "PATH": "/bin",
+                           "MOEFUSE_FP8_SWAP_A2": "epilogue"}) ==
+          ["MOEFUSE_FP8_SWAP_A2=epilogue", "MOEFUSE_PDL=1"], "opt-ins listed, GEMM and LIB left to their notes")
+    check(moefuse_opt_ins({}) == [], "no opt-ins")
     check(moefuse_variants(None, {}) == [("moefuse", None, None)], "variants default")
     check(moefuse_variants(None, {"MOEFUSE_GEMM": "v1"}) == [("moefuse-v1", None, None)], "variants from env")
     check(moefuse_variants(parse_args(["--moefuse-gemm", "v1,hopper"]).moefuse_gemm) ==
