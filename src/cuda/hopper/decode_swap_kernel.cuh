@@ -356,7 +356,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     constexpr int KE = BF16 ? FP8_BK / 2 : FP8_BK; // elements of K per k-block (128 bytes)
     const int num_kb = (p.g.k + KE - 1) / KE;
-    if (threadIdx.x == 0) ring_init(full, empty, SWAP_STAGES, 1 + 32, CONSUMER_WARPS);
+    // FP8: every consumer thread reads the stage's scales, so each one frees it with its own
+    // arrival (racecheck does not follow a __syncwarp before lane 0's, and reported the producer's
+    // next scale copies against the other lanes' reads). BF16: the lanes read no stage data.
+    constexpr int EMPTY_ARRIVALS = BF16 ? CONSUMER_WARPS : CONSUMER_WARPS * 32;
+    if (threadIdx.x == 0) ring_init(full, empty, SWAP_STAGES, 1 + 32, EMPTY_ARRIVALS);
     __syncthreads();
     pdl_wait(); // the plan and the rows come from the kernels before (pdl.cuh)
     pdl_launch_dependents();
@@ -449,8 +453,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // The weight scale of this thread's rows' parity (paired W13: gate even, up odd).
                     promote_swapped<SWAP_NT>(acc, part, slot, slot[SWAP_NT + (lane / 4) % 2], lane);
                 }
-                __syncwarp(); // every lane is done with the stage
-                release_stage<1>(&empty[r.slot], lane);
+                if constexpr (BF16) {
+                    __syncwarp(); // every lane is done with the stage
+                    release_stage<1>(&empty[r.slot], lane);
+                } else {
+                    mbar_arrive(&empty[r.slot]);
+                }
                 ring_next(r, SWAP_STAGES);
                 if (kb == resolve_kb) swap_targets_resolve<MODE>(p.g, row0, lane, targets);
             }
