@@ -48,8 +48,7 @@ struct ws_layout {
     bool swap;      // Hopper at decode: both GEMMs on the kernel with the operands swapped
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (swap)
-    bool x_gather;  // Hopper bf16 on the swapped kernel: GEMM1 gathers the x rows (no xperm)
-    int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1, FP8, x_gather)
+    int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
     int64_t units;  // Hopper tiles: the grouped GEMMs' ticket counter, 2 ints (zeroed before GEMM1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
@@ -122,13 +121,10 @@ bool x_scatter_rule(const ws_layout &L) {
 }
 
 // Whether the FP8 GEMM1 quantises A2 in its epilogue: the Hopper path with fp8-row128
-// activations, when hopper_fp8_a2_in_epilogue (tiles) or hopper_fp8_swap_a2_in_epilogue (the
-// swapped decode kernel) says so.
+// activations, when hopper_fp8_a2_in_epilogue says so.
 bool a2_in_epilogue(const ws_layout *L, int activation) {
-    if (!L->fp8 || L->fp8_tensor || L->gemm != MOE__CUDA_GEMM_HOPPER) return false;
-    const int gated = activation != MOE_ACT_RELU2;
-    return L->swap ? hopper_fp8_swap_a2_in_epilogue(L->R13, L->I, gated)
-                   : hopper_fp8_a2_in_epilogue(L->R13, L->I, gated);
+    return L->fp8 && !L->fp8_tensor && L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap &&
+           hopper_fp8_a2_in_epilogue(L->R13, L->I, activation != MOE_ACT_RELU2);
 }
 
 // The path moe__cuda_gemm_select takes for T tokens (the analysis mirrors it).
@@ -140,9 +136,9 @@ int gemm_select_path(const moe_weights_t *w, int64_t T) {
 
 // Whether the forward of T tokens runs both GEMMs on the decode kernel with the operands
 // swapped: FP8 by gemm_hopper_fp8.cu's rule, bf16 by gemm_hopper.cu's where Hopper could run
-// these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and FP8's A2 goes through
-// the separate quantiser unless MOEFUSE_FP8_SWAP_A2=epilogue). Experts: those of the stack (a fused
-// shared expert too).
+// these shapes. Then the plan's blocks are its SWAP_BLOCK_ROWS rows (and
+// FP8's A2 goes through the separate quantiser). Experts: those of the stack (a fused shared
+// expert too).
 bool swap_path(const moe_weights_t *w, int64_t T) {
     const bool fused = w->s13.count > 0 && w->spec.shared_intermediate == w->spec.intermediate;
     const int64_t experts = w->spec.num_experts + (fused ? 1 : 0);
@@ -182,7 +178,6 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
     L->gemm = L->swap ? MOE__CUDA_GEMM_HOPPER : gemm_select_path(w, T); // gemm_path without a second swap_path
     L->block = forward_block_rows(L->swap, L->gemm);
     L->a2_in_epilogue = a2_in_epilogue(L, s->activation);
-    L->x_gather = !L->fp8 && L->swap && hopper_bf16_swap_gather();
     const int64_t bm = L->block;
     int64_t pad, live, n, out_rows, c = 0;
     bool ok = moe__mul64(T, L->k, &L->rows) && moe__add64(L->rows, L->shared_rows, &live) && live < INT32_MAX &&
@@ -198,8 +193,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          reserve(&c, L->max_blocks, 4, &L->block_expert) && moe__mul64(L->max_rows * bf16, L->I, &n) &&
          reserve(&c, n, 2, &L->a2) && moe__mul64(T * bf16, L->Is, &n) && reserve(&c, n, 2, &L->a2s) &&
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
-         reserve(&c, n, 4, &L->out) &&
-         moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER && !L->x_gather ? L->max_rows * bf16 : 0, L->H, &n) &&
+         reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
          reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 : 0, 4, &L->units) &&
          (!L->fp8 || reserve_fp8(&c, L)) &&
@@ -285,8 +279,8 @@ bool rows_in_bf16(const ws_layout &L, moe_dtype y_dtype) {
 // on the Hopper FP8 kernel (gemm_hopper_fp8.cu: x codes and scales in plan order first, as TMA
 // cannot gather rows: written there by the quantiser, or permuted after it) when L.gemm says so,
 // else on the v1 FP8 kernel; a separate shared expert always on v1. A2 is quantised by a separate pass, or in the Hopper GEMM1's
-// epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue on the tiles, MOEFUSE_FP8_SWAP_A2=epilogue on
-// the swapped decode kernel; same rule, same codes; scales column-major).
+// epilogue when L.a2_in_epilogue (MOEFUSE_FP8_A2=epilogue; same rule, same codes; scales
+// column-major).
 moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layout &L, uint8_t *base,
                        const moe_forward_args *args, const moe_dispatch_plan &plan, const float *weights,
                        const float *gate, cudaStream_t stream) {
@@ -555,11 +549,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  : bulk2        ? "; GEMM2's epilogue by bulk copies when y is bf16, 4 stages"
                                 : "");
         const bool scatter = x_scatter_rule(L) && L.H % 4 == 0; // x's own alignment is not known here
-        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s%s, %s, partials promoted into fp32 per 128-K block",
+        snprintf(tiles, sizeof tiles, "fp8 TMA+wgmma e4m3, %s%s%s, %s, partials promoted into fp32 per 128-K block",
                  L.swap ? "both GEMMs on the decode kernel with the operands swapped (128 weight rows x 32 plan "
                           "rows x 128 K, 8 stages)"
                         : tile,
-                 L.swap && L.a2_in_epilogue ? ", GEMM1's units the W13 tiles of one 128-column A2 group" : "",
                  L.swap ? "" : tickets ? ", tiles from a ticket counter" : ", tiles by a static stride",
                  L.swap ? "" : hopper_expert_raster(large) ? ", expert by expert" : ", grouped raster over all blocks",
                  scatter ? "x quantised straight into plan order (when its rows are 4-element aligned)"
@@ -571,8 +564,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "128-K block", v1);
     else if (hopper && L.swap)
         snprintf(tiles, sizeof tiles, "TMA+wgmma bf16, both GEMMs on the decode kernel with the operands swapped (128 "
-                 "weight rows x 32 plan rows x 64 K, 8 stages), x rows %s",
-                 L.x_gather ? "gathered by GEMM1's producer" : "permuted");
+                 "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
         const bool tickets = hopper_ticket_schedule(true), gather = hopper_a_gather(L.rows, L.E, L.I);
@@ -617,7 +609,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
 
 // The workspace for T tokens: the layout's, and no less than that of any smaller T. Each path's
 // layout grows with T, but where the path changes it may shrink (the swapped decode kernel keeps a
-// permuted x that v1 does not, unless it gathers x; v1's 64-row blocks pad more than its 32-row ones), so the layouts
+// permuted x that v1 does not; v1's 64-row blocks pad more than its 32-row ones), so the layouts
 // just below each change of path at or below T count too: the last T within the swapped kernel's
 // rows-per-expert limit (moe__fp8_swap_select) and the last T below its bf16 lower bound
 // (moe__bf16_swap_select; v1 -> Hopper tiles only grows). A caller sizing for its largest T can then run
@@ -665,13 +657,12 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     } while (0)
 
     // x for the GEMM: used in place when it already is 16-byte-aligned rows of the weights'
-    // dtype, else converted once into the workspace. A row stride below H (allowed for a single
-    // token) is converted too: the gathering producers read x with lda >= k.
+    // dtype, else converted once into the workspace.
     const moe_tensor *x = &args->x;
     const int64_t x_stride = moe__stride(x, 0);
     const void *xg = x->data;
     int64_t ldx = x_stride;
-    if (!L.fp8 && (x->dtype != d->dtype || x_stride % 8 != 0 || x_stride < H || (uintptr_t)x->data % 16 != 0)) {
+    if (!L.fp8 && (x->dtype != d->dtype || x_stride % 8 != 0 || (uintptr_t)x->data % 16 != 0)) {
         LAUNCH(convert_rows_launch(x->data, x->dtype, x_stride, WS(void, xc), d->dtype, T, H, stream), "convert x");
         xg = WS(void, xc);
         ldx = H;
@@ -794,9 +785,6 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule
         // of moe__hopper_gather_select, or MOEFUSE_HOPPER_A).
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
-    } else if (L.x_gather) {
-        // The swapped kernel's producer gathers the block's x rows itself (MOEFUSE_BF16_SWAP_X=gather).
-        if ((st = hopper_swap_decode_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
     } else if (hopper) {
         // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and
         // H % 64 == 0, and x is 16-byte-aligned rows here).

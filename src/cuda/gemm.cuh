@@ -10,11 +10,6 @@
 __host__ __device__ __forceinline__ int64_t plan_id_token(int64_t id, int64_t padding_id, int64_t top_k) {
     return id < padding_id ? id / top_k : id - padding_id - 1;
 }
-// The same rule in 32 bits, for kernels that know the plan holds fewer than 2^31 rows (the
-// forward's do): the division is inline where int64's is a subroutine call.
-__host__ __device__ __forceinline__ int32_t plan_id_token32(int32_t id, int32_t padding_id, int32_t top_k) {
-    return id < padding_id ? id / top_k : id - padding_id - 1;
-}
 
 // Tile of one thread block: BM plan rows x BN output columns, BK of the reduction per stage.
 #define GEMM_BM MOE__CUDA_BLOCK_M
@@ -121,12 +116,6 @@ moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *args, cudaStr
 // The same two GEMMs at decode on the kernel with the operands swapped
 // (hopper/decode_swap_kernel.cuh), for a plan of SWAP_BLOCK_ROWS-row blocks.
 moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
-// Its GEMM1 with a = x itself [tokens, lda] (16-byte aligned rows, lda % 8 == 0), whose rows the
-// kernel's producer gathers (no permuted copy): when hopper_bf16_swap_gather says so.
-moe_status hopper_swap_decode_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);
-// Whether the bf16 forward on the swapped kernel gathers x that way: MOEFUSE_BF16_SWAP_X=gather
-// (opt-in until the H200 has measured it). The workspace query and the forward must agree.
-bool hopper_bf16_swap_gather(void);
 // Whether the bf16 forward of tokens x top_k routed rows over `experts` takes it:
 // moe__bf16_swap_select's rule; MOEFUSE_BF16_DECODE=off never, =swap up to moe__fp8_swap_select's
 // rows per expert.

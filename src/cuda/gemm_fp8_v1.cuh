@@ -47,7 +47,7 @@ struct fp8_gemm_args {
     int64_t out_scale_ks;
     // Hopper path: the decode kernel with the operands swapped instead of the 128 x 128 tiles; the
     // plan must then be built with blocks of SWAP_BLOCK_ROWS (the forward decides both:
-    // hopper_fp8_swap_decode). With out_scales: hopper_fp8_swap_a2_in_epilogue's sizes.
+    // hopper_fp8_swap_decode). Not with out_scales.
     int swap_decode;
 };
 
@@ -76,8 +76,8 @@ cudaError_t hopper_fp8_permute_launch(const gemm_args *args, const float *x_scal
                                       uint8_t *codes_out, float *scales_out, int64_t scales_ld, cudaStream_t stream);
 // fp8_gemm_launch's GEMMs with A in plan order for both modes (GEMM_UP: the permuted codes, the
 // a_scale row = the plan row); n, k multiples of 16, lda == k; out and bias 16-byte aligned.
-// With out_scales (GEMM_UP): A2 quantised in the epilogue; the tiles need ldo % 16 == 0 and, for a
-// gated activation, n % 128 == 0; the swapped decode kernel n % 128 == 0 and ldo = n / 2 (gated) or n.
+// With out_scales (GEMM_UP): A2 quantised in the epilogue; needs ldo % 16 == 0 and, for a gated
+// activation, n % 128 == 0.
 moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args, cudaStream_t stream);
 // Whether the forward's Hopper GEMM1 (fp8-row128 activations) quantises A2 in its epilogue:
 // only when MOEFUSE_FP8_A2=epilogue asks for it (opt-in: on the H200 it was ~1% slower in total
@@ -86,10 +86,6 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *args,
 // rows: 2I gated, I for relu2; ldo = A2's row stride). The workspace query and the forward must
 // see the same value.
 bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
-// The same for the decode kernel with the operands swapped (decode_swap_kernel.cuh's QUANT): only
-// when MOEFUSE_FP8_SWAP_A2=epilogue asks for it (opt-in until the H200 has measured it) and n is
-// whole 128-row tiles. Same arguments and the same consistency rule.
-bool hopper_fp8_swap_a2_in_epilogue(int64_t n, int64_t ldo, int gated);
 // Whether the Hopper FP8 GEMMs of a forward with these sizes run the decode kernel with the
 // operands swapped (gemm_hopper_fp8.cu; MOEFUSE_FP8_DECODE=swap|tiles overrides). Its plan
 // blocks are SWAP_BLOCK_ROWS rows (the kernel's N: one block, one pass over the weights).

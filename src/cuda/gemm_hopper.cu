@@ -222,33 +222,18 @@ bool hopper_bf16_swap_decode(int64_t tokens, int64_t top_k, int64_t experts) {
     return moe__bf16_swap_select(tokens * top_k, experts) != 0;
 }
 
-bool hopper_bf16_swap_gather(void) {
-    const char *env = getenv("MOEFUSE_BF16_SWAP_X");
-    return env && !strcmp(env, "gather");
-}
-
-// gather (GEMM1): g->a is x [tokens, lda] itself, its rows gathered by the kernel's producer (no
-// rows' map: map_x is a copy of map_w, never read).
-static moe_status swap_decode_launch_any(moe_context_t *ctx, const gemm_args *g, bool gather, cudaStream_t stream) {
+moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
     if (g->rows == 0) return MOE_STATUS_OK;
     if (hopper_sms <= 0)
         return moe__error(ctx, MOE_STATUS_INTERNAL, "Hopper decode GEMM: hopper_gemm_init (moe__cuda_init) was not called");
-    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->k < 8 || g->k % 8 != 0 ||
-        (gather ? g->mode != GEMM_UP || g->lda < g->k || g->lda % 8 != 0 || (uintptr_t)g->a % 16 != 0
-                : g->lda != g->k))
+    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->k < 8 || g->k % 8 != 0 || g->lda != g->k)
         return moe__error(ctx, MOE_STATUS_INTERNAL,
-                          "Hopper decode GEMM%s: needs a plan (sorted ids, block owners, live rows) and k >= 8, k %% 8 "
-                          "== 0 with %s; got mode %d, k = %lld, lda = %lld, a %p",
-                          gather ? "1 gathering x" : "", gather ? "GEMM1, lda >= k, lda % 8 == 0, a 16-byte aligned"
-                                                             : "lda == k",
-                          g->mode, (long long)g->k, (long long)g->lda, g->a);
+                          "Hopper decode GEMM: needs a plan (sorted ids, block owners, live rows) and k >= 8, k %% 8 == "
+                          "0 with lda == k; got k = %lld, lda = %lld", (long long)g->k, (long long)g->lda);
     // The rows' map: a plan block's SWAP_NT rows (the kernel's B); the weights': 128 rows (its A).
     CUtensorMap map_x, map_w;
-    CUresult cr = make_tensor_map(&map_w, g->b, g->experts * g->n, g->k, g->k, SWAP_W_ROWS);
-    if (cr == CUDA_SUCCESS) {
-        if (gather) map_x = map_w;
-        else cr = make_tensor_map(&map_x, g->a, g->rows, g->k, g->lda, SWAP_NT);
-    }
+    CUresult cr = make_tensor_map(&map_x, g->a, g->rows, g->k, g->lda, SWAP_NT);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(&map_w, g->b, g->experts * g->n, g->k, g->k, SWAP_W_ROWS);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper decode GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
@@ -257,21 +242,6 @@ static moe_status swap_decode_launch_any(moe_context_t *ctx, const gemm_args *g,
     grouped_fp8_params p = {}; // the FP8 scale fields stay zero: the bf16 kernel reads none
     grouped_plan_params(g, hopper_sms, SWAP_W_ROWS, &p.g);
     p.g.out_bf16 = g->mode == GEMM_DOWN && g->out_bf16;
-    if (gather) {
-        p.g.x = (const __nv_bfloat16 *)g->a;
-        p.g.ldx = g->lda;
-        p.g.top_k = g->top_k;
-        return cuda_status(ctx, swap_decode_launch<true, false, true>(GEMM_UP, map_w, map_x, p, g->rows, hopper_sms, stream),
-                           "Hopper decode GEMM1 launch (x rows gathered)");
-    }
     return cuda_status(ctx, swap_decode_launch<true>(g->mode, map_w, map_x, p, g->rows, hopper_sms, stream),
                        g->mode == GEMM_UP ? "Hopper decode GEMM1 launch" : "Hopper decode GEMM2 launch");
-}
-
-moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
-    return swap_decode_launch_any(ctx, g, false, stream);
-}
-
-moe_status hopper_swap_decode_gather_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {
-    return swap_decode_launch_any(ctx, g, true, stream);
 }

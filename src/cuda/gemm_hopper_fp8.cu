@@ -131,16 +131,6 @@ bool hopper_fp8_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
     return env && !strcmp(env, "epilogue") && a2_epilogue_sizes_ok(n, ldo, gated != 0);
 }
 
-// The swapped kernel's units are whole 128-row tiles of W13 (one A2 group, or half of one gated).
-static bool swap_a2_sizes_ok(int64_t n, int64_t ldo, bool gated) {
-    return n % SWAP_W_ROWS == 0 && ldo == (gated ? n / 2 : n);
-}
-
-bool hopper_fp8_swap_a2_in_epilogue(int64_t n, int64_t ldo, int gated) {
-    const char *env = getenv("MOEFUSE_FP8_SWAP_A2");
-    return env && !strcmp(env, "epilogue") && swap_a2_sizes_ok(n, ldo, gated != 0);
-}
-
 // 128 x 192 tiles with the scales in the tile stage (grouped_fp8_config's BN and STAGE_SCALES: the
 // k-block's A scales by one bulk copy in the stage's transaction, the B scales read by the
 // consumers, no scale warp or ring) at prefill (on the static stride, or on tickets where the
@@ -204,18 +194,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     const gemm_args *g = &a->g;
     if (g->rows == 0) return MOE_STATUS_OK;
     const bool quant = g->mode == GEMM_UP && a->out_scales;
-    const bool gated = g->activation != MOE_ACT_RELU2;
-    if (quant && a->swap_decode &&
-        (!swap_a2_sizes_ok(g->n, g->ldo, gated) || a->out_scale_ks < g->rows || (uintptr_t)a->out_scales % 4 != 0))
-        return moe__error(ctx, MOE_STATUS_INTERNAL,
-                          "Hopper FP8 decode GEMM1 with A2 quantised in its epilogue: needs n a multiple of %d, "
-                          "ldo = n / 2 (gated) or n (relu2), out_scale_ks >= rows and 4-byte aligned scales; got n = "
-                          "%lld, ldo = %lld, out_scale_ks = %lld, rows = %lld, out_scales %p",
-                          SWAP_W_ROWS, (long long)g->n, (long long)g->ldo, (long long)a->out_scale_ks,
-                          (long long)g->rows, (const void *)a->out_scales);
-    if (quant && !a->swap_decode &&
-        (!a2_epilogue_sizes_ok(g->n, g->ldo, gated) || a->out_scale_ks < g->rows ||
-         (uintptr_t)a->out_scales % 4 != 0))
+    if (quant && (!a2_epilogue_sizes_ok(g->n, g->ldo, g->activation != MOE_ACT_RELU2) ||
+                  a->out_scale_ks < g->rows || (uintptr_t)a->out_scales % 4 != 0))
         return moe__error(ctx, MOE_STATUS_INTERNAL,
                           "Hopper FP8 GEMM1 with A2 quantised in its epilogue: needs ldo a multiple of 16, n a "
                           "multiple of 128 (gated) or 16 (relu2) and out_scale_ks >= rows; got n = %lld, ldo = %lld, "
@@ -258,8 +238,8 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     if (a->swap_decode) {
         // map_b's boxes (128 weight rows) are the swapped kernel's A; map_a's (a plan block) its B.
         if (quant)
-            return cuda_status(ctx, swap_decode_launch<false, true>(GEMM_UP, map_b, map_a, p, g->rows, sms, stream),
-                               "Hopper FP8 decode GEMM1 launch (A2 quantised in its epilogue)");
+            return moe__error(ctx, MOE_STATUS_INTERNAL,
+                              "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
         return cuda_status(ctx, swap_decode_launch<false>(g->mode, map_b, map_a, p, g->rows, sms, stream),
                            g->mode == GEMM_UP ? "Hopper FP8 decode GEMM1 launch" : "Hopper FP8 decode GEMM2 launch");
     }

@@ -606,9 +606,7 @@ moe_status measure_grouped(moe_context_t *ctx, moe_dtype dtype, int32_t reps, mo
     const int64_t off_w = set.add(product(product(E, n), k), elem);
     // GEMM1 out: A2 bf16, fp32 (FP8), or e4m3 codes and column-major scales when the forward's
     // Hopper GEMM1 quantises A2 in its epilogue (a2_epilogue; GEMM2 then reads those scales).
-    const bool a2_epilogue = fp8 && hopper &&
-                             (swap ? hopper_fp8_swap_a2_in_epilogue(gated ? 2 * I : I, I, gated)
-                                   : hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated));
+    const bool a2_epilogue = fp8 && hopper && !swap && hopper_fp8_a2_in_epilogue(gated ? 2 * I : I, I, gated);
     const bool a2_codes = a2_epilogue && !down;
     const int64_t off_out =
         down ? set.add(product(routed, H), 4) : set.add(product(max_rows, I), a2_codes ? 1 : fp8 ? 4 : 2);

@@ -4,11 +4,9 @@
  *                       model on each GEMM path, the order of the case groups, the totals
  *   gpu_test_data.c     models, inputs and routing kinds, device buffers, the CPU oracle's forward
  *   gpu_test_check.c    a forward's outputs and its dispatch plan against the CPU
- *   gpu_test_fp8.c      FP8 tolerances, the Hopper FP8 stage-wise checks, --selftest, the
- *                       swapped kernel's A2 epilogue against the separate quantiser bit for bit
+ *   gpu_test_fp8.c      FP8 tolerances, the Hopper FP8 stage-wise checks, --selftest
  *   gpu_test_cases.c    the model case table (bf16/f16, FP8, PERF.md's shapes, --big)
  *   gpu_test_parts.c    parts checked on their own: dispatch plan, FP8 quantiser, FP8 refusals,
- *                       the bf16 swapped kernel's x gather against the permuted x bit for bit,
  *                       the GEMM selection rule
  * tests/gpu/fp8_a2_probe.c builds on gpu_test_data.c alone. */
 #ifndef MOEFUSE_GPU_TEST_H
@@ -69,17 +67,6 @@ extern int64_t perf_T_arg[8];                         /* --perf's T list, n_perf
 extern int n_perf_T_arg;
 extern int replay_x_shift; /* the next replays' x scaled by 2^-replay_x_shift (the stale-rows case) */
 bool selected(const char *name); /* --filter */
-/* An environment variable saved, to be put back as it was (set to its value, or unset). */
-typedef struct env_saved {
-    const char *name;
-    bool had;
-    char value[256]; /* longer values would come back cut */
-} env_saved;
-void env_save(env_saved *e, const char *name);
-void env_restore(const env_saved *e);
-/* For an A/B case of an opt-in of the swapped decode kernel: saves MOEFUSE_GEMM, decode_var and
- * optin_var into saved[0..2], then forces the Hopper path and the swapped kernel, the opt-in off. */
-void env_swap_ab(env_saved saved[3], const char *decode_var, const char *optin_var);
 
 /* ---- gpu_test_data.c: models, inputs, device buffers, the CPU oracle ------------------------- */
 extern uint64_t rng_state;
@@ -156,9 +143,6 @@ size_t y_bytes(const model *m, int64_t T);
 void device_alloc(const model *m, device_buffers *b, int64_t T, int routing);
 void device_free(device_buffers *b);
 void device_upload(const model *m, device_buffers *b, const inputs *in);
-/* One moe_forward on b (inputs uploaded) with its workspace and y poisoned first (0xFF bytes);
- * checks its status (what names the run), synchronises; returns y copied to the host (free it). */
-void *forward_poisoned(const model *m, device_buffers *b, int64_t T, const char *what);
 void cpu_forward_a2(const model *m, const inputs *in, const int64_t *tok, int64_t S, float *y, int32_t *ids,
                     float *weights, const moe__cpu_a2_exchange *xa);
 void cpu_forward(const model *m, const inputs *in, const int64_t *tok, int64_t S, float *y, int32_t *ids,
@@ -202,8 +186,6 @@ void fp8_quantizer_cases(bool quick);
 void fp8_refusal_cases(void);
 void model_cases(bool quick);
 void fp8_model_cases(bool quick);
-void fp8_swap_a2_bitexact_case(void); /* gpu_test_fp8.c */
-void bf16_swap_gather_bitexact_case(void); /* gpu_test_parts.c */
 void big_model_case(void);
 
 #endif

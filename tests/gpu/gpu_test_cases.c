@@ -335,23 +335,22 @@ void fp8_model_cases(bool quick) {
             run_model(&m, r, quick ? 1 : 2);
         }
 
-        /* The swapped decode kernel's GEMM1 with A2 quantised in its epilogue (the cases of
-         * run_on_device.sh's stage test_fp8_swap_a2_epilogue, MOEFUSE_FP8_SWAP_A2=epilogue; without
-         * it they run the separate quantiser): decode sizes (at most 16 rows an expert), block +
-         * row128. W13 of 5 tiles of 128 rows: two groups of two tiles and a last group of one; an
-         * expert of 40 rows (two plan blocks); RELU2 (a group a tile); a fused gated shared expert
-         * with weight_on_input. */
+        /* The swapped decode kernel (Hopper, at most 16 routed rows an expert), block + row128:
+         * W13 of 5 tiles of 128 rows and an expert of 40 rows (two plan blocks); RELU2; a fused
+         * gated shared expert with weight_on_input; and 64 experts at T = 64 with K = 1024 (8
+         * k-blocks a GEMM1 tile): ~320 GEMM1 units for 132 SMs, so CTAs run several units and the
+         * 8-stage ring wraps, the case racecheck needs to see its stage hand-backs. */
         moe_layer_spec_init(&s, 16, 256, 320, 4);
         s.expert_has_bias = 1;
         s.renormalize = 1;
-        model_init(&m, "fp8-swap-a2-gated-row128", &s, BLK, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        model_init(&m, "fp8-swap-gated-row128", &s, BLK, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         m.act_format = ROW;
         run_spec rq[] = {{1, R_IDS, R_IDS, 64, true}, {40, R_IDS_ONE, R_IDS_FEW, 64, true}};
         run_model(&m, rq, 2);
         moe_layer_spec_init(&s, 8, 256, 256, 2);
         s.activation = MOE_ACT_RELU2;
         s.expert_has_bias = 1;
-        model_init(&m, "fp8-swap-a2-relu2-row128", &s, BLK, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        model_init(&m, "fp8-swap-relu2-row128", &s, BLK, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         m.act_format = ROW;
         run_spec rr[] = {{33, R_LOGITS, R_LOGITS, 64, true}};
         run_model(&m, rr, 1);
@@ -361,10 +360,16 @@ void fp8_model_cases(bool quick) {
         s.shared_intermediate = 256;
         s.shared_gate = 1;
         s.expert_has_bias = 1;
-        model_init(&m, "fp8-swap-a2-woi-shared-row128", &s, BLK, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_F32);
+        model_init(&m, "fp8-swap-woi-shared-row128", &s, BLK, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_F32);
         m.act_format = ROW;
         run_spec rw[] = {{20, R_ROUTER, R_ROUTER, 64, true}};
         run_model(&m, rw, 1);
+        moe_layer_spec_init(&s, 64, 1024, 320, 4);
+        s.expert_has_bias = 1;
+        model_init(&m, "fp8-swap-ring-row128", &s, BLK, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        m.act_format = ROW;
+        run_spec rg[] = {{64, R_IDS, R_IDS, 64, true}};
+        run_model(&m, rg, 1);
 
         /* Every preset's options at small H and I (quick: every sixth): alternately block +
          * row128 and tensor + tensor. */

@@ -315,18 +315,6 @@ void device_upload(const model *m, device_buffers *b, const inputs *in) {
     CUDA_OK(cudaStreamSynchronize(stream));
 }
 
-void *forward_poisoned(const model *m, device_buffers *b, int64_t T, const char *what) {
-    const size_t yb = y_bytes(m, T);
-    CUDA_OK(cudaMemset(b->workspace, 0xFF, b->workspace_size ? b->workspace_size : 1));
-    CUDA_OK(cudaMemset(b->y, 0xFF, yb));
-    const moe_status st = moe_forward(gpu_ctx, m->w_gpu, &b->args);
-    CHECK(st == MOE_STATUS_OK, "moe_forward (%s): %s: %s", what, moe_status_string(st), moe_last_error(gpu_ctx));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    void *y = xmalloc(yb);
-    CUDA_OK(cudaMemcpy(y, b->y, yb, cudaMemcpyDeviceToHost));
-    return y;
-}
-
 /* ---- the CPU oracle ---------------------------------------------------------------------- */
 /* The CPU forward on the tokens tok[0..S): y [S, H] fp32, its routing ids/weights [S, k]. With
  * an A2 exchange xa (not NULL) through moe__cpu_forward_a2 (src/core/internal.h), A2 read out

@@ -1,7 +1,6 @@
 /* test_gpu_forward (gpu_test.h): parts of the forward checked on their own, outside a model case:
  * the device dispatch plan on crafted ids, the FP8 activation quantiser bit for bit, what the FP8
- * path refuses, the bf16 swapped kernel's x gather against the permuted x, and
- * moe__cuda_gemm_select's rule. */
+ * path refuses, and moe__cuda_gemm_select's rule. */
 #include "gpu_test.h"
 
 void plan_cases(bool quick) {
@@ -286,68 +285,6 @@ void fp8_refusal_cases(void) {
     else cases_failed++;
     printf("%s fp8 refusals: mxfp8 weights, H %% 16, bf16 weights + fp8 acts, fp8 weights + f32 acts\n",
            case_failures ? "FAIL" : "ok  ");
-}
-
-/* The bf16 swapped decode kernel's GEMM1 gathering the x rows itself (MOEFUSE_BF16_SWAP_X=gather)
- * must compute what it computes from the permuted copy: the same bf16 values in the same smem
- * layout, so y bit for bit. One forward each way on the same inputs and workspace (poisoned
- * before each); x rows strided (H + 8), so the gather's row stride is not k; a fused shared expert
- * (its rows' tokens come from ids above T*k). Two routings: every token on experts 0-3 (64 rows
- * each: two full plan blocks, 50 units), and random ids (partly filled blocks with padding rows,
- * ~325 units for 132 SMs: CTAs run several units). The config line says which way x went. */
-void bf16_swap_gather_bitexact_case(void) {
-    static const char name[] = "swap-gather-bitexact";
-    if (!selected(name)) return;
-    env_saved saved[3];
-    env_swap_ab(saved, "MOEFUSE_BF16_DECODE", "MOEFUSE_BF16_SWAP_X");
-    moe_layer_spec s;
-    model m;
-    moe_layer_spec_init(&s, 64, 1024, 320, 4);
-    s.expert_has_bias = 1;
-    s.num_shared_experts = 1;
-    s.shared_intermediate = 320;
-    model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
-    m.x_pad = 8;
-    model_build(&m);
-    const int64_t T = 64;
-    case_failures = 0;
-    if (moe__cuda_forward_gemm(m.w_gpu, T) != MOE__CUDA_GEMM_HOPPER) {
-        printf("skip %s: the forward does not take the Hopper path here\n", name);
-    } else for (int ri = 0; ri < 2; ri++) {
-        const int routing = ri == 0 ? R_IDS_ONE : R_IDS;
-        device_buffers b;
-        device_alloc(&m, &b, T, routing); /* sized without the opt-in: the larger layout */
-        inputs in = {0};
-        inputs_draw(&m, &in, T, routing);
-        device_upload(&m, &b, &in);
-        const size_t yb = y_bytes(&m, T);
-        void *y[2];
-        char line[2][MOE_FORWARD_CONFIG_MAX];
-        for (int on = 0; on < 2; on++) {
-            if (on) setenv("MOEFUSE_BF16_SWAP_X", "gather", 1);
-            MOE_OK(gpu_ctx, moe_forward_config(gpu_ctx, m.w_gpu, T, m.act_format, line[on], sizeof line[on]));
-            y[on] = forward_poisoned(&m, &b, T, on ? "gather" : "permute");
-        }
-        unsetenv("MOEFUSE_BF16_SWAP_X");
-        CHECK(strstr(line[0], "x rows permuted") && strstr(line[1], "x rows gathered"),
-              "the config lines do not say permuted, then gathered:\n      %s\n      %s", line[0], line[1]);
-        int64_t differ = 0;
-        for (size_t i = 0; i < yb; i++) differ += ((const uint8_t *)y[0])[i] != ((const uint8_t *)y[1])[i];
-        CHECK(differ == 0, "y differs between the gathered and the permuted x rows in %lld bytes of %zu",
-              (long long)differ, yb);
-        const double err = check_outputs(&m, &b, &in, 64, "gathered x"); /* the last run against the oracle */
-        printf("    %s, %s: y %s (%zu bytes), err %.2e against the oracle\n", name, routing_name(routing),
-               differ ? "differs" : "bit-identical", yb, err);
-        free(y[0]), free(y[1]);
-        inputs_free(&in);
-        device_free(&b);
-        if (case_failures == 0) cases_passed++;
-        else cases_failed++;
-        printf("%s %s, %s\n", case_failures ? "FAIL" : "ok  ", name, routing_name(routing));
-        case_failures = 0;
-    }
-    for (int v = 0; v < 3; v++) env_restore(&saved[v]);
-    model_free(&m);
 }
 
 /* moe__cuda_gemm_select: the documented rule (cuda_backend.h), automatic and forced. */

@@ -62,10 +62,6 @@ has test && stage test_quick "${QUICK_LIMIT:-60}" "$T" --quick
 has test && stage test_gpu_wgrad "${WGRAD_LIMIT:-60}" "$BUILD/test_gpu_wgrad"
 # The FP8 list again with GEMM1's epilogue quantising A2 (the opt-in path, MOEFUSE_FP8_A2=epilogue).
 has test && stage test_fp8_a2_epilogue "${QUICK_LIMIT:-60}" env MOEFUSE_FP8_A2=epilogue "$T" --quick --filter fp8
-# And with the swapped decode kernel's GEMM1 quantising A2 (opt-in, MOEFUSE_FP8_SWAP_A2=epilogue).
-has test && stage test_fp8_swap_a2_epilogue "${QUICK_LIMIT:-60}" env MOEFUSE_FP8_SWAP_A2=epilogue "$T" --quick --filter fp8
-# And the whole list with the bf16 swapped kernel gathering x itself (opt-in, MOEFUSE_BF16_SWAP_X=gather).
-has test && stage test_bf16_swap_gather "${QUICK_LIMIT:-60}" env MOEFUSE_BF16_SWAP_X=gather "$T" --quick
 if has bench; then
     # The moefuse rows go to /tmp, merged into bench.json by the torch peer below.
     rows=${TMPDIR:-/tmp}/moefuse_rows.jsonl

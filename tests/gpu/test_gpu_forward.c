@@ -66,27 +66,6 @@ int replay_x_shift;
 static const char *filter;
 bool selected(const char *name) { return !filter || strstr(name, filter); }
 
-void env_save(env_saved *e, const char *name) {
-    const char *v = getenv(name);
-    e->name = name;
-    e->had = v != NULL;
-    snprintf(e->value, sizeof e->value, "%s", v ? v : "");
-}
-
-void env_restore(const env_saved *e) {
-    if (e->had) setenv(e->name, e->value, 1);
-    else unsetenv(e->name);
-}
-
-void env_swap_ab(env_saved saved[3], const char *decode_var, const char *optin_var) {
-    env_save(&saved[0], "MOEFUSE_GEMM");
-    env_save(&saved[1], decode_var);
-    env_save(&saved[2], optin_var);
-    setenv("MOEFUSE_GEMM", "hopper", 1);
-    setenv(decode_var, "swap", 1);
-    unsetenv(optin_var);
-}
-
 /* Whether the forward of T tokens runs its Hopper GEMMs on the decode kernel with the operands
  * swapped, as moe_forward_config names it (MOEFUSE_FP8_DECODE=swap|tiles forces one for FP8,
  * MOEFUSE_BF16_DECODE=swap|off for bf16). */
@@ -354,8 +333,6 @@ int main(int argc, char **argv) {
 
     model_cases(quick);
     fp8_model_cases(quick);
-    if (!perf_only) fp8_swap_a2_bitexact_case();
-    if (!perf_only) bf16_swap_gather_bitexact_case();
     if (big && (!filter || strstr("deepseek-v3-big", filter))) big_model_case();
 
     CUDA_OK(cudaStreamDestroy(stream));

@@ -33,13 +33,6 @@
 //    promotion into fp32 every 128 of K), free the stage. The fragment is out^T: thread (warp w,
 //    lane l) holds weight rows n0 + 64 half + 16 w + l/4 (+ 8) and block rows 8 j + 2 (l % 4) (+ 1).
 //    GLU: gate rows are even, up rows odd, so the up value of a gate row is 4 lanes away.
-//  - GATHER (GEMM1, BF16 only, MOEFUSE_BF16_SWAP_X=gather): the producer warp copies the block's
-//    32 x rows from x itself (swap_gather_x) instead of the plan-ordered copy's box by TMA, so the
-//    forward needs no permute of x.
-//  - QUANT (GEMM1, FP8 only, MOEFUSE_FP8_SWAP_A2=epilogue): A2 leaves as e4m3 codes with 1x128
-//    scales, as the separate quantiser would write them (swap_quant_group below). A unit is the
-//    W13 tiles of one 128-column group of A2: two 128-row tiles when the activation is gated (the
-//    first tile's GLU values stay in registers through the second's mainloop), one for RELU2.
 #ifndef MOEFUSE_CUDA_HOPPER_DECODE_SWAP_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_DECODE_SWAP_KERNEL_CUH
 
@@ -56,21 +49,12 @@ constexpr int SWAP_SLOT_WORDS = 64;        // [0, 32) row scales, [32] even / [3
 constexpr int SWAP_HEADER = 40;
 constexpr int SWAP_STAGE_BYTES = (SWAP_W_BYTES + SWAP_X_BYTES + SWAP_SLOT_WORDS * 4 + 1023) / 1024 * 1024;
 constexpr int SWAP_SMEM_BYTES = 1024 + SWAP_STAGES * SWAP_STAGE_BYTES + 2 * SWAP_STAGES * 8;
-// QUANT: the consumer warps' row maxima, [2 (alternate groups)][8 warps][SWAP_NT rows], after the barriers.
-constexpr int SWAP_QUANT_BYTES = 2 * 8 * SWAP_NT * 4;
-template <bool QUANT> constexpr int swap_smem_bytes() { return SWAP_SMEM_BYTES + (QUANT ? SWAP_QUANT_BYTES : 0); }
-static_assert(swap_smem_bytes<true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(SWAP_SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(SWAP_NT == 32 && SWAP_W_ROWS == FP8_BN, "the wgmma form below; a unit is one weight-scale block");
 
-// Work units along n: the 128-row tiles one at a time, or (QUANT) those of one A2 group
-// (p.tiles_per_unit: 2 gated, 1 RELU2; the last unit may hold fewer).
-template <bool QUANT> __device__ __forceinline__ int swap_units_n(const grouped_fp8_params &p) {
-    return QUANT ? units_along_n(p.g.tiles_n, p.tiles_per_unit) : p.g.tiles_n;
-}
-
-// Units of the launch: live blocks x units along n.
-template <bool QUANT> __device__ __forceinline__ int swap_units(const grouped_fp8_params &p) {
-    return (int)((*p.g.live_rows + SWAP_NT - 1) / SWAP_NT) * swap_units_n<QUANT>(p);
+// Units of the launch: live blocks x weight-row blocks.
+__device__ __forceinline__ int swap_units(const grouped_fp8_params &p) {
+    return (int)((*p.g.live_rows + SWAP_NT - 1) / SWAP_NT) * p.g.tiles_n;
 }
 
 // What a consumer thread's epilogue needs from the plan for one unit: its rows' outputs and
@@ -90,14 +74,9 @@ struct swap_targets {
     float bias[2];               // weight rows n_lo, n_lo + 8
 };
 
-__host__ __device__ __forceinline__ int64_t swap_target_row(int64_t row0, int lane, int i) {
+__device__ __forceinline__ int64_t swap_target_row(int64_t row0, int lane, int i) {
     return row0 + 8 * (i / 2) + 2 * (lane % 4) + i % 2;
 }
-
-// The inverse: plan row r of a block (0 .. SWAP_NT - 1) is slot swap_row_slot(r) of the lanes
-// whose lane % 4 is swap_row_quad(r).
-__host__ __device__ __forceinline__ int swap_row_slot(int r) { return 2 * (r / 8) + r % 2; }
-__host__ __device__ __forceinline__ int swap_row_quad(int r) { return (r % 8) / 2; }
 
 __device__ __forceinline__ void swap_targets_start(const grouped_params &p, int64_t row0, int e, int n_lo, int lane,
                                                    swap_targets &t) {
@@ -170,189 +149,16 @@ __device__ __forceinline__ void swap_epilogue(const grouped_params &p, const flo
         }
 }
 
-// ---- GATHER: the block's x rows by the producer warp ------------------------------------------
-// TMA cannot gather rows, so the 32 lanes copy a k-block's 32 x 128 bytes of the block's rows
-// with 16-byte cp.async into the layout TMA's 128-byte swizzle would have written (16-byte chunk c
-// of row r at chunk c ^ (r % 8); the box is 1024-byte aligned), as grouped_kernel.cuh's
-// gather_a_stage does for its 128 rows: lane l copies chunk l % 8 of rows l / 8 + 4i, so each
-// warp instruction covers 4 whole rows. Padding rows (and columns past k) are zero-filled.
-constexpr int SWAP_GATHER_ROWS = SWAP_NT / 4; // rows a lane copies
-
-// The x row (token) of each of this lane's rows of block row0, or -1 for padding.
-__device__ __forceinline__ void swap_gather_tokens(const grouped_params &p, int64_t row0, int lane,
-                                                   int32_t (&token)[SWAP_GATHER_ROWS]) {
-    const int32_t pad = (int32_t)p.padding_id, k = (int32_t)p.top_k;
-#pragma unroll
-    for (int i = 0; i < SWAP_GATHER_ROWS; ++i) {
-        const int32_t id = p.sorted_ids[row0 + lane / 8 + 4 * i];
-        token[i] = id == pad ? -1 : plan_id_token32(id, pad, k);
-    }
-}
-
-__device__ __forceinline__ void swap_gather_x(const grouped_params &p, uint8_t *x_box, int kb, int lane,
-                                              const int32_t (&token)[SWAP_GATHER_ROWS]) {
-    const int chunk = lane % 8, col = kb * (FP8_BK / 2) + chunk * 8; // bf16: 64 columns a k-block
-    const bool in_k = col < p.k;                                      // k % 8 == 0: whole chunks
-#pragma unroll
-    for (int i = 0; i < SWAP_GATHER_ROWS; ++i) {
-        const int r = lane / 8 + 4 * i;
-        const bool live = token[i] >= 0 && in_k;
-        cp_async_16(x_box + r * 128 + ((chunk ^ (r % 8)) << 4), live ? p.x + (int64_t)token[i] * p.ldx + col : p.x,
-                    live ? 16u : 0u);
-    }
-}
-
-// The producer warp's part of one tile (b, n0): per k-block, lane 0 writes the header and loads
-// the weight box and (but with GATHER) the block's box by TMA; the 32 lanes copy the rows' scales
-// and lanes 0-1 the weight scales (FP8), or (GATHER) the block's x rows (token: their rows). done:
-// the one header with block -1 that ends the consumers' loop.
-template <bool BF16, bool GATHER = false>
-__device__ __forceinline__ void swap_produce_tile(const CUtensorMap &map_w, const CUtensorMap &map_x,
-                                                  const grouped_fp8_params &p, uint8_t *smem, uint64_t *full,
-                                                  uint64_t *empty, ring_pos &r, bool done, int b, int e, int n0,
-                                                  int64_t row0, int num_kb, int lane,
-                                                  const int32_t (&token)[SWAP_GATHER_ROWS]) {
-    constexpr int KE = BF16 ? FP8_BK / 2 : FP8_BK; // elements of K per k-block (128 bytes)
-    long long sw_even = 0, sw_odd = 0;
-    int sw_ks = 0;
-    if (!done && !BF16) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
-    for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
-        mbar_wait(&empty[r.slot], r.phase ^ 1);
-        uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
-        float *slot = (float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
-        if (lane == 0) {
-            int *header = (int *)(slot + SWAP_HEADER);
-            header[0] = done ? -1 : b;
-            header[1] = e;
-            header[2] = n0;
-            // The header's stores are ordered before the arrival (release), which the
-            // consumers' wait acquires.
-            if (done) {
-                mbar_arrive(&full[r.slot]);
-            } else {
-                mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + (GATHER ? 0 : SWAP_X_BYTES));
-                tma_load_2d(st, &map_w, &full[r.slot], kb * KE, e * p.g.n + n0);
-                if (!GATHER) tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * KE, (int)row0);
-            }
-        }
-        if (GATHER && !done) swap_gather_x(p.g, st + SWAP_W_BYTES, kb, lane, token);
-        if (!done && !BF16) {
-            // Padding rows' scales are 0 (the permute and the quantiser write them);
-            // their columns are computed and dropped anyway.
-            cp_async_4(slot + lane, p.sa + (row0 + lane) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
-            if (lane < 2)
-                cp_async_4(slot + SWAP_NT + lane, p.sw + (lane ? sw_odd : sw_even) + (long long)kb * sw_ks, 4u);
-        }
-        cp_async_mbar_arrive_noinc(&full[r.slot]);
-        ring_next(r, SWAP_STAGES);
-    }
-}
-
-// ---- QUANT: A2 quantised in GEMM1's epilogue -------------------------------------------------
-// A thread's values of a tile: v[2i + s], row swap_target_row(.., i), weight row n_lo + 8s.
-// Their A2 column within the 128-column group: gated, the GLU of the (gate, up) pair held by the
-// even quads (n_lo even), tile_in_unit 0 or 1; RELU2, the weight row itself. -1: no value (the
-// odd quads of a gated tile hold the up rows).
-__host__ __device__ __forceinline__ int swap_quant_col(bool gated, int tile_in_unit, int half, int warp, int lane,
-                                                       int s) {
-    const int quad = lane / 4;
-    if (!gated) return 64 * half + 16 * warp + quad + 8 * s;
-    if (quad % 2) return -1;
-    return 64 * tile_in_unit + 32 * half + 8 * warp + quad / 2 + 4 * s;
-}
-
-// The A2 values swap_epilogue<GEMM_UP> would store for the separate quantiser (same fp32
-// expressions), in swap_quant_col's order; 0 where the thread holds none.
-__device__ __forceinline__ void swap_a2_values(const grouped_params &p, const float *acc, const swap_targets &t,
-                                               int lane, float (&v)[SWAP_NT / 2]) {
-    const bool gate_quad = (lane / 4) % 2 == 0;
-#pragma unroll
-    for (int j = 0; j < SWAP_NT / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const int i = 2 * j + c;
-            const float s = t.scale[i];
-            const float x_lo = acc[4 * j + c] * s + t.bias[0], x_hi = acc[4 * j + 2 + c] * s + t.bias[1];
-            if (p.activation == MOE_ACT_RELU2) {
-                v[2 * i] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_lo, 0.0f);
-                v[2 * i + 1] = glu_activate(MOE_ACT_RELU2, 0.0f, 0.0f, x_hi, 0.0f);
-            } else {
-                const float up_lo = __shfl_xor_sync(0xffffffffu, x_lo, 4);
-                const float up_hi = __shfl_xor_sync(0xffffffffu, x_hi, 4);
-                v[2 * i] = gate_quad ? glu_activate(p.activation, p.act_alpha, p.act_limit, x_lo, up_lo) : 0.0f;
-                v[2 * i + 1] = gate_quad ? glu_activate(p.activation, p.act_alpha, p.act_limit, x_hi, up_hi) : 0.0f;
-            }
-        }
-}
-
-// Quantises A2 group `group` of one plan block (rows row0 ..) from the consumer threads' values:
-// first[] of the unit's first tile, second[] of its second (zeros where it has none). The rule and
-// code are the separate quantiser's (fp8_codec.cuh), on the same values. A row's maximum: over
-// the thread's values, then the 8 lanes of the warp that hold the row (xor 4, 8, 16), then the 8
-// consumer warps through red (this group's half of the buffer; the next group uses the other,
-// so its writes cannot meet this group's reads, and one named barrier a group suffices). Live
-// rows get their codes; every row of the block its scale, 0 for padding (as the quantiser).
-__device__ __forceinline__ void swap_quant_group(const grouped_fp8_params &p, const float (&first)[SWAP_NT / 2],
-                                                 const float (&second)[SWAP_NT / 2], const swap_targets &t,
-                                                 int64_t row0, int group, int half, int warp, int lane,
-                                                 uint32_t *red) {
-    using namespace moe_fp8;
-    const bool gated = p.g.activation != MOE_ACT_RELU2;
-    uint32_t amax[SWAP_NT / 4];
-#pragma unroll
-    for (int i = 0; i < SWAP_NT / 4; ++i) {
-        amax[i] = max(max(finite_abs_bits(first[2 * i]), finite_abs_bits(first[2 * i + 1])),
-                      max(finite_abs_bits(second[2 * i]), finite_abs_bits(second[2 * i + 1])));
-#pragma unroll
-        for (int o = 4; o < 32; o *= 2) amax[i] = max(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], o));
-    }
-    const int w8 = 4 * half + warp;
-    if (lane < 4)
-#pragma unroll
-        for (int i = 0; i < SWAP_NT / 4; ++i) red[w8 * SWAP_NT + swap_target_row(0, lane, i)] = amax[i];
-    named_barrier_sync(1, 256); // the two consumer warpgroups
-    uint32_t row_max = 0;       // of block row `lane`
-#pragma unroll
-    for (int w = 0; w < 8; ++w) row_max = max(row_max, red[w * SWAP_NT + lane]);
-    const int width = min(128, (gated ? p.g.n / 2 : p.g.n) - 128 * group); // A2 columns of the group
-    uint8_t *codes = (uint8_t *)p.g.out + 128LL * group;
-    uint32_t m[SWAP_NT / 4]; // the maxima of this thread's rows (shuffled before any lane branches)
-#pragma unroll
-    for (int i = 0; i < SWAP_NT / 4; ++i) m[i] = __shfl_sync(0xffffffffu, row_max, (int)swap_target_row(0, lane, i));
-#pragma unroll
-    for (int i = 0; i < SWAP_NT / 4; ++i) {
-        if (!((t.live >> i) & 1u)) continue;
-        const fp8_divisor d = fp8_divisor_of(fp8_scale(m[i]));
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-            const int c0 = swap_quant_col(gated, 0, half, warp, lane, s);
-            if (c0 >= 0 && c0 < width) codes[t.offset[i] + c0] = fp8_encode_fast(first[2 * i + s], d);
-            const int c1 = gated ? swap_quant_col(true, 1, half, warp, lane, s) : -1;
-            if (c1 >= 0 && c1 < width) codes[t.offset[i] + c1] = fp8_encode_fast(second[2 * i + s], d);
-        }
-    }
-    if (w8 == 0) {
-        const unsigned live = __shfl_sync(0xffffffffu, t.live, swap_row_quad(lane));
-        p.out_scales[group * p.out_scale_ks + row0 + lane] =
-            (live >> swap_row_slot(lane)) & 1u ? fp8_scale(row_max) : 0.0f;
-    }
-}
-
-// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales. QUANT: GEMM_UP
-// of FP8 with A2 quantised in the epilogue (p.out_scales), units of p.tiles_per_unit tiles.
-// GATHER: GEMM_UP of BF16 with the x rows gathered from p.g.x (no map_x reads).
-template <int MODE, bool BF16, bool QUANT = false, bool GATHER = false>
+// BF16: bf16 weights and rows (p's FP8 scale fields unused), else e4m3 with scales.
+template <int MODE, bool BF16>
 __global__ void __launch_bounds__(THREADS, 1)
     decode_swap_kernel(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
                        const grouped_fp8_params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(!QUANT || (MODE == GEMM_UP && !BF16), "A2 is quantised by FP8 GEMM1 only");
-    static_assert(!GATHER || (MODE == GEMM_UP && BF16), "x rows are gathered by bf16 GEMM1 only");
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t *full = (uint64_t *)(smem + SWAP_STAGES * SWAP_STAGE_BYTES);
     uint64_t *empty = full + SWAP_STAGES;
-    uint32_t *red = (uint32_t *)(empty + SWAP_STAGES); // QUANT: swap_quant_group's buffer
     const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     constexpr int KE = BF16 ? FP8_BK / 2 : FP8_BK; // elements of K per k-block (128 bytes)
     const int num_kb = (p.g.k + KE - 1) / KE;
@@ -373,27 +179,49 @@ __global__ void __launch_bounds__(THREADS, 1)
             tma_prefetch_map(&map_x);
         }
         ring_pos r = {0, 0};
-        const int units = swap_units<QUANT>(p), units_n = swap_units_n<QUANT>(p);
+        const int units = swap_units(p);
         // The next unit's expert is loaded while this unit streams (its latency off the ring).
-        int e_next = (int)blockIdx.x < units ? p.g.block_expert[blockIdx.x / units_n] : 0;
+        int e_next = (int)blockIdx.x < units ? p.g.block_expert[blockIdx.x / p.g.tiles_n] : 0;
         for (int u = blockIdx.x;; u += gridDim.x) {
             const bool done = u >= units;
-            const int b = done ? 0 : u / units_n;
-            const int n0 = done ? 0 : (u % units_n) * (QUANT ? p.tiles_per_unit : 1) * SWAP_W_ROWS;
+            const int b = done ? 0 : u / p.g.tiles_n;
+            const int n0 = done ? 0 : (u % p.g.tiles_n) * SWAP_W_ROWS;
             const int e = e_next;
             const int u_next = u + gridDim.x;
-            e_next = u_next < units ? p.g.block_expert[u_next / units_n] : 0;
+            e_next = u_next < units ? p.g.block_expert[u_next / p.g.tiles_n] : 0;
             const int64_t row0 = (int64_t)b * SWAP_NT;
-            int32_t token[SWAP_GATHER_ROWS]; // GATHER: the block's rows' tokens
-            if (GATHER && !done) swap_gather_tokens(p.g, row0, lane, token);
-            if constexpr (QUANT) { // the unit's tiles, one after the other (the last unit may hold fewer)
-                const int tiles = done ? 1 : min(p.tiles_per_unit, p.g.tiles_n - n0 / SWAP_W_ROWS);
-                for (int t = 0; t < tiles; ++t)
-                    swap_produce_tile<BF16>(map_w, map_x, p, smem, full, empty, r, done, b, e, n0 + t * SWAP_W_ROWS,
-                                            row0, num_kb, lane, token);
-            } else {
-                swap_produce_tile<BF16, GATHER>(map_w, map_x, p, smem, full, empty, r, done, b, e, n0, row0, num_kb,
-                                                lane, token);
+            long long sw_even = 0, sw_odd = 0;
+            int sw_ks = 0;
+            if (!done && !BF16) b_scale_offsets(p, e, n0, sw_even, sw_odd, sw_ks);
+            for (int kb = 0; kb < (done ? 1 : num_kb); ++kb) {
+                mbar_wait(&empty[r.slot], r.phase ^ 1);
+                uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
+                float *slot = (float *)(st + SWAP_W_BYTES + SWAP_X_BYTES);
+                if (lane == 0) {
+                    int *header = (int *)(slot + SWAP_HEADER);
+                    header[0] = done ? -1 : b;
+                    header[1] = e;
+                    header[2] = n0;
+                    // The header's stores are ordered before the arrival (release), which the
+                    // consumers' wait acquires.
+                    if (done) {
+                        mbar_arrive(&full[r.slot]);
+                    } else {
+                        mbar_arrive_expect_tx(&full[r.slot], SWAP_W_BYTES + SWAP_X_BYTES);
+                        tma_load_2d(st, &map_w, &full[r.slot], kb * KE, e * p.g.n + n0);
+                        tma_load_2d(st + SWAP_W_BYTES, &map_x, &full[r.slot], kb * KE, (int)row0);
+                    }
+                }
+                if (!done && !BF16) {
+                    // Padding rows' scales are 0 (the permute and the quantiser write them);
+                    // their columns are computed and dropped anyway.
+                    cp_async_4(slot + lane, p.sa + (row0 + lane) * p.sa_rs + (long long)kb * p.sa_ks, 4u);
+                    if (lane < 2)
+                        cp_async_4(slot + SWAP_NT + lane, p.sw + (lane ? sw_odd : sw_even) + (long long)kb * sw_ks,
+                                   4u);
+                }
+                cp_async_mbar_arrive_noinc(&full[r.slot]);
+                ring_next(r, SWAP_STAGES);
             }
             if (done) break;
         }
@@ -402,8 +230,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         setmaxnreg_inc<CONSUMER_REGS>();
         const int half = consumer_half(); // weight rows half * 64 .. + 63 of the unit
         float acc[SWAP_NT / 2], part[SWAP_NT / 2]; // part: FP8's k-block partial sums
-        float held[QUANT ? SWAP_NT / 2 : 1];        // QUANT: the unit's first tile's A2 values
-        int groups = 0;                              // QUANT: groups quantised (red's half)
         ring_pos r = {0, 0};
         for (;;) {
             mbar_wait(&full[r.slot], r.phase);
@@ -426,9 +252,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             // two k-blocks a wait) at 0.97-1.006 of this one (L1): not kept (src/cuda/NOTES.md).
             for (int kb = 0; kb < num_kb; ++kb) {
                 if (kb > 0) mbar_wait(&full[r.slot], r.phase);
-                // GATHER: the x rows arrived through cp.async (generic proxy); wgmma reads them
-                // through the async proxy, so order the two in this thread after the acquire.
-                if (GATHER) fence_proxy_async_shared();
                 uint8_t *st = smem + r.slot * SWAP_STAGE_BYTES;
                 const uint64_t desc_w = smem_desc_k_sw128(st + half * 64 * FP8_BK);
                 const uint64_t desc_x = smem_desc_k_sw128(st + SWAP_W_BYTES);
@@ -462,24 +285,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 ring_next(r, SWAP_STAGES);
                 if (kb == resolve_kb) swap_targets_resolve<MODE>(p.g, row0, lane, targets);
             }
-            if constexpr (QUANT) {
-                const int tile = n0 / SWAP_W_ROWS, per = p.tiles_per_unit;
-                float v[SWAP_NT / 2];
-                swap_a2_values(p.g, acc, targets, lane, v);
-                if (tile % per == 0) // a unit's first tile: its values wait in held
-#pragma unroll
-                    for (int i = 0; i < SWAP_NT / 2; ++i) {
-                        held[i] = v[i];
-                        v[i] = 0.0f;
-                    }
-                if (tile % per == per - 1 || tile == p.g.tiles_n - 1) {
-                    swap_quant_group(p, held, v, targets, row0, tile / per, half, warp, lane,
-                                     red + (groups % 2) * 8 * SWAP_NT);
-                    ++groups;
-                }
-            } else {
-                swap_epilogue<MODE, BF16>(p.g, acc, targets, n_lo, lane);
-            }
+            swap_epilogue<MODE, BF16>(p.g, acc, targets, n_lo, lane);
         }
     }
 #endif
@@ -488,19 +294,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 // Launches the swapped kernel for one grouped GEMM (GEMM_UP or GEMM_DOWN): map_w the weights'
 // 128-row boxes (its A), map_x a plan block's rows (its B) over `rows` plan rows; a persistent
 // grid of at most `sms` CTAs and no more than the host bound of units. The shared-memory limit is
-// set at each launch (allowed under graph capture). QUANT, GATHER: GEMM_UP's variants (the
-// kernel's): with QUANT, units of p.tiles_per_unit tiles; with GATHER, map_x is not read.
-template <bool BF16, bool QUANT = false, bool GATHER = false>
+// set at each launch (allowed under graph capture).
+template <bool BF16>
 inline cudaError_t swap_decode_launch(int mode, const CUtensorMap &map_w, const CUtensorMap &map_x,
                                       const grouped_fp8_params &p, int64_t rows, int sms, cudaStream_t stream) {
-    const int64_t units_n = QUANT ? units_along_n(p.g.tiles_n, p.tiles_per_unit) : p.g.tiles_n;
-    const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * units_n;
+    const int64_t bound = (rows + SWAP_NT - 1) / SWAP_NT * p.g.tiles_n;
     const unsigned ctas = (unsigned)(bound < sms ? bound : sms);
-    auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16, QUANT, GATHER>;
-    constexpr int smem = swap_smem_bytes<QUANT>();
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    auto kernel = mode == GEMM_DOWN ? decode_swap_kernel<GEMM_DOWN, BF16> : decode_swap_kernel<GEMM_UP, BF16>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SWAP_SMEM_BYTES);
     if (err != cudaSuccess) return err;
-    return launch_kernel(kernel, ctas, THREADS, smem, stream, map_w, map_x, p);
+    return launch_kernel(kernel, ctas, THREADS, SWAP_SMEM_BYTES, stream, map_w, map_x, p);
 }
 
 } // namespace moe_hopper
