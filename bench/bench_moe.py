@@ -1334,8 +1334,8 @@ def _selftest_args(check):
     check(moefuse_impl_name({"MOEFUSE_GEMM": "hopper"}) == "moefuse-hopper", "impl suffix")
     check(moefuse_impl_name({"MOEFUSE_GEMM": "a b/c"}) == "moefuse-a_b_c", "impl suffix sanitised")
     check(moefuse_opt_ins({"MOEFUSE_PDL": "1", "MOEFUSE_GEMM": "v1", "MOEFUSE_LIB": "/x", "PATH": "/bin",
-                           "MOEFUSE_FP8_SWAP_A2": "epilogue"}) ==
-          ["MOEFUSE_FP8_SWAP_A2=epilogue", "MOEFUSE_PDL=1"], "opt-ins listed, GEMM and LIB left to their notes")
+                           "MOEFUSE_FP8_A2": "epilogue"}) ==
+          ["MOEFUSE_FP8_A2=epilogue", "MOEFUSE_PDL=1"], "opt-ins listed, GEMM and LIB left to their notes")
     check(moefuse_opt_ins({}) == [], "no opt-ins")
     check(moefuse_variants(None, {}) == [("moefuse", None, None)], "variants default")
     check(moefuse_variants(None, {"MOEFUSE_GEMM": "v1"}) == [("moefuse-v1", None, None)], "variants from env")
