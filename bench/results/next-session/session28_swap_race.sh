@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Session 28, call 7 (replaces call 6, which never got a machine; the tree now has session 27's two
-# opt-ins removed). From the repo root, carry .deps:
-#   O=/tmp/o7 timeout 170 bash bench/results/2026-12-05-h200-session28/call7_swap_race.sh
+# Written in session 28 as call 7 (no machine was left for it: the session's device time ran out;
+# it replaces call 6; move it and its patch into the session's results directory first and fix
+# the two paths). From the repo root, carry .deps:
+#   O=/tmp/o7 timeout 170 bash bench/results/next-session/session28_swap_race.sh
 # Racecheck of the FP8 swapped decode kernel with the consumers freeing each stage by one arrival a
-# thread (call7_all_lane_release.patch; calls 0 and 3 found 8 hazards with lane 0's arrival after a
+# thread (session28_all_lane_release.patch; session 28's calls 0 and 3 found 8 hazards with lane 0's arrival after a
 # __syncwarp), on the fp8-swap-* cases (fp8-swap-ring-row128: the ring wraps); the suite --quick;
 # memcheck of fp8-swap; then the FP8 forward new / base (this tree with the patch reversed).
 # Prediction: suite green; racecheck 0 hazards; memcheck 0 errors; time new / base 0.99-1.01 at
 # T = 1, 8, 64 (256 arrivals a stage instead of 8, after the consumers' last read of it).
 set -u
 . tools/device_call.sh
-base_tree bench/results/2026-12-05-h200-session28/call7_all_lane_release.patch
+base_tree bench/results/next-session/session28_all_lane_release.patch
 build_base_bench &
 build_device
 wait; mark "base bench build" $? $O/build_base.log
