@@ -1009,8 +1009,9 @@ def run(args, gpu=None):
         notes.append(f"moefuse timed once per MOEFUSE_GEMM in {','.join(args.moefuse_gemm)} (set before each capture)")
     elif os.environ.get("MOEFUSE_GEMM"):
         notes.append(f"MOEFUSE_GEMM={os.environ['MOEFUSE_GEMM']} (impl {variants[0][0]})")
-    if moefuse_opt_ins():
-        notes.append("moefuse settings from the environment: " + " ".join(moefuse_opt_ins()))
+    opt_ins = moefuse_opt_ins()
+    if opt_ins:
+        notes.append("moefuse settings from the environment: " + " ".join(opt_ins))
     failures = []
     run_impls = [n for i in args.impls for n in ([v[0] for v in variants] if i == "moefuse" else [i])]
     doc = result_doc(gpu.device_name(), git_commit(), {}, [], notes, {"skipped": []})
