@@ -2,7 +2,7 @@
 # Written in session 28 as call 7 (no machine was left for it: the session's device time ran out;
 # it replaces call 6; move it and its patch into the session's results directory first and fix
 # the two paths). From the repo root, carry .deps:
-#   O=/tmp/o7 timeout 170 bash bench/results/next-session/session28_swap_race.sh
+#   O=/tmp/o7 timeout 170 bash bench/results/2026-12-05-h200-session29/session28_swap_race.sh
 # Racecheck of the FP8 swapped decode kernel with the consumers freeing each stage by one arrival a
 # thread (session28_all_lane_release.patch; session 28's calls 0 and 3 found 8 hazards with lane 0's arrival after a
 # __syncwarp), on the fp8-swap-* cases (fp8-swap-ring-row128: the ring wraps); the suite --quick;
@@ -11,7 +11,7 @@
 # T = 1, 8, 64 (256 arrivals a stage instead of 8, after the consumers' last read of it).
 set -u
 . tools/device_call.sh
-base_tree bench/results/next-session/session28_all_lane_release.patch
+base_tree bench/results/2026-12-05-h200-session29/session28_all_lane_release.patch
 build_base_bench &
 build_device
 wait; mark "base bench build" $? $O/build_base.log

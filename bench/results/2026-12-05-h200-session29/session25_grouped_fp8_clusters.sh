@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 25 (not yet run; ~5 min). From the repo root, carry .deps:
-#   O=$OUT timeout 560 bash bench/results/next-session/session25_grouped_fp8_clusters.sh; then tar $OUT.
+#   O=$OUT timeout 560 bash bench/results/2026-12-05-h200-session29/session25_grouped_fp8_clusters.sh; then tar $OUT.
 # The grouped FP8 kernel's 192-wide static-stride path in clusters of 2 (grouped_fp8_kernel's CM = 2,
 # pair_unit_tiles; lab variants fp8_*_192_*_c2, written without a GPU in session 25): a cluster takes
 # plan blocks 2j, 2j + 1 with one n unit; where both are one expert's, each CTA loads half the B tile

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 25 (not yet run; ~5 min). From the repo root, carry .deps:
-#   O=$OUT timeout 560 bash bench/results/next-session/session25_qwen3_bf16_index.sh; then tar $OUT.
+#   O=$OUT timeout 560 bash bench/results/2026-12-05-h200-session29/session25_qwen3_bf16_index.sh; then tar $OUT.
 # (Move this script and its patch into the session's results directory first, and fix P below.)
 # Session 24's open doubt: with the warp-uniform consumer index (consumer_half()) in the bf16 grouped
 # kernel, qwen3-30b-a3b's bf16 forward at T=16384 ran 0.959 of the base's speed in Y5 (slower in 2
@@ -13,7 +13,7 @@
 # leaves the bf16 grouped kernel.
 set -u
 . tools/device_call.sh
-P=bench/results/next-session/session25_grouped_bf16_uniform_index.patch
+P=bench/results/2026-12-05-h200-session29/session25_grouped_bf16_uniform_index.patch
 base_tree $P
 build_base_bench &
 build_device
