@@ -161,8 +161,9 @@ struct fp8_config {
     static constexpr int SCALE_BYTES = SCALE_SLOT_FLOATS * 4;
     static constexpr int FULL_ARRIVALS = 1;           // the TMA thread (+ its bytes)
     static constexpr int SCALE_FULL_ARRIVALS = 32;    // the scale warp's lanes
-    static constexpr int EMPTY_ARRIVALS = 2 * 4 * CLUSTER_M_; // consumer warps (both rings; every CTA's that
-                                                              // reads the stage's B)
+    static constexpr int EMPTY_ARRIVALS = 2 * 4 * CLUSTER_M_; // consumer warps (every CTA's that reads the
+                                                              // stage's B)
+    static constexpr int SCALE_EMPTY_ARRIVALS = 2 * 128;      // consumer threads (fp8_scales)
     static constexpr int SMEM_BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + SCALE_SLOT_COUNT * SCALE_BYTES +
                                       2 * (STAGES + SCALE_STAGES) * 8;
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -202,7 +203,7 @@ template <class CFG> __device__ __forceinline__ void fp8_rings_init(const fp8_sm
     }
     for (int i = 0; i < CFG::SCALE_STAGES; ++i) {
         mbar_init(&s.scale_full[i], CFG::SCALE_FULL_ARRIVALS);
-        mbar_init(&s.scale_empty[i], CFG::EMPTY_ARRIVALS);
+        mbar_init(&s.scale_empty[i], CFG::SCALE_EMPTY_ARRIVALS);
     }
     fence_mbarrier_init();
 }
@@ -246,7 +247,7 @@ __device__ __forceinline__ void fp8_mma(float *part, const fp8_smem &s, int stag
 // boxes). b: the k-block's B scales, even and odd columns (KMAJOR only: the caller reads them
 // from global memory).
 template <class CFG, bool PAIRED>
-__device__ __forceinline__ fp8_kblock fp8_scales(const fp8_smem &s, int stage, ring_pos &scales, int r_lo, int lane,
+__device__ __forceinline__ fp8_kblock fp8_scales(const fp8_smem &s, int stage, ring_pos &scales, int r_lo,
                                                  int kb_index, float2 b) {
     fp8_kblock kb;
     kb.stage = stage;
@@ -274,9 +275,11 @@ __device__ __forceinline__ fp8_kblock fp8_scales(const fp8_smem &s, int stage, r
     const float sb_odd = PAIRED ? sc[FP8_BM + 1] : sb;
     kb.odd_lo = a_lo * sb_odd;
     kb.odd_hi = a_hi * sb_odd;
-    // The loads are done (their products exist) before the slot is given back.
+    // The loads are done (their products exist) before the slot is given back, by this thread's
+    // own arrival: a warp's one arrival (lane 0's) is not ordered after its other lanes' loads
+    // (racecheck found it in session 29).
     asm volatile("" : "+f"(kb.s_lo), "+f"(kb.s_hi), "+f"(kb.odd_lo), "+f"(kb.odd_hi)::"memory");
-    release_stage<1>(&s.scale_empty[scales.slot], lane);
+    mbar_arrive(&s.scale_empty[scales.slot]);
     ring_next(scales, CFG::SCALE_STAGES);
     return kb;
 }
@@ -285,11 +288,11 @@ __device__ __forceinline__ fp8_kblock fp8_scales(const fp8_smem &s, int stage, r
 // thread's scales while they run (fp8_scales); advances the tiles' ring.
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, ring_pos &tiles, ring_pos &scales,
-                                                int half, int r_lo, int lane, int kb_index = 0,
+                                                int half, int r_lo, int kb_index = 0,
                                                 float2 b = make_float2(1.0f, 1.0f)) {
     mbar_wait(&s.full[tiles.slot], tiles.phase);
     fp8_mma<CFG>(part, s, tiles.slot, half);
-    const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, lane, kb_index, b);
+    const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, kb_index, b);
     ring_next(tiles, CFG::STAGES);
     return kb;
 }
@@ -298,9 +301,9 @@ __device__ __forceinline__ fp8_kblock fp8_issue(float *part, const fp8_smem &s, 
 // wgmma yet (the caller issues them with fp8_mma); advances the tiles' ring.
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_acquire(const fp8_smem &s, ring_pos &tiles, ring_pos &scales, int r_lo,
-                                                  int lane, int kb_index = 0, float2 b = make_float2(1.0f, 1.0f)) {
+                                                  int kb_index = 0, float2 b = make_float2(1.0f, 1.0f)) {
     mbar_wait(&s.full[tiles.slot], tiles.phase);
-    const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, lane, kb_index, b);
+    const fp8_kblock kb = fp8_scales<CFG, PAIRED>(s, tiles.slot, scales, r_lo, kb_index, b);
     ring_next(tiles, CFG::STAGES);
     return kb;
 }
@@ -504,10 +507,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // Stage kb is waited for and its scales read while kb-1's wgmmas run (fp8_order).
                 constexpr bool WIDE = CFG::BN != FP8_BN;
                 const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
-                fp8_kblock prev = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, 0);
+                fp8_kblock prev = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, 0);
                 fp8_mma<CFG>(part, s, prev.stage, half);
                 for (int kb = 1; kb < num_kb; ++kb) {
-                    const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, lane, kb);
+                    const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, kb);
                     wgmma_wait_group<0>();
                     fp8_dense_retire<CFG>(acc, part, prev, split, s.empty, lane);
                     fp8_mma<CFG>(part, s, next.stage, half);
@@ -520,13 +523,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // (the next 128 columns), and the promotion splits the columns between the two.
                 const int split = (128 - n0 % 128) / 8; // column blocks of 8 in the first scale block
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb);
+                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, kb);
                     wgmma_wait_group<0>();
                     fp8_dense_retire<CFG>(acc, part, now, split, s.empty, lane);
                 }
             } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane, kb);
+                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, kb);
                     wgmma_wait_group<0>();
                     fp8_retire<false, CM>(acc, part, now, s.empty, lane);
                 }
@@ -535,18 +538,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // Straight-line steady state (every wait_group 1 leaves exactly one group in
                 // flight) and an explicit tail, so that ptxas can prove which accumulators
                 // are complete when they are read (it serialises the wgmmas otherwise: C7514).
-                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
+                fp8_kblock even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo);
                 int kb = 0;
                 for (; kb + 2 < num_kb; kb += 2) {
-                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part, even, s.empty, lane);
-                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, lane);
+                    even = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part2, odd, s.empty, lane);
                 }
                 if (kb + 1 < num_kb) {
-                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo, lane);
+                    const fp8_kblock odd = fp8_issue<CFG, false>(part2, s, tiles, scales, half, r_lo);
                     wgmma_wait_group<1>();
                     fp8_retire<false>(acc, part, even, s.empty, lane);
                     wgmma_wait_group<0>();

@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         for (int i = 0; i < 4; ++i) b[i] = __ldg(p.sw + off[i] + at);
                         // B scales 1: now's products are this thread's two A scales themselves.
                         const fp8_kblock now =
-                            fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, make_float2(1.0f, 1.0f));
+                            fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, kb, make_float2(1.0f, 1.0f));
                         const float sc[8] = {now.s_lo * b[0], now.s_lo * b[1], now.s_hi * b[0], now.s_hi * b[1],
                                              now.s_lo * b[2], now.s_lo * b[3], now.s_hi * b[2], now.s_hi * b[3]};
                         wgmma_wait_group<0>();
@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             release_stage<1>(&s.empty[tiles.slot], lane);
                             if constexpr (CFG::RING_SCALES) {
                                 mbar_wait(&s.scale_full[scales.slot], scales.phase);
-                                release_stage<1>(&s.scale_empty[scales.slot], lane);
+                                mbar_arrive(&s.scale_empty[scales.slot]); // each thread's (fp8_scales)
                             }
                             ring_next(tiles, CFG::STAGES);
                             if constexpr (CFG::RING_SCALES) ring_next(scales, CFG::SCALE_STAGES);
@@ -585,7 +585,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             const long long at = (long long)kb * sb_ks;
                             b = make_float2(__ldg(p.sw + sb_even + at), __ldg(p.sw + sb_odd + at));
                         }
-                        const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, lane, kb, b);
+                        const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, kb, b);
                         wgmma_wait_group<0>();
                         fp8_retire<true>(acc, part, now, s.empty, lane);
                     }
