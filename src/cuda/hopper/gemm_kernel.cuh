@@ -195,28 +195,24 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (threadIdx.x == 0) {
             tma_prefetch_map(&map_a);
             tma_prefetch_map(&map_b);
-            int stage = 0;
-            uint32_t phase = 0;
+            ring_pos r = {0, 0};
             for (int u = cluster_id; u < units; u += clusters) {
                 int unit_m, n_block;
                 raster_unit(u, units_m, tiles_n, p.group_m, unit_m, n_block);
                 const int m0 = (unit_m * CLUSTER_M + (int)cta_rank) * BM;
                 const int n0 = n_block * BN;
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    mbar_wait(&empty[stage], phase ^ 1);
-                    mbar_arrive_expect_tx(&full[stage], CFG::STAGE_BYTES);
-                    tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
+                    mbar_wait(&empty[r.slot], r.phase ^ 1);
+                    mbar_arrive_expect_tx(&full[r.slot], CFG::STAGE_BYTES);
+                    tma_load_2d(smem_a + r.slot * CFG::A_BYTES, &map_a, &full[r.slot], kb * BK, m0);
                     if (CLUSTER_M == 1) {
-                        tma_load_2d(smem_b + stage * CFG::B_BYTES, &map_b, &full[stage], kb * BK, n0);
+                        tma_load_2d(smem_b + r.slot * CFG::B_BYTES, &map_b, &full[r.slot], kb * BK, n0);
                     } else {
                         const int part = (int)cta_rank * CFG::B_BOX_ROWS;
-                        tma_load_2d_multicast(smem_b + stage * CFG::B_BYTES + part * BK * 2, &map_b, &full[stage],
+                        tma_load_2d_multicast(smem_b + r.slot * CFG::B_BYTES + part * BK * 2, &map_b, &full[r.slot],
                                               kb * BK, n0 + part, (uint16_t)((1u << CLUSTER_M) - 1));
                     }
-                    if (++stage == STAGES) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
+                    ring_next(r, STAGES);
                 }
             }
         }
@@ -229,8 +225,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         float acc[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-        int stage = 0;
-        uint32_t phase = 0;
+        ring_pos r = {0, 0};
         for (int u = cluster_id; u < units; u += clusters) {
             int unit_m, n_block;
             raster_unit(u, units_m, tiles_n, p.group_m, unit_m, n_block);
@@ -238,9 +233,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int n0 = n_block * BN;
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
-                mbar_wait(&full[stage], phase);
-                const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
-                const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * CFG::B_BYTES);
+                mbar_wait(&full[r.slot], r.phase);
+                const uint64_t desc_a = smem_desc_k_sw128(smem_a + r.slot * CFG::A_BYTES + half * 64 * BK * 2);
+                const uint64_t desc_b = smem_desc_k_sw128(smem_b + r.slot * CFG::B_BYTES);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk)
@@ -250,11 +245,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // Keep this k-block's wgmmas in flight; the previous block's are done now.
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<CLUSTER_M>(&empty[prev_stage], lane);
-                prev_stage = stage;
-                if (++stage == STAGES) {
-                    stage = 0;
-                    phase ^= 1;
-                }
+                prev_stage = r.slot;
+                ring_next(r, STAGES);
             }
             wgmma_wait_group<0>();
             fence_registers<BN / 2>(acc);
