@@ -59,7 +59,7 @@ namespace moe_hopper {
 // with the ring 228).
 // BULK (EPI_BULK, 192 wide only): 4 stages, so that each consumer warp's 16 finished rows fit
 // beside them (BULK_WARP_BYTES; grouped_epilogue.cuh's bulk_epilogue).
-// CM (lab only, compile-checked in session 25, never run): clusters of 2, see pair_unit_tiles.
+// CM (lab only; measured in session 29, not shipped): clusters of 2, see pair_unit_tiles.
 template <bool STAGE_SCALES = false, int BN = FP8_BN, bool BULK = false, int CM = 1>
 using grouped_fp8_config = fp8_config<BN == FP8_BN ? 6 : BULK ? 4 : 5, false, BN,
                                       STAGE_SCALES ? FP8_SCALES_KMAJOR : FP8_SCALES_RING, FP8_ISSUE_THEN_WAIT, CM>;
@@ -253,7 +253,7 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
     }
 }
 
-// CM = 2 (lab only; compile-checked in session 25, never run): a cluster of 2 takes unit u = (a
+// CM = 2 (lab only; see the end of this comment): a cluster of 2 takes unit u = (a
 // pair of plan blocks 2j, 2j + 1; one n unit), rank r the block 2j + r, so both CTAs read the same
 // weight tiles at the same time. Where both blocks are one expert's (`shared`) each CTA loads half
 // of the B tile and multicasts it to both, as the dense kernel's clusters; where the pair straddles
@@ -262,6 +262,10 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
 // barrier expects the same bytes. An odd live block count leaves the last pair's rank 1 a `ghost`:
 // it loads its pair's first block again (addresses in bounds), computes, and stores nothing. The
 // raster runs over pairs (no expert raster, no tickets).
+// Session 29 (bench/results/2026-12-05-h200-session29/call2, two rounds at T = 16384): correct,
+// memcheck and racecheck clean; the mainloop alone 2-11% faster in clusters, but the full kernels
+// (with their epilogues) 0.96-1.04x of the single CTA's speed, slower on qwen3 (bulk epilogues) and
+// gpt-oss, faster on mixtral: not a consistent gain, so the library keeps single CTAs.
 __device__ __forceinline__ void pair_unit_tiles(const grouped_fp8_params &p, int u, int units_m, uint32_t rank,
                                                 int &m_block, int &n_first, int &n_count, int &e, bool &ghost,
                                                 bool &shared) {
