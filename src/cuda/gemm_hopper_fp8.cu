@@ -201,6 +201,9 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
                           "multiple of 128 (gated) or 16 (relu2) and out_scale_ks >= rows; got n = %lld, ldo = %lld, "
                           "out_scale_ks = %lld, rows = %lld",
                           (long long)g->n, (long long)g->ldo, (long long)a->out_scale_ks, (long long)g->rows);
+    if (quant && a->swap_decode)
+        return moe__error(ctx, MOE_STATUS_INTERNAL,
+                          "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
     if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->n % 16 != 0 || g->k % 16 != 0 ||
         g->lda != g->k || g->ldo % 4 != 0 || (uintptr_t)g->out % 16 != 0 || (uintptr_t)g->bias % 16 != 0 ||
         (uintptr_t)g->a % 16 != 0 || (uintptr_t)g->b % 16 != 0)
@@ -237,9 +240,6 @@ moe_status hopper_fp8_gemm_launch(moe_context_t *ctx, const fp8_gemm_args *a, cu
     fill_params(a, sms, bn, &p);
     if (a->swap_decode) {
         // map_b's boxes (128 weight rows) are the swapped kernel's A; map_a's (a plan block) its B.
-        if (quant)
-            return moe__error(ctx, MOE_STATUS_INTERNAL,
-                              "Hopper FP8 decode GEMM: A2 quantised in the epilogue needs the 128 x 128 tiles");
         return cuda_status(ctx, swap_decode_launch<false>(g->mode, map_b, map_a, p, g->rows, sms, stream),
                            g->mode == GEMM_UP ? "Hopper FP8 decode GEMM1 launch" : "Hopper FP8 decode GEMM2 launch");
     }
