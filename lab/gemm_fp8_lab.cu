@@ -19,7 +19,7 @@
 // Timing: a CUDA graph of REPS launches (rotating 3 input sets when one fits in L2), median of
 // 20 replays / REPS.
 //
-//   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only] [--sanitize]
+//   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,fp8engine_pt,fp8pt,fp8pt_128,fp8pt_c2,fp8pt_128_c2,fp8pt_128_s7_c2] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only] [--sanitize]
 //   gemm_fp8_lab --selftest      (host only: the quantisation harness against moe_quantize)
 //
 // Last line: "N passed, M failed"; exit status 1 if any check failed.
@@ -277,8 +277,11 @@ struct impl {
     lab_fp8_fn fn;      // NULL: cuBLASLt
     int8_t fast_accum;  // cuBLASLt only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
     int8_t lt_block;    // cuBLASLt only: our block-scaled operands (else the per-tensor ones)
-    int8_t probe;       // timed whatever its check says (an ablation whose results are wrong by design)
+    int8_t tensor;      // ours: on the per-tensor operands (ta, tb, tsa, tsb: cuBLASLt's "cublaslt" work)
 };
+
+// Whether an implementation computes on the per-tensor operands (else the block-scaled ones).
+static bool tensor_operands(const impl &im) { return (!im.fn && !im.lt_block) || im.tensor; }
 
 static cublasLtHandle_t g_lt;
 static void *g_lt_ws;
@@ -353,14 +356,15 @@ static moe_status launch(const impl &im, const shape &sh, const operand_set &op,
     if (!im.fn) return lt_matmul(sh, op, c, im.fast_accum, im.lt_block, stream, why, why_len);
     moe__hopper_gemm_fp8_args args;
     memset(&args, 0, sizeof args);
-    args.a = op.a;
+    args.a = im.tensor ? op.ta : op.a;
     args.lda = sh.k;
-    args.a_scales = op.sa;
-    args.lds_a = op.lds_a;
-    args.b = op.b;
+    args.a_scales = im.tensor ? op.tsa : op.sa;
+    args.lds_a = im.tensor ? 1 : op.lds_a;
+    args.b = im.tensor ? op.tb : op.b;
     args.ldb = sh.k;
-    args.b_scales = op.sb;
-    args.lds_b = op.lds_b;
+    args.b_scales = im.tensor ? op.tsb : op.sb;
+    args.lds_b = im.tensor ? 1 : op.lds_b;
+    args.tensor_scales = im.tensor;
     args.c = c;
     args.ldc = sh.n;
     args.m = sh.m;
@@ -436,7 +440,7 @@ int main(int argc, char **argv) {
             printf("%d passed, %d failed\n", 3 - bad, bad);
             return bad ? 1 : 0;
         } else {
-            fprintf(stderr, "usage: %s [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,noscale128,noscale192] [--filter SUBSTR] [--json FILE] [--quick] [--check-only] [--sanitize]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,fp8engine_pt,fp8pt,fp8pt_128,fp8pt_c2,fp8pt_128_c2,fp8pt_128_s7_c2] [--filter SUBSTR] [--json FILE] [--quick] [--check-only] [--sanitize]\n", argv[0]);
             return 2;
         }
     }
@@ -460,10 +464,15 @@ int main(int argc, char **argv) {
         {"fp8v8_128", "fp8v4u_128 in clusters of 2 along M, B multicast (cuBLASLt's same-work configuration)",
          lab_gemm_fp8_v8_128, 0},
         {"fp8engine", "library entry moe__hopper_gemm_fp8", engine_entry, 0},
-        {"noscale128", "probe: the 128-wide kernel without its scale path (scales 1; timing only)",
-         lab_gemm_fp8_noscale_128, 0, 1},
-        {"noscale192", "probe: the 192-wide kernel without its scale path (scales 1; timing only)",
-         lab_gemm_fp8_noscale_192, 0, 1},
+        {"fp8engine_pt", "library entry moe__hopper_gemm_fp8 on per-tensor operands (tensor_scales = 1)", engine_entry,
+         0, 0, 1},
+        {"fp8pt", "per-tensor operands: 128 x 192, 5 stages, ACQUIRE_FIRST, no scales in the stage", lab_gemm_fp8_pt, 0,
+         0, 1},
+        {"fp8pt_128", "per-tensor operands: 128 x 128, 6 stages, ISSUE_THEN_WAIT_U", lab_gemm_fp8_pt_128, 0, 0, 1},
+        {"fp8pt_c2", "fp8pt in clusters of 2 along M, B multicast", lab_gemm_fp8_pt_c2, 0, 0, 1},
+        {"fp8pt_128_c2", "fp8pt_128 in clusters of 2 along M, B multicast", lab_gemm_fp8_pt_128_c2, 0, 0, 1},
+        {"fp8pt_128_s7_c2", "fp8pt_128_c2 with 7 stages (they fit without the scale boxes)", lab_gemm_fp8_pt_128_s7_c2,
+         0, 0, 1},
     };
     std::vector<impl> impls;
     // The ratio column is against "cublaslt" (promoting accumulation, like ours); "lt-fast" is
@@ -564,17 +573,16 @@ int main(int argc, char **argv) {
                 if (st != MOE_STATUS_OK) break;
                 CUDA_OK(cudaStreamSynchronize(stream));
                 CUDA_OK(cudaGetLastError());
-                // The per-tensor cuBLASLt peers compute with their own operands: checked against their
-                // reference; lt-block with ours.
-                const bool tensor_ops = !im.fn && !im.lt_block;
-                worst = std::max(worst, relative_error(sh, c, tensor_ops ? ops[(size_t)s].ref_tensor : ops[(size_t)s].ref,
+                // The per-tensor cuBLASLt peers and our per-tensor variants compute on the per-tensor
+                // operands: checked against their reference; lt-block with the block-scaled ones.
+                worst = std::max(worst, relative_error(sh, c, tensor_operands(im) ? ops[(size_t)s].ref_tensor : ops[(size_t)s].ref,
                                                        scratch));
             }
             if (!im.fn && st == MOE_STATUS_UNSUPPORTED) {
                 printf("%-44s %-9s skipped: %s\n", dims, im.name, why);
                 continue;
             }
-            const bool correct = st == MOE_STATUS_OK && (worst <= TOLERANCE || im.probe);
+            const bool correct = st == MOE_STATUS_OK && worst <= TOLERANCE;
             const double ms = correct && !check_only ? time_impl(im, sh, ops, c, stream) : -1.0;
             const bool ok = correct && (ms > 0 || check_only);
             const double tflops = ms > 0 ? 2.0 * sh.m * sh.n * sh.k / (ms * 1e-3) / 1e12 : 0.0;
@@ -582,18 +590,18 @@ int main(int argc, char **argv) {
             if (im.lt_block) blk_ms = ms;
             const double ratio = (ms > 0 && lt_ms > 0) ? lt_ms / ms : 0.0;
             if (!ok) ++failed;
-            else if (!im.probe) ++passed; // a probe counts neither way
+            else ++passed;
             printf("%-44s %-9s %9.4f %9.1f %8.3fx %8.1e  %s%s%s\n", dims, im.name, ms, tflops, ratio, worst,
-                   ok ? (im.probe ? "probe (not checked)" : "pass") : "FAIL", st != MOE_STATUS_OK ? ": " : "", why);
+                   ok ? "pass" : "FAIL", st != MOE_STATUS_OK ? ": " : "", why);
             fflush(stdout);
             if (json) {
                 fprintf(json,
                         "{\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"bf16\", "
                         "\"dtype\": \"fp8-e4m3\", \"impl\": \"%s\", \"what\": \"%s\", \"ms\": %.6f, \"tflops\": %.2f, "
-                        "\"vs_cublaslt\": %.4f, \"vs_lt_block\": %.4f, \"err\": %.3e, \"pass\": %s, \"probe\": %s, \"input_sets\": %d, "
+                        "\"vs_cublaslt\": %.4f, \"vs_lt_block\": %.4f, \"err\": %.3e, \"pass\": %s, \"operands\": \"%s\", \"input_sets\": %d, "
                         "\"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                         sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k, im.name, im.what, ms, tflops, ratio,
-                        ms > 0 && blk_ms > 0 ? blk_ms / ms : 0.0, isfinite(worst) ? worst : -1.0, ok && !im.probe ? "true" : "false", im.probe ? "true" : "false", sets, commit,
+                        ms > 0 && blk_ms > 0 ? blk_ms / ms : 0.0, isfinite(worst) ? worst : -1.0, ok ? "true" : "false", tensor_operands(im) ? "per-tensor" : "block", sets, commit,
                         (unsigned long long)seed, prop.name);
                 fflush(json);
             }

@@ -19,15 +19,3 @@ extern "C" moe_status lab_gemm_fp8_v3_144(const moe__hopper_gemm_fp8_args *args,
     return fp8_launch<fp8_wide_cfg<144>>(args, stream, why, why_len);
 }
 
-// Probes (timing only: every scale 1, so their outputs fail the check): the 128- and 192-wide
-// kernels without the scale path (no scale warp, no scale-slot waits), to measure what it costs.
-extern "C" moe_status lab_gemm_fp8_noscale_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                               size_t why_len) {
-    using CFG = fp8_config<6, false, 128, FP8_SCALES_NONE>;
-    return fp8_launch<CFG>(args, stream, why, why_len);
-}
-extern "C" moe_status lab_gemm_fp8_noscale_192(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                               size_t why_len) {
-    using CFG = fp8_config<5, false, 192, FP8_SCALES_NONE>;
-    return fp8_launch<CFG>(args, stream, why, why_len);
-}

@@ -21,11 +21,6 @@ extern "C" moe_status lab_gemm_fp8_v3_160(const moe__hopper_gemm_fp8_args *args,
                                           size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v3_144(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
-// Probes: the scale path left out (every scale 1; timed, never correct).
-extern "C" moe_status lab_gemm_fp8_noscale_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                               size_t why_len);
-extern "C" moe_status lab_gemm_fp8_noscale_192(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
-                                               size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v4(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                       size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v4_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
@@ -44,5 +39,16 @@ extern "C" moe_status lab_gemm_fp8_v8(const moe__hopper_gemm_fp8_args *args, cud
                                       size_t why_len);
 extern "C" moe_status lab_gemm_fp8_v8_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
                                           size_t why_len);
+// Per-tensor FP8 (FP8_SCALES_TENSOR; gemm_fp8_v9_tensor.cu): the engine's configurations, forced.
+extern "C" moe_status lab_gemm_fp8_pt(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                      size_t why_len);
+extern "C" moe_status lab_gemm_fp8_pt_128(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                          size_t why_len);
+extern "C" moe_status lab_gemm_fp8_pt_c2(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                         size_t why_len);
+extern "C" moe_status lab_gemm_fp8_pt_128_c2(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                             size_t why_len);
+extern "C" moe_status lab_gemm_fp8_pt_128_s7_c2(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream, char *why,
+                                                size_t why_len);
 
 #endif

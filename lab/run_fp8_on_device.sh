@@ -19,7 +19,7 @@ source "$(dirname "$0")/lab_lib.sh"
 
 lab_header "FP8 lab: "
 lab_find_cublas cuBLASLt cublasLt.h cublasLt
-lab_build gemm_fp8_lab "lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu lab/gemm_fp8_v3_bn192.cu lab/gemm_fp8_v4_tma_scales.cu lab/gemm_fp8_v6_acquire.cu lab/gemm_fp8_v8_cluster.cu src/cuda/hopper/gemm_fp8.cu" \
+lab_build gemm_fp8_lab "lab/gemm_fp8_lab.cu lab/gemm_fp8_v1_promote.cu lab/gemm_fp8_v2_overlap.cu lab/gemm_fp8_v3_bn192.cu lab/gemm_fp8_v4_tma_scales.cu lab/gemm_fp8_v6_acquire.cu lab/gemm_fp8_v8_cluster.cu lab/gemm_fp8_v9_tensor.cu src/cuda/hopper/gemm_fp8.cu" \
     "src/core/formats.c lab/fp8_quant_shim.c"
 # What the kernels compiled to (QGMMA = FP8 wgmma; LDGSTS + ARRIVES = the scale copies).
 lab_sass gemm_fp8_lab 'QGMMA|HGMMA|UTMALDG|SYNCS|USETMAXREG|WARPGROUP|MEMBAR|LDL|STL|LDGSTS|ARRIVES'

@@ -34,7 +34,8 @@ cat >"$tmp/lab_fp8.json" <<'J'
 {"rows": [
  {"shape": "square-8192", "impl": "cublaslt", "tflops": 1300.0, "pass": false},
  {"shape": "square-8192", "impl": "lt-block", "tflops": 1400.0, "pass": true},
- {"shape": "square-8192", "impl": "fp8engine", "tflops": 1290.0, "pass": true}
+ {"shape": "square-8192", "impl": "fp8engine", "tflops": 1290.0, "pass": true},
+ {"shape": "square-8192", "impl": "fp8engine_pt", "tflops": 1250.0, "pass": true}
 ]}
 J
 "$python" "$src/tools/issue4_gates.py" "$tmp/bf16.json" "$tmp/absent.json" "$tmp/lab.json" "$tmp/lab_fp8.json" \
@@ -68,6 +69,7 @@ expect("bf16 T=16384 time / dense-equiv cuBLAS time", "gpt-oss-120b", None, Fals
 expect("FP8 block-scaled T=16384 TFLOP/s", "deepseek-v3", None, False)                        # file absent
 expect("bf16 dense 8192^3 TFLOP/s / cuBLAS's", "8192x8192x8192", 0.96, True)
 expect("FP8 dense 8192^3 TFLOP/s / cuBLASLt's", "8192x8192x8192", None, False)               # failed peer row
+expect("FP8 dense 8192^3 TFLOP/s / cuBLASLt's on the same per-tensor operands", "8192x8192x8192", None, False)
 expect("FP8 dense 8192^3 TFLOP/s / cuBLASLt's on the same block-scaled operands", "8192x8192x8192", 1290.0 / 1400.0,
        False)                                                                                  # 0.921 < 0.95
 # What passing needs: moefuse's ms at the threshold, that rate, its share of the run's dense GEMM.
@@ -86,12 +88,12 @@ expect_needs("FP8 block-scaled T=16384 TFLOP/s", "deepseek-v3", None, None, None
 expect_needs("bf16 dense 8192^3 TFLOP/s / cuBLAS's", "8192x8192x8192", None, None, None)         # a direct ratio
 untuned = [x for x in g if "untuned" in x["gate"]]
 assert len(untuned) == 12 and all(x["value"] is None and not x["pass"] for x in untuned), untuned
-assert len(g) == 30, len(g)
+assert len(g) == 31, len(g)
 PY
 rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: gate values"; exit 1; }
-grep -q "4 of 30 gates pass" "$tmp/gates.md" || { echo "FAIL: summary line"; cat "$tmp/gates.md"; exit 1; }
+grep -q "4 of 31 gates pass" "$tmp/gates.md" || { echo "FAIL: summary line"; cat "$tmp/gates.md"; exit 1; }
 # qwen3's torch gate (1.05x) is the one miss past the run's dense GEMM
 grep -q "^1 of the misses would need" "$tmp/gates.md" || { echo "FAIL: the beyond-the-ceiling line"; cat "$tmp/gates.md"; exit 1; }
 grep -q "| 1.667 ms, 840 TFLOP/s = 1.05x" "$tmp/gates.md" || { echo "FAIL: the needs column"; cat "$tmp/gates.md"; exit 1; }
-echo "PASS: issue4_gates.py on made-up inputs (30 gates, missing inputs reported)"
+echo "PASS: issue4_gates.py on made-up inputs (31 gates, missing inputs reported)"

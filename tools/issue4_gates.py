@@ -84,10 +84,14 @@ def evaluate(bf16, fp8, lab_bf16, lab_fp8):
         r = rows_by(f, "moefuse-auto-block128", s, 16384)
         gate(g, "FP8 block-scaled T=16384 TFLOP/s", s, r and r["tflops"], ">=", t,
              "routed FLOPs / moefuse-auto-block128 ms", needs(r, r and r["tflops"] * r["ms"] / t, fp8_ceiling))
-    # FP8: against cuBLASLt on per-tensor operands (its promoting accumulation), and on our own
-    # block-scaled operands (1x128 x 128x128 scales, cuBLAS >= 12.9): the same work as ours.
+    # FP8 against cuBLASLt (its promoting accumulation, not fast accumulation): the engine's
+    # block-scaled mode against per-tensor cuBLASLt (more work against less: the strictest reading),
+    # and each mode against cuBLASLt on the same operands: per-tensor scales, and our block scales
+    # (1x128 x 128x128, cuBLAS >= 12.9).
     for lab, ours, peer, what in ((lab_bf16, "engine", "cublas", "bf16 dense 8192^3 TFLOP/s / cuBLAS's"),
                                   (lab_fp8, "fp8engine", "cublaslt", "FP8 dense 8192^3 TFLOP/s / cuBLASLt's"),
+                                  (lab_fp8, "fp8engine_pt", "cublaslt",
+                                   "FP8 dense 8192^3 TFLOP/s / cuBLASLt's on the same per-tensor operands"),
                                   (lab_fp8, "fp8engine", "lt-block",
                                    "FP8 dense 8192^3 TFLOP/s / cuBLASLt's on the same block-scaled operands")):
         rows = lab.get("rows", [])

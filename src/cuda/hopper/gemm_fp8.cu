@@ -1,4 +1,5 @@
-// The library's entry to the Hopper engine's FP8 block-scaled dense GEMM (gemm_fp8_kernel.cuh):
+// The library's entry to the Hopper engine's FP8 dense GEMM (gemm_fp8_kernel.cuh), block-scaled or
+// per tensor (tensor_scales: the same configurations with FP8_SCALES_TENSOR). Block-scaled:
 // 128 x 128 tiles, 6 stages, or 128 x 192, 5 stages, by moe__hopper_gemm_fp8_block_n (gemm_fp8.h),
 // in clusters of 2 sharing B by multicast where moe__hopper_gemm_fp8_cluster_m says (many waves, the
 // scales by TMA; session 25's lab call Z1). Both widths take their scales by TMA in the stage's
@@ -24,13 +25,24 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
     const cudaStream_t s = (cudaStream_t)stream;
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
-    const bool boxes = fp8_tma_scales_ok(args); // the scales by TMA (else the ring: no clusters)
+    const bool tensor = args->tensor_scales != 0;
+    const bool boxes = !tensor && fp8_tma_scales_ok(args); // the scales by TMA (else the ring: no clusters)
     int bn = args->block_n, cm = args->cluster_m;
     if (bn == 0 || cm == 0) {
         int sms = 0;
         if ((st = device_sms(&sms, why, why_len)) != MOE_STATUS_OK) return st;
         if (bn == 0) bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
-        if (cm == 0) cm = boxes ? moe__hopper_gemm_fp8_cluster_m(args->m, args->n, bn, sms) : 1;
+        if (cm == 0) cm = boxes || tensor ? moe__hopper_gemm_fp8_cluster_m(args->m, args->n, bn, sms) : 1;
+    }
+    if (tensor) { // the block-scaled configurations' widths, orders and clusters, no scales in the stage
+        using WIDE = fp8_config<5, false, 192, FP8_SCALES_TENSOR, FP8_ACQUIRE_FIRST>;
+        using NARROW = fp8_config<6, false, 128, FP8_SCALES_TENSOR, FP8_ISSUE_THEN_WAIT_U>;
+        using WIDE_PAIR = fp8_config<5, false, 192, FP8_SCALES_TENSOR, FP8_ACQUIRE_FIRST, 2>;
+        using NARROW_PAIR = fp8_config<6, false, 128, FP8_SCALES_TENSOR, FP8_ISSUE_THEN_WAIT_U, 2>;
+        if (cm == 2)
+            return bn == 192 ? fp8_launch<WIDE_PAIR>(args, s, why, why_len)
+                             : fp8_launch<NARROW_PAIR>(args, s, why, why_len);
+        return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len) : fp8_launch<NARROW>(args, s, why, why_len);
     }
     if (boxes) {
         using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;

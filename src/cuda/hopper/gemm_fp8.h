@@ -1,4 +1,4 @@
-/* The Hopper engine's dense FP8 block-scaled GEMM, C interface (internal to the CUDA backend).
+/* The Hopper engine's dense FP8 GEMM, C interface (internal to the CUDA backend). Block-scaled:
  *
  *   C[M, N] = sum_kb sa[m][kb] * sb[n/128][kb] * (A[m, kb-block] . B[n, kb-block])
  *
@@ -6,10 +6,14 @@
  * B [N, K] e4m3 codes with FP8_BLOCK128 scales sb [ceil(N/128), ceil(K/128)] (row stride lds_b);
  * both K-major; x = code * scale (moe_quantize's layouts). C bf16, row-major. The wgmma partial
  * sums are promoted into fp32 (and scaled there) every 128 of K.
+ * Per tensor (tensor_scales = 1): C = sa[0] * sb[0] * (A . B), one FP8_TENSOR scale per operand
+ * (device pointers, read by the kernel: graph replays may change them); lds_a, lds_b unused. The
+ * same promotion every 128 of K.
  *
  * Requirements (checked): a sm_90 device; M, N, K in [1, 2^31); lda, ldb multiples of 16 bytes
  * (TMA row strides) and >= K; A and B 16-byte aligned; lds_a, lds_b >= ceil(K/128); sa and sb
- * 4-byte aligned; ldc >= N; block_n 0, 128 or 192; cluster_m 0, 1 or 2 (2: the scales by TMA).
+ * 4-byte aligned; ldc >= N; block_n 0, 128 or 192; cluster_m 0, 1 or 2 (2: the scales by TMA or per
+ * tensor); tensor_scales 0 or 1 (lds_a, lds_b then unchecked).
  * Asynchronous on `stream`; no allocation, no sync, graph-capturable. Faster where lds_a and lds_b
  * are multiples of 4 and sa, sb 16-byte aligned: the tiles then take their scales by TMA, and large
  * outputs run in clusters of 2 (gemm_fp8.cu). */
@@ -39,6 +43,7 @@ typedef struct moe__hopper_gemm_fp8_args {
     int64_t m, n, k;
     int block_n;          /* 0: the rule below; 128 or 192 to force a tile width */
     int cluster_m;        /* 0: the rule below; 1 or 2 to force the CTAs a cluster (2: the scales by TMA) */
+    int tensor_scales;    /* 0: the block scales above; 1: one scale per operand (a_scales[0], b_scales[0]) */
 } moe__hopper_gemm_fp8_args;
 
 /* The tile width the engine picks (block_n 0) for an M x N output on `sms` multiprocessors. The

@@ -60,6 +60,12 @@
 // lds_b multiples of 4, both bases 16-byte aligned). The published FP8 block-scaled kernels do
 // this (docs/hopper_gemm.md). The ring cost 12% of the time at 8192^3 (the no-scale probe 0.895x
 // cuBLASLt against 0.776x); the boxes took the engine to 0.804x there (S5 of session 17).
+//
+// Per-tensor FP8 (FP8_SCALES_TENSOR, the dense kernel): C = sa * sb * (A8 . B8) with one fp32 scale
+// per operand. The same mainloop, promotion every 128 of K included (the tensor core's reduced-
+// precision accumulation must not span more: cuBLASLt's per-tensor kernel without fast accumulation
+// promotes every k-block too, by FADD, session 24), with sa * sb as every k-block's scale; the tile
+// stage carries the A and B tiles alone. Session 17's no-scale probe timed this loop (scales all 1).
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_GEMM_FP8_KERNEL_CUH
 
@@ -78,8 +84,9 @@ enum fp8_scale_path {
     FP8_SCALES_BOXES = 1,  // dense kernel: two TMA boxes in the tile stage's transaction ("Scales by TMA")
     FP8_SCALES_KMAJOR = 2, // grouped kernel: the tile's 128 k-block-major A scales by one bulk copy in the
                            // stage's transaction; the consumers read the B scales from global memory
-    FP8_SCALES_NONE = 3    // lab probe of the dense kernel: no scale path, every scale 1 (timing only,
-                           // wrong results: what the scale path costs)
+    FP8_SCALES_TENSOR = 3  // dense kernel, per-tensor FP8 (FP8_TENSOR): one fp32 scale per operand, read once
+                           // by each consumer thread; their product multiplies every promotion. No scale
+                           // path in the ring at all (what session 17's no-scale probe timed, made correct)
 };
 
 // The consumers' order within a k-block (fp8_config's ORDER):
@@ -125,17 +132,15 @@ struct fp8_config {
     static_assert(!OVERLAP_ || ORDER_ == FP8_ISSUE_THEN_WAIT, "OVERLAP has its own order");
     static constexpr int CLUSTER_M = CLUSTER_M_;
     static constexpr int B_BOX_ROWS = BN_ / CLUSTER_M_; // rows of B one CTA loads (and multicasts)
-    static_assert(CLUSTER_M_ == 1 ||
-                      (CLUSTER_M_ == 2 && (SCALE_PATH_ == FP8_SCALES_BOXES || SCALE_PATH_ == FP8_SCALES_KMAJOR) &&
-                       !OVERLAP_),
-                  "clusters of 2: the scales in the stage (no scale ring to share)");
+    static_assert(CLUSTER_M_ == 1 || (CLUSTER_M_ == 2 && SCALE_PATH_ != FP8_SCALES_RING && !OVERLAP_),
+                  "clusters of 2: the scales in the stage or per tensor (no scale ring to share)");
     static_assert(B_BOX_ROWS * FP8_BK % 1024 == 0, "each CTA's half of B stays 1024-aligned for the swizzle");
     static constexpr int SCALE_PATH = SCALE_PATH_;
-    static constexpr bool SCALES = SCALE_PATH_ != FP8_SCALES_NONE;
+    static constexpr bool TENSOR_SCALES = SCALE_PATH_ == FP8_SCALES_TENSOR;
     static constexpr bool RING_SCALES = SCALE_PATH_ == FP8_SCALES_RING;
     static constexpr bool STAGE_SCALES = SCALE_PATH_ == FP8_SCALES_BOXES || SCALE_PATH_ == FP8_SCALES_KMAJOR;
     static constexpr int STAGES = STAGES_;
-    static constexpr int SCALE_STAGES = STAGE_SCALES ? 0 : 2 * STAGES_; // (the probe keeps the ring's memory)
+    static constexpr int SCALE_STAGES = RING_SCALES ? 2 * STAGES_ : 0;
     static constexpr bool OVERLAP = OVERLAP_;
     static_assert(!OVERLAP_ || BN_ == FP8_BN, "OVERLAP: 128-wide tiles");
     static_assert(!OVERLAP_ || SCALE_PATH_ != FP8_SCALES_BOXES, "OVERLAP's issues pass no k-block index (boxes need it)");
@@ -245,14 +250,14 @@ __device__ __forceinline__ void fp8_mma(float *part, const fp8_smem &s, int stag
 // frees (the ring; advances `scales`), or from the stage itself (BOXES, KMAJOR; freed with the
 // stage). kb_index: the k-block's index (BOXES only: its column in the stage's 4-wide scale
 // boxes). b: the k-block's B scales, even and odd columns (KMAJOR only: the caller reads them
-// from global memory).
+// from global memory), or (TENSOR) the product of the two tensors' scales in b.x.
 template <class CFG, bool PAIRED>
 __device__ __forceinline__ fp8_kblock fp8_scales(const fp8_smem &s, int stage, ring_pos &scales, int r_lo,
                                                  int kb_index, float2 b) {
     fp8_kblock kb;
     kb.stage = stage;
-    if constexpr (!CFG::SCALES) { // the lab's probe: no scale slot at all
-        kb.s_lo = kb.s_hi = kb.odd_lo = kb.odd_hi = 1.0f;
+    if constexpr (CFG::TENSOR_SCALES) { // one scale for every element: no slot at all
+        kb.s_lo = kb.s_hi = kb.odd_lo = kb.odd_hi = b.x;
         return kb;
     }
     if constexpr (CFG::STAGE_SCALES) { // the stage's own scales, landed with its tiles
@@ -379,7 +384,7 @@ __device__ __forceinline__ void fp8_dense_retire(float *acc, float *part, const 
 // waits on a global load's latency): the tile's 128 A scales, and its B scale, or (B_SCALES = 2,
 // tiles wider than 128) the two 128-column scale blocks it spans, the second read as 0 past n.
 // BOXES: warp 0 lane 0 alone, each k-block's scales as two more boxes of the stage's transaction
-// (map_sa, map_sb: see "Scales by TMA"); NONE: warp 0 lane 0 alone, no scales.
+// (map_sa, map_sb: see "Scales by TMA"); TENSOR: warp 0 lane 0 alone, no scales.
 template <class CFG, int B_SCALES>
 __device__ __forceinline__ void fp8_dense_produce(const fp8_smem &s, const CUtensorMap *map_a, const CUtensorMap *map_b,
                                                   const CUtensorMap *map_sa, const CUtensorMap *map_sb,
@@ -458,7 +463,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
                     const fp8_params p) {
-    static_assert(CFG::SCALE_PATH != FP8_SCALES_KMAJOR, "the dense kernel's scales: ring, boxes or none");
+    static_assert(CFG::SCALE_PATH != FP8_SCALES_KMAJOR, "the dense kernel's scales: ring, boxes or per tensor");
+    static_assert(!CFG::OVERLAP || !CFG::TENSOR_SCALES, "OVERLAP's issues pass no tensor scale");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint8_t smem_raw[];
     const fp8_smem s = fp8_carve<CFG>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
@@ -496,6 +502,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         float part2[CFG::OVERLAP ? 64 : 1];  // the second partial accumulator (OVERLAP only)
         ring_pos tiles = {0, 0}, scales = {0, 0};
         const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
+        // TENSOR: the product of the operands' two scales, which every promotion applies (x
+        // fp8_scales); read after pdl_wait, since a kernel before may have written them.
+        float2 tensor_scale = make_float2(1.0f, 1.0f);
+        if constexpr (CFG::TENSOR_SCALES) tensor_scale.x = __ldg(p.sa) * __ldg(p.sb);
         for (int u = blockIdx.x / CM; u < units; u += gridDim.x / CM) {
             int unit_m, n_block;
             raster_unit(u, units_m, tiles_n, p.out.group_m, unit_m, n_block);
@@ -507,10 +517,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // Stage kb is waited for and its scales read while kb-1's wgmmas run (fp8_order).
                 constexpr bool WIDE = CFG::BN != FP8_BN;
                 const int split = WIDE ? (128 - n0 % 128) / 8 : 16;
-                fp8_kblock prev = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, 0);
+                fp8_kblock prev = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, 0, tensor_scale);
                 fp8_mma<CFG>(part, s, prev.stage, half);
                 for (int kb = 1; kb < num_kb; ++kb) {
-                    const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, kb);
+                    const fp8_kblock next = fp8_acquire<CFG, WIDE>(s, tiles, scales, r_lo, kb, tensor_scale);
                     wgmma_wait_group<0>();
                     fp8_dense_retire<CFG>(acc, part, prev, split, s.empty, lane);
                     fp8_mma<CFG>(part, s, next.stage, half);
@@ -523,13 +533,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // (the next 128 columns), and the promotion splits the columns between the two.
                 const int split = (128 - n0 % 128) / 8; // column blocks of 8 in the first scale block
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, kb);
+                    const fp8_kblock now = fp8_issue<CFG, true>(part, s, tiles, scales, half, r_lo, kb, tensor_scale);
                     wgmma_wait_group<0>();
                     fp8_dense_retire<CFG>(acc, part, now, split, s.empty, lane);
                 }
             } else if constexpr (!CFG::OVERLAP) {
                 for (int kb = 0; kb < num_kb; ++kb) {
-                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, kb);
+                    const fp8_kblock now = fp8_issue<CFG, false>(part, s, tiles, scales, half, r_lo, kb, tensor_scale);
                     wgmma_wait_group<0>();
                     fp8_retire<false, CM>(acc, part, now, s.empty, lane);
                 }

@@ -51,8 +51,11 @@ inline moe_status check_fp8_args(const moe__hopper_gemm_fp8_args *a, char *why, 
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
                     "ldb: got %lld, expected a multiple of 16 (16-byte rows for TMA), >= k = %lld", (long long)a->ldb,
                     (long long)a->k);
+    if (a->tensor_scales != 0 && a->tensor_scales != 1)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "tensor_scales: got %d, expected 0 (block scales) or 1 (one scale per operand)", a->tensor_scales);
     const int64_t kblocks = (a->k + 127) / 128;
-    if (a->lds_a < kblocks || a->lds_b < kblocks)
+    if (!a->tensor_scales && (a->lds_a < kblocks || a->lds_b < kblocks))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "lds_a, lds_b: got %lld, %lld, expected >= ceil(k/128) = %lld",
                     (long long)a->lds_a, (long long)a->lds_b, (long long)kblocks);
     if (a->ldc < a->n)
@@ -108,6 +111,10 @@ moe_status fp8_launch(const moe__hopper_gemm_fp8_args *args, cudaStream_t stream
     moe_status st = check_fp8_args(args, why, why_len);
     if (st != MOE_STATUS_OK) return st;
     constexpr bool boxes = CFG::SCALE_PATH == FP8_SCALES_BOXES;
+    if ((args->tensor_scales != 0) != CFG::TENSOR_SCALES)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "tensor_scales: got %d, expected %d for this kernel configuration", args->tensor_scales,
+                    CFG::TENSOR_SCALES ? 1 : 0);
     if (boxes && !fp8_tma_scales_ok(args))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
                     "lds_a, lds_b, a_scales, b_scales: got %lld, %lld, %p, %p, expected multiples of 4 and 16-byte "
