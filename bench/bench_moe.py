@@ -25,7 +25,7 @@ top-k over random logits, drawn once with torch; routing itself is not timed):
   ceilings            device copy, streaming read, bf16 GEMM 8192^3, FP8 GEMM 8192^3
 
 Every impl's output (the graph's own output) is compared with an fp64 torch reference on a
-sample of tokens after one replay and again after the timed replays; a relative Frobenius
+sample of tokens after one replay and again after all the timing rounds; a relative Frobenius
 error above the dtype's tolerance (bf16 1e-2, fp8 5e-2), a non-finite value or a raised error
 makes the row "failed" (ms null) and the process exits 1 after writing everything. FP8
 references use exactly the quantised weights the impl was given, and x and (where its rows
@@ -44,9 +44,13 @@ and distinct per token, weights finite, and for the grouped peers their offsets 
 against torch._grouped_mm's preconditions): a bad input is one FAILED row with a message,
 never a device-side assert that loses the CUDA context.
 
-Timing: warm-up, then per row at least --min-reps (20) CUDA-event-timed replays, more until
---target-s (0.5 s) of replays, at most --max-reps (200); the median is reported. When one input set
-(x and routing) fits in L2 (60 MB) the replays rotate among 3 sets, each its own graph.
+Timing: per (shape, T) every impl is first captured, checked and warmed; then all are timed
+together in --rounds (3) rounds, each round in a rotated order and each impl its share of at least
+--min-reps (20) CUDA-event-timed replays, more until --target-s (0.5 s) of replays, at most
+--max-reps (200), after one untimed replay; the median of all its replays is reported. (Timed one
+after another in one block each, a lab kernel ran 1-1.5% slower for every impl timed before it in
+the process, the card warming up: session 30; --rounds 1 is that old order, moefuse first.) When
+one input set (x and routing) fits in L2 (60 MB) the replays rotate among 3 sets, each its own graph.
 
 Output: the JSON of PERF.md's results format to --out, a markdown table beside it (same
 stem, .md). Both are rewritten after every row, so a run cut short still leaves its rows;
@@ -233,6 +237,10 @@ def parse_args(argv):
     p.add_argument("--min-reps", type=int, default=20, help="replays per row at least (>= 20 per PERF.md)")
     p.add_argument("--target-s", type=float, default=None, help="seconds of replays per row (0.5; --quick 0.1)")
     p.add_argument("--max-reps", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timing rounds per (shape, T): every impl is captured and checked first, then the impls are "
+                        "timed in turn, each round in a rotated order, each its share of the replays (default 3; 1: "
+                        "one block per impl in run order, moefuse first)")
     p.add_argument("--budget-s", type=float, default=0.0,
                    help="stop starting new rows after this many seconds (0: no limit); the rest are noted as skipped")
     p.add_argument("--seed", type=int, default=1234)
@@ -251,6 +259,8 @@ def parse_args(argv):
         p.error(f"--min-reps {a.min_reps}: PERF.md's protocol wants at least 20")
     if a.max_reps < a.min_reps:
         p.error(f"--max-reps {a.max_reps} is below --min-reps {a.min_reps}")
+    if a.rounds < 1:
+        p.error(f"--rounds {a.rounds}: expected at least 1")
     if a.out is None:
         stem = f"{utc_date()}-h200-bench" + ("" if a.dtype == "bf16" else f"-{a.dtype}")
         a.out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", stem + ".json")
@@ -295,12 +305,29 @@ def replays_needed(done, elapsed_ms, min_reps, target_s, max_reps):
     return done < max_reps and elapsed_ms < target_s * 1e3
 
 
-def median_timed(run_once, min_reps, target_s, max_reps):
-    """Median of run_once() results (ms each), replayed per replays_needed; (median, count)."""
+def timed_samples(run_once, min_reps, target_s, max_reps, first=0):
+    """run_once(i) results (ms each) for i = first, first + 1, ..., replayed per replays_needed."""
     times = []
     while replays_needed(len(times), sum(times), min_reps, target_s, max_reps):
-        times.append(run_once(len(times)))
+        times.append(run_once(first + len(times)))
+    return times
+
+
+def median_timed(run_once, min_reps, target_s, max_reps):
+    """Median of run_once() results (ms each), replayed per replays_needed; (median, count)."""
+    times = timed_samples(run_once, min_reps, target_s, max_reps)
     return statistics.median(times), len(times)
+
+
+def round_order(n, r):
+    """Round r's order of n rows: rotated by r, so that each row leads a round in turn."""
+    return [(j + r) % n for j in range(n)]
+
+
+def round_share(min_reps, target_s, max_reps, rounds):
+    """One round's replays of a row timed over `rounds` rounds: the minimum, target and maximum
+    split evenly (the minimum rounded up, so the whole stays at least min_reps)."""
+    return -(-min_reps // rounds), target_s / rounds, max(-(-max_reps // rounds), -(-min_reps // rounds))
 
 
 # -- input checks (host side, once per (shape, T) before any capture) ----------------------
@@ -531,6 +558,16 @@ class Captured:
         self.graph, self.out, self.fn = graph, out, fn
 
 
+class RowTimer:
+    """A row captured, checked and warm, waiting to be timed: replay(i) runs it once (input set
+    i mod the sets), finish() -> its worst error over every check, the last ones after the timing."""
+
+    __slots__ = ("replay", "finish")
+
+    def __init__(self, replay, finish):
+        self.replay, self.finish = replay, finish
+
+
 class Gpu:
     """Graph capture, event timing, the ceilings, the peers, the quantisers and the fp64
     reference. device "cpu" (tests only): no streams, graphs or timing."""
@@ -590,8 +627,8 @@ class Gpu:
     def empty_cache(self):
         self.torch.cuda.empty_cache()
 
-    def timed(self, launch):
-        """launch(i) timed per call with CUDA events on the current stream (ms), median and count."""
+    def clock(self, launch):
+        """once(i): launch(i) timed with CUDA events on the current stream, in ms."""
         torch = self.torch
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
@@ -602,8 +639,12 @@ class Gpu:
             stop.synchronize()
             return start.elapsed_time(stop)
 
+        return once
+
+    def timed(self, launch):
+        """launch(i) timed per call (ms): median and count, per the arguments' replays."""
         a = self.args
-        return median_timed(once, a.min_reps, a.target_s, a.max_reps)
+        return median_timed(self.clock(launch), a.min_reps, a.target_s, a.max_reps)
 
     def time_graphs(self, graphs):
         for _ in range(3):  # warm replays of every set
@@ -613,16 +654,22 @@ class Gpu:
         return self.timed(lambda i: graphs[i % len(graphs)].replay())
 
     def graph_row(self, fns, check_one):
-        """Capture fns (one per input set), check each output (check_one(i, out) -> err),
-        time the replays, then check again after a whole round: (ms, worst err, replays)."""
+        """Capture fns (one per input set), check each output (check_one(i, out) -> err) and
+        warm every graph: a RowTimer replaying graph i mod n, whose finish() checks the outputs
+        again after a whole round and frees the graphs."""
         caps = self.capture_all(fns)
         self.replay_round(caps)
         errs = [check_one(i, c.out) for i, c in enumerate(caps)]
-        ms, reps = self.time_graphs([c.graph for c in caps])
-        self.replay_round(caps)
-        errs += [check_one(i, c.out) for i, c in enumerate(caps)]
-        del caps
-        return ms, max(errs), reps
+        for _ in range(2):
+            self.replay_round(caps)
+
+        def finish():
+            self.replay_round(caps)
+            worst = max(errs + [check_one(i, c.out) for i, c in enumerate(caps)])
+            caps.clear()
+            return worst
+
+        return RowTimer(lambda i: caps[i % len(caps)].graph.replay(), finish)
 
     # -- ceilings ------------------------------------------------------------------------
     def ceilings(self):
@@ -1067,25 +1114,61 @@ def run(args, gpu=None):
             fail(lost[0])
             return False
 
+    pending = []  # this (shape, T)'s rows: [impl, RowTimer or None, exception or None, seconds, times]
+
     def record(name, dims, T, impl, fn, nsets):
-        """fn() -> (ms, err, reps) or raises; appends the row, passed or failed, and saves."""
+        """fn() -> a RowTimer (captured, checked, warm) or raises: queued for time_pending."""
         if lost:
             doc["skipped"].append((name, T, impl))
             return
-        label = f"{name:18s} T={T:6d} {impl:24s}"
         t1 = time.time()
         try:
-            ms, err, reps = fn()
-            doc["rows"].append(make_row(name, dims, T, impl, ms, err, args.dtype))
-            log(f"{label} {ms:10.4f} ms  {flops(T, dims[3], dims[1], dims[2]) / ms * 1e-9:7.1f} TFLOP/s  "
-                f"err {err:.2e}  ({reps} reps, {nsets} set{'s' if nsets > 1 else ''}, {time.time() - t1:.1f} s)")
-        except Exception as e:  # a failing impl is reported and the run goes on
-            doc["rows"].append(make_row(name, dims, T, impl, None, getattr(e, "err", None), args.dtype))
-            msg = f"{name} T={T} {impl}: FAILED: {type(e).__name__}: {e}"
-            failures.append(msg)
-            notes.append(msg)
-            log(f"{label} FAILED: {type(e).__name__}: {e}")
+            pending.append([impl, fn(), None, time.time() - t1, []])
+        except Exception as e:  # a failing impl is reported (time_pending) and the run goes on
+            pending.append([impl, None, e, time.time() - t1, []])
             cuda_alive(f"{name} T={T} {impl}")
+
+    def time_pending(name, dims, T, nsets):
+        """Times the queued rows together: args.rounds rounds, each in a rotated order (round_order),
+        each row its share of the replays (round_share) after one untimed replay, so that no impl
+        always runs first on a cool card; then each row's last checks (finish), and every row,
+        passed or failed, appended in run order. Saves."""
+        share = round_share(args.min_reps, args.target_s, args.max_reps, args.rounds)
+        for r in range(args.rounds):
+            for j in round_order(len(pending), r):
+                p = pending[j]
+                if p[1] is None or lost:
+                    continue
+                t1 = time.time()
+                try:
+                    p[1].replay(len(p[4]))
+                    p[4] += timed_samples(gpu.clock(p[1].replay), *share, first=len(p[4]) + 1)
+                except Exception as e:
+                    p[1], p[2] = None, e
+                    cuda_alive(f"{name} T={T} {p[0]} (timing)")
+                p[3] += time.time() - t1
+        for impl, timer, exc, secs, times in pending:
+            if lost and exc is None:
+                doc["skipped"].append((name, T, impl))
+                continue
+            label = f"{name:18s} T={T:6d} {impl:24s}"
+            try:
+                if exc is not None:
+                    raise exc
+                err = timer.finish()
+                ms = statistics.median(times)
+                doc["rows"].append(make_row(name, dims, T, impl, ms, err, args.dtype))
+                log(f"{label} {ms:10.4f} ms  {flops(T, dims[3], dims[1], dims[2]) / ms * 1e-9:7.1f} TFLOP/s  "
+                    f"err {err:.2e}  ({len(times)} reps in {args.rounds} round{'s' if args.rounds > 1 else ''}, "
+                    f"{nsets} set{'s' if nsets > 1 else ''}, {secs:.1f} s)")
+            except Exception as e:  # a failing impl is reported and the run goes on
+                doc["rows"].append(make_row(name, dims, T, impl, None, getattr(e, "err", None), args.dtype))
+                msg = f"{name} T={T} {impl}: FAILED: {type(e).__name__}: {e}"
+                failures.append(msg)
+                notes.append(msg)
+                log(f"{label} FAILED: {type(e).__name__}: {e}")
+                cuda_alive(f"{name} T={T} {impl}")
+        pending.clear()
         save()
 
     def shape_rows(name, dims, t0):
@@ -1130,6 +1213,7 @@ def run(args, gpu=None):
                 cuda_alive(f"{name} T={T} inputs")
                 continue
             refs = {}
+            pending.clear()  # (a row queued before an error outside any row is dropped with its T)
 
             def family_ref(family):
                 """(idx, fp64 outputs per set) of one family's quantised inputs, made once per T."""
@@ -1207,8 +1291,7 @@ def run(args, gpu=None):
                         for _ in range(2):
                             for s in sets:
                                 gpu.loop_forward(s, w13, w2, E, I)
-                        ms, reps = gpu.timed(lambda i: gpu.loop_forward(sets[i % len(sets)], w13, w2, E, I))
-                        return ms, err, reps
+                        return RowTimer(lambda i: gpu.loop_forward(sets[i % len(sets)], w13, w2, E, I), lambda: err)
                     record(name, dims, T, "torch_loop", loop, nsets)
             if "torch_grouped_mm" in args.impls:
                 record(name, dims, T, "torch_grouped_mm", graph_impl(
@@ -1235,6 +1318,7 @@ def run(args, gpu=None):
                     return gpu.graph_row(fns, lambda i, y: gpu.check(y, refs_d[i][0], refs_d[i][1],
                                                                      f"{DENSE} set {i}", tol))
                 record(name, dims, T, DENSE, dense, nsets)
+            time_pending(name, dims, T, nsets)
             sets = refs = None  # free this T's inputs (not del: the closures name them)
             gc.collect()
             save()
@@ -1323,7 +1407,7 @@ def _selftest_args(check):
     for bad in (["--shapes", "llama"], ["--tokens", "1,x"], ["--tokens", "0"], ["--min-reps", "5"],
                 ["--impls", "triton"], ["--moefuse-gemm", "v1,v1"], ["--moefuse-gemm", "a b"],
                 ["--dtype", "fp4"], ["--dtype", "fp8", "--impls", "torch_loop"],
-                ["--impls", "torch_scaled_grouped_mm"]):
+                ["--impls", "torch_scaled_grouped_mm"], ["--rounds", "0"]):
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 parse_args(bad)
@@ -1410,6 +1494,12 @@ def _selftest_formulas(check):
     check(n == 200 and abs(med - 0.03) < 1e-12, f"median_timed short rows: {n} {med}")
     med, n = median_timed(lambda i: 40.0 + i, 20, 0.5, 200)
     check(n == 20 and med == 49.5, f"median_timed long rows: {n} {med}")
+    check(timed_samples(lambda i: float(i), 3, 0.0, 10, first=5) == [5.0, 6.0, 7.0], "timed_samples: indices from first")
+    check([round_order(3, r) for r in range(4)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]], "round_order rotates")
+    check(round_share(20, 0.5, 200, 3) == (7, 0.5 / 3, 67) and round_share(20, 0.5, 200, 1) == (20, 0.5, 200),
+          f"round_share {round_share(20, 0.5, 200, 3)}")
+    check(round_share(20, 0.1, 20, 3) == (7, 0.1 / 3, 7), "round_share: the maximum never below the minimum")
+    check(parse_args([]).rounds == 3 and parse_args(["--rounds", "1"]).rounds == 1, "--rounds")
 
 
 def _selftest_input_checks(check):
@@ -1706,14 +1796,13 @@ class CpuStandIn(Gpu):
         out = fn()
         return Captured(self.Graph(fn, out), out, fn)
 
-    def timed(self, launch):
+    def clock(self, launch):
         def once(i):
             t = time.perf_counter()
             launch(i)
             return (time.perf_counter() - t) * 1e3
 
-        a = self.args
-        return median_timed(once, a.min_reps, a.target_s, a.max_reps)
+        return once
 
     def sync(self):
         pass

@@ -17,7 +17,8 @@
 //   k-block or an unpromoted partial (scaled by the wrong block's scale) gives >= 1e-1.
 // Outputs are poisoned (NaN) before every checked run; a non-finite output fails.
 // Timing: a CUDA graph of REPS launches (rotating 3 input sets when one fits in L2), median of
-// 20 replays / REPS.
+// 20 replays / REPS, every impl of a shape checked first and then all timed in 5 interleaved
+// rounds (lab_interleaved_medians: no impl always first on a cool card).
 //
 //   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,fp8engine_pt,fp8pt,fp8pt_128,fp8pt_c2,fp8pt_128_c2,fp8pt_128_s7_c2] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only] [--sanitize]
 //   gemm_fp8_lab --selftest      (host only: the quantisation harness against moe_quantize)
@@ -43,9 +44,10 @@
 
 static const double TOLERANCE = 5e-3; // relative Frobenius error against the fp64 reference
 static const int TIMED = 20;
-static const int WARMUP = 3;
+static const int WARMUP = 1; // untimed replays before each impl's turn in a round
 static const int REPS = 10;
 static const int SETS = 3;
+static const int ROUNDS = 5; // interleaved timing rounds (lab_interleaved_medians)
 
 struct shape {
     const char *name;
@@ -373,8 +375,10 @@ static moe_status launch(const impl &im, const shape &sh, const operand_set &op,
     return im.fn(&args, stream, why, why_len);
 }
 
-static double time_impl(const impl &im, const shape &sh, const std::vector<operand_set> &ops, void *c,
-                        cudaStream_t stream) {
+// The impl's graph of REPS launches (rotating the input sets), instantiated; NULL if the capture
+// failed (said on stdout).
+static cudaGraphExec_t capture_impl(const impl &im, const shape &sh, const std::vector<operand_set> &ops, void *c,
+                                    cudaStream_t stream) {
     char why[256] = "";
     cudaGraph_t graph;
     moe_status st = MOE_STATUS_OK;
@@ -385,9 +389,9 @@ static double time_impl(const impl &im, const shape &sh, const std::vector<opera
     if (st != MOE_STATUS_OK || cap != cudaSuccess) {
         printf("  %s: capture failed: %s %s\n", im.name, why, cudaGetErrorString(cap));
         cudaGetLastError();
-        return -1.0;
+        return NULL;
     }
-    return lab_graph_median_ms(graph, stream, WARMUP, TIMED, REPS);
+    return lab_instantiate(graph);
 }
 
 // Host only (no GPU): the chunked quantisation above must equal one moe_quantize call over the
@@ -551,7 +555,16 @@ int main(int argc, char **argv) {
         }
         void *c;
         CUDA_OK(cudaMalloc(&c, c_bytes));
-        double lt_ms = -1.0, blk_ms = -1.0;
+        // Every impl checked first, then all timed together in interleaved rounds, then reported.
+        struct checked {
+            const impl *im;
+            double worst;
+            moe_status st;
+            bool correct;
+            char why[256];
+        };
+        std::vector<checked> rows;
+        std::vector<cudaGraphExec_t> execs;
         for (const impl &im : impls) {
             if (ref_bad) break;
             char why[256] = "";
@@ -582,12 +595,25 @@ int main(int argc, char **argv) {
                 printf("%-44s %-9s skipped: %s\n", dims, im.name, why);
                 continue;
             }
-            const bool correct = st == MOE_STATUS_OK && worst <= TOLERANCE;
-            const double ms = correct && !check_only ? time_impl(im, sh, ops, c, stream) : -1.0;
-            const bool ok = correct && (ms > 0 || check_only);
+            checked r = {&im, worst, st, st == MOE_STATUS_OK && worst <= TOLERANCE, ""};
+            snprintf(r.why, sizeof r.why, "%s", why);
+            rows.push_back(r);
+            execs.push_back(r.correct && !check_only ? capture_impl(im, sh, ops, c, stream) : NULL);
+        }
+        const std::vector<double> times =
+            check_only ? std::vector<double>(rows.size(), -1.0) : lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS);
+        double lt_ms = -1.0, blk_ms = -1.0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            if (!rows[i].im->fn && !rows[i].im->fast_accum && !rows[i].im->lt_block) lt_ms = times[i];
+            if (rows[i].im->lt_block) blk_ms = times[i];
+        }
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const impl &im = *rows[i].im;
+            const double ms = times[i], worst = rows[i].worst;
+            const moe_status st = rows[i].st;
+            const char *why = rows[i].why;
+            const bool ok = rows[i].correct && (ms > 0 || check_only);
             const double tflops = ms > 0 ? 2.0 * sh.m * sh.n * sh.k / (ms * 1e-3) / 1e12 : 0.0;
-            if (!im.fn && !im.fast_accum && !im.lt_block) lt_ms = ms;
-            if (im.lt_block) blk_ms = ms;
             const double ratio = (ms > 0 && lt_ms > 0) ? lt_ms / ms : 0.0;
             if (!ok) ++failed;
             else ++passed;
@@ -599,10 +625,11 @@ int main(int argc, char **argv) {
                         "{\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"bf16\", "
                         "\"dtype\": \"fp8-e4m3\", \"impl\": \"%s\", \"what\": \"%s\", \"ms\": %.6f, \"tflops\": %.2f, "
                         "\"vs_cublaslt\": %.4f, \"vs_lt_block\": %.4f, \"err\": %.3e, \"pass\": %s, \"operands\": \"%s\", \"input_sets\": %d, "
-                        "\"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
+                        "\"timing\": \"interleaved, %d rounds\", \"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                         sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k, im.name, im.what, ms, tflops, ratio,
-                        ms > 0 && blk_ms > 0 ? blk_ms / ms : 0.0, isfinite(worst) ? worst : -1.0, ok ? "true" : "false", tensor_operands(im) ? "per-tensor" : "block", sets, commit,
-                        (unsigned long long)seed, prop.name);
+                        ms > 0 && blk_ms > 0 ? blk_ms / ms : 0.0, isfinite(worst) ? worst : -1.0, ok ? "true" : "false",
+                        tensor_operands(im) ? "per-tensor" : "block", sets, ROUNDS, commit, (unsigned long long)seed,
+                        prop.name);
                 fflush(json);
             }
         }

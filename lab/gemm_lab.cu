@@ -6,8 +6,9 @@
 // elements (a rigorous fp32 summation bound), then for each implementation: output poisoned
 // with NaN, one run, relative Frobenius error against the reference <= 1e-2 and no
 // non-finite value (so an unwritten element fails), then timing: a CUDA graph of REPS
-// launches (rotating among 3 input sets when they fit in L2), replayed after a warm-up,
-// median of 20 replays / REPS. cuBLAS (cublasGemmEx, bf16 in, fp32 compute) is checked the same
+// launches (rotating among 3 input sets when they fit in L2), median of 20 replays / REPS, every
+// impl of a shape checked first and then all timed in 5 interleaved rounds
+// (lab_interleaved_medians). cuBLAS (cublasGemmEx, bf16 in, fp32 compute) is checked the same
 // way, which also checks the reference and the checker.
 //
 //   gemm_lab [--variants v1,v1b,v2,v3,engine] [--filter SUBSTR] [--json rows.jsonl] [--quick]
@@ -41,7 +42,8 @@
 
 static const double TOLERANCE = 1e-2; // relative Frobenius error against the fp32 reference
 static const int TIMED = 20;          // replays timed, median taken
-static const int WARMUP = 3;
+static const int WARMUP = 1;          // untimed replays before each impl's turn in a round
+static const int ROUNDS = 5;          // interleaved timing rounds (lab_interleaved_medians)
 static const int REPS = 10;           // launches per replayed graph
 static const int SETS = 3;            // input sets rotated when a set fits in L2
 
@@ -227,8 +229,9 @@ static moe_status launch(const impl &im, const shape &sh, const operands &op, in
     return MOE_STATUS_OK;
 }
 
-// Median time of one launch in ms, from graph replays; negative if capture failed.
-static double time_impl(const impl &im, const shape &sh, const operands &op, void *c, cudaStream_t stream) {
+// The impl's graph of REPS launches (rotating the input sets), instantiated; NULL if the capture
+// failed (said on stdout).
+static cudaGraphExec_t capture_impl(const impl &im, const shape &sh, const operands &op, void *c, cudaStream_t stream) {
     char why[256] = "";
     cudaGraph_t graph;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -238,9 +241,9 @@ static double time_impl(const impl &im, const shape &sh, const operands &op, voi
     if (st != MOE_STATUS_OK || cap != cudaSuccess) {
         printf("  %s: capture failed: %s %s\n", im.name, why, cudaGetErrorString(cap));
         cudaGetLastError();
-        return -1.0;
+        return NULL;
     }
-    return lab_graph_median_ms(graph, stream, WARMUP, TIMED, REPS);
+    return lab_instantiate(graph);
 }
 
 int main(int argc, char **argv) {
@@ -321,9 +324,18 @@ int main(int argc, char **argv) {
         }
         void *c;
         CUDA_OK(cudaMalloc(&c, c_bytes));
-        double cublas_ms = -1.0;
         char dims[96];
         snprintf(dims, sizeof dims, "%s (%lldx%lldx%lld)", sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k);
+        // Every impl checked first, then all timed together in interleaved rounds, then reported.
+        struct checked {
+            const impl *im;
+            double worst;
+            moe_status st;
+            bool correct;
+            char why[256];
+        };
+        std::vector<checked> rows;
+        std::vector<cudaGraphExec_t> execs;
         for (const impl &im : impls) {
             if (ref_bad) break;
             char why[256] = "";
@@ -337,11 +349,22 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaGetLastError());
                 worst = std::max(worst, relative_error(sh, c, op.ref[s], scratch));
             }
-            const bool correct = st == MOE_STATUS_OK && worst <= TOLERANCE;
-            const double ms = correct ? time_impl(im, sh, op, c, stream) : -1.0;
-            const bool ok = correct && ms > 0; // a launch that cannot be captured and timed fails too
+            checked r = {&im, worst, st, st == MOE_STATUS_OK && worst <= TOLERANCE, ""};
+            snprintf(r.why, sizeof r.why, "%s", why);
+            rows.push_back(r);
+            execs.push_back(r.correct ? capture_impl(im, sh, op, c, stream) : NULL);
+        }
+        const std::vector<double> times = lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS);
+        double cublas_ms = -1.0;
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (!rows[i].im->fn) cublas_ms = times[i];
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const impl &im = *rows[i].im;
+            const double ms = times[i], worst = rows[i].worst;
+            const moe_status st = rows[i].st;
+            const char *why = rows[i].why;
+            const bool ok = rows[i].correct && ms > 0; // a launch that cannot be captured and timed fails too
             const double tflops = ms > 0 ? 2.0 * sh.m * sh.n * sh.k / (ms * 1e-3) / 1e12 : 0.0;
-            if (!im.fn) cublas_ms = ms;
             const double ratio = (ms > 0 && cublas_ms > 0) ? cublas_ms / ms : 0.0;
             ok ? ++passed : ++failed;
             printf("%-34s %-6s %-7s %9.4f %9.1f %8.3fx %8.1e  %s%s%s\n", dims, im.name,
@@ -352,11 +375,11 @@ int main(int argc, char **argv) {
                 fprintf(json,
                         "{\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"%s\", "
                         "\"impl\": \"%s\", \"what\": \"%s\", \"ms\": %.6f, \"tflops\": %.2f, "
-                        "\"vs_cublas\": %.4f, \"err\": %.3e, \"pass\": %s, \"input_sets\": %d, "
+                        "\"vs_cublas\": %.4f, \"err\": %.3e, \"pass\": %s, \"input_sets\": %d, \"timing\": \"interleaved, %d rounds\", "
                         "\"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                         sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k,
                         sh.out == MOE_DTYPE_F32 ? "f32" : "bf16", im.name, im.what, ms, tflops, ratio,
-                        isfinite(worst) ? worst : -1.0, ok ? "true" : "false", op.sets, commit,
+                        isfinite(worst) ? worst : -1.0, ok ? "true" : "false", op.sets, ROUNDS, commit,
                         (unsigned long long)seed, prop.name);
                 fflush(json);
             }

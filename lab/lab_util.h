@@ -52,31 +52,59 @@ template <class T> std::vector<T> lab_pick_variants(const T *all, size_t n, cons
     return picked;
 }
 
-// Replays a captured graph of `reps` launches warmup + timed times, each timed with events,
-// and returns the median replay time / reps in ms (timed even: the mean of the middle two).
-// Destroys the graph.
-static inline double lab_graph_median_ms(cudaGraph_t graph, cudaStream_t stream, int warmup, int timed, int reps) {
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+// Instantiates a captured graph (destroying it); NULL if that fails.
+static inline cudaGraphExec_t lab_instantiate(cudaGraph_t graph) {
+    cudaGraphExec_t exec = NULL;
+    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        cudaGetLastError();
+        exec = NULL;
+    }
+    CUDA_OK(cudaGraphDestroy(graph));
+    return exec;
+}
+
+// Times instantiated graphs of `reps` launches each, interleaved: `rounds` rounds, round r
+// replaying the graphs in a rotated order (from graph r % n), each `warmup` times untimed and
+// then timed / rounds times with events. Returns each graph's median replay time / reps in ms
+// (-1 for a NULL exec), and destroys the execs. Why interleaved: timed one after another, each
+// in one block, a variant ran 1-1.5% slower for every variant before it in the process (the card
+// warming up: session 30's call 1, the same kernel 5.8% slower sixth than first), and the
+// cuBLAS peers, always first, got the cool card.
+static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphExec_t> &execs, cudaStream_t stream,
+                                                          int warmup, int timed, int reps, int rounds) {
+    const size_t n = execs.size();
+    std::vector<std::vector<float>> ms(n);
     cudaEvent_t start, stop;
     CUDA_OK(cudaEventCreate(&start));
     CUDA_OK(cudaEventCreate(&stop));
-    std::vector<float> ms;
-    for (int i = 0; i < warmup + timed; ++i) {
-        CUDA_OK(cudaEventRecord(start, stream));
-        CUDA_OK(cudaGraphLaunch(exec, stream));
-        CUDA_OK(cudaEventRecord(stop, stream));
-        CUDA_OK(cudaEventSynchronize(stop));
-        float t;
-        CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-        if (i >= warmup) ms.push_back(t / reps);
-    }
-    std::sort(ms.begin(), ms.end());
+    const int per_round = (timed + rounds - 1) / rounds;
+    for (int r = 0; r < rounds; ++r)
+        for (size_t j = 0; j < n; ++j) {
+            const size_t g = (j + (size_t)r) % n;
+            if (!execs[g]) continue;
+            for (int i = 0; i < warmup + per_round; ++i) {
+                CUDA_OK(cudaEventRecord(start, stream));
+                CUDA_OK(cudaGraphLaunch(execs[g], stream));
+                CUDA_OK(cudaEventRecord(stop, stream));
+                CUDA_OK(cudaEventSynchronize(stop));
+                float t;
+                CUDA_OK(cudaEventElapsedTime(&t, start, stop));
+                if (i >= warmup) ms[g].push_back(t / reps);
+            }
+        }
     CUDA_OK(cudaEventDestroy(start));
     CUDA_OK(cudaEventDestroy(stop));
-    CUDA_OK(cudaGraphExecDestroy(exec));
-    CUDA_OK(cudaGraphDestroy(graph));
-    return (ms[timed / 2 - 1] + ms[timed / 2]) / 2.0;
+    std::vector<double> med(n, -1.0);
+    for (size_t g = 0; g < n; ++g) {
+        if (!execs[g]) continue;
+        CUDA_OK(cudaGraphExecDestroy(execs[g]));
+        execs[g] = NULL;
+        std::vector<float> &v = ms[g];
+        std::sort(v.begin(), v.end());
+        const size_t h = v.size() / 2;
+        med[g] = v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2.0;
+    }
+    return med;
 }
 
 #endif
