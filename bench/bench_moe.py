@@ -462,7 +462,8 @@ def markdown(doc, shapes, tokens, dtype="bf16"):
              f"Ceilings measured in this run: read {_fmt(c.get('read_TBps'))} TB/s, copy (read+written) "
              f"{_fmt(c.get('copy_TBps'))} TB/s, bf16 GEMM 8192^3 {_fmt(c.get('bf16_TFLOPs'))} TFLOP/s, "
              f"fp8 GEMM {_fmt(c.get('fp8_TFLOPs'))} TFLOP/s.",
-             "Times in ms (median of CUDA-event-timed graph replays; torch_loop eager). Ratios are peer ms / "
+             "Times in ms (median of CUDA-event-timed graph replays; torch_loop eager"
+             f"{'; ' + doc['timing'] if doc.get('timing') else ''}). Ratios are peer ms / "
              f"moefuse ms (> 1: moefuse faster). 'best peer' = the fastest of {', '.join(cfg['peers'])}. "
              f"'% mem floor' = memory floor ({cfg['weight_bytes']}-byte weights) / moefuse ms; compute floor at "
              f"the {cfg['gemm_ceiling'].split('_')[0]} GEMM ceiling. FAIL = output check failed or error (not timed).",
@@ -1061,7 +1062,9 @@ def run(args, gpu=None):
         notes.append("moefuse settings from the environment: " + " ".join(opt_ins))
     failures = []
     run_impls = [n for i in args.impls for n in ([v[0] for v in variants] if i == "moefuse" else [i])]
-    doc = result_doc(gpu.device_name(), git_commit(), {}, [], notes, {"skipped": []})
+    doc = result_doc(gpu.device_name(), git_commit(), {}, [], notes,
+                     {"skipped": [], "timing": f"{args.rounds} rotated rounds per (shape, T)" if args.rounds > 1
+                      else "each impl in one block, in run order"})
     lost = []  # the message, once the CUDA context is gone: nothing after it can run
 
     def save():
@@ -1114,7 +1117,7 @@ def run(args, gpu=None):
             fail(lost[0])
             return False
 
-    pending = []  # this (shape, T)'s rows: [impl, RowTimer or None, exception or None, seconds, times]
+    pending = []  # this (shape, T)'s rows: [impl, RowTimer or None, exception or None, seconds, times, round medians]
 
     def record(name, dims, T, impl, fn, nsets):
         """fn() -> a RowTimer (captured, checked, warm) or raises: queued for time_pending."""
@@ -1123,9 +1126,9 @@ def run(args, gpu=None):
             return
         t1 = time.time()
         try:
-            pending.append([impl, fn(), None, time.time() - t1, []])
+            pending.append([impl, fn(), None, time.time() - t1, [], []])
         except Exception as e:  # a failing impl is reported (time_pending) and the run goes on
-            pending.append([impl, None, e, time.time() - t1, []])
+            pending.append([impl, None, e, time.time() - t1, [], []])
             cuda_alive(f"{name} T={T} {impl}")
 
     def time_pending(name, dims, T, nsets):
@@ -1142,12 +1145,14 @@ def run(args, gpu=None):
                 t1 = time.time()
                 try:
                     p[1].replay(len(p[4]))
-                    p[4] += timed_samples(gpu.clock(p[1].replay), *share, first=len(p[4]) + 1)
+                    got = timed_samples(gpu.clock(p[1].replay), *share, first=len(p[4]) + 1)
+                    p[4] += got
+                    p[5].append(statistics.median(got))
                 except Exception as e:
                     p[1], p[2] = None, e
                     cuda_alive(f"{name} T={T} {p[0]} (timing)")
                 p[3] += time.time() - t1
-        for impl, timer, exc, secs, times in pending:
+        for impl, timer, exc, secs, times, per_round in pending:
             if lost and exc is None:
                 doc["skipped"].append((name, T, impl))
                 continue
@@ -1159,7 +1164,8 @@ def run(args, gpu=None):
                 ms = statistics.median(times)
                 doc["rows"].append(make_row(name, dims, T, impl, ms, err, args.dtype))
                 log(f"{label} {ms:10.4f} ms  {flops(T, dims[3], dims[1], dims[2]) / ms * 1e-9:7.1f} TFLOP/s  "
-                    f"err {err:.2e}  ({len(times)} reps in {args.rounds} round{'s' if args.rounds > 1 else ''}, "
+                    f"err {err:.2e}  ({len(times)} reps in {args.rounds} round{'s' if args.rounds > 1 else ''}"
+                    f"{' of ' + '/'.join(f'{m:.4f}' for m in per_round) + ' ms' if args.rounds > 1 else ''}, "
                     f"{nsets} set{'s' if nsets > 1 else ''}, {secs:.1f} s)")
             except Exception as e:  # a failing impl is reported and the run goes on
                 doc["rows"].append(make_row(name, dims, T, impl, None, getattr(e, "err", None), args.dtype))

@@ -600,8 +600,9 @@ int main(int argc, char **argv) {
             rows.push_back(r);
             execs.push_back(r.correct && !check_only ? capture_impl(im, sh, ops, c, stream) : NULL);
         }
+        std::vector<std::vector<double>> round_ms(rows.size()); // each impl's median per round
         const std::vector<double> times =
-            check_only ? std::vector<double>(rows.size(), -1.0) : lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS);
+            check_only ? std::vector<double>(rows.size(), -1.0) : lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS, &round_ms);
         double lt_ms = -1.0, blk_ms = -1.0;
         for (size_t i = 0; i < rows.size(); ++i) {
             if (!rows[i].im->fn && !rows[i].im->fast_accum && !rows[i].im->lt_block) lt_ms = times[i];
@@ -625,10 +626,10 @@ int main(int argc, char **argv) {
                         "{\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"bf16\", "
                         "\"dtype\": \"fp8-e4m3\", \"impl\": \"%s\", \"what\": \"%s\", \"ms\": %.6f, \"tflops\": %.2f, "
                         "\"vs_cublaslt\": %.4f, \"vs_lt_block\": %.4f, \"err\": %.3e, \"pass\": %s, \"operands\": \"%s\", \"input_sets\": %d, "
-                        "\"timing\": \"interleaved, %d rounds\", \"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
+                        "\"timing\": \"interleaved, %d rounds\", \"round_ms\": %s, \"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                         sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k, im.name, im.what, ms, tflops, ratio,
                         ms > 0 && blk_ms > 0 ? blk_ms / ms : 0.0, isfinite(worst) ? worst : -1.0, ok ? "true" : "false",
-                        tensor_operands(im) ? "per-tensor" : "block", sets, ROUNDS, commit, (unsigned long long)seed,
+                        tensor_operands(im) ? "per-tensor" : "block", sets, ROUNDS, lab_json_list(round_ms[i]).c_str(), commit, (unsigned long long)seed,
                         prop.name);
                 fflush(json);
             }

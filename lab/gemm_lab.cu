@@ -354,7 +354,8 @@ int main(int argc, char **argv) {
             rows.push_back(r);
             execs.push_back(r.correct ? capture_impl(im, sh, op, c, stream) : NULL);
         }
-        const std::vector<double> times = lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS);
+        std::vector<std::vector<double>> round_ms; // each impl's median per round
+        const std::vector<double> times = lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS, &round_ms);
         double cublas_ms = -1.0;
         for (size_t i = 0; i < rows.size(); ++i)
             if (!rows[i].im->fn) cublas_ms = times[i];
@@ -375,11 +376,11 @@ int main(int argc, char **argv) {
                 fprintf(json,
                         "{\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"%s\", "
                         "\"impl\": \"%s\", \"what\": \"%s\", \"ms\": %.6f, \"tflops\": %.2f, "
-                        "\"vs_cublas\": %.4f, \"err\": %.3e, \"pass\": %s, \"input_sets\": %d, \"timing\": \"interleaved, %d rounds\", "
+                        "\"vs_cublas\": %.4f, \"err\": %.3e, \"pass\": %s, \"input_sets\": %d, \"timing\": \"interleaved, %d rounds\", \"round_ms\": %s, "
                         "\"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                         sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k,
                         sh.out == MOE_DTYPE_F32 ? "f32" : "bf16", im.name, im.what, ms, tflops, ratio,
-                        isfinite(worst) ? worst : -1.0, ok ? "true" : "false", op.sets, ROUNDS, commit,
+                        isfinite(worst) ? worst : -1.0, ok ? "true" : "false", op.sets, ROUNDS, lab_json_list(round_ms[i]).c_str(), commit,
                         (unsigned long long)seed, prop.name);
                 fflush(json);
             }

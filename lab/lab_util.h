@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #define CUDA_OK(call)                                                                                   \
@@ -63,17 +64,39 @@ static inline cudaGraphExec_t lab_instantiate(cudaGraph_t graph) {
     return exec;
 }
 
+// v as a JSON list of numbers ("[]" when empty), e.g. "[1.002, 0.998]" (%.6g each).
+static inline std::string lab_json_list(const std::vector<double> &v) {
+    std::string out = "[";
+    char buf[32];
+    for (size_t i = 0; i < v.size(); ++i) {
+        snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
+        out += buf;
+    }
+    return out + "]";
+}
+
+// The median of v (sorted in place); -1 when empty.
+static inline double lab_median(std::vector<float> &v) {
+    if (v.empty()) return -1.0;
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2.0;
+}
+
 // Times instantiated graphs of `reps` launches each, interleaved: `rounds` rounds, round r
 // replaying the graphs in a rotated order (from graph r % n), each `warmup` times untimed and
 // then timed / rounds times with events. Returns each graph's median replay time / reps in ms
-// (-1 for a NULL exec), and destroys the execs. Why interleaved: timed one after another, each
+// (-1 for a NULL exec), and destroys the execs; round_ms (when not NULL) gets each graph's
+// median of each round, in round order (what drift is left shows there). Why interleaved: timed one after another, each
 // in one block, a variant ran 1-1.5% slower for every variant before it in the process (the card
 // warming up: session 30's call 1, the same kernel 5.8% slower sixth than first), and the
 // cuBLAS peers, always first, got the cool card.
 static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphExec_t> &execs, cudaStream_t stream,
-                                                          int warmup, int timed, int reps, int rounds) {
+                                                          int warmup, int timed, int reps, int rounds,
+                                                          std::vector<std::vector<double>> *round_ms = NULL) {
     const size_t n = execs.size();
     std::vector<std::vector<float>> ms(n);
+    if (round_ms) round_ms->assign(n, std::vector<double>());
     cudaEvent_t start, stop;
     CUDA_OK(cudaEventCreate(&start));
     CUDA_OK(cudaEventCreate(&stop));
@@ -82,6 +105,7 @@ static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphE
         for (size_t j = 0; j < n; ++j) {
             const size_t g = (j + (size_t)r) % n;
             if (!execs[g]) continue;
+            std::vector<float> this_round;
             for (int i = 0; i < warmup + per_round; ++i) {
                 CUDA_OK(cudaEventRecord(start, stream));
                 CUDA_OK(cudaGraphLaunch(execs[g], stream));
@@ -89,8 +113,10 @@ static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphE
                 CUDA_OK(cudaEventSynchronize(stop));
                 float t;
                 CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-                if (i >= warmup) ms[g].push_back(t / reps);
+                if (i >= warmup) this_round.push_back(t / reps);
             }
+            ms[g].insert(ms[g].end(), this_round.begin(), this_round.end());
+            if (round_ms) (*round_ms)[g].push_back(lab_median(this_round));
         }
     CUDA_OK(cudaEventDestroy(start));
     CUDA_OK(cudaEventDestroy(stop));
@@ -99,10 +125,7 @@ static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphE
         if (!execs[g]) continue;
         CUDA_OK(cudaGraphExecDestroy(execs[g]));
         execs[g] = NULL;
-        std::vector<float> &v = ms[g];
-        std::sort(v.begin(), v.end());
-        const size_t h = v.size() / 2;
-        med[g] = v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2.0;
+        med[g] = lab_median(ms[g]);
     }
     return med;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 30, call 3. From the repo root, carry .deps:
-#   O=/tmp/o3 timeout 585 bash bench/results/2026-12-05-session30/call3_issue3_tables.sh
+# Prepared in session 30 (not yet run; ~5 min). From the repo root, carry .deps (move it into the
+# session's results directory first; run it after session30_interleaved.sh):
+#   O=/tmp/oN timeout 585 bash bench/results/<session dir>/session30_issue3_tables.sh
 # Issue 3's two tables with every peer, each from one process (as session 29's call 5), now with
 # bench_moe's interleaved timing (--rounds 3, the default): FP8 first, then bf16 with --target-s 0.1;
 # then tools/issue3_gates.py over both JSONs.

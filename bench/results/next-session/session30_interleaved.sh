@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 30, call 2. From the repo root, carry .deps:
-#   O=/tmp/o2 timeout 590 bash bench/results/2026-12-05-session30/call2_interleaved.sh
-# Call 1 found the lab's timings drift with their place in the process: the same kernel 5.8%
+# Prepared in session 30 (no device could be started for it: not yet run; ~7-9 min). From the repo
+# root, carry .deps (move it into the session's results directory first):
+#   O=/tmp/oN timeout 590 bash bench/results/<session dir>/session30_interleaved.sh
+# Session 30's call 1 found the lab's timings drift with their place in the process: the same kernel 5.8%
 # slower timed sixth than first (8192^3, fp8engine), every variant slower the later it ran, and the
 # cuBLAS peers always ran first. The labs and bench_moe now time every impl of a shape together in
 # interleaved rounds (lab_interleaved_medians; bench_moe --rounds, default 3).
@@ -15,9 +16,14 @@
 # T = 64 within 2%. (2) The dense labs' ratios rise: bf16 engine / cuBLAS 0.97-1.00, FP8 engine /
 # lt-block 0.96-1.00, engine / per-tensor cuBLASLt 0.88-0.92 (block) and 0.87-0.91 (per tensor):
 # still below 0.95. The MoE gates: as session 28's within 3%.
+# Throughout: the SM clock, temperature and power every 200 ms (clocks.csv), to see whether the card
+# slows as it warms (the explanation of call 1's drift that nothing has shown yet).
+# The labs' JSON rows now carry each impl's median per round (round_ms), bench_moe's log lines too.
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
+nvidia-smi --query-gpu=timestamp,clocks.sm,temperature.gpu,power.draw --format=csv -lms 200 > $O/clocks.csv 2>&1 &
+smi=$!
 for i in 1 2; do
   for r in 1 3; do
     TOTAL_S=100 OUT=$O/order/r${r}_$i timeout 110 bash bench/run_on_device.sh --shapes qwen3-30b-a3b,glm-4.5-air \
@@ -27,4 +33,5 @@ for i in 1 2; do
 done
 left=$((585 - (SECONDS - call_t0)))
 OUT=$O/gates timeout $left bash bench/issue4_gates.sh > $O/gates_stdout.log 2>&1; mark gates $? $O/gates/gates.log
+kill $smi 2>/dev/null
 mark done 0 /dev/null
