@@ -31,6 +31,9 @@ for i in 1 2; do
     mark "bench --rounds $r ($i)" $? $O/order_r${r}_$i.log
   done
 done
+python3 tools/protocol_ab.py $O/order/r1_1/bench.json,$O/order/r1_2/bench.json \
+  $O/order/r3_1/bench.json,$O/order/r3_2/bench.json --names rounds1,rounds3 --out $O/order/ab.md > /dev/null 2>&1
+mark "protocol_ab" $? $O/order/ab.md
 left=$((585 - (SECONDS - call_t0)))
 OUT=$O/gates timeout $left bash bench/issue4_gates.sh > $O/gates_stdout.log 2>&1; mark gates $? $O/gates/gates.log
 kill $smi 2>/dev/null
