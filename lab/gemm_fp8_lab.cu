@@ -556,13 +556,7 @@ int main(int argc, char **argv) {
         void *c;
         CUDA_OK(cudaMalloc(&c, c_bytes));
         // Every impl checked first, then all timed together in interleaved rounds, then reported.
-        struct checked {
-            const impl *im;
-            double worst;
-            moe_status st;
-            bool correct;
-            char why[256];
-        };
+        typedef lab_checked<impl, moe_status> checked;
         std::vector<checked> rows;
         std::vector<cudaGraphExec_t> execs;
         for (const impl &im : impls) {

@@ -327,13 +327,7 @@ int main(int argc, char **argv) {
         char dims[96];
         snprintf(dims, sizeof dims, "%s (%lldx%lldx%lld)", sh.name, (long long)sh.m, (long long)sh.n, (long long)sh.k);
         // Every impl checked first, then all timed together in interleaved rounds, then reported.
-        struct checked {
-            const impl *im;
-            double worst;
-            moe_status st;
-            bool correct;
-            char why[256];
-        };
+        typedef lab_checked<impl, moe_status> checked;
         std::vector<checked> rows;
         std::vector<cudaGraphExec_t> execs;
         for (const impl &im : impls) {

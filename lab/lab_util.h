@@ -53,6 +53,16 @@ template <class T> std::vector<T> lab_pick_variants(const T *all, size_t n, cons
     return picked;
 }
 
+// One impl's check on a shape, kept until the shape's interleaved timing is done: the impl, its
+// worst relative error, the launch's status and message, and whether it passed (so gets timed).
+template <class IMPL, class STATUS> struct lab_checked {
+    const IMPL *im;
+    double worst;
+    STATUS st;
+    bool correct;
+    char why[256];
+};
+
 // Instantiates a captured graph (destroying it); NULL if that fails.
 static inline cudaGraphExec_t lab_instantiate(cudaGraph_t graph) {
     cudaGraphExec_t exec = NULL;

@@ -20,6 +20,20 @@ using namespace moe_hopper;
 
 static_assert(FP8_BM == MOE__HOPPER_FP8_BM, "the tile-width rule counts tiles of the kernel's rows");
 
+// The engine's configuration of a scale path in the stage (or none) for tile width bn and cm CTAs a
+// cluster: 192 wide ACQUIRE_FIRST, 128 wide ISSUE_THEN_WAIT_U (fp8_order).
+template <int PATH>
+static moe_status fp8_launch_path(const moe__hopper_gemm_fp8_args *args, int bn, int cm, cudaStream_t s, char *why,
+                                  size_t why_len) {
+    using WIDE = fp8_config<5, false, 192, PATH, FP8_ACQUIRE_FIRST>;
+    using NARROW = fp8_config<6, false, 128, PATH, FP8_ISSUE_THEN_WAIT_U>;
+    using WIDE_PAIR = fp8_config<5, false, 192, PATH, FP8_ACQUIRE_FIRST, 2>;
+    using NARROW_PAIR = fp8_config<6, false, 128, PATH, FP8_ISSUE_THEN_WAIT_U, 2>;
+    if (cm == 2)
+        return bn == 192 ? fp8_launch<WIDE_PAIR>(args, s, why, why_len) : fp8_launch<NARROW_PAIR>(args, s, why, why_len);
+    return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len) : fp8_launch<NARROW>(args, s, why, why_len);
+}
+
 extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args, void *stream, char *why,
                                            size_t why_len) {
     const cudaStream_t s = (cudaStream_t)stream;
@@ -34,26 +48,9 @@ extern "C" moe_status moe__hopper_gemm_fp8(const moe__hopper_gemm_fp8_args *args
         if (bn == 0) bn = moe__hopper_gemm_fp8_block_n(args->m, args->n, sms);
         if (cm == 0) cm = boxes || tensor ? moe__hopper_gemm_fp8_cluster_m(args->m, args->n, bn, sms) : 1;
     }
-    if (tensor) { // the block-scaled configurations' widths, orders and clusters, no scales in the stage
-        using WIDE = fp8_config<5, false, 192, FP8_SCALES_TENSOR, FP8_ACQUIRE_FIRST>;
-        using NARROW = fp8_config<6, false, 128, FP8_SCALES_TENSOR, FP8_ISSUE_THEN_WAIT_U>;
-        using WIDE_PAIR = fp8_config<5, false, 192, FP8_SCALES_TENSOR, FP8_ACQUIRE_FIRST, 2>;
-        using NARROW_PAIR = fp8_config<6, false, 128, FP8_SCALES_TENSOR, FP8_ISSUE_THEN_WAIT_U, 2>;
-        if (cm == 2)
-            return bn == 192 ? fp8_launch<WIDE_PAIR>(args, s, why, why_len)
-                             : fp8_launch<NARROW_PAIR>(args, s, why, why_len);
-        return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len) : fp8_launch<NARROW>(args, s, why, why_len);
-    }
-    if (boxes) {
-        using WIDE = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST>;
-        using NARROW = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U>;
-        using WIDE_PAIR = fp8_config<5, false, 192, FP8_SCALES_BOXES, FP8_ACQUIRE_FIRST, 2>;
-        using NARROW_PAIR = fp8_config<6, false, 128, FP8_SCALES_BOXES, FP8_ISSUE_THEN_WAIT_U, 2>;
-        if (cm == 2)
-            return bn == 192 ? fp8_launch<WIDE_PAIR>(args, s, why, why_len)
-                             : fp8_launch<NARROW_PAIR>(args, s, why, why_len);
-        return bn == 192 ? fp8_launch<WIDE>(args, s, why, why_len) : fp8_launch<NARROW>(args, s, why, why_len);
-    }
+    // Per tensor: the block-scaled configurations' widths, orders and clusters, no scales in the stage.
+    if (tensor) return fp8_launch_path<FP8_SCALES_TENSOR>(args, bn, cm, s, why, why_len);
+    if (boxes) return fp8_launch_path<FP8_SCALES_BOXES>(args, bn, cm, s, why, why_len);
     if (cm == 2)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
                     "cluster_m: got 2, which needs the scales by TMA: lds_a, lds_b (got %lld, %lld) multiples of 4 and "
