@@ -8,7 +8,8 @@
 #    cuBLAS, in one process (bench/run_on_device.sh, PERF.md's protocol).
 # 2. bench_moe FP8 on the same shapes at T = 16384 (moefuse, torch._scaled_grouped_mm, dense).
 # 3. The dense labs at 8192^3 and their other shapes: the library's bf16 dense engine against
-#    cuBLAS, its FP8 engine, block-scaled and per tensor, against cuBLASLt (lab/run_on_device.sh, LAB=fp8).
+#    cuBLAS, its FP8 engine, block-scaled and per tensor, against cuBLASLt (lab/run_on_device.sh, LAB=fp8;
+#    both FP8 modes in one process, so that every ratio is of impls timed together, interleaved).
 # 4. tools/issue4_gates.py: every gate, its measured value and threshold -> $OUT/gates.json,
 #    $OUT/gates.md.
 set -u
@@ -27,7 +28,7 @@ TOTAL_S=${FP8_S:-150} OUT=$OUT/fp8 bash bench/run_on_device.sh --dtype fp8 --sha
 mark bench_fp8 $?
 VARIANTS=engine LAB_LIMIT=60 OUT=$OUT/lab_bf16 timeout 120 bash lab/run_on_device.sh >"$OUT/lab_bf16_run.log" 2>&1
 mark lab_bf16 $?
-VARIANTS="fp8engine fp8engine_pt" LAB_LIMIT=90 LAB=fp8 OUT=$OUT/lab_fp8 timeout 120 bash lab/run_on_device.sh >"$OUT/lab_fp8_run.log" 2>&1
+VARIANTS=fp8engine,fp8engine_pt LAB_LIMIT=90 LAB=fp8 OUT=$OUT/lab_fp8 timeout 120 bash lab/run_on_device.sh >"$OUT/lab_fp8_run.log" 2>&1
 mark lab_fp8 $?
 python3 tools/issue4_gates.py "$OUT/bf16/bench-bf16.json" "$OUT/fp8/bench-fp8.json" "$OUT/lab_bf16/lab.json" \
     "$OUT/lab_fp8/lab_fp8.json" --out "$OUT/gates.json" --md "$OUT/gates.md" >"$OUT/gates_stdout.log" 2>&1

@@ -96,8 +96,10 @@ lab_sass() {
     } >"$OUT/sass.log" 2>&1
 }
 
-# lab_run_variants BINARY: the driver once per variant, each in its own process with a time
-# limit (LAB_LIMIT, else LIMIT_DEFAULT s), rows appended to one JSONL file.
+# lab_run_variants BINARY: the driver once per word of VARIANTS, each in its own process with a
+# time limit (LAB_LIMIT, else LIMIT_DEFAULT s), rows appended to one JSONL file. A word may list
+# several variants with commas: one process times them together, interleaved with the peers
+# (its log is lab_<the names joined by '-'>.log).
 lab_run_variants() {
     ROWS="$BUILD/rows.jsonl"
     rm -f "$ROWS"
@@ -105,9 +107,9 @@ lab_run_variants() {
     for v in $VARIANTS; do
         t0=$SECONDS
         timeout "${LAB_LIMIT:-$LIMIT_DEFAULT}" "$BUILD/$1" --variants "$v" --json "$ROWS" "${EXTRA[@]}" \
-            >"$OUT/lab_$v.log" 2>&1
+            >"$OUT/lab_${v//,/-}.log" 2>&1
         rc=$?
-        summary+=("$v: rc=$rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/lab_$v.log")")
+        summary+=("$v: rc=$rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/lab_${v//,/-}.log")")
     done
 }
 
