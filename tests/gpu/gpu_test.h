@@ -8,6 +8,8 @@
  *   gpu_test_cases.c    the model case table (bf16/f16, FP8, PERF.md's shapes, --big)
  *   gpu_test_parts.c    parts checked on their own: dispatch plan, FP8 quantiser, FP8 refusals,
  *                       the GEMM selection rule
+ *   gpu_test_dense.c    the Hopper engine's dense GEMMs (bf16, FP8 block-scaled and per tensor)
+ *                       against a double oracle, and their refusals
  * tests/gpu/fp8_a2_probe.c builds on gpu_test_data.c alone. */
 #ifndef MOEFUSE_GPU_TEST_H
 #define MOEFUSE_GPU_TEST_H
@@ -184,6 +186,7 @@ void selection_cases(void);
 void plan_cases(bool quick);
 void fp8_quantizer_cases(bool quick);
 void fp8_refusal_cases(void);
+void dense_engine_cases(bool quick); /* gpu_test_dense.c */
 void model_cases(bool quick);
 void fp8_model_cases(bool quick);
 void big_model_case(void);

@@ -35,6 +35,11 @@
  * given the GPU's own A2, y end to end only coarsely (see fp8_tolerance); one line per
  * check gives the stages' numbers. `--filter fp8` runs all of them and nothing else.
  *
+ * The Hopper engine's dense GEMMs (E = 1; the library's measured ceilings run them) are checked on
+ * their own ("dense bf16 ...", "dense fp8 ...", "dense refusals": gpu_test_dense.c): every tile
+ * width, the FP8 scale paths (by TMA, the scale ring, per tensor), clusters of 1 and 2, one run from
+ * a graph, against a double oracle; each bad argument refused by name.
+ *
  * Usage: test_gpu_forward [--quick] [--big] [--gemm v1|hopper|both] [--filter SUBSTRING]
  *        test_gpu_forward --selftest   (no GPU needed: the stage-wise FP8 analysis on readbacks
  *                                       made from the oracle, clean and with planted bugs)
@@ -330,6 +335,7 @@ int main(int argc, char **argv) {
     if (!perf_only) plan_cases(quick);
     if (!perf_only) fp8_quantizer_cases(quick);
     if (!perf_only) fp8_refusal_cases();
+    if (!perf_only) dense_engine_cases(quick);
 
     model_cases(quick);
     fp8_model_cases(quick);
