@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prepared in session 30 (not yet run; ~4-6 min; run it first: it is the correctness call). From
+# the repo root, carry .deps (move it into the session's results directory first):
+#   O=/tmp/oN timeout 560 bash bench/results/<session dir>/session30_dense_suite.sh
+# The GPU suite's new dense-engine cases (tests/gpu/gpu_test_dense.c: bf16, FP8 block-scaled by TMA
+# and by the scale ring, FP8 per tensor; every width, clusters of 1 and 2, one graph run; the
+# refusals), then the same under memcheck and racecheck, then the whole --quick suite.
+# Prediction (before the run): every dense case passes (the FP8 configurations passed the lab's
+# checks in session 30's call 1 on the lab's shapes; these add M = 1, 130 and 300 rows, K = 16 and
+# 1040, and the per-tensor mode from a graph); memcheck 0 errors; racecheck 0 hazards; the whole
+# --quick suite as session 29's (260 cases) plus the new ones.
+set -u
+. tools/device_call.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
+build_device
+timeout 120 $T --filter dense > $O/dense.log 2>&1; mark "dense cases" $? $O/dense.log
+timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $T --quick --filter dense > $O/memcheck_dense.log 2>&1
+mark "memcheck dense --quick" $? $O/memcheck_dense.log
+timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 $T --quick --filter dense > $O/racecheck_dense.log 2>&1
+mark "racecheck dense --quick" $? $O/racecheck_dense.log
+left=$((550 - (SECONDS - call_t0)))
+timeout $left $T --quick > $O/suite_quick.log 2>&1; mark "suite --quick" $? $O/suite_quick.log
+mark done 0 /dev/null
