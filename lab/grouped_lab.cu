@@ -12,8 +12,9 @@
 // 768 sampled outputs (live rows, incl. the first and last), |got - ref| <= 1e-2 * max(|ref|,
 // rms of the sampled refs); (2) every output the variant must write is finite (none left
 // unwritten); (3) variants that compute the shipped function also match the shipped kernel's
-// whole output (max |diff| <= 1e-2 * max |shipped|). Then timing: 3 warm-up launches, 15
-// timed ones (CUDA events around each), the median.
+// whole output (max |diff| <= 1e-2 * max |shipped|). Then timing, once every variant of the GEMM is
+// checked: all timed together in 5 rounds, each round in a rotated order, each variant one
+// warm-up launch and 3 timed ones (CUDA events around each) a round; the median of its 15.
 //
 //   grouped_lab [--shapes qwen3,mixtral,...] [--variants up_staged,up_regs,...] [--tokens T]
 //               [--json rows.jsonl] [--check-only]
@@ -52,7 +53,7 @@
 using namespace moe_hopper;
 
 
-static const int WARMUP = 3, TIMED = 15, SAMPLES = 768;
+static const int WARMUP = 1, TIMED = 15, ROUNDS = 5, SAMPLES = 768; // WARMUP: untimed launches a round
 static const double TOL = 1e-2;
 
 // ---- shapes ------------------------------------------------------------------------------
@@ -840,24 +841,34 @@ static double reference(const variant &v, const problem &P, const operands &O, i
     return activate_ref(m.act, m.alpha, m.limit, g, u);
 }
 
-static double median_ms(const std::function<cudaError_t()> &launch) {
+// The median launch time in ms of each launcher, timed interleaved: ROUNDS rounds, round r in
+// an order rotated by r, each launcher WARMUP untimed launches and then TIMED / ROUNDS timed ones
+// (CUDA events around each) per round. Timed one after another, each in one block, a variant ran
+// 1-1.5% slower for every variant before it in the process (the card warming: session 30).
+static std::vector<double> interleaved_medians(const std::vector<std::function<cudaError_t()>> &launches) {
     cudaEvent_t a, b;
     CUDA_OK(cudaEventCreate(&a));
     CUDA_OK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int i = 0; i < WARMUP + TIMED; ++i) {
-        CUDA_OK(cudaEventRecord(a));
-        CUDA_OK(launch());
-        CUDA_OK(cudaEventRecord(b));
-        CUDA_OK(cudaEventSynchronize(b));
-        float t;
-        CUDA_OK(cudaEventElapsedTime(&t, a, b));
-        if (i >= WARMUP) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
+    const size_t n = launches.size();
+    std::vector<std::vector<float>> ms(n);
+    for (int r = 0; r < ROUNDS; ++r)
+        for (size_t j = 0; j < n; ++j) {
+            const size_t g = (j + (size_t)r) % n;
+            for (int i = 0; i < WARMUP + TIMED / ROUNDS; ++i) {
+                CUDA_OK(cudaEventRecord(a));
+                CUDA_OK(launches[g]());
+                CUDA_OK(cudaEventRecord(b));
+                CUDA_OK(cudaEventSynchronize(b));
+                float t;
+                CUDA_OK(cudaEventElapsedTime(&t, a, b));
+                if (i >= WARMUP) ms[g].push_back(t);
+            }
+        }
     CUDA_OK(cudaEventDestroy(a));
     CUDA_OK(cudaEventDestroy(b));
-    return ms[TIMED / 2];
+    std::vector<double> med(n);
+    for (size_t g = 0; g < n; ++g) med[g] = lab_median(ms[g]);
+    return med;
 }
 
 // Tensor maps, parameters and grid of one FP8 grouped GEMM, as hopper_fp8_gemm_launch sets them
@@ -996,7 +1007,22 @@ int main(int argc, char **argv) {
             bool have_ops = false;
             void *shipped_out = nullptr; // the shipped variant's output of this data, for (3)
             int shipped_f32 = -1;        // its element type (only outputs of the same type are compared)
-            double none_ms = -1.0;
+            // Every variant of this data is checked first (its maps, parameters and output kept), then
+            // all are timed together, interleaved (interleaved_medians), then reported in list order.
+            struct checked_run {
+                const variant *v;
+                CUtensorMap ma, mb, mbt;
+                grouped_params p;
+                grouped_fp8_params p8;
+                unsigned ctas;
+                int tiles_n;
+                launch_fn fn;
+                fp8_launch_fn fn8;
+                void *out;
+                bool ok;
+                double worst;
+            };
+            std::vector<checked_run> runs;
             for (const variant &v : picked) {
                 if (v.data != data || v.fp8 != fp8) continue;
                 const launch_fn fn = fp8 ? nullptr : pick(v, m.act);
@@ -1115,9 +1141,34 @@ int main(int argc, char **argv) {
                     }
                     cudaFree(d_rows);
                 }
-                const double ms = check_only ? 0.0 : median_ms(launch);
-                if (v.trace && !check_only) print_pp_trace();
-                const int64_t tiles = (P.live / BM) * tiles_n;
+                runs.push_back({&v, ma, mb, mbt, p, p8, ctas, tiles_n, fn, fn8, out, ok, worst});
+                if (v.shipped_function && !shipped_out && ok) { // the first one listed
+                    shipped_out = out;
+                    shipped_f32 = g.f32;
+                }
+            }
+            std::vector<std::function<cudaError_t()>> launches;
+            for (const checked_run &r : runs) {
+                const checked_run *q = &r; // runs is complete: its elements stay where they are
+                launches.push_back([q, fp8]() {
+                    return fp8 ? q->fn8(q->ma, q->mb, q->p8, q->ctas) : q->fn(q->ma, q->mb, q->mbt, q->p, q->ctas);
+                });
+            }
+            const std::vector<double> times =
+                check_only ? std::vector<double>(runs.size(), 0.0) : interleaved_medians(launches);
+            double none_ms = -1.0; // the latest EPI_NONE variant's, listed before (the excess's base)
+            for (size_t i = 0; i < runs.size(); ++i) {
+                const checked_run &r = runs[i];
+                const variant &v = *r.v;
+                const double ms = times[i], worst = r.worst;
+                const bool ok = r.ok;
+                const unsigned ctas = r.ctas;
+                if (v.trace && !check_only) { // its trace buffer holds the last launch's: launch it once more
+                    CUDA_OK(launches[i]());
+                    CUDA_OK(cudaDeviceSynchronize());
+                    print_pp_trace();
+                }
+                const int64_t tiles = (P.live / BM) * r.tiles_n;
                 const double flop = 2.0 * real_rows * O.n * O.k;
                 const double tflops = ms > 0 ? flop / (ms * 1e-3) / 1e12 : 0.0;
                 const double us_tile = ms > 0 ? ms * 1e3 * ctas / tiles : 0.0;
@@ -1132,21 +1183,17 @@ int main(int argc, char **argv) {
                     fprintf(json,
                             "{\"shape\": \"%s\", \"variant\": \"%s\", \"data\": \"%s\", \"T\": %lld, \"N\": %lld, "
                             "\"K\": %lld, \"tiles\": %lld, \"ms\": %.5f, \"tflops\": %.2f, \"us_per_tile\": %.3f, "
-                            "\"excess_us_per_tile\": %.3f, \"err\": %.3e, \"pass\": %s, \"commit\": \"%s\", "
-                            "\"seed\": %llu, \"gpu\": \"%s\"}\n",
+                            "\"excess_us_per_tile\": %.3f, \"err\": %.3e, \"pass\": %s, \"timing\": \"interleaved, %d rounds\", "
+                            "\"commit\": \"%s\", \"seed\": %llu, \"gpu\": \"%s\"}\n",
                             m.name, v.name, data == GEMM_UP ? "gemm1" : "gemm2", (long long)P.T, (long long)O.n,
                             (long long)O.k, (long long)tiles, ms, tflops, us_tile, isnan(excess) ? -1.0 : excess,
-                            std::isfinite(worst) ? worst : -1.0, ok ? "true" : "false", commit,
+                            std::isfinite(worst) ? worst : -1.0, ok ? "true" : "false", ROUNDS, commit,
                             (unsigned long long)seed, prop.name);
                     fflush(json);
                 }
-                if (v.shipped_function && !shipped_out && ok) { // the first one listed
-                    shipped_out = out;
-                    shipped_f32 = g.f32;
-                }
-                else cudaFree(out);
             }
-            if (shipped_out) cudaFree(shipped_out);
+            for (checked_run &r : runs) cudaFree(r.out); // (the shipped output among them)
+
             if (have_ops) free_operands(O);
         }
         cudaFree(P.d_ids);
