@@ -10,7 +10,7 @@
 # 2. sass.log: per kernel, code bytes and counts of the instructions that matter (HGMMA,
 #    WARPGROUP, BAR, MUFU, BRX, CALL, STG, STS, LDS, LDG, LDL, STL, ...), lab/sass_summary.py;
 # 3. grouped.log / grouped.jsonl: the lab (correctness shapes with every activation, then the
-#    PERF.md shapes at T=16384: each variant checked, then timed alone); with LAB=fp8,
+#    PERF.md shapes at T=16384: every variant checked, then all timed interleaved); with LAB=fp8,
 #    grouped_fp8.log / grouped_fp8.jsonl: `grouped_lab --fp8`, the FP8 grouped kernel's shipped
 #    epilogue and no-store variants (fp8_up_*, fp8_down_*) on the same shapes;
 # 4. unless SUITE=0: the GPU suite with the library as built from this tree

@@ -4,7 +4,8 @@
 #   O=/tmp/oN timeout 560 bash bench/results/<session dir>/session30_dense_suite.sh
 # The GPU suite's new dense-engine cases (tests/gpu/gpu_test_dense.c: bf16, FP8 block-scaled by TMA
 # and by the scale ring, FP8 per tensor; every width, clusters of 1 and 2, one graph run; the
-# refusals), then the same under memcheck and racecheck, then the whole --quick suite.
+# refusals), then the same under memcheck and racecheck; the grouped lab's first interleaved run
+# (qwen3 at T = 16384, four variants: session 30 rewrote its timing); then the whole --quick suite.
 # Prediction (before the run): every dense case passes (the FP8 configurations passed the lab's
 # checks in session 30's call 1 on the lab's shapes; these add M = 1, 130 and 300 rows, K = 16 and
 # 1040, and the per-tensor mode from a graph); memcheck 0 errors; racecheck 0 hazards; the whole
@@ -18,6 +19,8 @@ timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $T --quick --fi
 mark "memcheck dense --quick" $? $O/memcheck_dense.log
 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 $T --quick --filter dense > $O/racecheck_dense.log 2>&1
 mark "racecheck dense --quick" $? $O/racecheck_dense.log
+SHAPES=qwen3 VARIANTS=up_none,up_actfirst,down_none,down_dyn_b16 TOKENS=16384 SUITE=0 LAB_LIMIT=100 OUT=$O/glab \
+  timeout 160 bash lab/run_grouped_on_device.sh > $O/glab_stdout.log 2>&1; mark "grouped lab (interleaved)" $? $O/glab_stdout.log
 left=$((550 - (SECONDS - call_t0)))
 timeout $left $T --quick > $O/suite_quick.log 2>&1; mark "suite --quick" $? $O/suite_quick.log
 mark done 0 /dev/null
