@@ -63,6 +63,7 @@
 
 /* ---- run state (test_gpu_forward.c) -------------------------------------------------------- */
 extern int case_failures, cases_passed, cases_failed; /* the running case's failed checks; totals */
+extern int cases_skipped; /* --big's case when its device buffers exceed the free memory (said, not run) */
 extern int case_path;                                 /* the running case's GEMM path (MOE__CUDA_GEMM_*) */
 extern bool perf_only;                                /* --perf: PERF.md's shapes only */
 extern int64_t perf_T_arg[8];                         /* --perf's T list, n_perf_T_arg of them */
@@ -142,6 +143,7 @@ typedef struct device_buffers {
 } device_buffers;
 
 size_t y_bytes(const model *m, int64_t T);
+size_t device_alloc_bytes(const model *m, int64_t T); /* what device_alloc allocates, workspace included */
 void device_alloc(const model *m, device_buffers *b, int64_t T, int routing);
 void device_free(device_buffers *b);
 void device_upload(const model *m, device_buffers *b, const inputs *in);

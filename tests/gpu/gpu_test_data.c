@@ -259,6 +259,14 @@ static moe_tensor tensor_rows(void *data, moe_dtype dt, int64_t T, int64_t cols,
     return t;
 }
 
+size_t device_alloc_bytes(const model *m, int64_t T) {
+    const int64_t E = m->spec.num_experts, k = m->spec.top_k;
+    size_t ws = 0;
+    MOE_OK(gpu_ctx, moe_forward_workspace_size(gpu_ctx, m->w_gpu, T, m->act_format, &ws));
+    return x_bytes(m, T) + 16 + y_bytes(m, T) + 16 + (size_t)(T * E) * 4 + 4 + 4 * ((size_t)(T * k) * 4 + 4) +
+           (ws ? ws : 1);
+}
+
 void device_alloc(const model *m, device_buffers *b, int64_t T, int routing) {
     const moe_layer_spec *s = &m->spec;
     const int64_t H = s->hidden, E = s->num_experts, k = s->top_k;
