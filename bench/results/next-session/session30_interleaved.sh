@@ -36,5 +36,7 @@ python3 tools/protocol_ab.py $O/order/r1_1/bench.json,$O/order/r1_2/bench.json \
 mark "protocol_ab" $? $O/order/ab.md
 left=$((585 - (SECONDS - call_t0)))
 OUT=$O/gates timeout $left bash bench/issue4_gates.sh > $O/gates_stdout.log 2>&1; mark gates $? $O/gates/gates.log
+python3 tools/lab_rounds.py $O/gates/lab_bf16/lab.json $O/gates/lab_fp8/lab_fp8.json --out $O/gates/lab_rounds.md \
+  > /dev/null 2>&1; mark "lab rounds (drift left)" $? $O/gates/lab_rounds.md
 kill $smi 2>/dev/null
 mark done 0 /dev/null
