@@ -18,7 +18,7 @@
 // Outputs are poisoned (NaN) before every checked run; a non-finite output fails.
 // Timing: a CUDA graph of REPS launches (rotating 3 input sets when one fits in L2), median of
 // 20 replays / REPS, every impl of a shape checked first and then all timed in 5 interleaved
-// rounds (lab_interleaved_medians: no impl always first on a cool card).
+// rounds (lab_graph_medians: no impl always first on a cool card).
 //
 //   gemm_fp8_lab [--variants fp8v1,fp8v2,fp8v3,fp8v3_160,fp8v3_144,fp8v4,fp8v4_128,fp8v6,fp8v6_128,fp8v4u,fp8v4u_128,fp8v8,fp8v8_128,fp8engine,fp8engine_pt,fp8pt,fp8pt_128,fp8pt_c2,fp8pt_128_c2,fp8pt_128_s7_c2] [--filter SUBSTR] [--json rows.jsonl] [--quick] [--check-only] [--sanitize]
 //   gemm_fp8_lab --selftest      (host only: the quantisation harness against moe_quantize)
@@ -47,7 +47,7 @@ static const int TIMED = 20;
 static const int WARMUP = 1; // untimed replays before each impl's turn in a round
 static const int REPS = 10;
 static const int SETS = 3;
-static const int ROUNDS = 5; // interleaved timing rounds (lab_interleaved_medians)
+static const int ROUNDS = 5; // interleaved timing rounds (lab_graph_medians)
 
 struct shape {
     const char *name;
@@ -596,7 +596,7 @@ int main(int argc, char **argv) {
         }
         std::vector<std::vector<double>> round_ms(rows.size()); // each impl's median per round
         const std::vector<double> times =
-            check_only ? std::vector<double>(rows.size(), -1.0) : lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS, &round_ms);
+            check_only ? std::vector<double>(rows.size(), -1.0) : lab_graph_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS, &round_ms);
         double lt_ms = -1.0, blk_ms = -1.0;
         for (size_t i = 0; i < rows.size(); ++i) {
             if (!rows[i].im->fn && !rows[i].im->fast_accum && !rows[i].im->lt_block) lt_ms = times[i];

@@ -8,7 +8,7 @@
 // non-finite value (so an unwritten element fails), then timing: a CUDA graph of REPS
 // launches (rotating among 3 input sets when they fit in L2), median of 20 replays / REPS, every
 // impl of a shape checked first and then all timed in 5 interleaved rounds
-// (lab_interleaved_medians). cuBLAS (cublasGemmEx, bf16 in, fp32 compute) is checked the same
+// (lab_graph_medians). cuBLAS (cublasGemmEx, bf16 in, fp32 compute) is checked the same
 // way, which also checks the reference and the checker.
 //
 //   gemm_lab [--variants v1,v1b,v2,v3,engine] [--filter SUBSTR] [--json rows.jsonl] [--quick]
@@ -43,7 +43,7 @@
 static const double TOLERANCE = 1e-2; // relative Frobenius error against the fp32 reference
 static const int TIMED = 20;          // replays timed, median taken
 static const int WARMUP = 1;          // untimed replays before each impl's turn in a round
-static const int ROUNDS = 5;          // interleaved timing rounds (lab_interleaved_medians)
+static const int ROUNDS = 5;          // interleaved timing rounds (lab_graph_medians)
 static const int REPS = 10;           // launches per replayed graph
 static const int SETS = 3;            // input sets rotated when a set fits in L2
 
@@ -349,7 +349,7 @@ int main(int argc, char **argv) {
             execs.push_back(r.correct ? capture_impl(im, sh, op, c, stream) : NULL);
         }
         std::vector<std::vector<double>> round_ms; // each impl's median per round
-        const std::vector<double> times = lab_interleaved_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS, &round_ms);
+        const std::vector<double> times = lab_graph_medians(execs, stream, WARMUP, TIMED, REPS, ROUNDS, &round_ms);
         double cublas_ms = -1.0;
         for (size_t i = 0; i < rows.size(); ++i)
             if (!rows[i].im->fn) cublas_ms = times[i];

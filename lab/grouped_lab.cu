@@ -841,36 +841,6 @@ static double reference(const variant &v, const problem &P, const operands &O, i
     return activate_ref(m.act, m.alpha, m.limit, g, u);
 }
 
-// The median launch time in ms of each launcher, timed interleaved: ROUNDS rounds, round r in
-// an order rotated by r, each launcher WARMUP untimed launches and then TIMED / ROUNDS timed ones
-// (CUDA events around each) per round. Timed one after another, each in one block, a variant ran
-// 1-1.5% slower for every variant before it in the process (the card warming: session 30).
-static std::vector<double> interleaved_medians(const std::vector<std::function<cudaError_t()>> &launches) {
-    cudaEvent_t a, b;
-    CUDA_OK(cudaEventCreate(&a));
-    CUDA_OK(cudaEventCreate(&b));
-    const size_t n = launches.size();
-    std::vector<std::vector<float>> ms(n);
-    for (int r = 0; r < ROUNDS; ++r)
-        for (size_t j = 0; j < n; ++j) {
-            const size_t g = (j + (size_t)r) % n;
-            for (int i = 0; i < WARMUP + TIMED / ROUNDS; ++i) {
-                CUDA_OK(cudaEventRecord(a));
-                CUDA_OK(launches[g]());
-                CUDA_OK(cudaEventRecord(b));
-                CUDA_OK(cudaEventSynchronize(b));
-                float t;
-                CUDA_OK(cudaEventElapsedTime(&t, a, b));
-                if (i >= WARMUP) ms[g].push_back(t);
-            }
-        }
-    CUDA_OK(cudaEventDestroy(a));
-    CUDA_OK(cudaEventDestroy(b));
-    std::vector<double> med(n);
-    for (size_t g = 0; g < n; ++g) med[g] = lab_median(ms[g]);
-    return med;
-}
-
 // Tensor maps, parameters and grid of one FP8 grouped GEMM, as hopper_fp8_gemm_launch sets them
 // up (src/cuda/gemm_hopper_fp8.cu), from the lab's operands. cm 2 (clusters): B boxes of half a
 // tile (each CTA loads half), the raster group in pairs of blocks.
@@ -1008,7 +978,7 @@ int main(int argc, char **argv) {
             void *shipped_out = nullptr; // the shipped variant's output of this data, for (3)
             int shipped_f32 = -1;        // its element type (only outputs of the same type are compared)
             // Every variant of this data is checked first (its maps, parameters and output kept), then
-            // all are timed together, interleaved (interleaved_medians), then reported in list order.
+            // all are timed together, interleaved (lab_interleaved_medians), then reported in list order.
             struct checked_run {
                 const variant *v;
                 CUtensorMap ma, mb, mbt;
@@ -1147,15 +1117,16 @@ int main(int argc, char **argv) {
                     shipped_f32 = g.f32;
                 }
             }
-            std::vector<std::function<cudaError_t()>> launches;
+            std::vector<std::function<void()>> launches;
             for (const checked_run &r : runs) {
                 const checked_run *q = &r; // runs is complete: its elements stay where they are
                 launches.push_back([q, fp8]() {
-                    return fp8 ? q->fn8(q->ma, q->mb, q->p8, q->ctas) : q->fn(q->ma, q->mb, q->mbt, q->p, q->ctas);
+                    CUDA_OK(fp8 ? q->fn8(q->ma, q->mb, q->p8, q->ctas) : q->fn(q->ma, q->mb, q->mbt, q->p, q->ctas));
                 });
             }
-            const std::vector<double> times =
-                check_only ? std::vector<double>(runs.size(), 0.0) : interleaved_medians(launches);
+            // Timed together, interleaved (lab_util.h), on the default stream the kernels run on.
+            const std::vector<double> times = check_only ? std::vector<double>(runs.size(), 0.0)
+                                                         : lab_interleaved_medians(launches, 0, WARMUP, TIMED, ROUNDS, 1.0);
             double none_ms = -1.0; // the latest EPI_NONE variant's, listed before (the excess's base)
             for (size_t i = 0; i < runs.size(); ++i) {
                 const checked_run &r = runs[i];
@@ -1164,7 +1135,7 @@ int main(int argc, char **argv) {
                 const bool ok = r.ok;
                 const unsigned ctas = r.ctas;
                 if (v.trace && !check_only) { // its trace buffer holds the last launch's: launch it once more
-                    CUDA_OK(launches[i]());
+                    launches[i]();
                     CUDA_OK(cudaDeviceSynchronize());
                     print_pp_trace();
                 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -93,18 +94,19 @@ static inline double lab_median(std::vector<float> &v) {
     return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2.0;
 }
 
-// Times instantiated graphs of `reps` launches each, interleaved: `rounds` rounds, round r
-// replaying the graphs in a rotated order (from graph r % n), each `warmup` times untimed and
-// then timed / rounds times with events. Returns each graph's median replay time / reps in ms
-// (-1 for a NULL exec), and destroys the execs; round_ms (when not NULL) gets each graph's
-// median of each round, in round order (what drift is left shows there). Why interleaved: timed one after another, each
-// in one block, a variant ran 1-1.5% slower for every variant before it in the process (the card
-// warming up: session 30's call 1, the same kernel 5.8% slower sixth than first), and the
-// cuBLAS peers, always first, got the cool card.
-static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphExec_t> &execs, cudaStream_t stream,
-                                                          int warmup, int timed, int reps, int rounds,
+// Times launchers interleaved: `rounds` rounds, round r running them in a rotated order (from
+// launcher r % n), each `warmup` times untimed and then ceil(timed / rounds) times, each run timed
+// with events on `stream` (launch(g) enqueues one run there). Returns each launcher's median run
+// time / per_run in ms (-1 for an empty launcher); round_ms (when not NULL) gets each launcher's
+// median of each round, in round order (what drift is left shows there). Why interleaved: timed
+// one after another, each in one block, a variant ran 1-1.5% slower for every variant before it
+// in the process (the card warming up: session 30's call 1, the same kernel 5.8% slower sixth
+// than first), and the cuBLAS peers, always first, got the cool card.
+static inline std::vector<double> lab_interleaved_medians(const std::vector<std::function<void()>> &launch,
+                                                          cudaStream_t stream, int warmup, int timed, int rounds,
+                                                          double per_run,
                                                           std::vector<std::vector<double>> *round_ms = NULL) {
-    const size_t n = execs.size();
+    const size_t n = launch.size();
     std::vector<std::vector<float>> ms(n);
     if (round_ms) round_ms->assign(n, std::vector<double>());
     cudaEvent_t start, stop;
@@ -114,16 +116,16 @@ static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphE
     for (int r = 0; r < rounds; ++r)
         for (size_t j = 0; j < n; ++j) {
             const size_t g = (j + (size_t)r) % n;
-            if (!execs[g]) continue;
+            if (!launch[g]) continue;
             std::vector<float> this_round;
             for (int i = 0; i < warmup + per_round; ++i) {
                 CUDA_OK(cudaEventRecord(start, stream));
-                CUDA_OK(cudaGraphLaunch(execs[g], stream));
+                launch[g]();
                 CUDA_OK(cudaEventRecord(stop, stream));
                 CUDA_OK(cudaEventSynchronize(stop));
                 float t;
                 CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-                if (i >= warmup) this_round.push_back(t / reps);
+                if (i >= warmup) this_round.push_back((float)(t / per_run));
             }
             ms[g].insert(ms[g].end(), this_round.begin(), this_round.end());
             if (round_ms) (*round_ms)[g].push_back(lab_median(this_round));
@@ -131,11 +133,25 @@ static inline std::vector<double> lab_interleaved_medians(std::vector<cudaGraphE
     CUDA_OK(cudaEventDestroy(start));
     CUDA_OK(cudaEventDestroy(stop));
     std::vector<double> med(n, -1.0);
-    for (size_t g = 0; g < n; ++g) {
-        if (!execs[g]) continue;
-        CUDA_OK(cudaGraphExecDestroy(execs[g]));
-        execs[g] = NULL;
-        med[g] = lab_median(ms[g]);
+    for (size_t g = 0; g < n; ++g)
+        if (launch[g]) med[g] = lab_median(ms[g]);
+    return med;
+}
+
+// lab_interleaved_medians over instantiated graphs of `reps` launches each (NULL: not timed, -1),
+// per launch; destroys the execs.
+static inline std::vector<double> lab_graph_medians(std::vector<cudaGraphExec_t> &execs, cudaStream_t stream,
+                                                    int warmup, int timed, int reps, int rounds,
+                                                    std::vector<std::vector<double>> *round_ms = NULL) {
+    std::vector<std::function<void()>> launch(execs.size());
+    for (size_t g = 0; g < execs.size(); ++g) {
+        const cudaGraphExec_t e = execs[g];
+        if (e) launch[g] = [e, stream]() { CUDA_OK(cudaGraphLaunch(e, stream)); };
+    }
+    const std::vector<double> med = lab_interleaved_medians(launch, stream, warmup, timed, rounds, reps, round_ms);
+    for (cudaGraphExec_t &e : execs) {
+        if (e) CUDA_OK(cudaGraphExecDestroy(e));
+        e = NULL;
     }
     return med;
 }

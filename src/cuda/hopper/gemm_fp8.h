@@ -42,7 +42,7 @@ typedef struct moe__hopper_gemm_fp8_args {
     int64_t ldc;
     int64_t m, n, k;
     int block_n;          /* 0: the rule below; 128 or 192 to force a tile width */
-    int cluster_m;        /* 0: the rule below; 1 or 2 to force the CTAs a cluster (2: the scales by TMA) */
+    int cluster_m;        /* 0: the rule below; 1 or 2 to force the CTAs a cluster (2: scales by TMA or per tensor) */
     int tensor_scales;    /* 0: the block scales above; 1: one scale per operand (a_scales[0], b_scales[0]) */
 } moe__hopper_gemm_fp8_args;
 
