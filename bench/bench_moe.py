@@ -1126,26 +1126,24 @@ def run(args, gpu=None):
         if lost:
             doc["skipped"].append((name, T, impl))
             return
-        t1 = time.time()
-        try:
-            pending.append([impl, fn(), None, time.time() - t1, [], []])
-            return
-        except Exception as e:  # a failing impl is reported (time_pending) and the run goes on
-            oom = "OutOfMemory" in type(e).__name__ and any(p[1] is not None for p in pending)
-            if not oom:
-                pending.append([impl, None, e, time.time() - t1, [], []])
-                cuda_alive(f"{name} T={T} {impl}")
-                return
-        notes.append(f"{name} T={T}: out of memory capturing {impl} beside {len(pending)} captured rows: "
-                     f"those were timed first, without it")
-        time_pending(name, dims, T, nsets)
-        gc.collect()
-        gpu.empty_cache()
-        t1 = time.time()
-        try:
-            pending.append([impl, fn(), None, time.time() - t1, [], []])
-        except Exception as e:
-            pending.append([impl, None, e, time.time() - t1, [], []])
+
+        def prepared():
+            t1 = time.time()
+            try:
+                return [impl, fn(), None, time.time() - t1, [], []]
+            except Exception as e:  # a failing impl is reported (time_pending) and the run goes on
+                return [impl, None, e, time.time() - t1, [], []]
+
+        row = prepared()
+        if row[2] is not None and "OutOfMemory" in type(row[2]).__name__ and any(p[1] is not None for p in pending):
+            notes.append(f"{name} T={T}: out of memory capturing {impl} beside {len(pending)} captured rows: "
+                         f"those were timed first, without it")
+            time_pending(name, dims, T, nsets)
+            gc.collect()
+            gpu.empty_cache()
+            row = prepared()
+        pending.append(row)
+        if row[2] is not None:
             cuda_alive(f"{name} T={T} {impl}")
 
     def time_pending(name, dims, T, nsets):
