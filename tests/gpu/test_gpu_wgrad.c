@@ -6,9 +6,9 @@
  *     read one would be NaN;
  *   - beta 0 over dW poisoned with NaN (every element must be written), beta 1 and 0.5 over
  *     random dW; fp32 and bf16 dW; dW's lddw padding columns hold a sentinel that must survive;
- *   - the three store paths of interior tiles: checked pairs (odd lddw), aligned pairs (beta != 0
- *     or bf16), bulk copies through shared memory (fp32, beta 0, lddw a multiple of 4;
- *     MOEFUSE_WGRAD_STORE=direct in the environment sends those to the aligned pairs instead);
+ *   - the three store paths of interior tiles: checked pairs (odd lddw), aligned pairs (the
+ *     default store), bulk copies through shared memory (store MOE__WGRAD_STORE_BULK with fp32,
+ *     beta 0, lddw a multiple of 4);
  *   - a second launch gives the same bits (deterministic), and so does a CUDA graph replay;
  *   - bad arguments: the status and a message naming the argument (checked first, on the host,
  *     so that they run in CI too).
@@ -16,8 +16,10 @@
  * ~10^4 products), plus half a bf16 ulp of the value for bf16 dW.
  *   test_gpu_wgrad [--perf]
  * --perf: also PERF.md-shaped weight gradients (qwen3-30b-a3b, deepseek-v3 with 16 of its
- * experts; rows per expert uniform in [0, 2 T k / E] at T = 16384), sampled checks and the median
- * time of 10 launches. Exit 77 without a sm_90 device (after the host checks). */
+ * experts; rows per expert uniform in [0, 2 T k / E] at T = 16384), sampled checks, the bulk
+ * store's bits against the default's, and both stores timed interleaved: ROUNDS rounds, each
+ * timing both (the order alternating) over REPS launches; the median of all launches per store
+ * and each round's. Exit 77 without a sm_90 device (after the host checks). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -60,7 +62,7 @@ static void expect_refusal(const char *what, const moe__hopper_wgrad_args *a, mo
 
 static void check_refusals(void) {
     static int64_t dummy[4] __attribute__((aligned(16)));
-    moe__hopper_wgrad_args ok = {dummy, 8, dummy, 8, 1, dummy, dummy, 1, 8, 8, dummy, 8, MOE_DTYPE_F32, 0.0f};
+    moe__hopper_wgrad_args ok = {dummy, 8, dummy, 8, 1, dummy, dummy, 1, 8, 8, dummy, 8, MOE_DTYPE_F32, 0.0f, 0};
     moe__hopper_wgrad_args a;
     expect_refusal("NULL args", NULL, MOE_STATUS_NULL_POINTER, "args");
     a = ok, a.g = NULL;
@@ -83,6 +85,8 @@ static void check_refusals(void) {
     expect_refusal("dw f16", &a, MOE_STATUS_DTYPE_MISMATCH, "dw_dtype");
     a = ok, a.beta = NAN;
     expect_refusal("beta NaN", &a, MOE_STATUS_INVALID_ARGUMENT, "beta");
+    a = ok, a.store = 2;
+    expect_refusal("store 2", &a, MOE_STATUS_INVALID_ARGUMENT, "store");
 }
 
 /* ---- one case ------------------------------------------------------------------------------- */
@@ -96,6 +100,7 @@ typedef struct {
     float beta;
     int samples; /* 0: every element checked; else this many random elements */
     int graph;   /* also captured in a CUDA graph and replayed */
+    int store;   /* MOE__WGRAD_STORE_* */
 } wcase;
 
 static const float SENTINEL = 12345.0f;
@@ -130,7 +135,9 @@ static float dw_value(const void *dw, moe_dtype t, int64_t at) {
     return t == MOE_DTYPE_F32 ? ((const float *)dw)[at] : moe_bf16_to_float(((const uint16_t *)dw)[at]);
 }
 
-static double launch_ms(const moe__hopper_wgrad_args *args, cudaStream_t s, int reps);
+enum { ROUNDS = 5, REPS = 8 };
+static void time_arms(const moe__hopper_wgrad_args *const arms[2], cudaStream_t s, double med[2],
+                      double round_med[ROUNDS][2]);
 
 static void run_case(const wcase *w, int perf) {
     const int64_t E = w->experts, N = w->n, K = w->k;
@@ -168,7 +175,8 @@ static void run_case(const wcase *w, int perf) {
     void *d_g = upload(gb, (size_t)(rows * ldg) * 2), *d_a = upload(ab, (size_t)(rows * lda) * 2);
     void *d_off = upload(off, (size_t)(E + 1) * 8), *d_cnt = upload(cnt, (size_t)E * 8);
     void *d_dw = upload(dw0_dev_host, (size_t)dw_count * esz);
-    moe__hopper_wgrad_args args = {d_g, ldg, d_a, lda, rows, d_off, d_cnt, E, N, K, d_dw, lddw, w->dtype, w->beta};
+    moe__hopper_wgrad_args args = {d_g, ldg, d_a, lda, rows, d_off, d_cnt, E, N, K, d_dw, lddw, w->dtype, w->beta,
+                                   w->store};
     cudaStream_t s;
     CUDA_OK(cudaStreamCreate(&s));
     char why[256] = "";
@@ -240,11 +248,31 @@ static void run_case(const wcase *w, int perf) {
            checked, worst, w->graph ? ", graph replay identical" : ", repeat identical");
     if (bad) ++failures;
     if (perf && !bad) {
+        /* The bulk store from the same starting dW: the same bits (one sum order, another exit). */
+        moe__hopper_wgrad_args bulk = args;
+        bulk.store = MOE__WGRAD_STORE_BULK;
+        CUDA_OK(cudaMemcpy(d_dw, dw0_dev_host, (size_t)dw_count * esz, cudaMemcpyHostToDevice));
+        st = moe__hopper_wgrad(&bulk, s, why, sizeof why);
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaMemcpy(again, d_dw, (size_t)dw_count * esz, cudaMemcpyDeviceToHost));
+        if (st != MOE_STATUS_OK || memcmp(out, again, (size_t)dw_count * esz) != 0) {
+            printf("FAIL %s: the bulk store gave other bits than the default store (%s)\n", w->name, why);
+            ++failures;
+            goto done;
+        }
         int64_t live = 0;
         for (int64_t e = 0; e < E; e++) live += cnt[e];
-        const double ms = launch_ms(&args, s, 10);
-        printf("     time: median of 10 launches %.4f ms, %.1f TFLOP/s (2 x %lld rows x N x K)\n", ms,
-               2.0 * (double)live * (double)N * (double)K / (ms * 1e-3) / 1e12, (long long)live);
+        const moe__hopper_wgrad_args *arms[2] = {&args, &bulk};
+        double med[2], round_med[ROUNDS][2];
+        time_arms(arms, s, med, round_med);
+        for (int arm = 0; arm < 2; arm++) {
+            printf("     time, %s store: median of %d launches in %d rounds %.4f ms, %.1f TFLOP/s (2 x %lld rows x N x K);"
+                   " rounds", arm ? "bulk " : "pairs", ROUNDS * REPS, ROUNDS, med[arm],
+                   2.0 * (double)live * (double)N * (double)K / (med[arm] * 1e-3) / 1e12, (long long)live);
+            for (int r = 0; r < ROUNDS; r++) printf(" %.4f", round_med[r][arm]);
+            printf("\n");
+        }
+        printf("     pairs / bulk time: %.3f\n", med[0] / med[1]);
     }
 done:
     CUDA_OK(cudaStreamDestroy(s));
@@ -258,26 +286,40 @@ static int cmp_double(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-static double launch_ms(const moe__hopper_wgrad_args *args, cudaStream_t s, int reps) {
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The two stores timed interleaved (a kernel runs slower the later it comes in a process,
+ * docs/hopper_gemm.md, session 30): after 3 warm-up launches each, ROUNDS rounds, each timing
+ * REPS launches of one arm and then of the other, the first arm alternating. */
+static void time_arms(const moe__hopper_wgrad_args *const arms[2], cudaStream_t s, double med[2],
+                      double round_med[ROUNDS][2]) {
     cudaEvent_t t0, t1;
     CUDA_OK(cudaEventCreate(&t0));
     CUDA_OK(cudaEventCreate(&t1));
-    double ms[32];
+    double all[2][ROUNDS * REPS], one[REPS];
     char why[256];
-    for (int i = 0; i < 3; i++) moe__hopper_wgrad(args, s, why, sizeof why);
-    for (int i = 0; i < reps; i++) {
-        CUDA_OK(cudaEventRecord(t0, s));
-        moe__hopper_wgrad(args, s, why, sizeof why);
-        CUDA_OK(cudaEventRecord(t1, s));
-        CUDA_OK(cudaEventSynchronize(t1));
-        float f;
-        CUDA_OK(cudaEventElapsedTime(&f, t0, t1));
-        ms[i] = f;
-    }
-    qsort(ms, (size_t)reps, sizeof ms[0], cmp_double);
+    for (int arm = 0; arm < 2; arm++)
+        for (int i = 0; i < 3; i++) moe__hopper_wgrad(arms[arm], s, why, sizeof why);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int turn = 0; turn < 2; turn++) {
+            const int arm = (r + turn) % 2;
+            for (int i = 0; i < REPS; i++) {
+                CUDA_OK(cudaEventRecord(t0, s));
+                moe__hopper_wgrad(arms[arm], s, why, sizeof why);
+                CUDA_OK(cudaEventRecord(t1, s));
+                CUDA_OK(cudaEventSynchronize(t1));
+                float f;
+                CUDA_OK(cudaEventElapsedTime(&f, t0, t1));
+                all[arm][r * REPS + i] = one[i] = f;
+            }
+            round_med[r][arm] = median(one, REPS);
+        }
+    for (int arm = 0; arm < 2; arm++) med[arm] = median(all[arm], ROUNDS * REPS);
     CUDA_OK(cudaEventDestroy(t0));
     CUDA_OK(cudaEventDestroy(t1));
-    return ms[reps / 2];
 }
 
 int main(int argc, char **argv) {
@@ -303,24 +345,30 @@ int main(int argc, char **argv) {
     }
     static const int64_t edge[6] = {0, 1, 63, 64, 65, 130};
     const wcase cases[] = {
-        {"edges-f32", 6, 200, 320, edge, 0, 8, 16, 5, MOE_DTYPE_F32, 0.0f, 0, 0},
-        {"edges-bf16-beta1", 6, 136, 264, edge, 0, 0, 8, 0, MOE_DTYPE_BF16, 1.0f, 0, 1},
-        {"random-f32-beta0.5", 9, 256, 512, NULL, 700, 0, 0, 3, MOE_DTYPE_F32, 0.5f, 0, 0},
-        {"random-f32-graph", 5, 384, 768, NULL, 1500, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 0, 1},
-        {"one-expert-long", 1, 128, 256, (const int64_t[]){5000}, 0, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 0, 0},
+        {"edges-f32", 6, 200, 320, edge, 0, 8, 16, 5, MOE_DTYPE_F32, 0.0f, 0, 0, MOE__WGRAD_STORE_PAIRS},
+        {"edges-bf16-beta1", 6, 136, 264, edge, 0, 0, 8, 0, MOE_DTYPE_BF16, 1.0f, 0, 1, MOE__WGRAD_STORE_PAIRS},
+        {"random-f32-beta0.5", 9, 256, 512, NULL, 700, 0, 0, 3, MOE_DTYPE_F32, 0.5f, 0, 0, MOE__WGRAD_STORE_PAIRS},
+        {"random-f32-graph", 5, 384, 768, NULL, 1500, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 0, 1, MOE__WGRAD_STORE_PAIRS},
+        {"one-expert-long", 1, 128, 256, (const int64_t[]){5000}, 0, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 0, 0,
+         MOE__WGRAD_STORE_PAIRS},
         /* even lddw: the interior tiles take the aligned-pair stores, with beta and without */
-        {"interior-f32-beta0.5", 4, 256, 512, NULL, 600, 0, 0, 2, MOE_DTYPE_F32, 0.5f, 0, 0},
-        {"interior-bf16-beta0", 4, 256, 512, NULL, 600, 0, 0, 0, MOE_DTYPE_BF16, 0.0f, 0, 0},
-        /* fp32, beta 0, lddw a multiple of 4: the interior tiles by bulk copies (p.bulk) */
-        {"bulk-edges-f32", 6, 256, 512, edge, 0, 0, 0, 4, MOE_DTYPE_F32, 0.0f, 0, 1},
+        {"interior-f32-beta0.5", 4, 256, 512, NULL, 600, 0, 0, 2, MOE_DTYPE_F32, 0.5f, 0, 0, MOE__WGRAD_STORE_PAIRS},
+        {"interior-bf16-beta0", 4, 256, 512, NULL, 600, 0, 0, 0, MOE_DTYPE_BF16, 0.0f, 0, 0, MOE__WGRAD_STORE_PAIRS},
+        /* fp32, beta 0, lddw a multiple of 4: the interior tiles by bulk copies where asked (p.bulk), else pairs */
+        {"bulk-edges-f32", 6, 256, 512, edge, 0, 0, 0, 4, MOE_DTYPE_F32, 0.0f, 0, 1, MOE__WGRAD_STORE_BULK},
+        {"pairs-edges-f32", 6, 256, 512, edge, 0, 0, 0, 4, MOE_DTYPE_F32, 0.0f, 0, 1, MOE__WGRAD_STORE_PAIRS},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 0);
     if (perf) {
         const wcase big[] = {
-            {"qwen3-30b-a3b dW2 (N=H, K=I)", 128, 2048, 768, NULL, 2048, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0},
-            {"qwen3-30b-a3b dW13 (N=2I, K=H)", 128, 1536, 2048, NULL, 2048, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0},
-            {"deepseek-v3 dW2, 16 experts", 16, 7168, 2048, NULL, 1024, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0},
-            {"deepseek-v3 dW13, 16 experts", 16, 4096, 7168, NULL, 1024, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0},
+            {"qwen3-30b-a3b dW2 (N=H, K=I)", 128, 2048, 768, NULL, 2048, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0,
+             MOE__WGRAD_STORE_PAIRS},
+            {"qwen3-30b-a3b dW13 (N=2I, K=H)", 128, 1536, 2048, NULL, 2048, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0,
+             MOE__WGRAD_STORE_PAIRS},
+            {"deepseek-v3 dW2, 16 experts", 16, 7168, 2048, NULL, 1024, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0,
+             MOE__WGRAD_STORE_PAIRS},
+            {"deepseek-v3 dW13, 16 experts", 16, 4096, 7168, NULL, 1024, 0, 0, 0, MOE_DTYPE_F32, 0.0f, 4096, 0,
+             MOE__WGRAD_STORE_PAIRS},
         };
         for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) run_case(&big[i], 1);
     }

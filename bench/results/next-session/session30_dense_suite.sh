@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 30 (not yet run; ~4-6 min; run it first: it is the correctness call). From
+# Prepared in session 30, the wgrad step added in session 31 (not yet run; ~4-6 min; run it first: it is the correctness call). From
 # the repo root, carry .deps (move it into the session's results directory first):
 #   O=/tmp/oN timeout 560 bash bench/results/<session dir>/session30_dense_suite.sh
 # The GPU suite's new dense-engine cases (tests/gpu/gpu_test_dense.c: bf16, FP8 block-scaled by TMA
@@ -21,6 +21,10 @@ timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 $T --quick --f
 mark "racecheck dense --quick" $? $O/racecheck_dense.log
 SHAPES=qwen3 VARIANTS=up_none,up_actfirst,down_none,down_dyn_b16 TOKENS=16384 SUITE=0 LAB_LIMIT=100 OUT=$O/glab \
   timeout 160 bash lab/run_grouped_on_device.sh > $O/glab_stdout.log 2>&1; mark "grouped lab (interleaved)" $? $O/glab_stdout.log
+# Added in session 31: the K-grouped GEMM's stores (the aligned pairs the default again, bulk on
+# request), checked bit-equal and timed interleaved on the four --perf shapes. Prediction: the bits
+# equal; pairs / bulk time 0.95-0.99 on every shape (W5's raw files, read the right way round).
+timeout 90 build-device/test_gpu_wgrad --perf > $O/wgrad_perf.log 2>&1; mark "wgrad --perf (pairs vs bulk)" $? $O/wgrad_perf.log
 left=$((550 - (SECONDS - call_t0)))
 timeout $left $T --quick > $O/suite_quick.log 2>&1; mark "suite --quick" $? $O/suite_quick.log
 mark done 0 /dev/null

@@ -1,8 +1,6 @@
 // The library's entry to the Hopper engine's K-grouped GEMM (wgrad_kernel.cuh; the interface in
 // gemm_wgrad.h).
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "gemm_launch.cuh"
 #include "gemm_wgrad.h"
@@ -37,6 +35,9 @@ moe_status check_wgrad_args(const moe__hopper_wgrad_args *a, char *why, size_t w
                     (int)a->dw_dtype);
     if (!isfinite(a->beta))
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "beta: got %g, expected a finite number", (double)a->beta);
+    if (a->store != MOE__WGRAD_STORE_PAIRS && a->store != MOE__WGRAD_STORE_BULK)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "store: got %d, expected MOE__WGRAD_STORE_PAIRS (0) or MOE__WGRAD_STORE_BULK (1)", a->store);
     const int64_t units = a->experts * ((a->n + BM - 1) / BM) * ((a->k + WG_BN - 1) / WG_BN);
     if (units >= lim)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
@@ -69,10 +70,8 @@ extern "C" moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void
     p.lddw = args->lddw;
     p.dw_f32 = args->dw_dtype == MOE_DTYPE_F32;
     p.pair_ok = args->lddw % 2 == 0 && (uintptr_t)args->dw % (p.dw_f32 ? 8 : 4) == 0;
-    // MOEFUSE_WGRAD_STORE=direct: the interior tiles by plain stores instead (A/B runs).
-    const char *store = getenv("MOEFUSE_WGRAD_STORE");
-    p.bulk = p.dw_f32 && args->beta == 0.0f && args->lddw % 4 == 0 && (uintptr_t)args->dw % 16 == 0 &&
-             !(store && !strcmp(store, "direct"));
+    p.bulk = args->store == MOE__WGRAD_STORE_BULK && p.dw_f32 && args->beta == 0.0f && args->lddw % 4 == 0 &&
+             (uintptr_t)args->dw % 16 == 0;
     p.beta = args->beta;
     const auto kernel = wgrad_kernel<CFG>;
     const int smem = CFG::SMEM_BYTES;

@@ -13,7 +13,7 @@
  *
  * Requirements (checked): a sm_90 device; N, K, rows in [1, 2^31); experts in [1, 2^20];
  * ldg >= N and lda >= K, multiples of 8 (16-byte rows for TMA); G, A 16-byte aligned;
- * lddw >= K; beta finite. Runs on `stream` asynchronously; no allocation, no sync,
+ * lddw >= K; beta finite; store one of the MOE__WGRAD_STORE_* below. Runs on `stream` asynchronously; no allocation, no sync,
  * graph-capturable. Deterministic: each dW element is written by one thread, its sum in a fixed
  * order. Not yet called by the library's forward or any backward (the backward is its own issue). */
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_WGRAD_H
@@ -28,6 +28,16 @@
 extern "C" {
 #endif
 
+/* How interior tiles' dW leave the registers (edge tiles always take checked stores):
+ *   PAIRS (the default, 0): two adjacent elements a store where lddw and dw allow it;
+ *   BULK: through 4 KB of shared staging a consumer warp and bulk copies, where dW is fp32,
+ *         beta is 0, lddw a multiple of 4 and dw 16-byte aligned (else PAIRS), so that a warp
+ *         starts its next unit while the copies drain.
+ * Session 22's call W5 (three processes, one draw): PAIRS 1-6% faster than BULK on all four
+ * PERF.md-shaped gradients (bench/results/2026-12-04-h200-session22/callW5/out/wgrad_*_perf.log).
+ * Until session 31 BULK was the default: that call's summary had read the two arms swapped. */
+enum { MOE__WGRAD_STORE_PAIRS = 0, MOE__WGRAD_STORE_BULK = 1 };
+
 typedef struct moe__hopper_wgrad_args {
     const void *g;   /* [rows, ldg] bf16 */
     int64_t ldg;
@@ -41,6 +51,7 @@ typedef struct moe__hopper_wgrad_args {
     int64_t lddw;
     moe_dtype dw_dtype; /* MOE_DTYPE_F32 or MOE_DTYPE_BF16 */
     float beta;
+    int store;       /* MOE__WGRAD_STORE_PAIRS (0) or MOE__WGRAD_STORE_BULK */
 } moe__hopper_wgrad_args;
 
 moe_status moe__hopper_wgrad(const moe__hopper_wgrad_args *args, void *stream, char *why, size_t why_len);

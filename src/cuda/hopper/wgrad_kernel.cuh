@@ -22,9 +22,10 @@
 // consumers zero those rows of the stage (both operands, so that NaN or Inf there cannot leak
 // into the sums) before its wgmmas, once per unit at most.
 //
-// Epilogue, by tile: an interior tile (inside dW) with fp32 dW, beta 0 and 16-byte rows goes
-// through 4 KB of staging a warp and bulk copies (wgrad_bulk_store_tile); other interior tiles
-// store aligned pairs (wgrad_store_aligned, beta applied); edge tiles check every pair.
+// Epilogue, by tile: interior tiles (inside dW) store aligned pairs (wgrad_store_aligned, beta
+// applied), or, where the caller asks for MOE__WGRAD_STORE_BULK and dW is fp32, beta 0 and rows
+// 16-byte, go through 4 KB of staging a warp and bulk copies (wgrad_bulk_store_tile); edge tiles
+// check every pair.
 #ifndef MOEFUSE_CUDA_HOPPER_WGRAD_KERNEL_CUH
 #define MOEFUSE_CUDA_HOPPER_WGRAD_KERNEL_CUH
 
@@ -63,7 +64,7 @@ struct wgrad_params {
     long long lddw;                  // elements between rows of dW; an expert's dW is n * lddw
     int dw_f32;                      // 1: fp32 dW, 0: bf16
     int pair_ok;                     // dW's (row, c), (row, c + 1) for even c are one aligned 8- or 4-byte access
-    int bulk;                        // interior tiles by bulk copies (fp32 dW, beta 0, 16-byte rows and base)
+    int bulk;                        // interior tiles by bulk copies (asked for; fp32 dW, beta 0, 16-byte rows and base)
     float beta;                      // 0: dW overwritten (never read)
 };
 
