@@ -1,16 +1,48 @@
-# Median ms per (shape, T) of bench_gpu_forward logs, one column per arm: ab_summary.py DIR arm1 arm2 ...
+# Median ms per (shape, T, GEMM path) of bench_gpu_forward logs, one column per arm:
+#   ab_summary.py [--across-paths] DIR arm1 arm2 ...      (reads DIR/<arm>_*.log)
+# The GEMM path is part of the key: a log run without --gemm holds a forced-v1 row and a
+# forced-hopper row per (shape, T), and until session 31 this tool pooled the two into one median
+# (session 10's calls L3 and L4 were read that way; src/cuda/NOTES.md, "Session 31").
+# --across-paths compares arms that ran different paths (e.g. --gemm hopper against --gemm v1): the
+# key is (shape, T) and the gemm column names each arm's path; an arm whose logs hold two paths
+# for one (shape, T) is refused. Exit 2 on a refusal, or when an arm has no log or no rows.
 import glob, statistics, sys
-d, arms = sys.argv[1], sys.argv[2:]
-t = {}
+
+args = sys.argv[1:]
+across = "--across-paths" in args
+args = [a for a in args if a != "--across-paths"]
+if len(args) < 2:
+    sys.exit("usage: ab_summary.py [--across-paths] DIR arm1 [arm2 ...]")
+d, arms = args[0], args[1:]
+t, paths = {}, {}
 for a in arms:
-    for f in sorted(glob.glob(f"{d}/{a}_*.log")):
+    files = sorted(glob.glob(f"{d}/{a}_*.log"))
+    rows = 0
+    for f in files:
         for line in open(f):
             p = line.split()
             if len(p) >= 4 and p[1].isdigit():
-                t.setdefault((p[0], int(p[1])), {}).setdefault(a, []).append(float(p[3]))
-print("| shape | T | " + " | ".join(f"{a} ms (median of n)" for a in arms) + " | " + " | ".join(f"{arms[0]} / {a}" for a in arms[1:]) + " |")
-print("|---" * (2 + 2 * len(arms) - 1) + "|")
-for k in sorted(t, key=lambda k: (k[0], k[1])):
-    m = [statistics.median(t[k][a]) if a in t[k] else float('nan') for a in arms]
+                try:
+                    ms = float(p[3])
+                except ValueError:
+                    continue
+                key = (p[0], int(p[1])) if across else (p[0], int(p[1]), p[2])
+                seen = paths.setdefault((key, a), p[2])
+                if seen != p[2]:
+                    print(f"ab_summary.py: arm {a}: {p[0]} T={p[1]} ran both {seen} and {p[2]} ({f}); "
+                          "--across-paths needs one path per arm", file=sys.stderr)
+                    sys.exit(2)
+                t.setdefault(key, {}).setdefault(a, []).append(ms)
+                rows += 1
+    if rows == 0:
+        print(f"ab_summary.py: arm {a}: no rows in {d}/{a}_*.log ({len(files)} files)", file=sys.stderr)
+        sys.exit(2)
+print("| shape | T | gemm | " + " | ".join(f"{a} ms (median of n)" for a in arms) + " | " +
+      " | ".join(f"{arms[0]} / {a}" for a in arms[1:]) + " |")
+print("|---" * (3 + 2 * len(arms) - 1) + "|")
+for k in sorted(t):
+    m = [statistics.median(t[k][a]) if a in t[k] else float("nan") for a in arms]
     n = [len(t[k].get(a, [])) for a in arms]
-    print(f"| {k[0]} | {k[1]} | " + " | ".join(f"{x:.4f} ({c})" for x, c in zip(m, n)) + " | " + " | ".join(f"{m[0]/x:.3f}" for x in m[1:]) + " |")
+    gemm = "/".join(paths.get((k, a), "-") for a in arms) if across else k[2]
+    print(f"| {k[0]} | {k[1]} | {gemm} | " + " | ".join(f"{x:.4f} ({c})" for x, c in zip(m, n)) + " | " +
+          " | ".join(f"{m[0] / x:.3f}" for x in m[1:]) + " |")

@@ -48,17 +48,19 @@ int moe__fp8_swap_select(int64_t routed_rows, int64_t E) {
     return E >= 1 && routed_rows <= (int64_t)MOE__FP8_SWAP_MAX_AVG_ROWS * E;
 }
 
-/* H200, session 10 (bench/results/2026-12-03-h200-session10/, callL1 to L3): the bf16 swapped
+/* H200, session 10 (bench/results/2026-12-03-h200-session10/, callL1 to L4): the bf16 swapped
  * kernel against v1's kernels, forward time. Faster from half a row per expert: qwen3 T = 8 0.95x,
- * T = 64 0.90x, gpt-oss T = 64 0.94x (L1); at 4-16 rows (T = 128-512, L3) deepseek 0.89x, gpt-oss
- * 0.89x, qwen3 0.91-0.92x. Slower below half a row (T = 1 1.04-1.19x, gpt-oss and deepseek T = 8
- * 1.07x and 1.02x: with one row per touched expert both kernels only stream the weights, v1 gathers
- * x where the swapped kernel needs a permuted copy, and few 128-row units fill the SMs' last wave
- * worse: mixtral T = 1's GEMM2 is 64 units for 132 SMs). Left slower by this rule: mixtral T = 8
- * (2 rows, 1.04x) and deepseek T = 64 (1.01x, where v1 is at the memory floor already); mixtral
- * T = 64 (16 rows) 1.01x, 0.96x once the kernel's plan reads left the unit start (L4). Above 16
- * rows an expert's rows span several 32-row blocks, each streaming its weights again
- * (moe__fp8_swap_select). */
+ * T = 64 0.90x, gpt-oss T = 64 0.94x (L1); at 4-16 rows (T = 128-512, L3) deepseek 0.90-1.00x
+ * (0.995 at 4 rows, 0.897 at 16), gpt-oss 0.88-0.98x, qwen3 0.87-0.88x. Slower below half a row
+ * (T = 1 1.04-1.19x, gpt-oss and deepseek T = 8 1.07x and 1.02x: with one row per touched expert
+ * both kernels only stream the weights, v1 gathers x where the swapped kernel needs a permuted
+ * copy, and few 128-row units fill the SMs' last wave worse: mixtral T = 1's GEMM2 is 64 units for
+ * 132 SMs). Left slower by this rule: mixtral T = 8 (2 rows, 1.04x), deepseek T = 64 (1.01x, where
+ * v1 is at the memory floor already) and mixtral T = 64 (16 rows: 1.01x in L1, 1.02x in L4). The
+ * L3 and L4 figures were recomputed in session 31: the summaries of those calls had pooled each
+ * log's forced-v1 and forced-hopper rows (tools/ab_summary.py keyed on shape and T alone) and
+ * reported 0.88-0.92x at 4-16 rows and 0.96x for mixtral T = 64. Above 16 rows an expert's rows
+ * span several 32-row blocks, each streaming its weights again (moe__fp8_swap_select). */
 int moe__bf16_swap_select(int64_t routed_rows, int64_t E) {
     return moe__fp8_swap_select(routed_rows, E) && 2 * routed_rows >= E;
 }
