@@ -5,12 +5,7 @@
 # whose logs hold two paths for one (shape, T); an arm with no rows is exit 2.
 #   ctest runs: bash tests/test_ab_summary.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
-set -uo pipefail
-src="${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || { echo "SKIP: $python not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/python_tool_env.sh"
 log() { # file, then v1 ms and hopper ms of mixtral T=64
     printf 'device: test\nshape               T gemm            ms    TFLOP/s   GB/s(w)    y vs v1 y\n' >"$1"
     printf 'mixtral-8x7b       64 v1          %s       66.2      4141          nan\n' "$2" >>"$1"

@@ -5,12 +5,7 @@
 # against the memory floor (floor bytes recovered from gbps, at the run's read bandwidth).
 #   ctest runs: bash tests/test_issue3_gates.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
-set -uo pipefail
-src="${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || { echo "SKIP: $python not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/python_tool_env.sh"
 
 # gbps 4000 at 1.0 ms: 4 GB of floor bytes, 1.0 ms at 4 TB/s.
 cat >"$tmp/bf16.json" <<'J'

@@ -5,12 +5,7 @@
 # is "missing" and not passed.
 #   ctest runs: bash tests/test_issue4_gates.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
-set -uo pipefail
-src="${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || { echo "SKIP: $python not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/python_tool_env.sh"
 
 cat >"$tmp/bf16.json" <<'J'
 {"gpu": "test", "commit": "abc", "ceilings": {"bf16_TFLOPs": 800.0}, "rows": [

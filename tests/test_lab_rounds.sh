@@ -3,12 +3,7 @@
 # the per-shape mean per round; rows without round_ms left out; a missing file is exit 2.
 #   ctest runs: bash tests/test_lab_rounds.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
-set -uo pipefail
-src="${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || { echo "SKIP: $python not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/python_tool_env.sh"
 cat >"$tmp/lab.json" <<'J'
 {"rows": [
  {"shape": "sq", "impl": "a", "ms": 1.0, "round_ms": [0.98, 1.0, 1.02]},

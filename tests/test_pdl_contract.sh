@@ -6,12 +6,7 @@
 # must each be reported.
 #   ctest runs: bash tests/test_pdl_contract.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
-set -uo pipefail
-src="${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || { echo "SKIP: $python not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/python_tool_env.sh"
 fails=0
 check() { # name, expected exit status, checker arguments...
   local name=$1 want=$2

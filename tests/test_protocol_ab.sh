@@ -4,12 +4,7 @@
 # a missing file is exit 2.
 #   ctest runs: bash tests/test_protocol_ab.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
 # Exit 77 (SKIP) when python3 is missing.
-set -uo pipefail
-src="${MOEFUSE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || { echo "SKIP: $python not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/python_tool_env.sh"
 row() { echo "{\"shape\": \"q\", \"T\": $1, \"impl\": \"$2\", \"ms\": $3}"; }
 mk() { # file, then moefuse ms, grouped ms, dense ms at T=16384, and the moefuse impl name
     echo "{\"rows\": [$(row 16384 "$5" "$2"), $(row 16384 torch_grouped_mm "$3"), $(row 16384 dense_equiv_cublas "$4")]}" >"$1"
