@@ -19,7 +19,8 @@
  * printed; MOEFUSE_SEED=<n> repeats a run). */
 #include "moefuse.h"
 #include "moefuse_analysis.h"
-#include "../src/cuda/hopper/gemm_fp8.h" /* the FP8 dense engine's tile rule (plain C, inline) */
+#include "../src/cuda/hopper/gemm_dense.h" /* the bf16 dense engine's cluster rule (plain C, inline) */
+#include "../src/cuda/hopper/gemm_fp8.h"   /* the FP8 dense engine's tile rule (plain C, inline) */
 
 #include <math.h>
 #include <stdint.h>
@@ -1196,6 +1197,15 @@ static void test_roofline_dense_engine(void) {
               moe__hopper_gemm_fp8_cluster_m(128 * 50 + 1, 128 * 11, 128, 132) == 2 &&
               moe__hopper_gemm_fp8_cluster_m(128 * 48 + 1, 128 * 16, 128, 132) == 1,
           "fp8 cluster rule");
+    /* bf16: clusters of 2 on 256-wide tiles only, from 4 waves (528 tiles), never on one row block, on an
+     * odd row-block count only from 51; 4096^2 is 512 tiles (3.9 waves): none */
+    CHECK(moe__hopper_gemm_dense_cluster_m(8192, 8192, 256, 132) == 2 && moe__hopper_gemm_dense_cluster_m(4096, 4096, 256, 132) == 1 &&
+              moe__hopper_gemm_dense_cluster_m(131072, 1536, 256, 132) == 2 &&
+              moe__hopper_gemm_dense_cluster_m(131072, 1536, 128, 132) == 1 &&
+              moe__hopper_gemm_dense_cluster_m(128, 1 << 20, 256, 132) == 1 &&
+              moe__hopper_gemm_dense_cluster_m(128 * 33, 256 * 16, 256, 132) == 1 &&
+              moe__hopper_gemm_dense_cluster_m(128 * 51, 256 * 11, 256, 132) == 2,
+          "bf16 cluster rule");
     CHECK(moe_dense_launch_time(NULL, &h200, MOE_DTYPE_E4M3, 8192, 8192, 8192, &s) == MOE_STATUS_OK, "%s",
           moe_last_error(NULL));
     compute = 21 * (2.0 * 128 * 192 * 8192 / (834e12 / 132) + 132.0 * 128 * 192 * 2 / bw);

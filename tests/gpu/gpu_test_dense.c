@@ -2,7 +2,8 @@
  * src/cuda/hopper/gemm_dense.h and gemm_fp8.h (the library's measured ceilings run them; until
  * session 30 only the kernel labs checked them). Per shape, against a double oracle on the host
  * over sampled rows (every column of each; all rows of a small output):
- *   - bf16 x bf16 -> bf16 and f32, tile width by the rule, 128 and 256;
+ *   - bf16 x bf16 -> bf16 and f32, tile width and cluster by the rule, 128 and 256 wide, clusters of 1
+ *     and 2 (B multicast; the odd row-block counts leave a cluster's second CTA past M);
  *   - FP8 block-scaled (FP8_ROW128 A, FP8_BLOCK128 B): the scales by TMA (scale rows padded to 4
  *     k-blocks) and through the scale ring (a row stride that is not), 128 and 192 wide, clusters
  *     of 1 and 2 where the scales come by TMA, and the engine's own choice;
@@ -255,16 +256,18 @@ static void bf16_shape_case(const dense_shape *s) {
     void *d_a = upload(ha, (size_t)(m * ld) * 2), *d_b = upload(hb, (size_t)(n * ld) * 2), *d_out;
     CUDA_OK(cudaMalloc(&d_out, (size_t)(m * n) * 4));
     float *h_out = xmalloc((size_t)(m * n) * 4);
-    static const int widths[] = {0, 128, 256};
+    /* {block_n, cluster_m}: the engine's choice first (also from a graph), then each forced; cluster_m 2
+     * with block_n 0 takes 256-wide tiles. */
+    static const int configs[][2] = {{0, 0}, {128, 1}, {256, 1}, {256, 2}, {0, 2}};
     for (int f32 = 0; f32 <= 1; f32++)
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 5; w++) {
             moe__hopper_gemm_args a;
             memset(&a, 0, sizeof a);
             a.a = d_a, a.lda = ld, a.b = d_b, a.ldb = ld, a.c = d_out, a.ldc = n;
             a.c_dtype = f32 ? MOE_DTYPE_F32 : MOE_DTYPE_BF16;
-            a.m = m, a.n = n, a.k = k, a.block_n = widths[w];
+            a.m = m, a.n = n, a.k = k, a.block_n = configs[w][0], a.cluster_m = configs[w][1];
             char what[64];
-            snprintf(what, sizeof what, "%s out, block_n %d", f32 ? "f32" : "bf16", a.block_n);
+            snprintf(what, sizeof what, "%s out, block_n %d cluster_m %d", f32 ? "f32" : "bf16", a.block_n, a.cluster_m);
             const size_t bytes = (size_t)(m * n) * (f32 ? 4 : 2);
             dense_run(what, bf16_launch_fn, &a, d_out, h_out, bytes, f32, ref, rows, nrows, m, n, f32 ? 1e-4 : 5e-3,
                       false);
@@ -278,7 +281,8 @@ static void bf16_shape_case(const dense_shape *s) {
     CUDA_OK(cudaFree(d_out));
     if (case_failures == 0) cases_passed++;
     else cases_failed++;
-    printf("%s %s: bf16 and f32 out, tile width by the rule / 128 / 256, graph\n", case_failures ? "FAIL" : "ok  ", name);
+    printf("%s %s: bf16 and f32 out, the rule / 128 / 256 wide, clusters of 1 / 2, graph\n", case_failures ? "FAIL" : "ok  ",
+           name);
 }
 
 /* A refusal: the status expected, the argument's name in the message, and no launch (the
@@ -354,6 +358,11 @@ static void refusal_cases(void) {
     expect_refusal("bf16 c_dtype f16", bf16_launch_fn, &b, MOE_STATUS_DTYPE_MISMATCH, "c_dtype", d_out, fp8_out);
     b = okb, b.ldc = n - 1;
     expect_refusal("bf16 ldc below n", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "ldc", d_out, fp8_out);
+    b = okb, b.cluster_m = 3;
+    expect_refusal("bf16 cluster_m 3", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "cluster_m", d_out, fp8_out);
+    b = okb, b.cluster_m = 2, b.block_n = 128;
+    expect_refusal("bf16 cluster_m 2 on 128-wide tiles", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "cluster_m",
+                   d_out, fp8_out);
     b = okb, b.lda = 1044;
     expect_refusal("bf16 lda not a multiple of 8", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "lda", d_out,
                    fp8_out);

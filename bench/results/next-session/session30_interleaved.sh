@@ -16,6 +16,9 @@
 # T = 64 within 2%. (2) The dense labs' ratios rise: bf16 engine / cuBLAS 0.97-1.00, FP8 engine /
 # lt-block 0.96-1.00, engine / per-tensor cuBLASLt 0.88-0.92 (block) and 0.87-0.91 (per tensor):
 # still below 0.95. The MoE gates: as session 28's within 3%.
+# Added in session 31: the bf16 dense engine now runs 256-wide tiles in clusters of 2 from 4 waves
+# (moe__hopper_gemm_dense_cluster_m; the lab's v2, 1-3% faster than v1 on many waves in three
+# earlier runs). Prediction for the gate row: engine / cuBLAS 0.98-1.01 at 8192^3.
 # Throughout: the SM clock, temperature and power every 200 ms (clocks.csv), to see whether the card
 # slows as it warms (the explanation of call 1's drift that nothing has shown yet).
 # The labs' JSON rows now carry each impl's median per round (round_ms), bench_moe's log lines too.

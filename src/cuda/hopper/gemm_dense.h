@@ -4,7 +4,8 @@
  *                                    fp32 accumulation; C bf16 or fp32, row-major.
  *
  * Requirements (checked): a sm_90 device; M, N, K in [1, 2^31); lda, ldb multiples of 8
- * elements (TMA needs 16-byte row strides) and >= K; A and B 16-byte aligned; ldc >= N.
+ * elements (TMA needs 16-byte row strides) and >= K; A and B 16-byte aligned; ldc >= N;
+ * block_n 0, 128 or 256; cluster_m 0, 1 or 2 (2 with 256-wide tiles).
  * Runs on `stream` (a cudaStream_t), asynchronously; no allocation, no sync, graph-capturable. */
 #ifndef MOEFUSE_CUDA_HOPPER_GEMM_DENSE_H
 #define MOEFUSE_CUDA_HOPPER_GEMM_DENSE_H
@@ -28,6 +29,7 @@ typedef struct moe__hopper_gemm_args {
     moe_dtype c_dtype; /* MOE_DTYPE_BF16 or MOE_DTYPE_F32 */
     int64_t m, n, k;
     int block_n;   /* 0: the heuristic's choice; 128 or 256 to force a tile width */
+    int cluster_m; /* 0: the rule below; 1 or 2 to force the CTAs a cluster (2: 256-wide tiles, also with block_n 0) */
 } moe__hopper_gemm_args;
 
 /* Launches the GEMM. On failure returns the status and writes why (argument, value, what was
@@ -42,6 +44,24 @@ moe_status moe__hopper_gemm_dense(const moe__hopper_gemm_args *args, void *strea
 static inline int moe__hopper_gemm_dense_block_n(int64_t m, int64_t n, int64_t sms) {
     const int64_t tiles_256 = (m + MOE__HOPPER_DENSE_BM - 1) / MOE__HOPPER_DENSE_BM * ((n + 255) / 256);
     return tiles_256 < sms ? 128 : 256;
+}
+
+/* The CTAs a cluster the engine runs (cluster_m 0) for tiles of block_n columns: 2 (adjacent
+ * 128-row blocks share each B tile by TMA multicast, the lab's v2) on 256-wide tiles from
+ * MOE__HOPPER_DENSE_CLUSTER_MIN_WAVES waves, with an even count of row blocks or one whose idle
+ * last cluster is under 2% of them; else 1. Lab v2 / v1 time, one process each (lab/results/
+ * 2026-12-02-h200, bench/results/2026-12-03-h200-session15/callR2, 2026-12-04-h200-session22/callW4):
+ * on the many-wave shapes 0.97-0.99 in all three runs (8192^3 0.991 / 0.993 / 0.974, 15.5 waves;
+ * qwen3's K = 2048 dense-equivalent 0.968 / 0.987 / 0.967, 46 waves; mixtral's expert 0.994 / 0.970 /
+ * 0.976, 27 waves); at 4096^3 (3.9 waves) 1.122 / 0.995 / 0.962, so below 4 waves: not shown. The
+ * same threshold as the FP8 engine's (gemm_fp8.h). Taken into the engine in session 31, without
+ * a GPU: the engine's own figure with it is not yet measured. */
+#define MOE__HOPPER_DENSE_CLUSTER_MIN_WAVES 4
+static inline int moe__hopper_gemm_dense_cluster_m(int64_t m, int64_t n, int block_n, int64_t sms) {
+    const int64_t rows = (m + MOE__HOPPER_DENSE_BM - 1) / MOE__HOPPER_DENSE_BM;
+    const int64_t tiles = rows * ((n + block_n - 1) / block_n);
+    const int idle_ok = rows % 2 == 0 || 100 < 2 * (rows + 1);
+    return block_n == 256 && rows >= 2 && idle_ok && tiles >= MOE__HOPPER_DENSE_CLUSTER_MIN_WAVES * sms ? 2 : 1;
 }
 
 #ifdef __cplusplus

@@ -97,6 +97,12 @@ inline moe_status check_dense_args(const moe__hopper_gemm_args *a, char *why, si
                     (int)a->c_dtype);
     if (a->block_n != 0 && a->block_n != 128 && a->block_n != 256)
         return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "block_n: got %d, expected 0, 128 or 256", a->block_n);
+    if (a->cluster_m != 0 && a->cluster_m != 1 && a->cluster_m != 2)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT, "cluster_m: got %d, expected 0 (the rule), 1 or 2",
+                    a->cluster_m);
+    if (a->cluster_m == 2 && a->block_n == 128)
+        return fail(why, why_len, MOE_STATUS_INVALID_ARGUMENT,
+                    "cluster_m: got 2 with block_n 128, expected clusters of 2 on 256-wide tiles only (block_n 0 or 256)");
     return MOE_STATUS_OK;
 }
 
