@@ -264,7 +264,7 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
 // raster runs over pairs (no expert raster, no tickets).
 // Session 29 (bench/results/2026-12-05-h200-session29/call2, two rounds at T = 16384): correct,
 // memcheck and racecheck clean; the mainloop alone 2-11% faster in clusters, but the full kernels
-// (with their epilogues) 0.96-1.04x of the single CTA's speed, slower on qwen3 (bulk epilogues) and
+// (with their epilogues) 0.96-1.08x of the single CTA's speed, slower on qwen3 (bulk epilogues) and
 // gpt-oss, faster on mixtral: not a consistent gain, so the library keeps single CTAs.
 __device__ __forceinline__ void pair_unit_tiles(const grouped_fp8_params &p, int u, int units_m, uint32_t rank,
                                                 int &m_block, int &n_first, int &n_count, int &e, bool &ghost,
