@@ -189,6 +189,7 @@ void plan_cases(bool quick);
 void fp8_quantizer_cases(bool quick);
 void fp8_refusal_cases(void);
 void dense_engine_cases(bool quick); /* gpu_test_dense.c */
+int dense_refusals_host(void);       /* gpu_test_dense.c: the same refusals without a device (--selftest) */
 void model_cases(bool quick);
 void fp8_model_cases(bool quick);
 void big_model_case(void);

@@ -11,7 +11,8 @@
  *     clusters.
  * Every output is poisoned with NaN first and must be finite everywhere (an unwritten element
  * fails); the engine's own choice runs once more from a captured graph, poisoned again. Then the
- * refusals: each bad argument returns its status, names itself, and launches nothing.
+ * refusals: each bad argument returns its status, names itself, and launches nothing; the same table
+ * runs without a device in `test_gpu_forward --selftest` (CI), status and name only.
  * Tolerances (relative Frobenius over the checked rows): bf16 output 5e-3 (one bf16 rounding,
  * 2^-9 relative at most, ~1e-3 in RMS); f32 output 1e-4 (fp32 accumulation over K <= 4096);
  * FP8 5e-3 (bf16 output; the promotion every 128 of K keeps the tensor core's reduced-precision
@@ -285,95 +286,154 @@ static void bf16_shape_case(const dense_shape *s) {
            name);
 }
 
-/* A refusal: the status expected, the argument's name in the message, and no launch (the
- * output, poisoned, stays so). */
-static void expect_refusal(const char *what, dense_launch_fn launch, const void *args, moe_status want,
-                           const char *names, void *d_out, size_t out_bytes) {
-    char why[256] = "";
-    CUDA_OK(cudaMemset(d_out, 0xFF, out_bytes));
-    const moe_status st = launch(args, why, sizeof why);
-    CUDA_OK(cudaStreamSynchronize(stream));
-    CUDA_OK(cudaGetLastError());
-    CHECK(st == want && strstr(why, names) != NULL, "%s: got %s (\"%s\"), expected %s naming %s", what,
-          moe_status_string(st), why, moe_status_string(want), names);
-    unsigned char *h = xmalloc(out_bytes);
-    CUDA_OK(cudaMemcpy(h, d_out, out_bytes, cudaMemcpyDeviceToHost));
-    size_t changed = 0;
-    for (size_t i = 0; i < out_bytes; i++) changed += h[i] != 0xFF;
-    CHECK(changed == 0, "%s: refused, yet %zu output bytes changed", what, changed);
-    free(h);
+/* The refusals: each row changes one argument of a valid call (256 x 256 x 1040; FP8 scale rows of
+ * kb = 9 k-blocks, so lds 9 takes the scale ring) and names the status and the word the message must
+ * hold. dense_refusals_host runs them without a device (CI: the checks come before any device
+ * call; block_n is forced so that no row needs the device's SM count); on the device,
+ * refusal_cases also checks that the poisoned output stays untouched. */
+enum { REFUSE_M = 256, REFUSE_N = 256, REFUSE_K = 1040, REFUSE_KB = 9, REFUSE_LD = 1056 };
+
+typedef struct {
+    const char *what;
+    bool fp8;
+    void (*change)(void *args);
+    moe_status want;
+    const char *names;
+} dense_refusal;
+
+static void fp8_tensor_scales_2(void *a) { ((moe__hopper_gemm_fp8_args *)a)->tensor_scales = 2; }
+static void fp8_block_n_160(void *a) { ((moe__hopper_gemm_fp8_args *)a)->block_n = 160; }
+static void fp8_cluster_3(void *a) { ((moe__hopper_gemm_fp8_args *)a)->cluster_m = 3; }
+static void fp8_cluster_2(void *a) { ((moe__hopper_gemm_fp8_args *)a)->cluster_m = 2; }
+static void fp8_lds_a_short(void *a) { ((moe__hopper_gemm_fp8_args *)a)->lds_a = REFUSE_KB - 1; }
+static void fp8_lda_odd(void *a) { ((moe__hopper_gemm_fp8_args *)a)->lda = 1048; }
+static void fp8_b_scales_null(void *a) { ((moe__hopper_gemm_fp8_args *)a)->b_scales = NULL; }
+static void fp8_k_0(void *a) { ((moe__hopper_gemm_fp8_args *)a)->k = 0; }
+static void bf16_block_n_192(void *a) { ((moe__hopper_gemm_args *)a)->block_n = 192; }
+static void bf16_c_f16(void *a) { ((moe__hopper_gemm_args *)a)->c_dtype = MOE_DTYPE_F16; }
+static void bf16_ldc_short(void *a) { ((moe__hopper_gemm_args *)a)->ldc = REFUSE_N - 1; }
+static void bf16_cluster_3(void *a) { ((moe__hopper_gemm_args *)a)->cluster_m = 3; }
+static void bf16_cluster_2_narrow(void *a) {
+    ((moe__hopper_gemm_args *)a)->cluster_m = 2;
+    ((moe__hopper_gemm_args *)a)->block_n = 128;
+}
+static void bf16_lda_odd(void *a) { ((moe__hopper_gemm_args *)a)->lda = 1044; }
+
+static const dense_refusal REFUSALS[] = {
+    {"fp8 tensor_scales 2", true, fp8_tensor_scales_2, MOE_STATUS_INVALID_ARGUMENT, "tensor_scales"},
+    {"fp8 block_n 160", true, fp8_block_n_160, MOE_STATUS_INVALID_ARGUMENT, "block_n"},
+    {"fp8 cluster_m 3", true, fp8_cluster_3, MOE_STATUS_INVALID_ARGUMENT, "cluster_m"},
+    /* lds 9: the scales cannot come by TMA, and the ring is per CTA */
+    {"fp8 cluster_m 2 on the scale ring", true, fp8_cluster_2, MOE_STATUS_INVALID_ARGUMENT, "cluster_m"},
+    {"fp8 lds_a below the k-blocks", true, fp8_lds_a_short, MOE_STATUS_INVALID_ARGUMENT, "lds_a"},
+    {"fp8 lda not a multiple of 16", true, fp8_lda_odd, MOE_STATUS_INVALID_ARGUMENT, "lda"},
+    {"fp8 b_scales NULL", true, fp8_b_scales_null, MOE_STATUS_NULL_POINTER, "b_scales"},
+    {"fp8 k 0", true, fp8_k_0, MOE_STATUS_INVALID_ARGUMENT, "m, n, k"},
+    {"bf16 block_n 192", false, bf16_block_n_192, MOE_STATUS_INVALID_ARGUMENT, "block_n"},
+    {"bf16 c_dtype f16", false, bf16_c_f16, MOE_STATUS_DTYPE_MISMATCH, "c_dtype"},
+    {"bf16 ldc below n", false, bf16_ldc_short, MOE_STATUS_INVALID_ARGUMENT, "ldc"},
+    {"bf16 cluster_m 3", false, bf16_cluster_3, MOE_STATUS_INVALID_ARGUMENT, "cluster_m"},
+    {"bf16 cluster_m 2 on 128-wide tiles", false, bf16_cluster_2_narrow, MOE_STATUS_INVALID_ARGUMENT, "cluster_m"},
+    {"bf16 lda not a multiple of 8", false, bf16_lda_odd, MOE_STATUS_INVALID_ARGUMENT, "lda"},
+};
+enum { N_REFUSALS = sizeof REFUSALS / sizeof REFUSALS[0] };
+
+/* A valid call on the given buffers (codes in a / b; scales in s; the output in c). */
+static moe__hopper_gemm_fp8_args fp8_valid(void *a, void *b, float *s, void *c) {
+    moe__hopper_gemm_fp8_args ok;
+    memset(&ok, 0, sizeof ok);
+    ok.a = a, ok.lda = REFUSE_LD, ok.a_scales = s, ok.lds_a = REFUSE_KB;
+    ok.b = b, ok.ldb = REFUSE_LD, ok.b_scales = s, ok.lds_b = REFUSE_KB;
+    ok.c = c, ok.ldc = REFUSE_N, ok.m = REFUSE_M, ok.n = REFUSE_N, ok.k = REFUSE_K, ok.block_n = 128;
+    return ok;
 }
 
+static moe__hopper_gemm_args bf16_valid(void *a, void *b, void *c) {
+    moe__hopper_gemm_args ok;
+    memset(&ok, 0, sizeof ok);
+    ok.a = a, ok.lda = REFUSE_LD, ok.b = b, ok.ldb = REFUSE_LD, ok.c = c, ok.ldc = REFUSE_N;
+    ok.c_dtype = MOE_DTYPE_BF16, ok.m = REFUSE_M, ok.n = REFUSE_N, ok.k = REFUSE_K, ok.block_n = 256;
+    return ok;
+}
+
+/* Row r applied to a valid call: its status, and the message in why. */
+static moe_status refuse(const dense_refusal *r, void *a, void *b, float *s, void *c, char *why, size_t why_len) {
+    why[0] = 0;
+    if (r->fp8) {
+        moe__hopper_gemm_fp8_args args = fp8_valid(a, b, s, c);
+        r->change(&args);
+        return fp8_launch_fn(&args, why, why_len);
+    }
+    moe__hopper_gemm_args args = bf16_valid(a, b, c);
+    r->change(&args);
+    return bf16_launch_fn(&args, why, why_len);
+}
+
+int dense_refusals_host(void) {
+    static unsigned char buf[4][64] __attribute__((aligned(16))); /* never read: every row is refused first */
+    int failed = 0;
+    for (int i = 0; i < N_REFUSALS; i++) {
+        char why[256];
+        const moe_status st = refuse(&REFUSALS[i], buf[0], buf[1], (float *)buf[2], buf[3], why, sizeof why);
+        const bool ok = st == REFUSALS[i].want && strstr(why, REFUSALS[i].names) != NULL;
+        if (!ok) failed++;
+        if (!ok)
+            printf("FAIL dense refusal %s: got %s (\"%s\"), expected %s naming %s\n", REFUSALS[i].what,
+                   moe_status_string(st), why, moe_status_string(REFUSALS[i].want), REFUSALS[i].names);
+    }
+    char why[128] = "";
+    if (moe__hopper_gemm_fp8(NULL, NULL, why, sizeof why) != MOE_STATUS_NULL_POINTER || !strstr(why, "args")) {
+        printf("FAIL dense refusal fp8 args NULL: \"%s\"\n", why);
+        failed++;
+    }
+    if (moe__hopper_gemm_dense(NULL, NULL, why, sizeof why) != MOE_STATUS_NULL_POINTER || !strstr(why, "args")) {
+        printf("FAIL dense refusal bf16 args NULL: \"%s\"\n", why);
+        failed++;
+    }
+    printf("%s the dense engine's refusals on the host: %d checks, %d failed\n", failed ? "FAIL" : "ok  ",
+           N_REFUSALS + 2, failed);
+    return failed;
+}
+
+/* On the device: each refusal returns its status and names its argument, launches nothing (the
+ * poisoned output stays so) and leaves no CUDA error. */
 static void refusal_cases(void) {
     const char *name = "dense refusals";
     if (!selected(name)) return;
     case_failures = 0;
-    const int64_t m = 256, n = 256, k = 1040, kb = 9; /* kb % 4 != 0: lds_a = 9 takes the ring */
     void *d_a, *d_b, *d_s, *d_out;
-    CUDA_OK(cudaMalloc(&d_a, (size_t)(m * 1056)));
-    CUDA_OK(cudaMalloc(&d_b, (size_t)(n * 1056) * 2));
-    CUDA_OK(cudaMalloc(&d_s, (size_t)(m * 12) * sizeof(float)));
-    CUDA_OK(cudaMalloc(&d_out, (size_t)(m * n) * 4));
-    CUDA_OK(cudaMemset(d_a, 0, (size_t)(m * 1056)));
-    CUDA_OK(cudaMemset(d_b, 0, (size_t)(n * 1056) * 2));
-    CUDA_OK(cudaMemset(d_s, 0, (size_t)(m * 12) * sizeof(float)));
-    moe__hopper_gemm_fp8_args ok;
-    memset(&ok, 0, sizeof ok);
-    ok.a = d_a, ok.lda = 1056, ok.a_scales = d_s, ok.lds_a = kb;
-    ok.b = d_a, ok.ldb = 1056, ok.b_scales = d_s, ok.lds_b = kb;
-    ok.c = d_out, ok.ldc = n, ok.m = m, ok.n = n, ok.k = k;
-    const size_t fp8_out = (size_t)(m * n) * 2;
-    moe__hopper_gemm_fp8_args a = ok;
-    a.tensor_scales = 2;
-    expect_refusal("fp8 tensor_scales 2", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "tensor_scales", d_out, fp8_out);
-    a = ok, a.block_n = 160;
-    expect_refusal("fp8 block_n 160", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "block_n", d_out, fp8_out);
-    a = ok, a.cluster_m = 3;
-    expect_refusal("fp8 cluster_m 3", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "cluster_m", d_out, fp8_out);
-    a = ok, a.cluster_m = 2; /* lds 9: the scales cannot come by TMA, and the ring is per CTA */
-    expect_refusal("fp8 cluster_m 2 on the scale ring", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "cluster_m",
-                   d_out, fp8_out);
-    a = ok, a.lds_a = kb - 1;
-    expect_refusal("fp8 lds_a below the k-blocks", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "lds_a", d_out,
-                   fp8_out);
-    a = ok, a.lda = 1048;
-    expect_refusal("fp8 lda not a multiple of 16", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "lda", d_out,
-                   fp8_out);
-    a = ok, a.b_scales = NULL;
-    expect_refusal("fp8 b_scales NULL", fp8_launch_fn, &a, MOE_STATUS_NULL_POINTER, "b_scales", d_out, fp8_out);
-    a = ok, a.k = 0;
-    expect_refusal("fp8 k 0", fp8_launch_fn, &a, MOE_STATUS_INVALID_ARGUMENT, "m, n, k", d_out, fp8_out);
-    char why[128];
-    CHECK(moe__hopper_gemm_fp8(NULL, stream, why, sizeof why) == MOE_STATUS_NULL_POINTER && strstr(why, "args"),
-          "fp8 args NULL: \"%s\"", why);
-
-    moe__hopper_gemm_args okb;
-    memset(&okb, 0, sizeof okb);
-    okb.a = d_b, okb.lda = 1056, okb.b = d_b, okb.ldb = 1056, okb.c = d_out, okb.ldc = n;
-    okb.c_dtype = MOE_DTYPE_BF16, okb.m = m, okb.n = n, okb.k = k;
-    moe__hopper_gemm_args b = okb;
-    b.block_n = 192;
-    expect_refusal("bf16 block_n 192", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "block_n", d_out, fp8_out);
-    b = okb, b.c_dtype = MOE_DTYPE_F16;
-    expect_refusal("bf16 c_dtype f16", bf16_launch_fn, &b, MOE_STATUS_DTYPE_MISMATCH, "c_dtype", d_out, fp8_out);
-    b = okb, b.ldc = n - 1;
-    expect_refusal("bf16 ldc below n", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "ldc", d_out, fp8_out);
-    b = okb, b.cluster_m = 3;
-    expect_refusal("bf16 cluster_m 3", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "cluster_m", d_out, fp8_out);
-    b = okb, b.cluster_m = 2, b.block_n = 128;
-    expect_refusal("bf16 cluster_m 2 on 128-wide tiles", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "cluster_m",
-                   d_out, fp8_out);
-    b = okb, b.lda = 1044;
-    expect_refusal("bf16 lda not a multiple of 8", bf16_launch_fn, &b, MOE_STATUS_INVALID_ARGUMENT, "lda", d_out,
-                   fp8_out);
+    const size_t out_bytes = (size_t)(REFUSE_M * REFUSE_N) * 4;
+    CUDA_OK(cudaMalloc(&d_a, (size_t)(REFUSE_M * REFUSE_LD) * 2));
+    CUDA_OK(cudaMalloc(&d_b, (size_t)(REFUSE_N * REFUSE_LD) * 2));
+    CUDA_OK(cudaMalloc(&d_s, (size_t)(REFUSE_M * 12) * sizeof(float)));
+    CUDA_OK(cudaMalloc(&d_out, out_bytes));
+    CUDA_OK(cudaMemset(d_a, 0, (size_t)(REFUSE_M * REFUSE_LD) * 2));
+    CUDA_OK(cudaMemset(d_b, 0, (size_t)(REFUSE_N * REFUSE_LD) * 2));
+    CUDA_OK(cudaMemset(d_s, 0, (size_t)(REFUSE_M * 12) * sizeof(float)));
+    unsigned char *h = xmalloc(out_bytes);
+    for (int i = 0; i < N_REFUSALS; i++) {
+        const dense_refusal *r = &REFUSALS[i];
+        char why[256];
+        CUDA_OK(cudaMemset(d_out, 0xFF, out_bytes));
+        const moe_status st = refuse(r, d_a, d_b, (float *)d_s, d_out, why, sizeof why);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaGetLastError());
+        CHECK(st == r->want && strstr(why, r->names) != NULL, "%s: got %s (\"%s\"), expected %s naming %s", r->what,
+              moe_status_string(st), why, moe_status_string(r->want), r->names);
+        CUDA_OK(cudaMemcpy(h, d_out, out_bytes, cudaMemcpyDeviceToHost));
+        size_t changed = 0;
+        for (size_t b = 0; b < out_bytes; b++) changed += h[b] != 0xFF;
+        CHECK(changed == 0, "%s: refused, yet %zu output bytes changed", r->what, changed);
+    }
+    free(h);
     CUDA_OK(cudaFree(d_a));
     CUDA_OK(cudaFree(d_b));
     CUDA_OK(cudaFree(d_s));
     CUDA_OK(cudaFree(d_out));
     if (case_failures == 0) cases_passed++;
     else cases_failed++;
-    printf("%s %s: each bad argument refused with its status and name, nothing launched\n",
-           case_failures ? "FAIL" : "ok  ", name);
+    printf("%s %s: %d bad arguments refused with their status and name, nothing launched\n",
+           case_failures ? "FAIL" : "ok  ", name, N_REFUSALS);
 }
 
 void dense_engine_cases(bool quick) {

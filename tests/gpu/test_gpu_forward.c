@@ -303,7 +303,10 @@ void run_model(model *m, const run_spec *runs, int nruns) {
 
 int main(int argc, char **argv) {
     bool quick = false, big = false;
-    if (argc == 2 && !strcmp(argv[1], "--selftest")) return stage_selftest(); /* host only */
+    if (argc == 2 && !strcmp(argv[1], "--selftest")) { /* host only */
+        const int stages = stage_selftest();
+        return dense_refusals_host() || stages ? 1 : 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--big")) big = true;
