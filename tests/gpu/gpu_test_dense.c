@@ -24,13 +24,17 @@
 
 typedef struct {
     int64_t m, n, k;
+    int64_t ld_pad;  /* elements of A's and B's rows past K (rounded to whole 16 bytes), a multiple of 16 */
+    int64_t ldc_pad; /* C's columns past N: they must stay as poisoned */
     bool quick;
 } dense_shape;
 
 /* Tails in every dimension, one k-block, a 32-k-block reduction (every ring wraps), an odd count
- * of row blocks (a cluster's second CTA past M), a single element. */
+ * of row blocks (a cluster's second CTA past M), a single element; padded operand rows, and C's
+ * rows padded by an odd count (no paired stores) and an even one. */
 static const dense_shape SHAPES[] = {
-    {1, 1, 16, true}, {130, 200, 1040, true}, {300, 520, 128, true}, {256, 384, 4096, false}, {640, 1000, 512, false},
+    {1, 1, 16, 0, 0, true},           {130, 200, 1040, 32, 3, true},    {300, 520, 128, 0, 0, true},
+    {256, 384, 4096, 0, 0, false},    {640, 1000, 512, 16, 8, false},
 };
 
 /* The rows the oracle checks: all of a small output, else 48 (first, last, both sides of every
@@ -48,21 +52,35 @@ static int64_t checked_rows(int64_t m, int64_t *rows) {
     return n;
 }
 
-/* out (row-major, ldc = n; bf16 or f32) against ref [rows][n] on the checked rows: the relative
- * Frobenius error; *nonfinite counts the non-finite elements of the WHOLE output. */
+/* The element at `at` of out (bf16 or f32). */
+static double out_value(const void *out, bool f32, int64_t at) {
+    return f32 ? ((const float *)out)[at] : moe_bf16_to_float(((const uint16_t *)out)[at]);
+}
+
+/* out (row-major [m, ldc]; bf16 or f32) against ref [rows][n] on the checked rows: the relative
+ * Frobenius error; *nonfinite counts the non-finite elements of the WHOLE m x n output, *written
+ * the padding columns (n .. ldc) that are no longer the poison. */
 static double dense_error(const void *out, bool f32, const double *ref, const int64_t *rows, int64_t nrows, int64_t m,
-                          int64_t n, int64_t *nonfinite) {
-    *nonfinite = 0;
-    for (int64_t i = 0; i < m * n; i++) {
-        const float v = f32 ? ((const float *)out)[i] : moe_bf16_to_float(((const uint16_t *)out)[i]);
-        if (!isfinite(v)) ++*nonfinite;
+                          int64_t n, int64_t ldc, int64_t *nonfinite, int64_t *written) {
+    *nonfinite = *written = 0;
+    const size_t esize = f32 ? 4 : 2;
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t c = 0; c < n; c++)
+            if (!isfinite(out_value(out, f32, r * ldc + c))) ++*nonfinite;
+        for (int64_t c = n; c < ldc; c++) {
+            const unsigned char *e = (const unsigned char *)out + (size_t)(r * ldc + c) * esize;
+            for (size_t b = 0; b < esize; b++)
+                if (e[b] != 0xFF) {
+                    ++*written;
+                    break;
+                }
+        }
     }
     double diff = 0.0, norm = 0.0;
     for (int64_t i = 0; i < nrows; i++)
         for (int64_t c = 0; c < n; c++) {
-            const int64_t at = rows[i] * n + c;
-            const double v = f32 ? ((const float *)out)[at] : moe_bf16_to_float(((const uint16_t *)out)[at]);
-            const double d = v - ref[i * n + c];
+            const int64_t at = rows[i] * ldc + c;
+            const double d = out_value(out, f32, at) - ref[i * n + c];
             diff += d * d;
             norm += ref[i * n + c] * ref[i * n + c];
         }
@@ -92,6 +110,14 @@ static void fill_blocks(float *x, int64_t rows, int64_t cols, int64_t block_rows
         }
 }
 
+/* "dense KIND MxNxK", with the padding of the leading dimensions where there is some. */
+static void shape_name(char *name, size_t len, const char *kind, const dense_shape *s) {
+    int at = snprintf(name, len, "dense %s %lldx%lldx%lld", kind, (long long)s->m, (long long)s->n, (long long)s->k);
+    if ((s->ld_pad || s->ldc_pad) && at > 0 && (size_t)at < len)
+        snprintf(name + at, len - (size_t)at, " (lda, ldb +%lld, ldc +%lld)", (long long)s->ld_pad,
+                 (long long)s->ldc_pad);
+}
+
 /* Runs launch(args) into out (poisoned first), syncs, copies back; the status, and the message in why. */
 typedef moe_status (*dense_launch_fn)(const void *args, char *why, size_t why_len);
 
@@ -105,7 +131,7 @@ static moe_status bf16_launch_fn(const void *args, char *why, size_t why_len) {
 /* One run checked: poison, launch (eagerly, or captured in a graph and replayed), compare. */
 static void dense_run(const char *what, dense_launch_fn launch, const void *args, void *d_out, void *h_out,
                       size_t out_bytes, bool f32, const double *ref, const int64_t *rows, int64_t nrows, int64_t m,
-                      int64_t n, double tol, bool graph) {
+                      int64_t n, int64_t ldc, double tol, bool graph) {
     char why[256] = "";
     CUDA_OK(cudaMemset(d_out, 0xFF, out_bytes)); /* NaN in bf16 and f32 */
     moe_status st;
@@ -128,10 +154,11 @@ static void dense_run(const char *what, dense_launch_fn launch, const void *args
     CHECK(st == MOE_STATUS_OK, "%s: %s: %s", what, moe_status_string(st), why);
     if (st != MOE_STATUS_OK) return;
     CUDA_OK(cudaMemcpy(h_out, d_out, out_bytes, cudaMemcpyDeviceToHost));
-    int64_t nonfinite;
-    const double err = dense_error(h_out, f32, ref, rows, nrows, m, n, &nonfinite);
-    CHECK(nonfinite == 0 && err <= tol, "%s: relative error %.3g (at most %.1g), %lld of %lld outputs not finite", what,
-          err, tol, (long long)nonfinite, (long long)(m * n));
+    int64_t nonfinite, written;
+    const double err = dense_error(h_out, f32, ref, rows, nrows, m, n, ldc, &nonfinite, &written);
+    CHECK(nonfinite == 0 && written == 0 && err <= tol,
+          "%s: relative error %.3g (at most %.1g), %lld of %lld outputs not finite, %lld padding columns written", what,
+          err, tol, (long long)nonfinite, (long long)(m * n), (long long)written);
 }
 
 static void *zeroed(size_t bytes) { return memset(xmalloc(bytes ? bytes : 1), 0, bytes); }
@@ -167,18 +194,19 @@ static int64_t fp8_operand(moe_format fmt, const float *x, int64_t rows, int64_t
 
 static void fp8_shape_case(const dense_shape *s) {
     char name[128];
-    snprintf(name, sizeof name, "dense fp8 %lldx%lldx%lld", (long long)s->m, (long long)s->n, (long long)s->k);
+    shape_name(name, sizeof name, "fp8", s);
     if (!selected(name)) return;
     case_failures = 0;
-    const int64_t m = s->m, n = s->n, k = s->k, ld = (k + 15) / 16 * 16, kb = (k + 127) / 128;
+    const int64_t m = s->m, n = s->n, k = s->k, ld = (k + 15) / 16 * 16 + s->ld_pad, kb = (k + 127) / 128;
+    const int64_t ldc = n + s->ldc_pad;
     float *xa = xmalloc((size_t)(m * k) * sizeof(float)), *xb = xmalloc((size_t)(n * k) * sizeof(float));
     fill_blocks(xa, m, k, 1);
     fill_blocks(xb, n, k, 128);
     int64_t rows[48];
     const int64_t nrows = checked_rows(m, rows);
-    uint16_t *h_out = xmalloc((size_t)(m * n) * 2);
+    uint16_t *h_out = xmalloc((size_t)(m * ldc) * 2);
     void *d_out;
-    CUDA_OK(cudaMalloc(&d_out, (size_t)(m * n) * 2));
+    CUDA_OK(cudaMalloc(&d_out, (size_t)(m * ldc) * 2));
     float *deq_a = xmalloc((size_t)(m * k) * sizeof(float)), *deq_b = xmalloc((size_t)(n * k) * sizeof(float));
     for (int tensor = 0; tensor <= 1; tensor++) {
         /* Block scales: rows padded to 4 k-blocks (by TMA), or to one past that (the ring). */
@@ -204,16 +232,16 @@ static void fp8_shape_case(const dense_shape *s) {
                 memset(&a, 0, sizeof a);
                 a.a = d_a, a.lda = ld, a.a_scales = d_sa, a.lds_a = lds;
                 a.b = d_b, a.ldb = ld, a.b_scales = d_sb, a.lds_b = lds;
-                a.c = d_out, a.ldc = n, a.m = m, a.n = n, a.k = k;
+                a.c = d_out, a.ldc = ldc, a.m = m, a.n = n, a.k = k;
                 a.block_n = configs[c][0], a.cluster_m = configs[c][1], a.tensor_scales = tensor;
                 char what[96];
                 snprintf(what, sizeof what, "%s%s block_n %d cluster_m %d", tensor ? "per tensor" : "block-scaled",
                          tensor ? "" : ring ? " (scale ring)" : " (scales by TMA)", a.block_n, a.cluster_m);
-                dense_run(what, fp8_launch_fn, &a, d_out, h_out, (size_t)(m * n) * 2, false, ref, rows, nrows, m, n,
-                          5e-3, false);
+                dense_run(what, fp8_launch_fn, &a, d_out, h_out, (size_t)(m * ldc) * 2, false, ref, rows, nrows, m, n,
+                          ldc, 5e-3, false);
                 if (c == 0)
-                    dense_run(what, fp8_launch_fn, &a, d_out, h_out, (size_t)(m * n) * 2, false, ref, rows, nrows, m, n,
-                              5e-3, true);
+                    dense_run(what, fp8_launch_fn, &a, d_out, h_out, (size_t)(m * ldc) * 2, false, ref, rows, nrows, m,
+                              n, ldc, 5e-3, true);
             }
             free(ref);
             free(ca), free(cb), free(sa), free(sb);
@@ -233,10 +261,10 @@ static void fp8_shape_case(const dense_shape *s) {
 
 static void bf16_shape_case(const dense_shape *s) {
     char name[128];
-    snprintf(name, sizeof name, "dense bf16 %lldx%lldx%lld", (long long)s->m, (long long)s->n, (long long)s->k);
+    shape_name(name, sizeof name, "bf16", s);
     if (!selected(name)) return;
     case_failures = 0;
-    const int64_t m = s->m, n = s->n, k = s->k, ld = (k + 7) / 8 * 8;
+    const int64_t m = s->m, n = s->n, k = s->k, ld = (k + 7) / 8 * 8 + s->ld_pad, ldc = n + s->ldc_pad;
     float *xa = xmalloc((size_t)(m * k) * sizeof(float)), *xb = xmalloc((size_t)(n * k) * sizeof(float));
     fill_blocks(xa, m, k, 1);
     fill_blocks(xb, n, k, 128);
@@ -255,8 +283,8 @@ static void bf16_shape_case(const dense_shape *s) {
     const int64_t nrows = checked_rows(m, rows);
     double *ref = dense_oracle(xa, xb, rows, nrows, n, k);
     void *d_a = upload(ha, (size_t)(m * ld) * 2), *d_b = upload(hb, (size_t)(n * ld) * 2), *d_out;
-    CUDA_OK(cudaMalloc(&d_out, (size_t)(m * n) * 4));
-    float *h_out = xmalloc((size_t)(m * n) * 4);
+    CUDA_OK(cudaMalloc(&d_out, (size_t)(m * ldc) * 4));
+    float *h_out = xmalloc((size_t)(m * ldc) * 4);
     /* {block_n, cluster_m}: the engine's choice first (also from a graph), then each forced; cluster_m 2
      * with block_n 0 takes 256-wide tiles. */
     static const int configs[][2] = {{0, 0}, {128, 1}, {256, 1}, {256, 2}, {0, 2}};
@@ -264,16 +292,16 @@ static void bf16_shape_case(const dense_shape *s) {
         for (int w = 0; w < 5; w++) {
             moe__hopper_gemm_args a;
             memset(&a, 0, sizeof a);
-            a.a = d_a, a.lda = ld, a.b = d_b, a.ldb = ld, a.c = d_out, a.ldc = n;
+            a.a = d_a, a.lda = ld, a.b = d_b, a.ldb = ld, a.c = d_out, a.ldc = ldc;
             a.c_dtype = f32 ? MOE_DTYPE_F32 : MOE_DTYPE_BF16;
             a.m = m, a.n = n, a.k = k, a.block_n = configs[w][0], a.cluster_m = configs[w][1];
             char what[64];
             snprintf(what, sizeof what, "%s out, block_n %d cluster_m %d", f32 ? "f32" : "bf16", a.block_n, a.cluster_m);
-            const size_t bytes = (size_t)(m * n) * (f32 ? 4 : 2);
-            dense_run(what, bf16_launch_fn, &a, d_out, h_out, bytes, f32, ref, rows, nrows, m, n, f32 ? 1e-4 : 5e-3,
-                      false);
+            const size_t bytes = (size_t)(m * ldc) * (f32 ? 4 : 2);
+            dense_run(what, bf16_launch_fn, &a, d_out, h_out, bytes, f32, ref, rows, nrows, m, n, ldc,
+                      f32 ? 1e-4 : 5e-3, false);
             if (w == 0)
-                dense_run(what, bf16_launch_fn, &a, d_out, h_out, bytes, f32, ref, rows, nrows, m, n,
+                dense_run(what, bf16_launch_fn, &a, d_out, h_out, bytes, f32, ref, rows, nrows, m, n, ldc,
                           f32 ? 1e-4 : 5e-3, true);
         }
     free(xa), free(xb), free(ha), free(hb), free(ref), free(h_out);

@@ -7,7 +7,9 @@
 # refusals), then the same under memcheck and racecheck; the grouped lab's first interleaved run
 # (qwen3 at T = 16384, four variants: session 30 rewrote its timing); then the whole --quick suite.
 # Session 31 added the bf16 engine's clusters of 2 (block_n 256, cluster_m 2, and cluster_m 2 with
-# block_n 0) to the bf16 cases and two refusals (cluster_m 3; cluster_m 2 on 128-wide tiles).
+# block_n 0) to the bf16 cases and two refusals (cluster_m 3; cluster_m 2 on 128-wide tiles), and
+# padded leading dimensions (A and B rows past K; C's rows padded by 3 and 8 columns, which must stay
+# poisoned).
 # Prediction (before the run): every dense case passes (the FP8 configurations passed the lab's
 # checks in session 30's call 1 on the lab's shapes; these add M = 1, 130 and 300 rows, K = 16 and
 # 1040, and the per-tensor mode from a graph); memcheck 0 errors; racecheck 0 hazards; the whole
