@@ -8,8 +8,10 @@
 # 1. The dense FP8 engine's consumer order. 192 wide ships ACQUIRE_FIRST (fp8v6); session 24's Y4
 #    took it over the uniform index alone (fp8v4u) by 0.98-1.05x while fp8v4u ran four places later
 #    in each process (about 1-1.5% a place, session 30). 128 wide ships ISSUE_THEN_WAIT_U
-#    (fp8v4u_128) over fp8v6_128. One lab process times all four interleaved; two processes, the
-#    list in opposite orders.
+#    (fp8v4u_128) over fp8v6_128. With them the clustered twins (fp8v8, fp8v8_128): the cluster rule's
+#    4-wave threshold was set from rounds that always timed the cluster after its twin (session 25),
+#    and session 28's rotated rounds had the one- and two-wave shapes level or faster in clusters. One
+#    lab process times all six interleaved; two processes, the list in opposite orders.
 # 2. bf16 GEMM2's bulk-copy epilogue where K <= 2048 (hopper_gemm2_bulk). Session 23's X3 lab had
 #    the bulk epilogue 2-4% slower than the staged one on qwen3 and deepseek (each timed after the
 #    staged variant in its process), and its forward A/B leaned staged in 7 of 10 cells by 0.982-1.040.
@@ -20,7 +22,8 @@
 #    there, --gemm v1 v1's; 3 alternated processes each.
 # Predictions (before the run):
 #  1. fp8v6 / fp8v4u time 0.97-1.01 on the x16 and square shapes (ACQUIRE_FIRST's own gain at most
-#     3%); fp8v4u_128 / fp8v6_128 0.95-1.02.
+#     3%); fp8v4u_128 / fp8v6_128 0.95-1.02; clusters / single on the one- and two-wave expert shapes
+#     0.97-1.03 (no clear loss), on the many-wave shapes 0.94-0.98.
 #  2. lab down_bulk / down_dyn_b16 time 0.97-1.03 on qwen3 and deepseek (no clear winner once
 #     interleaved); forward default / staged 0.98-1.02 where bulk applies.
 #  3. swap (hopper row) / v1 time: mixtral T = 64 1.00-1.03; qwen3 T = 256, gpt-oss and deepseek
@@ -34,7 +37,8 @@ build_device
 wait
 mark "grouped lab build" 0 $O/build_glab.log
 # 1. The FP8 dense order (its own build inside the lab script).
-VARIANTS="fp8v6,fp8v4u,fp8v6_128,fp8v4u_128 fp8v4u_128,fp8v6_128,fp8v4u,fp8v6" LAB_LIMIT=150 OUT=$O/fp8order \
+VARIANTS="fp8v6,fp8v4u,fp8v8,fp8v6_128,fp8v4u_128,fp8v8_128 fp8v8_128,fp8v4u_128,fp8v6_128,fp8v8,fp8v4u,fp8v6" \
+  LAB_LIMIT=150 OUT=$O/fp8order \
   timeout 330 bash lab/run_fp8_on_device.sh > $O/fp8order_stdout.log 2>&1; mark "fp8 dense order" $? $O/fp8order_stdout.log
 # 2. bf16 GEMM2: lab, two processes in opposite orders; then the forward.
 timeout 60 /tmp/glab --shapes qwen3,gptoss,mixtral,deepseek --variants down_dyn_b16,down_bulk > $O/glab_1.log 2>&1
