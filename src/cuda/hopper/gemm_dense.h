@@ -57,11 +57,23 @@ static inline int moe__hopper_gemm_dense_block_n(int64_t m, int64_t n, int64_t s
  * same threshold as the FP8 engine's (gemm_fp8.h). Taken into the engine in session 31, without
  * a GPU: the engine's own figure with it is not yet measured. */
 #define MOE__HOPPER_DENSE_CLUSTER_MIN_WAVES 4
+#define MOE__HOPPER_DENSE_CLUSTER_IDLE_PCT 2
+
+/* The rule both dense engines' cluster choices share (this one and gemm_fp8.h's): 2 CTAs a cluster
+ * (adjacent 128-row blocks) for `tiles` tiles over `rows` row blocks from min_waves waves on `sms`
+ * multiprocessors, never on one row block, and on an odd count only where the last cluster's idle
+ * CTA is under idle_pct percent of the row blocks; else 1. */
+static inline int moe__hopper_cluster_pairs(int64_t rows, int64_t tiles, int64_t sms, int64_t min_waves,
+                                            int64_t idle_pct) {
+    const int idle_ok = rows % 2 == 0 || 100 < idle_pct * (rows + 1);
+    return rows >= 2 && idle_ok && tiles >= min_waves * sms ? 2 : 1;
+}
+
 static inline int moe__hopper_gemm_dense_cluster_m(int64_t m, int64_t n, int block_n, int64_t sms) {
     const int64_t rows = (m + MOE__HOPPER_DENSE_BM - 1) / MOE__HOPPER_DENSE_BM;
-    const int64_t tiles = rows * ((n + block_n - 1) / block_n);
-    const int idle_ok = rows % 2 == 0 || 100 < 2 * (rows + 1);
-    return block_n == 256 && rows >= 2 && idle_ok && tiles >= MOE__HOPPER_DENSE_CLUSTER_MIN_WAVES * sms ? 2 : 1;
+    if (block_n != 256) return 1;
+    return moe__hopper_cluster_pairs(rows, rows * ((n + 255) / 256), sms, MOE__HOPPER_DENSE_CLUSTER_MIN_WAVES,
+                                     MOE__HOPPER_DENSE_CLUSTER_IDLE_PCT);
 }
 
 #ifdef __cplusplus

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gemm_dense.h" /* moe__hopper_cluster_pairs, the cluster rule both engines share */
 #include "moefuse.h"
 
 #ifdef __cplusplus
@@ -79,9 +80,8 @@ static inline int moe__hopper_gemm_fp8_block_n(int64_t m, int64_t n, int64_t sms
 #define MOE__HOPPER_FP8_CLUSTER_IDLE_PCT 2
 static inline int moe__hopper_gemm_fp8_cluster_m(int64_t m, int64_t n, int block_n, int64_t sms) {
     const int64_t rows = (m + MOE__HOPPER_FP8_BM - 1) / MOE__HOPPER_FP8_BM;
-    const int64_t tiles = rows * ((n + block_n - 1) / block_n);
-    const int idle_ok = rows % 2 == 0 || 100 < MOE__HOPPER_FP8_CLUSTER_IDLE_PCT * (rows + 1);
-    return rows >= 2 && idle_ok && tiles >= MOE__HOPPER_FP8_CLUSTER_MIN_WAVES * sms ? 2 : 1;
+    return moe__hopper_cluster_pairs(rows, rows * ((n + block_n - 1) / block_n), sms,
+                                     MOE__HOPPER_FP8_CLUSTER_MIN_WAVES, MOE__HOPPER_FP8_CLUSTER_IDLE_PCT);
 }
 
 /* Callable from CUDA device code too (the grouped kernel's use below) and from the C tests. */
