@@ -53,7 +53,8 @@ the process, the card warming up: session 30; --rounds 1 is that old order, moef
 one input set (x and routing) fits in L2 (60 MB) the replays rotate among 3 sets, each its own graph.
 
 Output: the JSON of PERF.md's results format to --out, a markdown table beside it (same
-stem, .md). Both are rewritten after every row, so a run cut short still leaves its rows;
+stem, .md). Both are rewritten after every (shape, T) is timed, so a run cut short still leaves
+the rows of every T it finished;
 --budget-s stops starting new rows (noted as skipped) once that many seconds have passed.
 
     python3 bench/bench_moe.py [--dtype bf16|fp8] [--shapes a,b] [--tokens 1,8,64] [--quick] [--out F.json]
@@ -317,6 +318,25 @@ def median_timed(run_once, min_reps, target_s, max_reps):
     """Median of run_once() results (ms each), replayed per replays_needed; (median, count)."""
     times = timed_samples(run_once, min_reps, target_s, max_reps)
     return statistics.median(times), len(times)
+
+
+def without_frames(e):
+    """e with the tracebacks of its chain dropped: their frames would keep a failed row's graphs
+    and tensors (its captures so far, its inputs) alive until its T is timed, and through an
+    out-of-memory retry."""
+    x = e
+    while x is not None:
+        x.__traceback__, x = None, x.__context__
+    return e
+
+
+def out_of_memory(e):
+    """Whether e, or an exception it was raised while handling, is an out-of-memory error."""
+    while e is not None:
+        if "OutOfMemory" in type(e).__name__:
+            return True
+        e = e.__context__
+    return False
 
 
 def round_order(n, r):
@@ -1132,10 +1152,10 @@ def run(args, gpu=None):
             try:
                 return [impl, fn(), None, time.time() - t1, [], []]
             except Exception as e:  # a failing impl is reported (time_pending) and the run goes on
-                return [impl, None, e, time.time() - t1, [], []]
+                return [impl, None, without_frames(e), time.time() - t1, [], []]
 
         row = prepared()
-        if row[2] is not None and "OutOfMemory" in type(row[2]).__name__ and any(p[1] is not None for p in pending):
+        if row[2] is not None and out_of_memory(row[2]) and any(p[1] is not None for p in pending):
             notes.append(f"{name} T={T}: out of memory capturing {impl} beside {len(pending)} captured rows: "
                          f"those were timed first, without it")
             time_pending(name, dims, T, nsets)
@@ -1153,8 +1173,9 @@ def run(args, gpu=None):
         passed or failed, appended in run order. Saves."""
         share = round_share(args.min_reps, args.target_s, args.max_reps, args.rounds)
         for r in range(args.rounds):
-            for j in round_order(len(pending), r):
-                p = pending[j]
+            live = [j for j, p in enumerate(pending) if p[1] is not None]  # rotate over the rows still timed
+            for i in round_order(len(live), r):
+                p = pending[live[i]]
                 if p[1] is None or lost:
                     continue
                 t1 = time.time()
@@ -1164,7 +1185,7 @@ def run(args, gpu=None):
                     p[4] += got
                     p[5].append(statistics.median(got))
                 except Exception as e:
-                    p[1], p[2] = None, e
+                    p[1], p[2] = None, without_frames(e)
                     cuda_alive(f"{name} T={T} {p[0]} (timing)")
                 p[3] += time.time() - t1
         for impl, timer, exc, secs, times, per_round in pending:

@@ -113,10 +113,12 @@ static inline std::vector<double> lab_interleaved_medians(const std::vector<std:
     CUDA_OK(cudaEventCreate(&start));
     CUDA_OK(cudaEventCreate(&stop));
     const int per_round = (timed + rounds - 1) / rounds;
+    std::vector<size_t> live; // the launchers timed: the rotation runs over these alone
+    for (size_t g = 0; g < n; ++g)
+        if (launch[g]) live.push_back(g);
     for (int r = 0; r < rounds; ++r)
-        for (size_t j = 0; j < n; ++j) {
-            const size_t g = (j + (size_t)r) % n;
-            if (!launch[g]) continue;
+        for (size_t j = 0; j < live.size(); ++j) {
+            const size_t g = live[(j + (size_t)r) % live.size()];
             std::vector<float> this_round;
             for (int i = 0; i < warmup + per_round; ++i) {
                 CUDA_OK(cudaEventRecord(start, stream));

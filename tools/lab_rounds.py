@@ -4,12 +4,14 @@
 
 Each lab row (lab/gemm_lab.cu, lab/gemm_fp8_lab.cu) since session 30 carries its impl's median per
 round (round_ms, in round order). Per (shape, impl): each round's median over the row's overall
-median, and the spread (slowest round / fastest). Per shape, the mean of those ratios per round
-over every impl: a card that slows as it warms shows ratios rising with the round. Rows without
+median, and the spread (slowest round / fastest). Per (file, shape), the mean of those ratios per
+round over every impl: a card that slows as it warms shows ratios rising with the round. The files
+are kept apart (the bf16 and FP8 labs share shape names but run in different processes). Rows without
 round_ms (older JSON) are left out. Exit 2 on a missing or unreadable file.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -17,25 +19,27 @@ import sys
 def rows_of(path):
     doc = json.load(open(path))
     rows = doc.get("rows", doc) if isinstance(doc, dict) else doc
-    return [r for r in rows if r.get("round_ms") and r.get("ms", 0) > 0]
+    name = os.path.basename(path)
+    return [dict(r, lab=name) for r in rows if r.get("round_ms") and r.get("ms", 0) > 0]
 
 
 def table(rows):
     n = max(len(r["round_ms"]) for r in rows)
-    head = "| shape | impl | " + " | ".join(f"round {i + 1}" for i in range(n)) + " | spread |"
-    lines = [head, "|---|---|" + "---|" * n + "---|"]
+    head = "| lab | shape | impl | " + " | ".join(f"round {i + 1}" for i in range(n)) + " | spread |"
+    lines = [head, "|---|---|---|" + "---|" * n + "---|"]
     per_shape = {}
     for r in rows:
         ratios = [m / r["ms"] for m in r["round_ms"]]
-        per_shape.setdefault(r["shape"], []).append(ratios)
+        per_shape.setdefault((r["lab"], r["shape"]), []).append(ratios)
         cells = " | ".join(f"{x:.3f}" for x in ratios) + " | " * (n - len(ratios))
-        lines.append(f"| {r['shape']} | {r['impl']} | {cells} | {max(r['round_ms']) / min(r['round_ms']):.3f} |")
+        lines.append(f"| {r['lab']} | {r['shape']} | {r['impl']} | {cells} | "
+                     f"{max(r['round_ms']) / min(r['round_ms']):.3f} |")
     lines.append("")
-    lines.append("| shape | impls | " + " | ".join(f"round {i + 1} mean" for i in range(n)) + " |")
-    lines.append("|---|---|" + "---|" * n)
-    for shape, rs in per_shape.items():
+    lines.append("| lab | shape | impls | " + " | ".join(f"round {i + 1} mean" for i in range(n)) + " |")
+    lines.append("|---|---|---|" + "---|" * n)
+    for (lab, shape), rs in per_shape.items():
         means = [statistics.mean(x[i] for x in rs if len(x) > i) for i in range(n)]
-        lines.append(f"| {shape} | {len(rs)} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
+        lines.append(f"| {lab} | {shape} | {len(rs)} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
     return "\n".join(lines) + "\n"
 
 
