@@ -28,7 +28,7 @@ SHAPES=qwen3 VARIANTS=up_none,up_actfirst,down_none,down_dyn_b16 TOKENS=16384 SU
 # Added in session 31: the K-grouped GEMM's stores (the aligned pairs the default again, bulk on
 # request), checked bit-equal and timed interleaved on the four --perf shapes. Prediction: the bits
 # equal; pairs / bulk time 0.95-0.99 on every shape (W5's raw files, read the right way round).
-timeout 90 build-device/test_gpu_wgrad --perf > $O/wgrad_perf.log 2>&1; mark "wgrad --perf (pairs vs bulk)" $? $O/wgrad_perf.log
+timeout 120 build-device/test_gpu_wgrad --perf > $O/wgrad_perf.log 2>&1; mark "wgrad --perf (pairs vs bulk)" $? $O/wgrad_perf.log
 left=$((550 - (SECONDS - call_t0)))
 timeout $left $T --quick > $O/suite_quick.log 2>&1; mark "suite --quick" $? $O/suite_quick.log
 mark done 0 /dev/null

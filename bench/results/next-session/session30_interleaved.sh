@@ -25,6 +25,9 @@
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
+# libmoefuse built here first (a bare machine: 30-40 s): each bench/run_on_device.sh below then finds
+# it built; else the first one's own build leaves less than its 30 s floor of TOTAL_S=100 (FATAL).
+build_device
 nvidia-smi --query-gpu=timestamp,clocks.sm,temperature.gpu,power.draw --format=csv -lms 200 > $O/clocks.csv 2>&1 &
 smi=$!
 for i in 1 2; do
@@ -35,11 +38,11 @@ for i in 1 2; do
   done
 done
 python3 tools/protocol_ab.py $O/order/r1_1/bench.json,$O/order/r1_2/bench.json \
-  $O/order/r3_1/bench.json,$O/order/r3_2/bench.json --names rounds1,rounds3 --out $O/order/ab.md > /dev/null 2>&1
+  $O/order/r3_1/bench.json,$O/order/r3_2/bench.json --names rounds1,rounds3 --out $O/order/ab.md > /dev/null 2> $O/order/ab.err
 mark "protocol_ab" $? $O/order/ab.md
 left=$((585 - (SECONDS - call_t0)))
 OUT=$O/gates timeout $left bash bench/issue4_gates.sh > $O/gates_stdout.log 2>&1; mark gates $? $O/gates/gates.log
 python3 tools/lab_rounds.py $O/gates/lab_bf16/lab.json $O/gates/lab_fp8/lab_fp8.json --out $O/gates/lab_rounds.md \
-  > /dev/null 2>&1; mark "lab rounds (drift left)" $? $O/gates/lab_rounds.md
+  > /dev/null 2> $O/gates/lab_rounds.err; mark "lab rounds (drift left)" $? $O/gates/lab_rounds.md
 kill $smi 2>/dev/null
 mark done 0 /dev/null

@@ -33,13 +33,16 @@ set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
 F=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Iinclude -Isrc/core -Isrc/cuda -Isrc/cuda/hopper -Ilab)
 nvcc "${F[@]}" -o /tmp/glab lab/grouped_lab.cu > $O/build_glab.log 2>&1 &
+glab_pid=$!
 build_device
-wait
-mark "grouped lab build" 0 $O/build_glab.log
+wait $glab_pid
+mark "grouped lab build" $? $O/build_glab.log
 # 1. The FP8 dense order (its own build inside the lab script).
 VARIANTS="fp8v6,fp8v4u,fp8v8,fp8v6_128,fp8v4u_128,fp8v8_128 fp8v8_128,fp8v4u_128,fp8v6_128,fp8v8,fp8v4u,fp8v6" \
   LAB_LIMIT=150 OUT=$O/fp8order \
   timeout 330 bash lab/run_fp8_on_device.sh > $O/fp8order_stdout.log 2>&1; mark "fp8 dense order" $? $O/fp8order_stdout.log
+python3 tools/lab_medians.py cublaslt,lt-block,fp8v6,fp8v4u,fp8v8,fp8v6_128,fp8v4u_128,fp8v8_128 $O/fp8order/lab_fp8v*.log \
+  > $O/fp8order/medians.md 2>&1; mark "fp8 order medians" $? $O/fp8order/medians.md
 # 2. bf16 GEMM2: lab, two processes in opposite orders; then the forward.
 timeout 60 /tmp/glab --shapes qwen3,gptoss,mixtral,deepseek --variants down_dyn_b16,down_bulk > $O/glab_1.log 2>&1
 mark "bf16 GEMM2 lab 1" $? $O/glab_1.log
