@@ -385,7 +385,8 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * MOEFUSE_HOPPER_EPI (=staged:
  * GEMM1's staged epilogue instead of the activation from the accumulators), MOEFUSE_HOPPER_EPI2
  * (=bulk or =staged: bf16 GEMM2's rows by bulk copies, 3 stages, at every K or at none, instead of
- * where K <= 2048), MOEFUSE_HOPPER_BN
+ * where K <= 2048), MOEFUSE_HOPPER_SKIP_UP (=1: bf16 GEMM1 also skips the MMAs of row blocks whose
+ * second half is all padding, as GEMM2 does), MOEFUSE_HOPPER_BN
  * (=256: no 240-wide tiles), MOEFUSE_HOPPER_FP8_BN (=128: the FP8 grouped GEMMs' 128 x 128 tiles
  * with a scale ring instead of 128 x 192 with the scales in the tile stage), MOEFUSE_HOPPER_FP8_EPI
  * (=bulk or =staged: the 128 x 192 tiles' bulk-copy epilogue at every K or at none, instead of

@@ -71,6 +71,10 @@ static const model MODELS[] = {
     {"gptoss", 128, 2880, 2880, 4, MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f, true, false, true},
     {"mixtral", 8, 4096, 14336, 2, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
     {"deepseek", 256, 7168, 2048, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, true, true},
+    // Two of issue 4's untuned shapes, routed experts only as bench_moe times them (session 32): glm-4.5-air
+    // (I = 1408) and qwen3-next-80b-a3b (E = 512, 320 rows an expert at T = 16384: the most padding).
+    {"glm", 128, 4096, 1408, 8, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
+    {"qwen3next", 512, 2048, 512, 10, MOE_ACT_SWIGLU, 0.0f, 0.0f, false, false, true},
     // Small shapes for the epilogues' correctness: every activation, N tails (I = 320: a GEMM1
     // tile of 256 columns runs past 2I = 640; H = 192), biases, the shared expert's rows.
     {"chk-swiglu-limit", 6, 192, 320, 2, MOE_ACT_SWIGLU, 0.0f, 7.0f, true, true, false},
@@ -105,6 +109,8 @@ struct variant {
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
     int cm = 1;            // FP8, 192 wide, static stride: clusters of 2 (grouped_fp8_kernel's CM)
+    bool skip = false;     // bf16 GEMM1 on tickets: grouped_params.skip_idle (the library's
+                           // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -133,6 +139,15 @@ static const variant VARIANTS[] = {
     {"up_actfirst_gather_dyn", "up_actfirst_dyn with A gathered from x (library: MOEFUSE_HOPPER_A=gather)", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true},
     {"up_bn240", "up_actfirst_dyn with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240},
     {"up_staged_bn240", "up_staged with 240-wide tiles", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, false, false, 240},
+    // Session 32: GEMM1 as the library runs it (act-first, tickets, expert by expert; x permuted, gathered,
+    // or 240 wide) and each with the second warpgroup skipping half-idle blocks (skip_idle), which
+    // session 14 measured only before the lab's interleaved timing (deepseek 1.074, gpt-oss 0.929).
+    {"up_actfirst_dyn_exp", "GEMM1 shipped, x permuted: act-first, tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true},
+    {"up_actfirst_dyn_exp_skip", "up_actfirst_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 1, true},
+    {"up_actfirst_gather_dyn_exp", "GEMM1 shipped, x gathered: act-first, tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true},
+    {"up_actfirst_gather_dyn_exp_skip", "up_actfirst_gather_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 1, true},
+    {"up_bn240_dyn_exp", "GEMM1 shipped for gpt-oss: up_actfirst_dyn_exp 240 wide", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true},
+    {"up_bn240_dyn_exp_skip", "up_bn240_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true, 1, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
     {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
@@ -900,9 +915,11 @@ int main(int argc, char **argv) {
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
-            (n.find("_c2") != std::string::npos) != (v.cm == 2) || (v.cm == 2 && (!v.fp8 || !v.stage || v.dyn))) {
+            (n.find("_c2") != std::string::npos) != (v.cm == 2) || (v.cm == 2 && (!v.fp8 || !v.stage || v.dyn)) ||
+            (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
+            fprintf(stderr, "  (skip %d, cm %d)\n", v.skip, v.cm);
             return 2;
         }
     }
@@ -1041,6 +1058,7 @@ int main(int argc, char **argv) {
                 }
                 if (fp8) p8.g.unit_counter = d_units;
                 else p.unit_counter = d_units;
+                if (!fp8 && v.kernel_mode == GEMM_UP) p.skip_idle = v.skip; // GEMM2 keeps grouped_plan_params' 1
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
                     return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas);

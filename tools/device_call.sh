@@ -3,7 +3,8 @@
 # LD_LIBRARY_PATH, T and B (the GPU test and the forward bench in build-device); defines
 #   mark NAME RC LOG   one line into $O/call.log: the step, its exit status, the seconds since the
 #                      start and LOG's last line;
-#   build_device       the GPU suite's build stage (tests/gpu/run_on_device.sh), logs in $O/build.
+#   build_device       the GPU suite's build stage (tests/gpu/run_on_device.sh), logs in $O/build;
+#   build_device_and_glab  the same, and the grouped lab (/tmp/glab) compiled beside it.
 R=$PWD
 O=${O:-$OUT}
 mkdir -p "$O"
@@ -15,6 +16,15 @@ mark() { echo "$1: rc=$2 at $((SECONDS - call_t0)) s; $(tail -n 1 "$3" 2>/dev/nu
 build_device() {
     STAGES=build OUT=$O/build timeout 150 bash tests/gpu/run_on_device.sh >"$O/build_stdout.log" 2>&1
     mark build $? "$O/build_stdout.log"
+}
+# build_device_and_glab: build_device, with lab/grouped_lab.cu compiled into /tmp/glab beside it.
+build_device_and_glab() {
+    nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Iinclude -Isrc/core -Isrc/cuda \
+        -Isrc/cuda/hopper -Ilab -o /tmp/glab lab/grouped_lab.cu >"$O/build_glab.log" 2>&1 &
+    local glab_pid=$!
+    build_device
+    wait $glab_pid
+    mark "grouped lab build" $? "$O/build_glab.log"
 }
 # A/B calls (the change committed as PATCH beside the call script; the base is this tree without it):
 #   base_tree PATCH    /tmp/base = this tree (no build-device, no bench/results) with PATCH reversed;

@@ -570,13 +570,16 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         const bool tickets = hopper_ticket_schedule(true), gather = hopper_a_gather(L.rows, L.E, L.I);
         const bool act_first = hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets);
         const bool bulk2 = hopper_gemm2_bulk(L.H, L.I, L.H, rows_in_bf16(L, MOE_DTYPE_BF16), tickets);
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s",
+        const char *skip = !tickets ? ""
+                           : hopper_gemm1_skip_idle(tickets) ? ", both GEMMs skip the MMAs of all-padding half blocks"
+                                                             : ", GEMM2 skips the MMAs of all-padding half blocks";
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  act_first ? "GEMM1's activation from the accumulators" : "GEMM1's staged epilogue",
-                 bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "");
+                 bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "", skip);
     }
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);

@@ -109,6 +109,16 @@ bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, b
            (!gather || ticket_schedule);
 }
 
+// MOEFUSE_HOPPER_SKIP_UP=1: GEMM1 also skips the second warpgroup's MMAs on half-idle blocks (A/B
+// runs). Off by default since session 14's lab call Q1 (3 rounds, each arm in one block, before the
+// lab's interleaved timing; bench/results/2026-12-03-h200-session14/callQ1/out/lab/ab_skip.md):
+// skip/base GEMM1 at T = 16384 deepseek 1.074, gpt-oss 0.929, qwen3 0.989, mixtral 0.995. To be
+// re-measured interleaved (bench/results/next-session/).
+bool hopper_gemm1_skip_idle(bool ticket_schedule) {
+    const char *env = getenv("MOEFUSE_HOPPER_SKIP_UP");
+    return ticket_schedule && env && !strcmp(env, "1");
+}
+
 // 240-wide tiles where they divide n and 256 does not (gpt-oss: H = 2880, 2I = 5760), so no tile
 // is a 64-column tail computed 256 wide: lab call Q1 (session 14), GEMM2 0.97 and GEMM1 0.96 of
 // the 256-wide time at T=16384, even at 4096. The ticket schedule only (the static stride and the
@@ -171,6 +181,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
+    if (g->mode == GEMM_UP) p.skip_idle = hopper_gemm1_skip_idle(dyn);
     const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
                            grouped_act_first_ok(g);
     const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&

@@ -31,12 +31,7 @@
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
-F=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Iinclude -Isrc/core -Isrc/cuda -Isrc/cuda/hopper -Ilab)
-nvcc "${F[@]}" -o /tmp/glab lab/grouped_lab.cu > $O/build_glab.log 2>&1 &
-glab_pid=$!
-build_device
-wait $glab_pid
-mark "grouped lab build" $? $O/build_glab.log
+build_device_and_glab
 # 1. The FP8 dense order (its own build inside the lab script).
 VARIANTS="fp8v6,fp8v4u,fp8v8,fp8v6_128,fp8v4u_128,fp8v8_128 fp8v8_128,fp8v4u_128,fp8v6_128,fp8v8,fp8v4u,fp8v6" \
   LAB_LIMIT=150 OUT=$O/fp8order \

@@ -35,6 +35,10 @@ bool hopper_fp8_large_experts(int64_t hidden, int64_t intermediate);
 // MOEFUSE_HOPPER_EPI=staged, and when the producer gathers A (gather), the ticket schedule. (The
 // launch also checks the pointers' alignment, which the forward's workspace always has.)
 bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, bool ticket_schedule);
+// Whether bf16 GEMM1 (tiled) skips the second consumer warpgroup's MMAs on row blocks whose second
+// 64 rows are all padding, as GEMM2 always does on the ticket schedule: only on that schedule and
+// with MOEFUSE_HOPPER_SKIP_UP=1 (an A/B switch, off by default).
+bool hopper_gemm1_skip_idle(bool ticket_schedule);
 // The tiled grouped GEMM's tile width for n output columns: 240 where 240 divides n and 256 does
 // not, on the ticket schedule and not for the gathering GEMM1; else 256. MOEFUSE_HOPPER_BN=256
 // keeps 256.

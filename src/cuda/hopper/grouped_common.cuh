@@ -99,6 +99,10 @@ struct grouped_params {
     // DYN: [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
     // the last CTA to take its final ticket puts them back to 0.
     int *unit_counter;
+    // DYN: the producer flags a unit whose row block's second 64 rows are all padding (an expert's
+    // last block holding at most 64 rows) and the second consumer warpgroup skips its MMAs.
+    // grouped_plan_params sets it for GEMM2; GEMM1 takes it on request (hopper_gemm1_skip_idle).
+    int skip_idle;
 };
 
 __device__ __forceinline__ int live_blocks(const grouped_params &p) {

@@ -106,8 +106,9 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // at nearly the same time, and read the tile's k-slices from L2 after the first of them (deepseek
 // GEMM1 at T=16384: 59.9 -> 37 GB of DRAM reads; src/cuda/NOTES.md, session 11). The producer
 // passes each unit's number to the consumers in a header of the unit's first stage (-1: none left),
-// with a flag (GEMM2) for a block whose second half is all padding (an expert's last block holding
-// at most 64 rows), whose MMAs the second consumer warpgroup then skips.
+// with a flag (p.skip_idle: GEMM2, and GEMM1 on request) for a block whose second half is all
+// padding (an expert's last block holding at most 64 rows), whose MMAs the second consumer
+// warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -169,10 +170,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
+                // The half-idle flag (see the TMA producer below); only thread 0 writes the header.
+                const bool lower_idle =
+                    DYN && p.skip_idle && t == 0 && p.sorted_ids[(int64_t)m_block * BM + BM / 2] == p.padding_id;
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
-                        if (DYN && kb == 0) stage_unit[stage] = 2 * u; // GEMM1: no half-idle flag
+                        if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
                         mbar_arrive_expect_tx(&full[stage], b_bytes);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
@@ -219,11 +223,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                     int m_block, n_block, e;
                     unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
                     const int m0 = m_block * BM;
-                    // DYN, GEMM2: whether the block's second 64 rows are all padding (a block's live
-                    // rows come first), read beside block_expert: the header tells the second
-                    // consumer warpgroup to skip the unit's MMAs. Not GEMM1: there it made deepseek
-                    // (K = 7168) 7% slower (src/cuda/NOTES.md, session 14).
-                    const bool lower_idle = DYN && MODE == GEMM_DOWN && p.sorted_ids[m0 + BM / 2] == p.padding_id;
+                    // DYN, p.skip_idle: whether the block's second 64 rows are all padding (a block's
+                    // live rows come first), read beside block_expert: the header tells the second
+                    // consumer warpgroup to skip the unit's MMAs. GEMM1 only on request: a single-run
+                    // lab had it 7% slower on deepseek (K = 7168; src/cuda/NOTES.md, session 14).
+                    const bool lower_idle = DYN && p.skip_idle && p.sorted_ids[m0 + BM / 2] == p.padding_id;
                     const int b_row = e * p.n + n_block * BN;
                     uint32_t b_bytes;
                     const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
@@ -276,7 +280,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 v = __shfl_sync(0xFFFFFFFFu, v, 0);
                 if (v < 0) break;
                 u = v >> 1;
-                if (MODE == GEMM_DOWN && half == 1 && (v & 1)) {
+                if (half == 1 && (v & 1)) {
                     // All 64 rows of this warpgroup are padding: free the unit's stages as they
                     // fill, no MMAs and no epilogue (nothing of these rows is stored anyway), so
                     // the other warpgroup has the tensor cores to itself.
@@ -365,6 +369,7 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
     p->activation = g->activation;
     p->act_alpha = g->act_alpha;
     p->act_limit = g->act_limit;
+    p->skip_idle = g->mode == GEMM_DOWN; // the bf16 grouped kernel's (DYN); GEMM1 on request
 }
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
