@@ -27,6 +27,8 @@
 //
 // Usage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] [--dtype bf16|fp8|fp8-tensor]
 //                          [--json FILE]
+// Shapes are exact names from the table below (default: PERF.md's four); a bad argument is exit 2,
+// no CUDA device exit 77.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -119,31 +121,114 @@ __global__ void fill_scales(float *p, int64_t n, uint64_t seed, float scale) {
         p[i] = scale * (1.0f + 0.5f * hash_uniform((uint64_t)i, seed, 1.0f));
 }
 
-int main(int argc, char **argv) {
-    const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *json_path = NULL, *gemm_arg = "v1,hopper";
-    bool fp8 = false, fp8_tensor = false;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--tokens")) tokens_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "--shapes")) shapes_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "--json")) json_path = argv[i + 1];
-        else if (!strcmp(argv[i], "--gemm")) gemm_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "--dtype")) {
-            fp8_tensor = !strcmp(argv[i + 1], "fp8-tensor");
-            fp8 = fp8_tensor || !strcmp(argv[i + 1], "fp8");
-        }
-    }
+// The command line, checked before any device call: a flag this bench does not know, a shape it does
+// not have, a token count that is not a positive integer or a path other than v1 / hopper is an error
+// (exit 2, naming the argument and what it takes), never silently ignored or matched as a substring
+// (an A/B run on a lent GPU that quietly timed the wrong thing is a lost call).
+#define MAX_TOKEN_COUNTS 16
+#define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
+struct bench_opts {
+    int64_t tokens[MAX_TOKEN_COUNTS];
+    int ntok;
+    bool shape_on[NSHAPES];
     const char *paths[2];
-    int npaths = 0;
-    if (strstr(gemm_arg, "v1")) paths[npaths++] = "v1";
-    if (strstr(gemm_arg, "hopper")) paths[npaths++] = "hopper";
+    int npaths;
+    bool fp8, fp8_tensor;
+    const char *json_path;
+};
+
+static int usage_error(const char *fmt, const char *arg) {
+    printf("bench_gpu_forward: ");
+    printf(fmt, arg);
+    printf("\nusage: bench_gpu_forward [--tokens 1,64,512] [--shapes qwen3-30b-a3b,...] [--gemm v1,hopper] "
+           "[--dtype bf16|fp8|fp8-tensor] [--json FILE]\n");
+    return 2;
+}
+
+// The next item of a comma list into item[64]: 1 when one was read (and *p moved past it), 0 at the
+// list's end, -1 for an empty or over-long item.
+static int next_item(const char **p, char item[64]) {
+    if (!*p) return 0;
+    const char *end = strchr(*p, ',');
+    const size_t len = end ? (size_t)(end - *p) : strlen(*p);
+    if (len == 0 || len >= 64) return -1;
+    memcpy(item, *p, len);
+    item[len] = '\0';
+    *p = end ? end + 1 : NULL;
+    return 1;
+}
+
+static int shape_index(const char *name) {
+    for (int si = 0; si < NSHAPES; si++)
+        if (!strcmp(name, shapes[si].name)) return si;
+    return -1;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    const char *tokens_arg = "1,8,64,512,4096,16384", *shapes_arg = NULL, *gemm_arg = "v1,hopper", *dtype = "bf16";
+    o->json_path = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "--tokens") && strcmp(flag, "--shapes") && strcmp(flag, "--json") && strcmp(flag, "--gemm") &&
+            strcmp(flag, "--dtype"))
+            return usage_error("unknown argument '%s'", flag);
+        if (i + 1 >= argc) return usage_error("%s needs a value", flag);
+        const char *v = argv[i + 1];
+        if (!strcmp(flag, "--tokens")) tokens_arg = v;
+        else if (!strcmp(flag, "--shapes")) shapes_arg = v;
+        else if (!strcmp(flag, "--json")) o->json_path = v;
+        else if (!strcmp(flag, "--gemm")) gemm_arg = v;
+        else dtype = v;
+    }
+    if (strcmp(dtype, "bf16") && strcmp(dtype, "fp8") && strcmp(dtype, "fp8-tensor"))
+        return usage_error("--dtype: got '%s', expected bf16, fp8 or fp8-tensor", dtype);
+    o->fp8_tensor = !strcmp(dtype, "fp8-tensor");
+    o->fp8 = o->fp8_tensor || !strcmp(dtype, "fp8");
+    char item[64];
+    int got;
+    o->ntok = 0;
+    for (const char *p = tokens_arg; (got = next_item(&p, item)) != 0;) {
+        char *end = NULL;
+        const long long t = got > 0 ? strtoll(item, &end, 10) : 0;
+        if (got < 0 || *end || t < 1 || t > (1LL << 24))
+            return usage_error("--tokens: got '%s', expected token counts from 1 to 16777216, comma-separated", tokens_arg);
+        if (o->ntok == MAX_TOKEN_COUNTS) return usage_error("--tokens: more than 16 counts in '%s'", tokens_arg);
+        o->tokens[o->ntok++] = t;
+    }
+    bool v1 = false, hopper = false;
+    for (const char *p = gemm_arg; (got = next_item(&p, item)) != 0;) {
+        if (got > 0 && !strcmp(item, "v1")) v1 = true;
+        else if (got > 0 && !strcmp(item, "hopper")) hopper = true;
+        else return usage_error("--gemm: got '%s', expected v1, hopper or v1,hopper", gemm_arg);
+    }
+    o->npaths = 0;
+    if (v1) o->paths[o->npaths++] = "v1";
+    if (hopper) o->paths[o->npaths++] = "hopper";
+    for (int si = 0; si < NSHAPES; si++) o->shape_on[si] = !shapes_arg && shapes[si].perf;
+    for (const char *p = shapes_arg; (got = next_item(&p, item)) != 0;) {
+        const int si = got > 0 ? shape_index(item) : -1;
+        if (si < 0) {
+            printf("bench_gpu_forward: the shapes are:");
+            for (int j = 0; j < NSHAPES; j++) printf(" %s", shapes[j].name);
+            printf("\n");
+            return usage_error("--shapes: '%s' names a shape this bench does not have", got > 0 ? item : shapes_arg);
+        }
+        o->shape_on[si] = true;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bench_opts opts;
+    if (parse_args(argc, argv, &opts)) return 2;
+    const bool fp8 = opts.fp8, fp8_tensor = opts.fp8_tensor;
+    const char *json_path = opts.json_path;
+    const char *const *paths = opts.paths;
+    const int npaths = opts.npaths;
     const moe_format act_format = fp8_tensor ? MOE_FORMAT_FP8_TENSOR : fp8 ? MOE_FORMAT_FP8_ROW128 : MOE_FORMAT_F32;
     const char *dtype_name = fp8_tensor ? "fp8-tensor" : fp8 ? "fp8" : "bf16";
-    int64_t tokens[16];
-    int ntok = 0;
-    for (const char *p = tokens_arg; *p && ntok < 16;) {
-        tokens[ntok++] = strtoll(p, (char **)&p, 10);
-        if (*p == ',') p++;
-    }
+    const int64_t *tokens = opts.tokens;
+    const int ntok = opts.ntok;
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("bench_gpu_forward: no CUDA device\n");
@@ -166,9 +251,9 @@ int main(int argc, char **argv) {
     printf("device: %s\n%-14s %6s %-7s %10s %10s %9s %12s\n", prop.name, "shape", "T", "gemm", "ms", "TFLOP/s",
            "GB/s(w)", "y vs v1 y");
 
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    for (int si = 0; si < NSHAPES; si++) {
         const shape &sh = shapes[si];
-        if (shapes_arg ? !strstr(shapes_arg, sh.name) : !sh.perf) continue;
+        if (!opts.shape_on[si]) continue;
         // The weights, as moe_weights_create would leave them for the CUDA backend.
         const moe_format wformat = fp8_tensor ? MOE_FORMAT_FP8_TENSOR : fp8 ? MOE_FORMAT_FP8_BLOCK128 : MOE_FORMAT_BF16;
         moe_weights_t w;
