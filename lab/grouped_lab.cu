@@ -904,6 +904,13 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (tokens < 1 || tokens > (1 << 24)) {
+        fprintf(stderr, "--tokens: got %lld, expected a token count from 1 to 16777216\n", (long long)tokens);
+        return 2;
+    }
+    // Every listed shape must exist (an unknown one would be skipped without a word).
+    const std::vector<model> named = lab_pick_variants(MODELS, sizeof MODELS / sizeof MODELS[0], shapes, "--shapes");
+    (void)named;
     // The listed variants in the list's order (every one without --variants).
     const std::vector<variant> picked = lab_pick_variants(VARIANTS, sizeof VARIANTS / sizeof VARIANTS[0], variants);
     // The variant table is positional: a flag in the wrong slot silently runs another kernel. The

@@ -34,8 +34,9 @@ __host__ __device__ inline uint64_t lab_splitmix64(uint64_t x) {
 // in the list's order, so that rounds of one binary can alternate which variant runs first; every
 // entry, in table order, when list is NULL. Until session 25 the labs ran their table's order
 // whatever the list said, so each shape's last variant always ran last. An unknown name: a
-// message on stderr and exit status 2.
-template <class T> std::vector<T> lab_pick_variants(const T *all, size_t n, const char *list) {
+// message on stderr naming `flag` (the option the list came from) and exit status 2.
+template <class T>
+std::vector<T> lab_pick_variants(const T *all, size_t n, const char *list, const char *flag = "--variants") {
     std::vector<T> picked;
     if (!list) return std::vector<T>(all, all + n);
     for (const char *p = list; *p;) {
@@ -43,7 +44,7 @@ template <class T> std::vector<T> lab_pick_variants(const T *all, size_t n, cons
         size_t i = 0;
         while (i < n && !(strlen(all[i].name) == len && !strncmp(all[i].name, p, len))) ++i;
         if (i == n) {
-            fprintf(stderr, "--variants: no variant named '%.*s'; the table has:", (int)len, p);
+            fprintf(stderr, "%s: nothing named '%.*s'; the table has:", flag, (int)len, p);
             for (size_t j = 0; j < n; ++j) fprintf(stderr, " %s", all[j].name);
             fprintf(stderr, "\n");
             exit(2);
