@@ -315,10 +315,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--perf")) {
             perf_only = true;
             if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
-                for (const char *c = argv[++i]; *c && n_perf_T_arg < 8;) {
-                    perf_T_arg[n_perf_T_arg++] = strtoll(c, (char **)&c, 10);
-                    if (*c == ',') c++;
-                    else if (*c) break;
+                /* Token counts 1..2^24, comma-separated, at most 8: anything else is an error, not a
+                 * shorter list. */
+                for (const char *c = argv[++i];;) {
+                    char *end;
+                    const long long t = strtoll(c, &end, 10);
+                    if (end == c || t < 1 || t > (1LL << 24) || (*end && *end != ',') || n_perf_T_arg == 8) {
+                        printf("test_gpu_forward: --perf: got '%s', expected up to 8 token counts from 1 to 16777216, "
+                               "comma-separated\n", argv[i]);
+                        return 2;
+                    }
+                    perf_T_arg[n_perf_T_arg++] = t;
+                    if (!*end) break;
+                    c = end + 1;
                 }
             }
         }
@@ -365,5 +374,9 @@ int main(int argc, char **argv) {
            path_failed[0], path_passed[1], path_failed[1]);
     if (cases_skipped) printf("%d --big case(s) skipped: not enough free device memory (the SKIP line says how much)\n", cases_skipped);
     printf("%d passed, %d failed\n", cases_passed, cases_failed);
+    if (cases_passed + cases_failed + cases_skipped == 0) { /* a filter that matched nothing checked nothing */
+        printf("FAIL: no case ran%s%s%s\n", filter ? " (--filter '" : "", filter ? filter : "", filter ? "' matched none)" : "");
+        return 1;
+    }
     return cases_failed ? 1 : 0;
 }
