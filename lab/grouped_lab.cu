@@ -148,6 +148,12 @@ static const variant VARIANTS[] = {
     {"up_actfirst_gather_dyn_exp_skip", "up_actfirst_gather_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 1, true},
     {"up_bn240_dyn_exp", "GEMM1 shipped for gpt-oss: up_actfirst_dyn_exp 240 wide", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true},
     {"up_bn240_dyn_exp_skip", "up_bn240_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true, 1, true},
+    // Session 32: GEMM1's activation written straight into two 64 x 64 TMA boxes per warpgroup and
+    // stored by cp.async.bulk.tensor (EPI_ACT_TMA; the library's MOEFUSE_HOPPER_EPI=tma): no row
+    // table, no shared-memory read-back, no per-row stores. Against up_actfirst_dyn_exp and
+    // up_actfirst_gather_dyn_exp.
+    {"up_acttma_dyn_exp", "up_actfirst_dyn_exp with the A2 tile stored by TMA", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true},
+    {"up_acttma_gather_dyn_exp", "up_actfirst_gather_dyn_exp with the A2 tile stored by TMA", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, true, false, false, true, false, false, 256, false, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
     {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
@@ -218,20 +224,21 @@ static const variant VARIANTS[] = {
 };
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
+// mo: EPI_ACT_TMA's A2 map (NULL for the other epilogues).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
-                            unsigned ctas) {
+                            unsigned ctas, const CUtensorMap *mo) {
     static bool ready = false;
     if (!ready) {
         cudaError_t err = grouped_set_smem<MODE, EPI, ACT, GATHER, DYN, BN>();
         if (err != cudaSuccess) return err;
         ready = true;
     }
-    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN, BN>(a, b, bt, p, ctas, 0);
+    return grouped_kernel_launch<MODE, EPI, ACT, GATHER, DYN, BN>(a, b, bt, p, ctas, 0, mo);
 }
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
-                                 unsigned);
+                                 unsigned, const CUtensorMap *);
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
@@ -315,7 +322,7 @@ static fp8_launch_fn pick_fp8(const variant &v) {
 
 template <int MODE, int EPI = EPI_STAGED, bool TRACE = false>
 static cudaError_t pp_launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
-                               unsigned ctas) {
+                               unsigned ctas, const CUtensorMap *) {
     return grouped_pingpong_launch<MODE, EPI, TRACE>(a, b, bt, p, ctas, 0);
 }
 
@@ -373,6 +380,8 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.epi == EPI_ACT_TMA)
+        return v.gather ? launch_t<GEMM_UP, EPI_ACT_TMA, 0, true, true> : launch_t<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
     if (v.epi == EPI_BULK)
         return v.bn == 240 ? launch_t<GEMM_DOWN, EPI_BULK, 0, false, true, 240> : launch_t<GEMM_DOWN, EPI_BULK, 0, false, true>;
     if (v.bn == 240)
@@ -459,6 +468,9 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.epi == EPI_ACT_TMA)
+        return v.gather ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, true, true>
+                        : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
     if (v.epi == EPI_BULK)
         return v.bn == 240 ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true, 240>
                            : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true>;
@@ -923,7 +935,9 @@ int main(int argc, char **argv) {
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
             (n.find("_c2") != std::string::npos) != (v.cm == 2) || (v.cm == 2 && (!v.fp8 || !v.stage || v.dyn)) ||
-            (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP))) {
+            (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
+            (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
+            (v.epi == EPI_ACT_TMA && (v.fp8 || !v.dyn || v.bn != 256 || v.data != GEMM_UP))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
             fprintf(stderr, "  (skip %d, cm %d)\n", v.skip, v.cm);
@@ -1005,7 +1019,8 @@ int main(int argc, char **argv) {
             // all are timed together, interleaved (lab_interleaved_medians), then reported in list order.
             struct checked_run {
                 const variant *v;
-                CUtensorMap ma, mb, mbt;
+                CUtensorMap ma, mb, mbt, mo; // mo: EPI_ACT_TMA's A2 map (has_mo)
+                bool has_mo;
                 grouped_params p;
                 grouped_fp8_params p8;
                 unsigned ctas;
@@ -1038,7 +1053,12 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                if (v.epi == EPI_ACT_FIRST && !grouped_act_first_ok(&a)) {
+                if (v.epi == EPI_ACT_TMA && m.act == MOE_ACT_RELU2) { // not gated: the library stages it
+                    printf("%-18s skipped: EPI_ACT_TMA is for gated activations\n", v.name);
+                    cudaFree(out);
+                    continue;
+                }
+                if ((v.epi == EPI_ACT_FIRST || v.epi == EPI_ACT_TMA) && !grouped_act_first_ok(&a)) {
                     printf("%-18s act-first epilogue cannot run here (n / 2 %% 8, ldo %% 8, alignment)\n", v.name);
                     ++failed;
                     cudaFree(out);
@@ -1050,10 +1070,17 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                CUtensorMap ma, mb, mbt;
+                CUtensorMap ma, mb, mbt, mo{};
                 grouped_params p;
                 grouped_fp8_params p8;
                 unsigned ctas = 0;
+                const bool has_mo = v.epi == EPI_ACT_TMA;
+                if (has_mo && grouped_act_tma_map(&a, &mo) != CUDA_SUCCESS) {
+                    printf("%-18s the A2 tensor map failed\n", v.name);
+                    ++failed;
+                    cudaFree(out);
+                    continue;
+                }
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
@@ -1068,7 +1095,7 @@ int main(int argc, char **argv) {
                 if (!fp8 && v.kernel_mode == GEMM_UP) p.skip_idle = v.skip; // GEMM2 keeps grouped_plan_params' 1
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
-                    return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas);
+                    return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas, has_mo ? &mo : nullptr);
                 };
                 CUDA_OK(launch());
                 CUDA_OK(cudaDeviceSynchronize());
@@ -1136,7 +1163,7 @@ int main(int argc, char **argv) {
                     }
                     cudaFree(d_rows);
                 }
-                runs.push_back({&v, ma, mb, mbt, p, p8, ctas, tiles_n, fn, fn8, out, ok, worst});
+                runs.push_back({&v, ma, mb, mbt, mo, has_mo, p, p8, ctas, tiles_n, fn, fn8, out, ok, worst});
                 if (v.shipped_function && !shipped_out && ok) { // the first one listed
                     shipped_out = out;
                     shipped_f32 = g.f32;
@@ -1146,7 +1173,8 @@ int main(int argc, char **argv) {
             for (const checked_run &r : runs) {
                 const checked_run *q = &r; // runs is complete: its elements stay where they are
                 launches.push_back([q, fp8]() {
-                    CUDA_OK(fp8 ? q->fn8(q->ma, q->mb, q->p8, q->ctas) : q->fn(q->ma, q->mb, q->mbt, q->p, q->ctas));
+                    CUDA_OK(fp8 ? q->fn8(q->ma, q->mb, q->p8, q->ctas)
+                                : q->fn(q->ma, q->mb, q->mbt, q->p, q->ctas, q->has_mo ? &q->mo : nullptr));
                 });
             }
             // Timed together, interleaved (lab_util.h), on the default stream the kernels run on.

@@ -578,7 +578,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
-                 act_first ? "GEMM1's activation from the accumulators" : "GEMM1's staged epilogue",
+                 !act_first ? "GEMM1's staged epilogue"
+                 : hopper_gemm1_act_tma(act_first, tickets, hopper_tile_n(L.R13, tickets, gather))
+                     ? "GEMM1's activation from the accumulators, its A2 tiles stored by TMA"
+                     : "GEMM1's activation from the accumulators",
                  bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "", skip);
     }
     else

@@ -61,6 +61,8 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true, 240>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, 240>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, true, true>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -113,10 +115,18 @@ bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, b
 // runs). Off by default since session 14's lab call Q1 (3 rounds, each arm in one block, before the
 // lab's interleaved timing; bench/results/2026-12-03-h200-session14/callQ1/out/lab/ab_skip.md):
 // skip/base GEMM1 at T = 16384 deepseek 1.074, gpt-oss 0.929, qwen3 0.989, mixtral 0.995. To be
-// re-measured interleaved (bench/results/next-session/).
+// re-measured interleaved (bench/results/next-session/session32_gemm1.sh).
 bool hopper_gemm1_skip_idle(bool ticket_schedule) {
     const char *env = getenv("MOEFUSE_HOPPER_SKIP_UP");
     return ticket_schedule && env && !strcmp(env, "1");
+}
+
+// MOEFUSE_HOPPER_EPI=tma: GEMM1's act-first epilogue stores its A2 tile by TMA (EPI_ACT_TMA) where
+// it can (256-wide tiles on tickets). Session 32, built without a GPU: an A/B switch until measured
+// (bench/results/next-session/session32_gemm1.sh).
+bool hopper_gemm1_act_tma(bool act_first, bool ticket_schedule, int tile_n) {
+    const char *env = getenv("MOEFUSE_HOPPER_EPI");
+    return act_first && ticket_schedule && tile_n == GBN && env && !strcmp(env, "tma");
 }
 
 // 240-wide tiles where they divide n and 256 does not (gpt-oss: H = 2880, 2I = 5760), so no tile
@@ -184,6 +194,8 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     if (g->mode == GEMM_UP) p.skip_idle = hopper_gemm1_skip_idle(dyn);
     const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
                            grouped_act_first_ok(g);
+    CUtensorMap map_out;
+    const bool act_tma = hopper_gemm1_act_tma(act_first, dyn, bn) && grouped_act_tma_map(g, &map_out) == CUDA_SUCCESS;
     const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&
                       (uintptr_t)g->out % 16 == 0;
     cudaError_t err;
@@ -192,6 +204,9 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                                                                                           ctas, stream)
                         : grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
                                                                                      stream);
+    else if (gather && act_tma) // act_tma: dyn
+        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream,
+                                                                         &map_out);
     else if (gather && act_first) // act_first: dyn
         err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (gather && dyn)
@@ -204,6 +219,9 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
         err = grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, false, true, 240>(map_a, map_b, map_b_tail, p, ctas, stream);
     else if (bn == 240)
         err = grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true, 240>(map_a, map_b, map_b_tail, p, ctas, stream);
+    else if (act_tma)
+        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream,
+                                                                          &map_out);
     else if (act_first)
         err = dyn ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
                   : grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST>(map_a, map_b, map_b_tail, p, ctas, stream);

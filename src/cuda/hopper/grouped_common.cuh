@@ -20,7 +20,8 @@ enum grouped_epilogue {
     EPI_STAGED_NOSTORE = 6,
     EPI_STAGED_NOTABLE = 7,
     EPI_ACT_FIRST = 8,
-    EPI_BULK = 9
+    EPI_BULK = 9,
+    EPI_ACT_TMA = 10
 };
 // The epilogues that run staged_epilogue (the shipped one and its lab probes).
 __host__ __device__ constexpr bool epi_staged(int epi) { return epi == EPI_STAGED || epi == EPI_STAGED_NOSTORE || epi == EPI_STAGED_NOTABLE; }
@@ -64,14 +65,22 @@ __device__ __forceinline__ uint8_t *bulk_buffers(void *end) {
 // EPI_BULK (GEMM2): 3 stages, to make room for the buffers of a 256-wide tile.
 constexpr int BULK_GSTAGES = 3;
 using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
+// EPI_ACT_TMA (GEMM1, 256 wide): per consumer warpgroup its 64 rows x 128 A2 columns in bf16 as two
+// TMA boxes of 64 x 64 in the 128-byte swizzle (8 KB each), right after the B ring (1024-byte
+// aligned there); the ring keeps its 4 stages.
+constexpr int ACT_TMA_BOX_BYTES = 64 * 128;
+constexpr int ACT_TMA_WG_BYTES = 2 * ACT_TMA_BOX_BYTES;
+constexpr int ACT_TMA_BYTES = 2 * ACT_TMA_WG_BYTES;
 template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
-    return (EPI == EPI_BULK ? grouped_bulk_config::SMEM_BYTES + bulk_extra_bytes<GBN>()
-                            : grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0)) +
+    return (EPI == EPI_BULK      ? grouped_bulk_config::SMEM_BYTES + bulk_extra_bytes<GBN>()
+            : EPI == EPI_ACT_TMA ? grouped_config::SMEM_BYTES + ACT_TMA_BYTES
+                                 : grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0)) +
            (DYN ? DYN_HEADER_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_BULK, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_smem_bytes<EPI_ACT_TMA, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)

@@ -310,6 +310,20 @@ template <int TILE_N = GBN> __device__ __forceinline__ void chunk_fragment(const
     }
 }
 
+// One lane's two A2 values of a fragment column group: v[0..3] the (gate, up) pairs of rows lane/4
+// (scale s0) and lane/4 + 8 (s1) at the group's column, b the bias pair. Neighbour lanes (q, q ^ 1)
+// swap one activation so that an even lane returns A2 columns (4j + q, +1) of the upper row and an
+// odd lane (4j + q - 1, +1) of the lower row. (Scaling the accumulator by the input weight =
+// scaling the gathered row.)
+template <int ACT>
+__device__ __forceinline__ __nv_bfloat162 act_pair(const grouped_params &p, const float *v, float2 b, float s0,
+                                                   float s1, bool odd) {
+    const float y0 = glu_activate(ACT, p.act_alpha, p.act_limit, v[0] * s0 + b.x, v[1] * s0 + b.y);
+    const float y1 = glu_activate(ACT, p.act_alpha, p.act_limit, v[2] * s1 + b.x, v[3] * s1 + b.y);
+    const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0 : y1, 1);
+    return odd ? __floats2bfloat162_rn(got, y1) : __floats2bfloat162_rn(y0, got);
+}
+
 template <int ACT, int TILE_N = GBN>
 __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, const float *acc, int e, int n0, int lane,
                                                       __nv_bfloat16 *stage, const int64_t *row_off,
@@ -336,12 +350,7 @@ __device__ __forceinline__ void act_first_up_epilogue(const grouped_params &p, c
             for (int jj = 0; jj < 4; ++jj) {
                 const int col = n0 + 8 * (4 * c + jj) + 2 * q; // the gate's tile column; n is even
                 const float2 b = bias && col < p.n ? *(const float2 *)(bias + col) : make_float2(0.0f, 0.0f);
-                // Scaling the accumulator by the input weight = scaling the gathered row.
-                const float y0 = glu_activate(ACT, p.act_alpha, p.act_limit, v[4 * jj] * s0 + b.x, v[4 * jj + 1] * s0 + b.y);
-                const float y1 =
-                    glu_activate(ACT, p.act_alpha, p.act_limit, v[4 * jj + 2] * s1 + b.x, v[4 * jj + 3] * s1 + b.y);
-                const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0 : y1, 1);
-                const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(got, y1) : __floats2bfloat162_rn(y0, got);
+                const __nv_bfloat162 pair = act_pair<ACT>(p, v + 4 * jj, b, s0, s1, odd);
                 const int row = odd ? r0 + 8 : r0;
                 *(__nv_bfloat162 *)(stage + row * ACT_STAGE_LD + 4 * (4 * cc + jj) + (q & ~1)) = pair;
             }
@@ -381,6 +390,78 @@ __device__ __forceinline__ void act_first_epilogue(const grouped_params &p, cons
     case MOE_ACT_GEGLU_TANH: act_first_up_epilogue<MOE_ACT_GEGLU_TANH, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
     case MOE_ACT_REGLU: act_first_up_epilogue<MOE_ACT_REGLU, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
     case MOE_ACT_SWIGLU_OAI: act_first_up_epilogue<MOE_ACT_SWIGLU_OAI, TILE_N>(p, acc, e, n0, lane, st, row_off, row_scale); break;
+    }
+}
+
+// ---- EPI_ACT_TMA --------------------------------------------------------------------------
+// GEMM_UP with a gated activation into bf16 A2, 256-wide tiles, stored by TMA. A2's rows are plan
+// rows, so a warpgroup's 64 rows x 128 A2 columns are one rectangle of A2: each thread writes its
+// activations (act_first_up_epilogue's pairing of lanes q, q ^ 1) straight into the warpgroup's two
+// 64 x 64 boxes in the 128-byte swizzle, and one thread stores both with cp.async.bulk.tensor and
+// goes on; the stores leave while the next tile's MMAs run. No row table: padding rows are written
+// too (GEMM2 computes on them and drops their results, as it does with whatever they held before),
+// and nothing is loaded per row unless the routing weight multiplies the input. Columns past n / 2
+// are not written (outside the map). Before the boxes are rewritten, the thread that stored them
+// waits until the stores have read them (long over by then). Rows lane/4 and lane/4 + 8 of a warp
+// are 8 swizzle rows apart, so their 4-byte writes meet in pairs on a bank (two wavefronts).
+// Host: grouped_act_tma_map; needs n / 2 and ldo multiples of 8, out 16-byte aligned.
+template <int ACT>
+__device__ __forceinline__ void act_tma_values(const grouped_params &p, const float *acc, const float *bias, int n0,
+                                               int lane, int r0, float s0, float s1, uint8_t *wg_buf) {
+    const int q = lane % 4;
+    const bool odd = q & 1;
+    const int row = odd ? r0 + 8 : r0; // this lane's row of the warpgroup's 64
+    uint8_t *line = wg_buf + row * 128;
+    const int sw = row % 8;
+#pragma unroll 1
+    for (int c = 0; c < stage_chunks(GBN); ++c) {
+        float v[16];
+        chunk_fragment<GBN>(acc, c, v);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * c + jj;
+            const int col = n0 + 8 * j + 2 * q; // the gate's tile column; n is even
+            const float2 b = bias && col < p.n ? *(const float2 *)(bias + col) : make_float2(0.0f, 0.0f);
+            const __nv_bfloat162 pair = act_pair<ACT>(p, v + 4 * jj, b, s0, s1, odd);
+            // A2 column 4j + (q & ~1) of the tile: box j / 16, byte 8 (j % 16) + 2 (q & ~1) of its line,
+            // in 16-byte chunk (byte / 16) ^ (row % 8).
+            const int byte = 8 * (j % 16) + 2 * (q & ~1);
+            *(__nv_bfloat162 *)(line + (j / 16) * ACT_TMA_BOX_BYTES + (((byte >> 4) ^ sw) << 4) + (byte & 15)) = pair;
+        }
+    }
+}
+
+// One consumer warpgroup's EPI_ACT_TMA epilogue: rows wg_row .. + 63 of the plan (its half of the
+// tile), tile columns n0 ..; wg_buf its ACT_TMA_WG_BYTES (1024-byte aligned); bar_id its named
+// barrier (all 128 threads call this).
+__device__ __forceinline__ void act_tma_epilogue(const grouped_params &p, const CUtensorMap *map_out, const float *acc,
+                                                 int e, int64_t wg_row, int n0, int warp, int lane, uint8_t *wg_buf,
+                                                 int bar_id) {
+    const bool leader = warp == 0 && lane == 0;
+    if (leader) bulk_wait_read<0>(); // the previous tile's stores have read the boxes
+    named_barrier_sync(bar_id, 128);
+    const int r0 = warp * 16 + lane / 4;
+    float s0 = 1.0f, s1 = 1.0f;
+    if (p.weight_on_input) { // (routed rows only: padding and shared rows keep 1)
+        const int64_t id0 = p.sorted_ids[wg_row + r0], id1 = p.sorted_ids[wg_row + r0 + 8];
+        if (id0 < p.padding_id) s0 = p.topk_weights[id0];
+        if (id1 < p.padding_id) s1 = p.topk_weights[id1];
+    }
+    const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
+    switch (p.activation) {
+    case MOE_ACT_SWIGLU: act_tma_values<MOE_ACT_SWIGLU>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
+    case MOE_ACT_GEGLU: act_tma_values<MOE_ACT_GEGLU>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
+    case MOE_ACT_GEGLU_TANH: act_tma_values<MOE_ACT_GEGLU_TANH>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
+    case MOE_ACT_REGLU: act_tma_values<MOE_ACT_REGLU>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
+    case MOE_ACT_SWIGLU_OAI: act_tma_values<MOE_ACT_SWIGLU_OAI>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
+    } // (RELU2 is not gated: hopper_gemm1_act_tma never picks this epilogue for it)
+    fence_proxy_async_shared(); // the writes above, before the async proxy reads them
+    named_barrier_sync(bar_id, 128);
+    if (leader) {
+        const int a2_col = n0 / 2;
+        tma_store_2d(map_out, wg_buf, a2_col, (int32_t)wg_row);
+        if (a2_col + 64 < p.n / 2) tma_store_2d(map_out, wg_buf + ACT_TMA_BOX_BYTES, a2_col + 64, (int32_t)wg_row);
+        bulk_commit();
     }
 }
 

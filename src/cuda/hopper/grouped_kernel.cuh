@@ -110,15 +110,21 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // padding (an expert's last block holding at most 64 rows), whose MMAs the second consumer
 // warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
+// map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                        const __grid_constant__ CUtensorMap map_b_tail, const grouped_params p) {
+                        const __grid_constant__ CUtensorMap map_b_tail, const __grid_constant__ CUtensorMap map_out,
+                        const grouped_params p) {
     static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     static_assert(EPI != EPI_BULK || (MODE == GEMM_DOWN && !GATHER), "EPI_BULK: GEMM2 (bf16 rows)");
+    static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
+                  "EPI_ACT_TMA: GEMM1, 256-wide tiles (a 240-wide tile's second box would reach the next tile's "
+                  "columns), on tickets");
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
     constexpr bool BULK = EPI == EPI_BULK;
+    constexpr bool ACT_TMA = EPI == EPI_ACT_TMA;
     constexpr int STAGES = BULK ? BULK_GSTAGES : GSTAGES;
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config; // A_BYTES and EMPTY_ARRIVALS (the same at any stage count)
@@ -126,7 +132,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint8_t *smem_a = smem;                         // [STAGES][BM rows][128 bytes]
     uint8_t *smem_b = smem + STAGES * CFG::A_BYTES; // [STAGES][BN rows][128 bytes]
-    uint64_t *full = (uint64_t *)(smem_b + STAGES * B_BYTES);
+    // ACT_TMA: the two warpgroups' A2 boxes, 1024-byte aligned after the ring; then the barriers.
+    uint8_t *act_tma_buf = smem_b + STAGES * B_BYTES;
+    uint64_t *full = (uint64_t *)(smem_b + STAGES * B_BYTES + (ACT_TMA ? ACT_TMA_BYTES : 0));
     uint64_t *empty = full + STAGES;
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table. EPI_BULK:
     // per consumer warp 16 whole rows (16-byte aligned for the bulk copies), then the row tables.
@@ -337,11 +345,15 @@ __global__ void __launch_bounds__(THREADS, 1)
             else if constexpr (BULK)
                 bulk_epilogue<MODE, BN>(p, acc, e, warp_row, n0, lane, staging + cw * WARP_BYTES,
                                         row_info + cw * ROWINFO_WARP_BYTES);
+            else if constexpr (ACT_TMA)
+                act_tma_epilogue(p, &map_out, acc, e, (int64_t)m0 + half * 64, n0, warp, lane,
+                                 act_tma_buf + half * ACT_TMA_WG_BYTES, 2 + half); // barriers 2, 3 (1: gather)
             else
                 regs_epilogue<MODE, EPI, ACT, BN>(p, acc, e, warp_row + lane / 4, n0, lane % 4);
         }
-        // BULK: the shared memory stays until the last copies have read it.
+        // BULK, ACT_TMA: the shared memory stays until the last copies have read it.
         if (BULK && lane < 16) bulk_wait_read<0>();
+        if (ACT_TMA && warp == 0 && lane == 0) bulk_wait_read<0>();
     }
 #endif
 }
@@ -430,12 +442,23 @@ cudaError_t grouped_set_smem() {
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
 }
 
-// DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so).
+// EPI_ACT_TMA's map of A2 (g->out, [rows, n / 2] bf16, row stride ldo), written in 64 x 64 boxes
+// in the 128-byte swizzle.
+inline CUresult grouped_act_tma_map(const gemm_args *g, CUtensorMap *map) {
+    return make_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g->out, g->rows, g->n / 2, g->ldo * 2, 64, 64,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+}
+
+// DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so). map_out:
+// EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues.
 template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
-                                  const grouped_params &p, unsigned ctas, cudaStream_t stream) {
+                                  const grouped_params &p, unsigned ctas, cudaStream_t stream,
+                                  const CUtensorMap *map_out = nullptr) {
+    if ((EPI == EPI_ACT_TMA) != (map_out != nullptr)) return cudaErrorInvalidValue;
     return launch_kernel(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, ctas, THREADS,
-                         grouped_smem_bytes<EPI, DYN>(), stream, map_a, map_b, map_b_tail, p);
+                         grouped_smem_bytes<EPI, DYN>(), stream, map_a, map_b, map_b_tail, map_out ? *map_out : map_b,
+                         p);
 }
 
 } // namespace moe_hopper

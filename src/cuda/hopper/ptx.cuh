@@ -185,6 +185,16 @@ __device__ __forceinline__ void bulk_copy_s2g(void *dst, const void *src, uint32
                  "r"(bytes)
                  : "memory");
 }
+// The box at coordinates (c0 = innermost column, c1 = row) of `map`'s matrix written from `src`
+// (laid out as the map's swizzle says, 1024-byte aligned for the 128-byte swizzle), in this
+// thread's current bulk group; elements outside the matrix are not written. The same ordering
+// rules as bulk_copy_s2g: fence_proxy_async_shared by each writer, a barrier, then the store;
+// src rewritten only after bulk_wait_read.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int32_t c0, int32_t c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"((uint64_t)map),
+                 "r"(smem_u32(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's bulk groups have not yet read their shared sources.
 template <int N> __device__ __forceinline__ void bulk_wait_read() {
