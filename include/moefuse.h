@@ -322,8 +322,11 @@ typedef struct moe_weights moe_weights_t;
  * moe_weights_free releases. Router, biases and shared-gate weights stay fp32. Gate and up
  * are quantised each on its own block grid. E4M3 weights with their 128x128 scales packed
  * as FP8_BLOCK128 keep their codes and scales bit for bit (gate, up, down, RELU2's W1, and
- * CONCAT's gate_up when I is a multiple of 128); where the blocks cannot match (INTERLEAVED,
- * or CONCAT with other I), and for every other format, they are decoded and quantised anew. */
+ * CONCAT's gate_up when I is a multiple of 128); packed as FP8_TENSOR, an expert's matrix whose
+ * block scales are all one value (a per-tensor checkpoint's scale broadcast over the blocks; for
+ * W13 the same for gate and up) keeps its codes and that scale. Where the blocks cannot match
+ * (INTERLEAVED, CONCAT with other I, scales that vary), and for every other format, they are
+ * decoded and quantised anew. */
 moe_status moe_weights_create(moe_context_t *ctx, const moe_layer_spec *spec, const moe_weights_desc *desc,
                               moe_format format, moe_weights_t **out);
 void moe_weights_free(moe_weights_t *w);

@@ -1184,6 +1184,91 @@ static void fp8_checkpoint_cases(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_fp8_case(&cases[i]);
 }
 
+/* ---- per-tensor FP8 checkpoints packed as FP8_TENSOR -----------------------------------------
+ * A per-tensor checkpoint (vLLM's w13_weight_scale [E], one scale a matrix) reaches
+ * moe_weights_create as e4m3 codes with that scale broadcast over the 128x128 blocks. Its codes
+ * need not reach 448 (a calibrated or rounded scale): packed as FP8_TENSOR, each matrix whose
+ * block scales are one value (W13: the same for gate and up) must keep its codes bit for bit
+ * and that scale, so unpack gives exactly q * s; a W13 whose gate and up scales differ is
+ * re-quantised as one matrix (amax / 448), so unpack gives the public quantiser's round trip
+ * of the interleaved values. */
+static void fp8_tensor_checkpoint_case(bool same_scale) {
+    harness_case_begin();
+    const char *name = same_scale ? "fp8 per-tensor ckpt -> fp8-tensor: codes and scales copied"
+                                  : "fp8 per-tensor ckpt -> fp8-tensor: gate and up scales differ: W13 re-quantised";
+    const int64_t E = 3, H = 160, I = 136, R13 = 2 * I;
+    const int64_t sr13 = (I + 127) / 128, sc13 = (H + 127) / 128, sr2 = (H + 127) / 128, sc2 = (I + 127) / 128;
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 2);
+    uint8_t *qg = talloc((size_t)(E * I * H)), *qu = talloc((size_t)(E * I * H)), *qd = talloc((size_t)(E * H * I));
+    float *sg = fbuf(E * sr13 * sc13), *su = fbuf(E * sr13 * sc13), *sd = fbuf(E * sr2 * sc2);
+    float s13[3], s2[3], su_e[3];
+    for (int64_t e = 0; e < E; e++) {
+        s13[e] = (float)(0.001 * (1 + e + rng_uniform()));
+        su_e[e] = same_scale ? s13[e] : 1.5f * s13[e];
+        s2[e] = (float)(0.002 * (1 + rng_uniform()));
+        for (int64_t b = 0; b < sr13 * sc13; b++) sg[e * sr13 * sc13 + b] = s13[e], su[e * sr13 * sc13 + b] = su_e[e];
+        for (int64_t b = 0; b < sr2 * sc2; b++) sd[e * sr2 * sc2 + b] = s2[e];
+    }
+    /* Codes of values up to ~300 (never 448), both signs. */
+    for (int64_t i = 0; i < E * I * H; i++) {
+        qg[i] = moe_float_to_e4m3((float)rng_float(-300, 300));
+        qu[i] = moe_float_to_e4m3((float)rng_float(-200, 200));
+    }
+    for (int64_t i = 0; i < E * H * I; i++) qd[i] = moe_float_to_e4m3((float)rng_float(-250, 250));
+    moe_weights_desc d;
+    memset(&d, 0, sizeof d);
+    d.layout = MOE_LAYOUT_SEPARATE;
+    d.gate = moe_tensor_3d(qg, MOE_DTYPE_E4M3, E, I, H);
+    d.up = moe_tensor_3d(qu, MOE_DTYPE_E4M3, E, I, H);
+    d.down = moe_tensor_3d(qd, MOE_DTYPE_E4M3, E, H, I);
+    d.gate_scale = moe_tensor_3d(sg, MOE_DTYPE_F32, E, sr13, sc13);
+    d.up_scale = moe_tensor_3d(su, MOE_DTYPE_F32, E, sr13, sc13);
+    d.down_scale = moe_tensor_3d(sd, MOE_DTYPE_F32, E, sr2, sc2);
+
+    moe_context_t *ctx = NULL;
+    moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
+    moe_weights_t *w = NULL;
+    moe_status st = moe_weights_create(ctx, &spec, &d, MOE_FORMAT_FP8_TENSOR, &w);
+    CHECK(st == MOE_STATUS_OK, "create: %s", moe_last_error(ctx));
+    float *g = fbuf(I * H), *u = fbuf(I * H), *dn = fbuf(H * I), *w13 = fbuf(R13 * H);
+    for (int64_t e = 0; w && e < E; e++) {
+        st = moe_weights_unpack(ctx, w, e, g, u, dn);
+        CHECK(st == MOE_STATUS_OK, "unpack: %s", moe_last_error(ctx));
+        /* W2: always one scale a matrix here: copied. */
+        int bad = 0;
+        for (int64_t i = 0; i < H * I; i++) bad += dn[i] != moe_e4m3_to_float(qd[e * H * I + i]) * s2[e];
+        bad += ((const float *)w->w2.scales)[e] != s2[e];
+        bad += memcmp(w->w2.codes + e * w->w2.layout.code_bytes, qd + e * H * I, (size_t)(H * I)) != 0;
+        CHECK(bad == 0, "expert %lld: W2 is not the checkpoint's codes and scale (%d)", (long long)e, bad);
+        /* W13: the checkpoint's values, or the round trip of the interleaved matrix. */
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++) {
+                w13[(2 * i) * H + h] = moe_e4m3_to_float(qg[(e * I + i) * H + h]) * s13[e];
+                w13[(2 * i + 1) * H + h] = moe_e4m3_to_float(qu[(e * I + i) * H + h]) * su_e[e];
+            }
+        if (!same_scale) quant_roundtrip(MOE_FORMAT_FP8_TENSOR, w13, R13, H);
+        bad = 0;
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++)
+                bad += g[i * H + h] != w13[(2 * i) * H + h] || u[i * H + h] != w13[(2 * i + 1) * H + h];
+        CHECK(bad == 0, "expert %lld: W13 differs from %s in %d values", (long long)e,
+              same_scale ? "the checkpoint's" : "its re-quantisation", bad);
+        if (same_scale) {
+            const uint8_t *c = w->w13.codes + e * w->w13.layout.code_bytes;
+            int badc = ((const float *)w->w13.scales)[e] != s13[e];
+            for (int64_t i = 0; i < I; i++)
+                for (int64_t h = 0; h < H; h++)
+                    badc += c[(2 * i) * H + h] != qg[(e * I + i) * H + h] || c[(2 * i + 1) * H + h] != qu[(e * I + i) * H + h];
+            CHECK(badc == 0, "expert %lld: W13 codes or scale are not the checkpoint's (%d)", (long long)e, badc);
+        }
+    }
+    moe_weights_free(w);
+    moe_context_free(ctx);
+    arena_free();
+    harness_case_end(name, NULL);
+}
+
 /* ---- determinism, workspace, unpack, errors --------------------------------------------- */
 static void determinism_case(void) {
     harness_case_begin();
@@ -1425,6 +1510,8 @@ int main(void) {
     dtype_cases();
     format_cases();
     fp8_checkpoint_cases();
+    fp8_tensor_checkpoint_case(true);
+    fp8_tensor_checkpoint_case(false);
     routing_shape_cases();
     determinism_case();
     unpack_cases();

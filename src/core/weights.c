@@ -15,8 +15,12 @@
  * X's own logical [rows, cols] (for a strided view, the view's rows and columns). Packed as
  * FP8_BLOCK128, such a tensor is copied as it is, codes and scales bit for bit, wherever its
  * blocks are the packed blocks: gate, up and down of SEPARATE, W1 of RELU2, and CONCAT's
- * gate_up when I is a multiple of 128 (else a block straddles gate and up). Anything else
- * (INTERLEAVED e4m3, other formats) is decoded to fp32 and quantised. */
+ * gate_up when I is a multiple of 128 (else a block straddles gate and up). Packed as
+ * FP8_TENSOR, an expert's matrix is copied, codes bit for bit and its one scale, when all its
+ * block scales are one value (a per-tensor checkpoint broadcast over the blocks; for W13, the
+ * same value for gate and up): re-quantising it to amax / 448 would change every code of a
+ * matrix whose largest code is not 448. Anything else (INTERLEAVED e4m3, scales that vary, other
+ * formats) is decoded to fp32 and quantised. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -345,12 +349,30 @@ static int w13_runs(moe_gate_up_layout layout, bool gated, int64_t I, source_run
  * blocks must be the packed ones, so it starts on a block boundary and ends on one or at
  * the tensor's end (else its last block holds rows of something else: CONCAT's up rows). */
 static bool run_copyable(moe_format format, const moe_tensor *t, const source_run *run) {
-    if (format != MOE_FORMAT_FP8_BLOCK128 || t->dtype != MOE_DTYPE_E4M3) return false;
+    if (t->dtype != MOE_DTYPE_E4M3) return false;
+    if (format == MOE_FORMAT_FP8_TENSOR) return true; /* one scale: see scales_uniform */
+    if (format != MOE_FORMAT_FP8_BLOCK128) return false;
     const int64_t rows = t->shape[t->ndim - 2];
     return run->src_row0 % 128 == 0 && (run->n % 128 == 0 || run->src_row0 + run->n == rows);
 }
 
-/* Copies a run of matrix e of e4m3 tensor t into slot `index` of m (FP8_BLOCK128): each code
+/* FP8_TENSOR: whether matrix e's block scales in all n scale tensors [E, rows/128, cols/128] are
+ * one value, so that its codes can be copied under that one scale (copy_run writes it). */
+static bool scales_uniform(const moe_tensor *const *scales, int n, int64_t e) {
+    bool have = false;
+    float v = 0.0f;
+    for (int i = 0; i < n; i++)
+        for (int64_t r = 0; r < scales[i]->shape[1]; r++)
+            for (int64_t c = 0; c < scales[i]->shape[2]; c++) {
+                const int64_t at[3] = {e, r, c};
+                const float x = moe__tensor_get(scales[i], at);
+                if (have && x != v) return false;
+                v = x, have = true;
+            }
+    return have;
+}
+
+/* Copies a run of matrix e of e4m3 tensor t into slot `index` of m (FP8_BLOCK128, FP8_TENSOR): each code
  * byte as it is, and each block row's scales from `scale` [E, ceil(rows/128), ceil(cols/128)]
  * to the scale row that moe__qmatrix_scale_row names for the run's packed rows. */
 static void copy_run(moe__qmatrix *m, int64_t index, const source_run *run, const moe_tensor *t,
@@ -467,13 +489,24 @@ static moe_status pack_experts(moe_context_t *ctx, const moe_layer_spec *s, moe_
             moe_status st = MOE_STATUS_OUT_OF_MEMORY;
             const char *msg = "out of host memory for the packing scratch matrix";
             if (scratch) {
-                build_w13(s, layout, x, e, copy13_all ? NULL : scratch, b13 ? b13 + e * R13 : NULL);
-                st = copy13_all ? MOE_STATUS_OK : moe__qmatrix_set(w13, e, scratch);
+                /* FP8_TENSOR has one scale a matrix: W13 is copied whole or not at all, and only
+                 * where this expert's scales are one value. */
+                bool c13_all = copy13_all, c13[2] = {copy13[0], copy13[1]}, c2 = copy2;
+                if (w13->format == MOE_FORMAT_FP8_TENSOR) {
+                    if (c13_all) { /* (then every run is an e4m3 tensor with its scales) */
+                        const moe_tensor *sc13[2] = {x->scale[runs[0].which], x->scale[runs[nruns - 1].which]};
+                        c13_all = scales_uniform(sc13, nruns, e);
+                    }
+                    c13[0] = c13[1] = c13_all;
+                }
+                if (w2->format == MOE_FORMAT_FP8_TENSOR) c2 = c2 && scales_uniform(&x->down_scale, 1, e);
+                build_w13(s, layout, x, e, c13_all ? NULL : scratch, b13 ? b13 + e * R13 : NULL);
+                st = c13_all ? MOE_STATUS_OK : moe__qmatrix_set(w13, e, scratch);
                 for (int i = 0; i < nruns && st == MOE_STATUS_OK; i++)
-                    if (copy13[i]) copy_run(w13, e, &runs[i], x->mat[runs[i].which], x->scale[runs[i].which], e);
+                    if (c13[i]) copy_run(w13, e, &runs[i], x->mat[runs[i].which], x->scale[runs[i].which], e);
                 if (st == MOE_STATUS_OK) {
-                    build_w2(s, x, e, copy2 ? NULL : scratch, b2 ? b2 + e * H : NULL);
-                    if (copy2) copy_run(w2, e, &down_run, x->down, x->down_scale, e);
+                    build_w2(s, x, e, c2 ? NULL : scratch, b2 ? b2 + e * H : NULL);
+                    if (c2) copy_run(w2, e, &down_run, x->down, x->down_scale, e);
                     else st = moe__qmatrix_set(w2, e, scratch);
                 }
                 msg = moe_last_error(NULL);
