@@ -252,6 +252,60 @@ def _run(fn, ops, ctx, place, weights, hidden_states, act_format, inplace, routi
     return y
 
 
+def _check_flags(fn, **flags):
+    """vLLM's boolean options must be bools: anything else is most likely an argument of a
+    different vLLM signature landing in that position."""
+    for name, value in flags.items():
+        if not isinstance(value, bool) and type(value).__name__ != "bool_":
+            raise error(Status.INVALID_ARGUMENT,
+                        f"{fn}: {name} = {value!r}, expected a bool (moefuse takes vLLM's flat signature "
+                        f"(..., apply_router_weight_on_input, use_fp8_w8a8, ...); pass global_num_experts, "
+                        f"expert_map and the quantisation options by keyword)")
+
+
+def _check_expert_map(fn, ops, w1, global_num_experts, expert_map, weight_on_input, w1_bias, w2_bias):
+    E = int(ops.shape(w1)[0])
+    n = ops.numel(expert_map) if expert_map is not None else E
+    if int(global_num_experts) not in (-1, n):
+        raise error(Status.INVALID_ARGUMENT,
+                    f"{fn}: global_num_experts = {global_num_experts}, expected -1 or "
+                    + (f"{n} (expert_map's size)" if expert_map is not None else f"{E} (w1's experts; no expert_map)"))
+    if expert_map is not None and weight_on_input and (w1_bias is not None or w2_bias is not None):
+        raise unsupported(fn, "apply_router_weight_on_input with expert_map and w1_bias/w2_bias (a token routed "
+                              "to another rank's expert would still add this rank's biases)")
+
+
+# current vLLM (fused_experts(..., global_num_experts, expert_map, quant_config, allow_deep_gemm)):
+# the FusedMoEQuantConfig properties this binding maps, and those it refuses when set.
+_QC_FIELDS = ("use_fp8_w8a8", "w1_scale", "w2_scale", "a1_scale", "a2_scale", "block_shape", "w1_bias", "w2_bias",
+              "w1_zp", "w2_zp", "use_int8_w8a8", "use_int8_w8a16", "use_int4_w4a16", "use_mxfp4_w4a4")
+_QC_REFUSED = ("use_fp8_w8a16", "use_nvfp4_w4a4", "use_mxfp4_w4a16", "use_nvfp4_w4a16", "use_mxfp4_w4a8",
+               "ocp_mx_scheme", "per_out_ch_quant", "a1_gscale", "a2_gscale", "g1_alphas", "g2_alphas")
+
+
+def _from_quant_config(fn, quant_config, flat):
+    """flat (the caller's flat quantisation arguments) updated from a vLLM FusedMoEQuantConfig
+    (duck-typed: torch-free); a flat argument also set is a conflict."""
+    def get(name, default=None):
+        try:
+            return getattr(quant_config, name, default)
+        except AssertionError:  # vLLM's accessors assert on GPT-OSS PrecisionConfig scales
+            raise unsupported(fn, f"quant_config.{name} (not a tensor)") from None
+    for name in _QC_REFUSED:
+        if get(name) not in (None, False):
+            raise unsupported(fn, f"quant_config.{name}")
+    out = dict(flat)
+    values = {n: get(n) for n in _QC_FIELDS}
+    values["per_channel_quant"] = get("per_act_token_quant", False)
+    for name, value in values.items():
+        if value is None or value is False:
+            continue
+        if flat[name] is not None and flat[name] is not False:
+            raise error(Status.INVALID_ARGUMENT, f"{fn}: {name} given both directly and in quant_config")
+        out[name] = value
+    return out
+
+
 def _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map):
     if ops.shape(topk_ids) != ops.shape(topk_weights) or ops.ndim(topk_ids) != 2:
         raise error(Status.SHAPE_MISMATCH, f"{fn}: topk_ids {tuple(ops.shape(topk_ids))} and topk_weights "
@@ -274,11 +328,25 @@ def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=Fa
                   global_num_experts=-1, expert_map=None, w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None,
                   a1_scale=None, a2_scale=None, block_shape=None, w1_bias=None, w2_bias=None, *, format=None,
                   act_format=None, w1_layout=None, act_alpha=None, act_limit=None, context=None,
-                  allow_deep_gemm=False, allow_cutlass_block_scaled_grouped_gemm=False):
+                  allow_deep_gemm=False, allow_cutlass_block_scaled_grouped_gemm=False, quant_config=None):
     # allow_deep_gemm / allow_cutlass_*: vLLM kernel-choice hints, meaningless here.
     fn = "fused_experts"
+    if quant_config is not None:
+        flat = dict(use_fp8_w8a8=use_fp8_w8a8, w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale,
+                    a2_scale=a2_scale, block_shape=block_shape, w1_bias=w1_bias, w2_bias=w2_bias, w1_zp=w1_zp,
+                    w2_zp=w2_zp, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
+                    use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
+        q = _from_quant_config(fn, quant_config, flat)
+        (use_fp8_w8a8, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, w1_bias, w2_bias, w1_zp, w2_zp,
+         use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant) = (
+            q[n] for n in flat)
+        use_fp8_w8a8, per_channel_quant = bool(use_fp8_w8a8), bool(per_channel_quant)
+    _check_flags(fn, inplace=inplace, apply_router_weight_on_input=apply_router_weight_on_input,
+                 use_fp8_w8a8=use_fp8_w8a8, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
+                 use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
     _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
                        w1_zp, w2_zp, a1_scale, a2_scale)
+    _check_expert_map(fn, ops, w1, global_num_experts, expert_map, apply_router_weight_on_input, w1_bias, w2_bias)
     place = ops.place(hidden_states)
     ctx = context or ops.context(place)
     fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
@@ -299,14 +367,23 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
               routed_scaling_factor=1.0, apply_router_weight_on_input=False, format=None, act_format=None,
               w1_layout=None, act_alpha=None, act_limit=None, context=None):
     fn = "fused_moe"
-    common = dict(inplace=inplace, activation=activation, apply_router_weight_on_input=apply_router_weight_on_input,
+    _check_flags(fn, inplace=inplace, use_grouped_topk=use_grouped_topk, use_fp8_w8a8=use_fp8_w8a8,
+                 use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16, use_int4_w4a16=use_int4_w4a16,
+                 use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
+    common = dict(global_num_experts=global_num_experts, inplace=inplace, activation=activation, apply_router_weight_on_input=apply_router_weight_on_input,
                   use_fp8_w8a8=use_fp8_w8a8, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
                   use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant,
                   expert_map=expert_map, w1_scale=w1_scale, w2_scale=w2_scale, w1_zp=w1_zp, w2_zp=w2_zp,
                   a1_scale=a1_scale, a2_scale=a2_scale, block_shape=block_shape, w1_bias=w1_bias, w2_bias=w2_bias,
                   format=format, act_format=act_format, w1_layout=w1_layout, act_alpha=act_alpha,
                   act_limit=act_limit, context=context)
-    if custom_routing_function is not None:
+    if custom_routing_function is not None and not use_grouped_topk:
+        for value, default, name in ((scoring_func, "softmax", "scoring_func"),
+                                     (e_score_correction_bias, None, "e_score_correction_bias"),
+                                     (routed_scaling_factor, 1.0, "routed_scaling_factor")):
+            if value is not default and value != default:
+                raise error(Status.INVALID_ARGUMENT, f"{fn}: {name} with custom_routing_function (the function "
+                                                     f"does the routing; {name} would be ignored)")
         topk_weights, topk_ids = custom_routing_function(hidden_states, gating_output, topk, renormalize)
         return fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, **common)
 
@@ -322,11 +399,13 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
         # of them on the host, then run the local experts with the mapped ids.
         E_global = ops.shape(gating_output)[-1]
         spec = _api.LayerSpec(int(E_global), int(ops.shape(w1)[2]), int(ops.shape(w2)[2]), int(topk), **routing)
+        spec.use_correction_bias = e_score_correction_bias is not None
         topk_ids, topk_weights = ops.route_host(fn, spec, gating_output, e_score_correction_bias)
         return fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, **common)
 
     _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
                        w1_zp, w2_zp, a1_scale, a2_scale)
+    _check_expert_map(fn, ops, w1, global_num_experts, None, apply_router_weight_on_input, w1_bias, w2_bias)
     place = ops.place(hidden_states)
     ctx = context or ops.context(place)
     fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)

@@ -1,0 +1,121 @@
+"""Swap-in checks against vLLM's semantics that the review of the binding found broken:
+expert parallelism with DeepSeek routing, biases with weights on the input, the positional
+order of today's vLLM, global_num_experts, custom routing, torch's out-of-map ids, exact
+per-tensor FP8 codes and quant_config."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import moefuse
+import reference as ref
+from moefuse import MoeError, Status
+
+E, H, I, K, T = 4, 32, 16, 2, 5
+
+
+def layer(rng, E=E, H=H, I=I):
+    w1 = (rng.standard_normal((E, 2 * I, H)) / np.sqrt(H)).astype(np.float32)
+    w2 = (rng.standard_normal((E, H, I)) / np.sqrt(I)).astype(np.float32)
+    x = rng.standard_normal((T, H)).astype(np.float32)
+    return x, w1, w2
+
+
+def test_fused_moe_expert_map_with_correction_bias(rng):
+    x, w1, w2 = layer(rng)
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+    bias = np.array([0, 0, 5, 5], np.float32)
+    kw = dict(scoring_func="sigmoid", e_score_correction_bias=bias)
+    y = moefuse.fused_moe(x, w1, w2, logits, K, True, **kw)
+    y_ep = moefuse.fused_moe(x, w1, w2, logits, K, True, expert_map=np.arange(E, dtype=np.int32), **kw)
+    np.testing.assert_array_equal(y, y_ep)
+
+
+def test_weight_on_input_expert_map_biases_refused(rng):
+    x, w1, w2 = layer(rng)
+    emap = np.array([-1, -1, 0, 1, 2, 3], np.int32)
+    ids = np.zeros((T, 1), np.int32)  # another rank's expert: must add nothing
+    with pytest.raises(MoeError, match="apply_router_weight_on_input with expert_map"):
+        moefuse.fused_experts(x, w1, w2, np.ones((T, 1), np.float32), ids, apply_router_weight_on_input=True,
+                              expert_map=emap, w1_bias=np.ones((E, 2 * I), np.float32))
+
+
+def test_current_vllm_positional_order_is_named(rng):
+    x, w1, w2 = layer(rng)
+    ids = np.tile(np.arange(K, dtype=np.int32), (T, 1))
+    weights = np.full((T, K), 0.5, np.float32)
+    # today's vLLM: (..., apply_router_weight_on_input, global_num_experts, expert_map, quant_config)
+    with pytest.raises(MoeError, match="use_fp8_w8a8 = -1, expected a bool"):
+        moefuse.fused_experts(x, w1, w2, weights, ids, False, "silu", False, -1, None)
+
+
+def test_global_num_experts_checked(rng):
+    x, w1, w2 = layer(rng)
+    ids = np.tile(np.arange(K, dtype=np.int32), (T, 1))
+    weights = np.full((T, K), 0.5, np.float32)
+    moefuse.fused_experts(x, w1, w2, weights, ids, global_num_experts=E)
+    with pytest.raises(MoeError, match="global_num_experts = 8"):
+        moefuse.fused_experts(x, w1, w2, weights, ids, global_num_experts=8)
+    with pytest.raises(MoeError, match="expert_map's size"):
+        moefuse.fused_experts(x, w1, w2, weights, ids, global_num_experts=16,
+                              expert_map=np.arange(E, dtype=np.int32))
+
+
+def test_custom_routing_precedence_and_ignored_options(rng):
+    x, w1, w2 = layer(rng)
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+
+    def custom(*_):
+        raise AssertionError("vLLM's fused_moe uses grouped top-k before a custom routing function")
+
+    grouped = dict(use_grouped_topk=True, num_expert_group=2, topk_group=1)
+    np.testing.assert_array_equal(moefuse.fused_moe(x, w1, w2, logits, K, True, custom_routing_function=custom,
+                                                    **grouped),
+                                  moefuse.fused_moe(x, w1, w2, logits, K, True, **grouped))
+    with pytest.raises(MoeError, match="routed_scaling_factor with custom_routing_function"):
+        moefuse.fused_moe(x, w1, w2, logits, K, True, routed_scaling_factor=2.5,
+                          custom_routing_function=lambda h, g, k, r: (np.full((T, k), 0.5, np.float32),
+                                                                      np.tile(np.arange(k, dtype=np.int32), (T, 1))))
+
+
+torch = None
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_torch_ids_outside_expert_map_refused(rng):
+    torch = _torch()
+    import moefuse.torch as mt
+
+    x, w1, w2 = (torch.from_numpy(a) for a in layer(rng))
+    emap = torch.tensor([-1, -1, -1, -1, 0, 1, 2, 3], dtype=torch.int32)
+    weights = torch.full((T, K), 0.5)
+    for bad in (-1, 8):  # -1 used to wrap around to expert_map[-1]; 8 raised IndexError
+        ids = torch.tensor([[4, 5]] * T)
+        ids[0, 1] = bad
+        with pytest.raises(MoeError, match="expected global experts in 0..7"):
+            mt.fused_experts(x, w1, w2, weights, ids, expert_map=emap)
+
+
+def test_torch_fp8_per_tensor_codes_used_as_given(rng):
+    torch = _torch()
+    import moefuse.torch as mt
+
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("no float8_e4m3fn in this torch")
+    E2, H2, I2 = 2, 128, 128  # W13 halves on 128-row boundaries
+    x, w1, w2 = (torch.from_numpy(a) for a in layer(rng, E2, H2, I2))
+    s = torch.tensor([0.002, 0.0007])  # largest codes not 448: FP8_TENSOR would re-quantise
+    c1 = (w1 / s[:, None, None]).to(torch.float8_e4m3fn)
+    c2 = (w2 / s[:, None, None]).to(torch.float8_e4m3fn)
+    ids = torch.tensor([[0, 1]] * T, dtype=torch.int32)
+    weights = torch.full((T, K), 0.5)
+    d1, d2 = (c.to(torch.float64) * s.double()[:, None, None] for c in (c1, c2))
+    want = ref.experts(x.double().numpy(), d1.numpy(), d2.numpy(), weights.double().numpy(), ids.numpy())
+    qc = SimpleNamespace(use_fp8_w8a8=True, w1_scale=s, w2_scale=s, block_shape=None, per_act_token_quant=False)
+    for kw in (dict(use_fp8_w8a8=True, w1_scale=s, w2_scale=s), dict(quant_config=qc)):
+        y = mt.fused_experts(x, c1, c2, weights, ids, act_format="f32", **kw)
+        assert ref.rel_error(y.double().numpy(), want) < 1e-5
