@@ -348,7 +348,10 @@ typedef struct moe_forward_args {
     moe_tensor y; /* [T, H] same dtype family (F32/F16/BF16), written whole */
     /* Routing input, one of:
      *  - topk_ids [T, k] I32 and topk_weights [T, k] F32: routing done by the caller
-     *    (vLLM's fused_experts); used as given.
+     *    (vLLM's fused_experts); used as given. An id of -1 is no expert: the slot is left out
+     *    of the plan and adds nothing (expert parallelism: another rank's expert). Any other
+     *    id outside 0..E-1 is an error on host ids; device ids are not read back (no sync),
+     *    and the CUDA backend leaves every id outside 0..E-1 out as it does -1.
      *  - router_logits [T, E] F32: scored and selected here (fused_moe).
      *  - neither: logits = x W_r^T (+ b_r) from the router weights. */
     moe_tensor topk_ids, topk_weights;
@@ -430,7 +433,8 @@ typedef struct moe_dispatch_plan {
 moe_status moe_dispatch_plan_bounds(int64_t num_tokens, int64_t top_k, int64_t num_experts, int64_t block,
                                     int64_t *max_rows, int64_t *max_blocks);
 /* Fills a plan whose arrays the caller allocated to the bounds; within an expert, rows keep
- * ascending id order (so the plan is deterministic). */
+ * ascending id order (so the plan is deterministic). A topk_ids entry of -1 (no expert) has no
+ * row; any other id outside 0..E-1 is an error. */
 moe_status moe_dispatch_plan_build(moe_context_t *ctx, const int32_t *topk_ids, int64_t num_tokens, int64_t top_k,
                                    int64_t num_experts, int64_t block, moe_dispatch_plan *plan);
 

@@ -1311,6 +1311,67 @@ static void small(small_model *sm, moe_activation act, moe_gate_up_layout layout
     small_sized(sm, act, layout, wd, 32);
 }
 
+/* A slot whose id is -1 has no expert (expert parallelism: another rank's): it gets no row and
+ * adds nothing, so y is bit for bit the forward with that slot on any expert at weight 0, and
+ * whatever its weight holds (NaN here) never reaches y. One token has no expert at all (its y is
+ * the shared expert's alone). Weights on the input too, there without expert biases: at weight
+ * 0 on the input a slot would still add W2 act(b13) + b2, which a -1 slot must not. */
+static void no_expert_case(void) {
+    harness_case_begin();
+    moe_context_t *ctx = NULL;
+    moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
+    for (int woi = 0; woi < 2; woi++) {
+        small_model sm;
+        small(&sm, MOE_ACT_SWIGLU, MOE_LAYOUT_SEPARATE, MOE_DTYPE_F32);
+        moe_weights_desc d = sm.d;
+        d.router = moe_tensor_none();
+        moe_layer_spec s = sm.s;
+        s.weight_on_input = woi;
+        if (woi) { /* (weights on the input need k = 1) */
+            s.top_k = 1, s.expert_has_bias = 0;
+            d.gate_bias = d.up_bias = d.gate_up_bias = d.down_bias = moe_tensor_none();
+            d.shared_gate_bias = d.shared_up_bias = d.shared_gate_up_bias = d.shared_down_bias = moe_tensor_none();
+        }
+        moe_weights_t *w = NULL;
+        CHECK(moe_weights_create(ctx, &s, &d, MOE_FORMAT_F32, &w) == MOE_STATUS_OK, "create: %s", moe_last_error(ctx));
+        if (!w) continue;
+        const int64_t T = 7, H = s.hidden, k = s.top_k, E = s.num_experts;
+        float *x = fbuf(T * H), *y1 = fbuf(T * H), *y0 = fbuf(T * H), *w1 = fbuf(T * k), *w0 = fbuf(T * k);
+        int32_t *ids1 = talloc((size_t)(T * k) * 4), *ids0 = talloc((size_t)(T * k) * 4);
+        for (int64_t i = 0; i < T * H; i++) x[i] = rng_float(-1, 1);
+        for (int64_t i = 0; i < T * k; i++) {
+            const bool none = i % 3 == 0 || i / k == 2; /* token 2: no expert at all */
+            ids1[i] = none ? -1 : (int32_t)rng_int(0, E - 1);
+            w1[i] = none ? NAN : rng_float(0.1, 1);
+            ids0[i] = none ? (int32_t)(i % E) : ids1[i];
+            w0[i] = none ? 0.0f : w1[i];
+        }
+        size_t wsb = 0;
+        CHECK(moe_forward_workspace_size(ctx, w, T, MOE_FORMAT_F32, &wsb) == MOE_STATUS_OK, "ws size");
+        moe_forward_args a;
+        moe_forward_args_init(&a);
+        a.x = moe_tensor_2d(x, MOE_DTYPE_F32, T, H);
+        a.workspace = talloc(wsb), a.workspace_size = wsb;
+        a.y = moe_tensor_2d(y1, MOE_DTYPE_F32, T, H);
+        a.topk_ids = moe_tensor_2d(ids1, MOE_DTYPE_I32, T, k), a.topk_weights = moe_tensor_2d(w1, MOE_DTYPE_F32, T, k);
+        memset(a.workspace, 0xFF, wsb); /* NaN: rows a -1 slot never gets must not be read */
+        CHECK(moe_forward(ctx, w, &a) == MOE_STATUS_OK, "forward with -1 ids: %s", moe_last_error(ctx));
+        a.y = moe_tensor_2d(y0, MOE_DTYPE_F32, T, H);
+        a.topk_ids = moe_tensor_2d(ids0, MOE_DTYPE_I32, T, k), a.topk_weights = moe_tensor_2d(w0, MOE_DTYPE_F32, T, k);
+        CHECK(moe_forward(ctx, w, &a) == MOE_STATUS_OK, "forward at weight 0: %s", moe_last_error(ctx));
+        int nonfinite = 0;
+        for (int64_t i = 0; i < T * H; i++) nonfinite += !isfinite(y1[i]);
+        CHECK(nonfinite == 0, "weights on the input %d: %d outputs not finite (a -1 slot's NaN weight leaked)", woi,
+              nonfinite);
+        CHECK(memcmp(y1, y0, (size_t)(T * H) * 4) == 0,
+              "weights on the input %d: y with -1 slots differs from y with those slots at weight 0", woi);
+        moe_weights_free(w);
+    }
+    moe_context_free(ctx);
+    arena_free();
+    harness_case_end("topk_ids -1: no expert (left out of the plan, adds nothing)", NULL);
+}
+
 static void unpack_cases(void) {
     const moe_gate_up_layout layouts[] = {MOE_LAYOUT_SEPARATE, MOE_LAYOUT_CONCAT, MOE_LAYOUT_INTERLEAVED};
     const moe_activation acts[] = {MOE_ACT_SWIGLU, MOE_ACT_RELU2};
@@ -1510,6 +1571,7 @@ int main(void) {
     dtype_cases();
     format_cases();
     fp8_checkpoint_cases();
+    no_expert_case();
     fp8_tensor_checkpoint_case(true);
     fp8_tensor_checkpoint_case(false);
     routing_shape_cases();

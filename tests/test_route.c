@@ -585,7 +585,8 @@ static void verify_plan(const int32_t *ids, int64_t T, int64_t k, int64_t E, int
 
     int64_t *count = calloc((size_t)E, sizeof *count);
     int *seen = calloc((size_t)(rows + 1), sizeof *seen);
-    for (int64_t r = 0; r < rows; r++) count[ids[r]]++;
+    for (int64_t r = 0; r < rows; r++)
+        if (ids[r] >= 0) count[ids[r]]++; /* -1: no expert, no row */
     CHECK(p->expert_offsets[0] == 0, "%s: offsets[0] = %lld", what, (long long)p->expert_offsets[0]);
     for (int64_t e = 0; e < E; e++) {
         int64_t lo = p->expert_offsets[e], hi = p->expert_offsets[e + 1];
@@ -612,7 +613,8 @@ static void verify_plan(const int32_t *ids, int64_t T, int64_t k, int64_t E, int
                   p->block_expert[blk], (long long)e);
     }
     for (int64_t r = 0; r < rows; r++)
-        CHECK(seen[r] == 1, "%s: row id %lld appears %d times", what, (long long)r, seen[r]);
+        CHECK(seen[r] == (ids[r] >= 0 ? 1 : 0), "%s: row id %lld (expert %d) appears %d times", what, (long long)r,
+              ids[r], seen[r]);
     int64_t total = p->expert_offsets[E];
     CHECK(total >= 0 && total <= p->max_rows, "%s: total %lld past max_rows %lld", what, (long long)total,
           (long long)p->max_rows);
@@ -673,6 +675,12 @@ static void test_plan_patterns(void) {
         for (int i = 0; i < 50; i++) ids[i] = 0;
         snprintf(what, sizeof what, "E == 1, block %lld", (long long)block);
         build_and_verify(ids, 50, 1, 1, block, what);
+        /* Slots with no expert (-1, another rank's under expert parallelism): no rows; one token
+         * with none at all. */
+        for (int i = 0; i < 90 * 3; i++) ids[i] = rng_int(0, 3) == 0 ? -1 : (int32_t)rng_int(0, 5);
+        ids[3] = ids[4] = ids[5] = -1;
+        snprintf(what, sizeof what, "some slots -1, block %lld", (long long)block);
+        build_and_verify(ids, 90, 3, 6, block, what);
         free(ids);
     }
 }
@@ -761,11 +769,11 @@ static void test_plan_bad_inputs(void) {
               last_error_has("= 8"),
           "id 8 with E 8 -> %s: '%s'", moe_status_string(st), moe_last_error(ctx));
     ids[3] = 3;
-    ids[4] = -1;
+    ids[4] = -2; /* (-1 is no expert) */
     st = moe_dispatch_plan_build(ctx, ids, 3, 2, 8, 4, &b.plan);
     CHECK(st == MOE_STATUS_INVALID_ARGUMENT && last_error_has("token 2") && last_error_has("slot 0") &&
-              last_error_has("-1"),
-          "id -1 -> %s: '%s'", moe_status_string(st), moe_last_error(ctx));
+              last_error_has("-2") && last_error_has("or -1"),
+          "id -2 -> %s: '%s'", moe_status_string(st), moe_last_error(ctx));
     CHECK(b.plan.expert_counts[0] == -99 && b.plan.sorted_ids[0] == -99, "a refused build wrote the plan");
     ids[4] = 4;
 

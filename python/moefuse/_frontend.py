@@ -12,8 +12,9 @@ What vLLM's names mean here:
                   DeepSeek 128x128 block scales [E, ceil(rows/128), ceil(cols/128)]
                   (block_shape [128, 128]); activations quantised dynamically by the library
                   (per tensor, or in 1x128 groups)
-  expert_map      global expert id -> local id or -1: ids of other ranks' experts get
-                  weight 0 (their rows contribute nothing)
+  expert_map      global expert id -> local id or -1: ids of other ranks' experts become -1,
+                  no expert (left out of the plan: no work, nothing added)
+  topk_ids -1     no expert, with or without expert_map (the library's convention)
 """
 
 import ctypes
@@ -270,9 +271,6 @@ def _check_expert_map(fn, ops, w1, global_num_experts, expert_map, weight_on_inp
         raise error(Status.INVALID_ARGUMENT,
                     f"{fn}: global_num_experts = {global_num_experts}, expected -1 or "
                     + (f"{n} (expert_map's size)" if expert_map is not None else f"{E} (w1's experts; no expert_map)"))
-    if expert_map is not None and weight_on_input and (w1_bias is not None or w2_bias is not None):
-        raise unsupported(fn, "apply_router_weight_on_input with expert_map and w1_bias/w2_bias (a token routed "
-                              "to another rank's expert would still add this rank's biases)")
 
 
 # current vLLM (fused_experts(..., global_num_experts, expert_map, quant_config, allow_deep_gemm)):

@@ -68,14 +68,13 @@ class NumpyOps:
 
     def remap_experts(self, ids, weights, expert_map):
         emap = np.asarray(expert_map).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= emap.size):
+        if ids.size and (ids.min() < -1 or ids.max() >= emap.size):
             raise _error(Status.INVALID_ARGUMENT,
                          f"topk_ids: values in {ids.min()}..{ids.max()}, expected global experts in "
-                         f"0..{emap.size - 1} (expert_map has {emap.size} entries)")
-        local = emap[ids]
-        elsewhere = local < 0  # experts of other ranks: weight 0, any valid local id
-        weights = np.where(elsewhere, np.float32(0), weights).astype(np.float32)
-        return np.ascontiguousarray(np.where(elsewhere, 0, local), dtype=np.int32), weights
+                         f"0..{emap.size - 1} or -1 (expert_map has {emap.size} entries)")
+        # Other ranks' experts (and -1) become -1, no expert: left out of the plan, adding nothing.
+        local = np.where(ids < 0, -1, emap[np.maximum(ids, 0)])
+        return np.ascontiguousarray(np.where(local < 0, -1, local), dtype=np.int32), weights
 
     def broadcast_scale(self, scale, blocks):
         s = np.asarray(scale, dtype=np.float32).reshape(-1)

@@ -150,15 +150,14 @@ class TorchOps:
     def remap_experts(self, ids, weights, expert_map):
         emap = expert_map.to(device=ids.device, dtype=_torch.int32).reshape(-1)
         n = emap.numel()
-        if ids.device.type == "cpu" and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        if ids.device.type == "cpu" and ids.numel() and (int(ids.min()) < -1 or int(ids.max()) >= n):
             raise _error(Status.INVALID_ARGUMENT, f"topk_ids: values in {int(ids.min())}..{int(ids.max())}, expected "
-                                                  f"global experts in 0..{n - 1} (expert_map has {n} entries)")
-        # On CUDA (no host sync): an id outside the map (vLLM's -1 padding) counts as another
-        # rank's expert instead of indexing out of bounds or wrapping around.
+                                                  f"global experts in 0..{n - 1} or -1 (expert_map has {n} entries)")
+        # Other ranks' experts, -1 and (on CUDA, where nothing is read back) ids outside the map
+        # become -1, no expert: left out of the plan, adding nothing.
         valid = (ids >= 0) & (ids < n)
         local = _torch.where(valid, emap[ids.long().clamp(0, max(n - 1, 0))], -1)
-        elsewhere = local < 0  # experts of other ranks: weight 0, any valid local id
-        return local.masked_fill(elsewhere, 0).contiguous(), weights.masked_fill(elsewhere, 0.0).contiguous()
+        return local.masked_fill(local < 0, -1).to(_torch.int32).contiguous(), weights.contiguous()
 
     def broadcast_scale(self, scale, blocks):
         s = scale.to(_torch.float32).reshape(-1)

@@ -57,7 +57,8 @@ def split_gate_up(h, activation, layout):
 
 def experts(x, w1, w2, topk_weights, topk_ids, activation="silu", weight_on_input=False, w1_bias=None,
             w2_bias=None, layout=None):
-    """vLLM fused_experts in float64: y[t] = sum_j w[t,j] * W2[e] act(W1[e] x[t] + b1) + b2."""
+    """vLLM fused_experts in float64: y[t] = sum_j w[t,j] * W2[e] act(W1[e] x[t] + b1) + b2; a slot
+    with id -1 (no expert) adds nothing."""
     if layout is None:
         layout = "interleaved" if activation == "swigluoai" else "concat"
     x = np.asarray(x, np.float64)
@@ -68,6 +69,8 @@ def experts(x, w1, w2, topk_weights, topk_ids, activation="silu", weight_on_inpu
     for t in range(T):
         for j in range(topk_ids.shape[1]):
             e = int(topk_ids[t, j])
+            if e < 0:
+                continue
             weight = float(topk_weights[t, j])
             xin = x[t] * weight if weight_on_input else x[t]
             h = w1[e] @ xin

@@ -1,5 +1,5 @@
 """Swap-in checks against vLLM's semantics that the review of the binding found broken:
-expert parallelism with DeepSeek routing, biases with weights on the input, the positional
+expert parallelism with DeepSeek routing, other ranks' experts adding nothing, the positional
 order of today's vLLM, global_num_experts, custom routing, torch's out-of-map ids, exact
 per-tensor FP8 codes and quant_config."""
 
@@ -32,13 +32,23 @@ def test_fused_moe_expert_map_with_correction_bias(rng):
     np.testing.assert_array_equal(y, y_ep)
 
 
-def test_weight_on_input_expert_map_biases_refused(rng):
+def test_expert_map_other_ranks_add_nothing(rng):
+    # Global experts 0..5, this rank holds 2..5. A token on another rank's expert adds nothing, even
+    # with the weight on the input and biases (run at weight 0 it would add W2 act(b1) + b2), and
+    # even when its weight is NaN.
     x, w1, w2 = layer(rng)
     emap = np.array([-1, -1, 0, 1, 2, 3], np.int32)
-    ids = np.zeros((T, 1), np.int32)  # another rank's expert: must add nothing
-    with pytest.raises(MoeError, match="apply_router_weight_on_input with expert_map"):
-        moefuse.fused_experts(x, w1, w2, np.ones((T, 1), np.float32), ids, apply_router_weight_on_input=True,
-                              expert_map=emap, w1_bias=np.ones((E, 2 * I), np.float32))
+    b1 = rng.standard_normal((E, 2 * I)).astype(np.float32)
+    b2 = rng.standard_normal((E, H)).astype(np.float32)
+    ids = np.array([[0], [2], [5], [1], [3]], np.int32)
+    weights = np.array([[np.nan], [0.5], [0.7], [np.nan], [0.9]], np.float32)
+    local = np.where(emap[ids] < 0, -1, emap[ids])
+    for woi in (False, True):
+        y = moefuse.fused_experts(x, w1, w2, weights, ids, apply_router_weight_on_input=woi, expert_map=emap,
+                                  w1_bias=b1, w2_bias=b2)
+        want = ref.experts(x, w1, w2, weights, local, weight_on_input=woi, w1_bias=b1, w2_bias=b2)
+        assert np.isfinite(y).all() and ref.rel_error(y, want) < 1e-5
+        assert not y[0].any() and not y[3].any()  # other ranks' only: nothing
 
 
 def test_current_vllm_positional_order_is_named(rng):
@@ -86,18 +96,22 @@ def _torch():
     return pytest.importorskip("torch")
 
 
-def test_torch_ids_outside_expert_map_refused(rng):
+def test_torch_ids_outside_expert_map(rng):
     torch = _torch()
     import moefuse.torch as mt
 
     x, w1, w2 = (torch.from_numpy(a) for a in layer(rng))
     emap = torch.tensor([-1, -1, -1, -1, 0, 1, 2, 3], dtype=torch.int32)
     weights = torch.full((T, K), 0.5)
-    for bad in (-1, 8):  # -1 used to wrap around to expert_map[-1]; 8 raised IndexError
-        ids = torch.tensor([[4, 5]] * T)
-        ids[0, 1] = bad
-        with pytest.raises(MoeError, match="expected global experts in 0..7"):
-            mt.fused_experts(x, w1, w2, weights, ids, expert_map=emap)
+    ids = torch.tensor([[4, 5]] * T)
+    ids[0, 1] = 8  # raised a bare IndexError
+    with pytest.raises(MoeError, match="expected global experts in 0..7 or -1"):
+        mt.fused_experts(x, w1, w2, weights, ids, expert_map=emap)
+    ids[0, 1] = -1  # no expert (it used to wrap around to expert_map[-1])
+    y = mt.fused_experts(x, w1, w2, weights, ids, expert_map=emap)
+    local = np.where(ids.numpy() < 0, -1, ids.numpy() - 4)
+    want = ref.experts(x.double().numpy(), w1.double().numpy(), w2.double().numpy(), weights.double().numpy(), local)
+    assert ref.rel_error(y.double().numpy(), want) < 1e-5
 
 
 def test_torch_fp8_per_tensor_codes_used_as_given(rng):

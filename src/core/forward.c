@@ -156,17 +156,18 @@ static moe_status check_arg(moe_context_t *ctx, const moe_tensor *t, const char 
     return check_memory(ctx, t, name);
 }
 
-/* Host topk_ids: every id in [0, E). (Device ids cannot be read without a sync; the CUDA
- * backend treats them as trusted.) */
+/* Host topk_ids: every id in [0, E), or -1 (no expert). (Device ids cannot be read without a
+ * sync; the CUDA backend treats them as trusted and leaves ids outside [0, E) out of the plan.) */
 static moe_status check_ids_in_range(moe_context_t *ctx, const moe_tensor *ids, int64_t T, int64_t k, int64_t E) {
     const int32_t *p = ids->data;
     const int64_t s0 = moe__stride(ids, 0), s1 = moe__stride(ids, 1);
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < k; j++) {
             int32_t id = p[t * s0 + j * s1];
-            if (id < 0 || id >= E)
+            if (id < -1 || id >= E)
                 return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                                  "moe_forward: args.topk_ids[%lld][%lld] = %d, expected an expert in 0..%lld",
+                                  "moe_forward: args.topk_ids[%lld][%lld] = %d, expected an expert in 0..%lld or -1 "
+                                  "(none)",
                                   (long long)t, (long long)j, (int)id, (long long)E - 1);
         }
     return MOE_STATUS_OK;

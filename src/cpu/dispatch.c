@@ -66,7 +66,8 @@ void moe__cpu_plan_build(const int32_t *ids, int64_t T, int64_t k, int64_t E, in
     int64_t *counts = plan->expert_counts, *offsets = plan->expert_offsets;
 
     for (int64_t e = 0; e < E; e++) counts[e] = 0;
-    for (int64_t r = 0; r < rows; r++) counts[ids[r]]++;
+    for (int64_t r = 0; r < rows; r++)
+        if (ids[r] >= 0) counts[ids[r]]++; /* -1: no expert, no row */
 
     offsets[0] = 0;
     for (int64_t e = 0; e < E; e++) offsets[e + 1] = offsets[e] + (counts[e] + block - 1) / block * block;
@@ -77,6 +78,7 @@ void moe__cpu_plan_build(const int32_t *ids, int64_t T, int64_t k, int64_t E, in
     for (int64_t e = 0; e < E; e++) counts[e] = 0;
     for (int64_t r = 0; r < rows; r++) {
         int32_t e = ids[r];
+        if (e < 0) continue;
         plan->sorted_ids[offsets[e] + counts[e]] = (int32_t)r;
         counts[e]++;
     }
@@ -112,10 +114,10 @@ moe_status moe_dispatch_plan_build(moe_context_t *ctx, const int32_t *topk_ids, 
     for (int64_t t = 0; t < num_tokens; t++)
         for (int64_t j = 0; j < top_k; j++) {
             int32_t e = topk_ids[t * top_k + j];
-            if (e < 0 || e >= num_experts)
+            if (e < -1 || e >= num_experts)
                 return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                                  "%s: topk_ids[token %lld, slot %lld] = %d, expected 0..%lld", fn, (long long)t,
-                                  (long long)j, (int)e, (long long)(num_experts - 1));
+                                  "%s: topk_ids[token %lld, slot %lld] = %d, expected 0..%lld or -1 (none)", fn,
+                                  (long long)t, (long long)j, (int)e, (long long)(num_experts - 1));
         }
     moe__cpu_plan_build(topk_ids, num_tokens, top_k, num_experts, block, plan);
     return MOE_STATUS_OK;

@@ -361,8 +361,15 @@ static moe_status cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const 
         if (status != MOE_STATUS_OK) return status;
     }
 
-    /* (c) The dispatch plan, block 1: each expert's row ids, ascending. */
+    /* (c) The dispatch plan, block 1: each expert's row ids, ascending. A slot with no expert
+     * (-1) has no row: its A2 and output rows are zero (A2's FP8_TENSOR scale sees only rows
+     * that exist) and combine leaves it out. */
     moe__cpu_plan_build(ids, T, k, E, 1, &plan);
+    for (int64_t r = 0; r < T * k; r++)
+        if (ids[r] < 0) {
+            memset(st.a2 + r * L->I, 0, (size_t)L->I * sizeof(float));
+            memset(st.out_rows + r * H, 0, (size_t)H * sizeof(float));
+        }
 
     /* (d) GEMM1 + activation. Items are (job, chunk of W13_CHUNK units); every item writes
      * its own A2 columns, and each element is one fixed-order dot product. An A2 the caller
@@ -424,7 +431,8 @@ static moe_status cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const 
             const double g = shared && w->shared_gate ? gate_scale[t] : 1.0;
             for (int64_t h = 0; h < H; h++) {
                 double acc = 0.0;
-                for (int64_t j = 0; j < k; j++) acc += out_rows[(t * k + j) * H + h];
+                for (int64_t j = 0; j < k; j++)
+                    if (ids[t * k + j] >= 0) acc += out_rows[(t * k + j) * H + h];
                 if (shared) acc += g * outs[t * H + h];
                 store(y, t, h, s0, s1, (float)acc);
             }
