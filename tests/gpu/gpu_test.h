@@ -113,7 +113,10 @@ enum routing {
     R_LOGITS_TIES, /* logits from {-1, -0.5, 0, 0.5, 1}: many exact ties (lower index wins) */
     R_IDS,         /* random distinct ids and weights given */
     R_IDS_ONE,     /* every token on experts 0..k-1: expert 0 gets all T rows */
-    R_IDS_FEW      /* ids from the first max(k, E/4) experts only: the others are empty */
+    R_IDS_FEW,     /* ids from the first max(k, E/4) experts only: the others are empty */
+    R_IDS_NONE     /* R_IDS with every third slot -1 (no expert: another rank's) at a NaN weight,
+                    * and token 1 with no expert at all (bf16 cases only: the FP8 stage checks
+                    * expect a plan row for every oracle (token, slot)) */
 };
 const char *routing_name(int r);
 bool routing_has_ids(int r);

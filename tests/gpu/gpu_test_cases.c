@@ -74,7 +74,7 @@ void model_cases(bool quick) {
         s.expert_has_bias = 1;
         model_init(&m, "relu2-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         run_spec r3[] = {{33, R_IDS, R_IDS_ONE, 64, true}, {300, R_LOGITS, R_LOGITS, 128, true},
-                         {600, R_IDS, R_IDS_FEW, 128, true}};
+                         {600, R_IDS_NONE, R_IDS_FEW, 128, true}};
         run_model(&m, r3, 3);
 
         const moe_activation acts[] = {MOE_ACT_GEGLU, MOE_ACT_GEGLU_TANH, MOE_ACT_REGLU};
@@ -149,7 +149,9 @@ void model_cases(bool quick) {
             }
             model_init(&m, act_names[a], &s, MOE_FORMAT_BF16, a % 2 ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_CONCAT,
                        MOE_DTYPE_BF16, MOE_DTYPE_BF16);
-            run_spec ra[] = {{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}};
+            /* (swiglu-bias: the replay with -1 slots, no expert) */
+            run_spec ra[] = {{300, R_IDS, a == 0 ? R_IDS_NONE : R_IDS_ONE, 96, true},
+                             {700, R_IDS_FEW, R_IDS_FEW, 96, true}};
             run_model(&m, ra, quick ? 1 : 2);
         }
         /* H and 2I multiples of 240 and not of 256 (gpt-oss's 2880 scaled down): the 240-wide

@@ -159,7 +159,8 @@ void model_init(model *m, const char *name, const moe_layer_spec *spec, moe_form
 
 /* ---- routing inputs ----------------------------------------------------------------- */
 const char *routing_name(int r) {
-    static const char *names[] = {"router", "logits", "logits-ties", "ids", "ids-one-expert", "ids-few-experts"};
+    static const char *names[] = {"router", "logits", "logits-ties", "ids", "ids-one-expert", "ids-few-experts",
+                                  "ids-some-none"};
     return names[r];
 }
 bool routing_has_ids(int r) { return r >= R_IDS; }
@@ -179,6 +180,8 @@ static void draw_ids(const model *m, inputs *in, int routing) {
             perm[pick] = tmp;
             in->ids[t * k + j] = routing == R_IDS_ONE ? (int32_t)j : perm[j];
             in->weights[t * k + j] = rng_uniform(0.05f, 1.0f);
+            if (routing == R_IDS_NONE && ((t * k + j) % 3 == 0 || t == 1))
+                in->ids[t * k + j] = -1, in->weights[t * k + j] = NAN;
         }
     }
     free(perm);
