@@ -966,6 +966,7 @@ int main(int argc, char **argv) {
                          : fp8                ? (v.dyn ? grouped_fp8_smem_bytes<true>() : grouped_fp8_smem_bytes())
                          : v.pp               ? PP_SMEM_BYTES
                          : v.epi == EPI_BULK   ? grouped_smem_bytes<EPI_BULK, true>()
+                         : v.epi == EPI_ACT_TMA ? grouped_smem_bytes<EPI_ACT_TMA, true>()
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
                          : epi_uses_staging(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
                                              : grouped_smem_bytes<EPI_REGS>();

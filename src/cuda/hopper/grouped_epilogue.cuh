@@ -454,7 +454,8 @@ __device__ __forceinline__ void act_tma_epilogue(const grouped_params &p, const 
     case MOE_ACT_GEGLU_TANH: act_tma_values<MOE_ACT_GEGLU_TANH>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
     case MOE_ACT_REGLU: act_tma_values<MOE_ACT_REGLU>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
     case MOE_ACT_SWIGLU_OAI: act_tma_values<MOE_ACT_SWIGLU_OAI>(p, acc, bias, n0, lane, r0, s0, s1, wg_buf); break;
-    } // (RELU2 is not gated: hopper_gemm1_act_tma never picks this epilogue for it)
+    default: __trap(); // RELU2 is not gated: hopper_gemm1_act_tma never picks this epilogue for it
+    }
     fence_proxy_async_shared(); // the writes above, before the async proxy reads them
     named_barrier_sync(bar_id, 128);
     if (leader) {

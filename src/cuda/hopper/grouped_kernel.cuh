@@ -166,6 +166,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (t == 0) {
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
+                if (ACT_TMA) tma_prefetch_map(&map_out);
             }
             int stage = 0;
             uint32_t phase = 0;
@@ -225,6 +226,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 tma_prefetch_map(&map_a);
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
+                if (ACT_TMA) tma_prefetch_map(&map_out);
                 int stage = 0;
                 uint32_t phase = 0;
                 for (int u = blockIdx.x; u < units;) {
