@@ -390,7 +390,8 @@ moe_status moe_forward(moe_context_t *ctx, const moe_weights_t *w, const moe_for
  * blocks, or expert by expert; bf16 takes the latter by default, FP8 where H * I >= 7 MiB),
  * MOEFUSE_HOPPER_EPI (=staged:
  * GEMM1's staged epilogue instead of the activation from the accumulators; =tma: that activation
- * with its A2 tiles stored by TMA), MOEFUSE_HOPPER_EPI2
+ * with its A2 tiles stored by TMA wherever it can, not only where H >= 7168; =first: never by TMA),
+ * MOEFUSE_HOPPER_EPI2
  * (=bulk or =staged: bf16 GEMM2's rows by bulk copies, 3 stages, at every K or at none, instead of
  * where K <= 2048), MOEFUSE_HOPPER_SKIP_UP (=1: bf16 GEMM1 also skips the MMAs of row blocks whose
  * second half is all padding, as GEMM2 does), MOEFUSE_HOPPER_BN

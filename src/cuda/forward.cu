@@ -579,7 +579,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  !act_first ? "GEMM1's staged epilogue"
-                 : hopper_gemm1_act_tma(act_first, tickets, hopper_tile_n(L.R13, tickets, gather))
+                 : hopper_gemm1_act_tma(act_first, tickets, hopper_tile_n(L.R13, tickets, gather), L.H)
                      ? "GEMM1's activation from the accumulators, its A2 tiles stored by TMA"
                      : "GEMM1's activation from the accumulators",
                  bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "", skip);

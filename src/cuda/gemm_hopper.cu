@@ -121,12 +121,16 @@ bool hopper_gemm1_skip_idle(bool ticket_schedule) {
     return ticket_schedule && env && !strcmp(env, "1");
 }
 
-// MOEFUSE_HOPPER_EPI=tma: GEMM1's act-first epilogue stores its A2 tile by TMA (EPI_ACT_TMA) where
-// it can (256-wide tiles on tickets). Session 32, built without a GPU: an A/B switch until measured
-// (bench/results/next-session/session32_gemm1.sh).
-bool hopper_gemm1_act_tma(bool act_first, bool ticket_schedule, int tile_n) {
+// GEMM1's act-first epilogue stores its A2 tile by TMA (EPI_ACT_TMA) where it can (256-wide tiles on
+// tickets) and K = H >= 7168. Session 32 (bench/results/2026-12-05-session32/call3/fwd/, one H100,
+// bench_gpu_forward at T = 16384, 6 rounds in rotated order), default / tma time: deepseek-v3
+// 1.033-1.049 in every round (its default arm spread 0.998-1.007); glm-4.5-air (H = 4096) 0.982-1.042,
+// qwen3-30b-a3b (2048) 0.983-1.045, qwen3-next-80b-a3b (2048) 0.979-1.002: not clear below 7168.
+// MOEFUSE_HOPPER_EPI=tma takes it wherever it can, =first never.
+bool hopper_gemm1_act_tma(bool act_first, bool ticket_schedule, int tile_n, int64_t k) {
     const char *env = getenv("MOEFUSE_HOPPER_EPI");
-    return act_first && ticket_schedule && tile_n == GBN && env && !strcmp(env, "tma");
+    if (!act_first || !ticket_schedule || tile_n != GBN || (env && !strcmp(env, "first"))) return false;
+    return (env && !strcmp(env, "tma")) || k >= 7168;
 }
 
 // 240-wide tiles where they divide n and 256 does not (gpt-oss: H = 2880, 2I = 5760), so no tile
@@ -195,7 +199,8 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
                            grouped_act_first_ok(g);
     CUtensorMap map_out;
-    const bool act_tma = hopper_gemm1_act_tma(act_first, dyn, bn) && grouped_act_tma_map(g, &map_out) == CUDA_SUCCESS;
+    const bool act_tma =
+        hopper_gemm1_act_tma(act_first, dyn, bn, g->k) && grouped_act_tma_map(g, &map_out) == CUDA_SUCCESS;
     const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&
                       (uintptr_t)g->out % 16 == 0;
     cudaError_t err;

@@ -35,10 +35,11 @@ bool hopper_fp8_large_experts(int64_t hidden, int64_t intermediate);
 // MOEFUSE_HOPPER_EPI=staged, and when the producer gathers A (gather), the ticket schedule. (The
 // launch also checks the pointers' alignment, which the forward's workspace always has.)
 bool hopper_gemm1_act_first(int activation, int64_t intermediate, bool gather, bool ticket_schedule);
-// Whether bf16 GEMM1 (tiled), taking the act-first epilogue (act_first) on the ticket schedule with
-// tile_n = 256, stores its A2 tiles by TMA instead (EPI_ACT_TMA): MOEFUSE_HOPPER_EPI=tma (an A/B
-// switch, off by default).
-bool hopper_gemm1_act_tma(bool act_first, bool ticket_schedule, int tile_n);
+// Whether bf16 GEMM1 (tiled, reduction k = H), taking the act-first epilogue (act_first) on the ticket
+// schedule with tile_n = 256, stores its A2 tiles by TMA instead (EPI_ACT_TMA): where k >= 7168
+// (session 32's H100 forward A/B: deepseek-v3 3.3-4.9% faster, smaller H not clear);
+// MOEFUSE_HOPPER_EPI=tma wherever it can, =first never.
+bool hopper_gemm1_act_tma(bool act_first, bool ticket_schedule, int tile_n, int64_t k);
 // Whether bf16 GEMM1 (tiled) skips the second consumer warpgroup's MMAs on row blocks whose second
 // 64 rows are all padding, as GEMM2 always does on the ticket schedule: only on that schedule and
 // with MOEFUSE_HOPPER_SKIP_UP=1 (an A/B switch, off by default).
