@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 32 (no GPU that session; not yet run; ~7-8 min). From the repo root, carry
+# Prepared in session 32 (run in part there, on an H100; ~8-9 min). From the repo root, carry
 # .deps (move it into the session's results directory first):
 #   O=/tmp/oN timeout 590 bash bench/results/<session dir>/session32_gemm1.sh
 # Two changes to the bf16 grouped GEMM1, both off by default until this call measures them.
@@ -29,6 +29,14 @@
 #     0.93-0.97; glm (K = 4096) 0.96-0.99; deepseek, mixtral 0.98-1.00. Forward: qwen3-30b-a3b and
 #     qwen3-next 0.96-0.99, the others 0.99-1.01.
 # Ship either only where the forward is >= 1.5% faster in every round pair and never slower elsewhere.
+# Session 32 ran parts of this on one H100 (bench/results/2026-12-05-session32/, calls 1-3): both
+# correct; the lab at 16384 on qwen3, glm, qwen3next; the forward on four shapes at 16384. EPI_ACT_TMA
+# then became the default where H >= 7168 (deepseek 3.3-4.9% faster in every round), so here the
+# "base" arm has it on deepseek-v3 and the "tma" arm forces it everywhere (MOEFUSE_HOPPER_EPI=tma).
+# Still to see, on an H200: the same at T = 4096 and on all eight shapes, the lab's T = 4096 and
+# gptoss/mixtral/deepseek rows. Added: the wgrad stores interleaved (bulk was 8-19% faster than the
+# default pairs on three of four shapes on that H100, against pairs 0.7-5.6% faster on session 22's
+# H200 in separate processes); prediction for the H200: pairs / bulk 0.98-1.10, which decides the default.
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
@@ -47,6 +55,7 @@ mark "racecheck tma- cases, EPI=tma" $? $O/racecheck_tma.log
 MOEFUSE_HOPPER_EPI=tma timeout 60 compute-sanitizer --tool memcheck --error-exitcode 3 $T --quick --gemm hopper \
   --filter tma- > $O/memcheck_tma.log 2>&1
 mark "memcheck tma- cases, EPI=tma" $? $O/memcheck_tma.log
+timeout 120 build-device/test_gpu_wgrad --perf > $O/wgrad_perf.log 2>&1; mark "wgrad --perf (pairs vs bulk)" $? $O/wgrad_perf.log
 # 2. The lab: T = 16384 then 4096, the twins in one process, two processes in opposite orders.
 V1=up_actfirst_dyn_exp,up_actfirst_dyn_exp_skip,up_acttma_dyn_exp,up_actfirst_gather_dyn_exp,up_actfirst_gather_dyn_exp_skip,up_acttma_gather_dyn_exp,up_bn240_dyn_exp,up_bn240_dyn_exp_skip
 V2=up_bn240_dyn_exp_skip,up_bn240_dyn_exp,up_acttma_gather_dyn_exp,up_actfirst_gather_dyn_exp_skip,up_actfirst_gather_dyn_exp,up_acttma_dyn_exp,up_actfirst_dyn_exp_skip,up_actfirst_dyn_exp
