@@ -19,7 +19,7 @@ from ._lib import (Activation, Backend, DType, Format, Layout, LibraryNotFoundEr
 from ._api import (Context, LayerSpec, ModelConfig, Quantized, Weights, default_context, dequantize, format_layout,
                    format_name, load_config, parse_config, preset, presets, quantize, route, version)
 from ._frontend import cache_info, clear_cache
-from ._numpy_ops import fused_experts, fused_moe
+from ._numpy_ops import fused_experts, fused_moe, sglang_fused_experts
 
 __version__ = "0.1.0"
 
@@ -28,5 +28,5 @@ __all__ = [
     "MoeForwardArgs", "MoeLayerSpec", "MoeModelConfig", "MoeTensor", "MoeWeightsDesc", "Score", "Status",
     "Context", "LayerSpec", "ModelConfig", "Quantized", "Weights", "default_context", "dequantize", "format_layout",
     "format_name", "load_config", "parse_config", "preset", "presets", "quantize", "route", "version",
-    "cache_info", "clear_cache", "fused_experts", "fused_moe",
+    "cache_info", "clear_cache", "fused_experts", "fused_moe", "sglang_fused_experts",
 ]

@@ -423,6 +423,68 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
 # ---------------------------------------------------------------------------------------
 
 
+def _field(obj, name, default):
+    """obj.name, obj[name] (a dict) or default: SGLang's configs and outputs, duck-typed."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def sglang_fused_experts(ops, hidden_states, w1, w2, topk_output, moe_runner_config=None, b1=None, b2=None,
+                         use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
+                         per_channel_quant=False, w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None,
+                         a1_scale=None, a2_scale=None, block_shape=None):
+    """SGLang's fused_experts: the routing as topk_output (topk_weights, topk_ids[, router_logits],
+    a tuple or an object with those fields), the options in moe_runner_config (a MoeRunnerConfig,
+    any object or dict with its fields; None: SGLang's defaults, which include inplace=True)."""
+    fn = "sglang_fused_experts"
+    cfg = moe_runner_config if moe_runner_config is not None else {}
+    if isinstance(topk_output, (tuple, list)):
+        if len(topk_output) < 2:
+            raise error(Status.INVALID_ARGUMENT, f"{fn}: topk_output has {len(topk_output)} items, expected "
+                                                 "(topk_weights, topk_ids[, router_logits])")
+        topk_weights, topk_ids = topk_output[0], topk_output[1]
+    else:
+        topk_weights, topk_ids = _field(topk_output, "topk_weights", None), _field(topk_output, "topk_ids", None)
+        if topk_weights is None or topk_ids is None:
+            raise error(Status.INVALID_ARGUMENT, f"{fn}: topk_output has no topk_weights / topk_ids")
+    activation = str(_field(cfg, "activation", "silu"))
+    gated = bool(_field(cfg, "is_gated", True))
+    alpha, limit = _field(cfg, "gemm1_alpha", None), _field(cfg, "gemm1_clamp_limit", None)
+    for name in ("no_combine", "custom_act_fn"):
+        if _field(cfg, name, None) not in (None, False):
+            raise unsupported(fn, f"moe_runner_config.{name}")
+    act, act_alpha, act_limit = activation, None, None
+    if activation == "silu" and gated and alpha is not None:
+        # gpt-oss: SGLang's gated SiLU with gemm1_alpha and gemm1_clamp_limit is swigluoai
+        # (interleaved gate/up rows).
+        if limit is None:
+            raise unsupported(fn, "moe_runner_config.gemm1_alpha without gemm1_clamp_limit (swigluoai clamps)")
+        act, act_alpha, act_limit = "swigluoai", float(alpha), float(limit)
+    elif limit is not None:
+        raise unsupported(fn, f"moe_runner_config.gemm1_clamp_limit without gemm1_alpha (SGLang clamps after "
+                              f"the activation; moefuse's limit clamps the gate before it)")
+    elif activation == "relu2" and not gated:
+        act = "relu2"
+    elif not gated or activation not in ("silu", "gelu"):
+        raise unsupported(fn, f"moe_runner_config activation = {activation!r} with is_gated = {gated} (moefuse "
+                              f"takes silu and gelu gated, relu2 not gated)")
+    y = fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=False, activation=act,
+                      apply_router_weight_on_input=bool(_field(cfg, "apply_router_weight_on_input", False)),
+                      use_fp8_w8a8=bool(use_fp8_w8a8), use_int8_w8a8=bool(use_int8_w8a8),
+                      use_int8_w8a16=bool(use_int8_w8a16), use_int4_w4a16=bool(use_int4_w4a16),
+                      per_channel_quant=bool(per_channel_quant), w1_scale=w1_scale, w2_scale=w2_scale, w1_zp=w1_zp,
+                      w2_zp=w2_zp, a1_scale=a1_scale, a2_scale=a2_scale, block_shape=block_shape, w1_bias=b1,
+                      w2_bias=b2, act_alpha=act_alpha, act_limit=act_limit)
+    scale = _field(cfg, "routed_scaling_factor", None)
+    if scale is not None and float(scale) != 1.0:
+        y *= float(scale)
+    if bool(_field(cfg, "inplace", True)):
+        ops.copy_(hidden_states, y)
+        return hidden_states
+    return y
+
+
 def public_entry(entry, ops, module, doc):
     """entry (fused_experts or fused_moe above) as a public function of one array library:
     vLLM's signature without `ops` (inspect.signature and help() show it, and positional

@@ -138,3 +138,11 @@ fused_moe = _frontend.public_entry(_frontend.fused_moe, OPS, __name__, """vLLM's
     renormalised when asked; grouped top-k with use_grouped_topk; scoring_func "sigmoid" /
     "sqrtsoftplus", e_score_correction_bias and routed_scaling_factor as DeepSeek uses them),
     then runs the experts as fused_experts does.""")
+
+sglang_fused_experts = _frontend.public_entry(_frontend.sglang_fused_experts, OPS, __name__, """SGLang's fused_experts on numpy arrays (CPU backend).
+
+    topk_output: (topk_weights, topk_ids[, router_logits]) or an object with those fields;
+    moe_runner_config: SGLang's MoeRunnerConfig or any object / dict with its fields (activation,
+    is_gated, apply_router_weight_on_input, inplace (default True), routed_scaling_factor,
+    gemm1_alpha and gemm1_clamp_limit: gpt-oss's swigluoai); b1 / b2 the biases. no_combine and
+    the other activation forms are refused by name.""")

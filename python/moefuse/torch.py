@@ -263,3 +263,12 @@ fused_experts = _frontend.public_entry(_frontend.fused_experts, OPS, __name__, "
 fused_moe = _frontend.public_entry(_frontend.fused_moe, OPS, __name__, """vLLM's fused_moe on torch tensors: the routing from gating_output [T, E] runs inside the
     library (softmax top-k, renormalised when asked; grouped top-k; scoring_func "sigmoid" /
     "sqrtsoftplus" with e_score_correction_bias and routed_scaling_factor), then the experts.""")
+
+sglang_fused_experts = _frontend.public_entry(_frontend.sglang_fused_experts, OPS, __name__, """SGLang's fused_experts on torch tensors (CPU or CUDA).
+
+    topk_output: SGLang's TopKOutput (topk_weights, topk_ids, router_logits) or any tuple / object
+    with those fields; moe_runner_config: its MoeRunnerConfig (or an object / dict with the fields:
+    activation, is_gated, apply_router_weight_on_input, inplace (default True),
+    routed_scaling_factor, gemm1_alpha and gemm1_clamp_limit: gpt-oss's swigluoai); b1 / b2 the
+    biases; the quantisation options as fused_experts's. no_combine and the other activation forms
+    are refused by name.""")

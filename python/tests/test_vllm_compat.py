@@ -133,3 +133,58 @@ def test_torch_fp8_per_tensor_codes_used_as_given(rng):
     for kw in (dict(use_fp8_w8a8=True, w1_scale=s, w2_scale=s), dict(quant_config=qc)):
         y = mt.fused_experts(x, c1, c2, weights, ids, act_format="f32", **kw)
         assert ref.rel_error(y.double().numpy(), want) < 1e-5
+
+
+# ---- SGLang's fused_experts(hidden_states, w1, w2, topk_output, moe_runner_config, b1, b2, ...) ----
+
+def _sglang_inputs(rng):
+    x, w1, w2 = layer(rng)
+    ids = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int32)
+    weights = rng.uniform(0.2, 1.0, (T, K)).astype(np.float32)
+    return x, w1, w2, weights, ids
+
+
+def test_sglang_silu_scaling_and_inplace(rng):
+    x, w1, w2, weights, ids = _sglang_inputs(rng)
+    want = ref.experts(x, w1, w2, weights, ids)
+    cfg = SimpleNamespace(activation="silu", is_gated=True, inplace=False, routed_scaling_factor=2.5)
+    y = moefuse.sglang_fused_experts(x, w1, w2, (weights, ids, None), cfg)
+    assert y is not x and ref.rel_error(y, 2.5 * want) < 1e-5
+    # SGLang's default config (inplace=True, no scaling), topk_output as an object with fields.
+    h = x.copy()
+    out = moefuse.sglang_fused_experts(h, w1, w2, SimpleNamespace(topk_weights=weights, topk_ids=ids), None)
+    assert out is h and ref.rel_error(h, want) < 1e-5
+
+
+def test_sglang_gptoss_alpha_limit_biases(rng):
+    x, w1, w2, weights, ids = _sglang_inputs(rng)
+    b1 = rng.standard_normal((E, 2 * I)).astype(np.float32)
+    b2 = rng.standard_normal((E, H)).astype(np.float32)
+    cfg = dict(activation="silu", is_gated=True, gemm1_alpha=1.702, gemm1_clamp_limit=7.0, inplace=False)
+    y = moefuse.sglang_fused_experts(x, w1, w2, (weights, ids), cfg, b1, b2)
+    want = ref.experts(x, w1, w2, weights, ids, activation="swigluoai", w1_bias=b1, w2_bias=b2)
+    assert ref.rel_error(y, want) < 1e-5
+
+
+def test_sglang_refusals(rng):
+    x, w1, w2, weights, ids = _sglang_inputs(rng)
+    for cfg, what in ((dict(no_combine=True), "no_combine"),
+                      (dict(activation="silu", is_gated=False), "is_gated = False"),
+                      (dict(activation="silu", gemm1_clamp_limit=7.0), "gemm1_clamp_limit without gemm1_alpha"),
+                      (dict(activation="silu", gemm1_alpha=1.702), "gemm1_alpha without gemm1_clamp_limit")):
+        with pytest.raises(MoeError, match=what):
+            moefuse.sglang_fused_experts(x, w1, w2, (weights, ids), cfg)
+    with pytest.raises(MoeError, match="topk_output"):
+        moefuse.sglang_fused_experts(x, w1, w2, (weights,), {})
+
+
+def test_torch_sglang_inplace_default(rng):
+    torch = _torch()
+    import moefuse.torch as mt
+
+    x, w1, w2, weights, ids = (torch.from_numpy(a) for a in _sglang_inputs(rng))
+    want = ref.experts(x.double().numpy(), w1.double().numpy(), w2.double().numpy(), weights.double().numpy(),
+                       ids.numpy())
+    h = x.clone()
+    out = mt.sglang_fused_experts(h, w1, w2, (weights, ids, None), SimpleNamespace(routed_scaling_factor=1.0))
+    assert out is h and ref.rel_error(h.double().numpy(), want) < 1e-5
