@@ -454,6 +454,13 @@ def sglang_fused_experts(ops, hidden_states, w1, w2, topk_output, moe_runner_con
     for name in ("no_combine", "custom_act_fn"):
         if _field(cfg, name, None) not in (None, False):
             raise unsupported(fn, f"moe_runner_config.{name}")
+    beta = _field(cfg, "gemm1_beta", None)  # the up offset of gpt-oss's form: swigluoai's is 1
+    try:
+        beta_ok = beta is None or float(beta) == 1.0
+    except (TypeError, ValueError):
+        beta_ok = False
+    if not beta_ok:
+        raise unsupported(fn, f"moe_runner_config.gemm1_beta = {beta!r} (swigluoai adds 1 to up)")
     act, act_alpha, act_limit = activation, None, None
     if activation == "silu" and gated and alpha is not None:
         # gpt-oss: SGLang's gated SiLU with gemm1_alpha and gemm1_clamp_limit is swigluoai

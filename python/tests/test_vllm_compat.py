@@ -171,7 +171,8 @@ def test_sglang_refusals(rng):
     for cfg, what in ((dict(no_combine=True), "no_combine"),
                       (dict(activation="silu", is_gated=False), "is_gated = False"),
                       (dict(activation="silu", gemm1_clamp_limit=7.0), "gemm1_clamp_limit without gemm1_alpha"),
-                      (dict(activation="silu", gemm1_alpha=1.702), "gemm1_alpha without gemm1_clamp_limit")):
+                      (dict(activation="silu", gemm1_alpha=1.702), "gemm1_alpha without gemm1_clamp_limit"),
+                      (dict(gemm1_alpha=1.702, gemm1_clamp_limit=7.0, gemm1_beta=0.5), "gemm1_beta")):
         with pytest.raises(MoeError, match=what):
             moefuse.sglang_fused_experts(x, w1, w2, (weights, ids), cfg)
     with pytest.raises(MoeError, match="topk_output"):
