@@ -264,7 +264,7 @@ def _check_flags(fn, **flags):
                         f"expert_map and the quantisation options by keyword)")
 
 
-def _check_expert_map(fn, ops, w1, global_num_experts, expert_map, weight_on_input, w1_bias, w2_bias):
+def _check_global_num_experts(fn, ops, w1, global_num_experts, expert_map):
     E = int(ops.shape(w1)[0])
     n = ops.numel(expert_map) if expert_map is not None else E
     if int(global_num_experts) not in (-1, n):
@@ -344,7 +344,7 @@ def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=Fa
                  use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
     _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
                        w1_zp, w2_zp, a1_scale, a2_scale)
-    _check_expert_map(fn, ops, w1, global_num_experts, expert_map, apply_router_weight_on_input, w1_bias, w2_bias)
+    _check_global_num_experts(fn, ops, w1, global_num_experts, expert_map)
     place = ops.place(hidden_states)
     ctx = context or ops.context(place)
     fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
@@ -403,7 +403,7 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
 
     _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant,
                        w1_zp, w2_zp, a1_scale, a2_scale)
-    _check_expert_map(fn, ops, w1, global_num_experts, None, apply_router_weight_on_input, w1_bias, w2_bias)
+    _check_global_num_experts(fn, ops, w1, global_num_experts, None)
     place = ops.place(hidden_states)
     ctx = context or ops.context(place)
     fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)

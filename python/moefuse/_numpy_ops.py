@@ -73,8 +73,8 @@ class NumpyOps:
                          f"topk_ids: values in {ids.min()}..{ids.max()}, expected global experts in "
                          f"0..{emap.size - 1} or -1 (expert_map has {emap.size} entries)")
         # Other ranks' experts (and -1) become -1, no expert: left out of the plan, adding nothing.
-        local = np.where(ids < 0, -1, emap[np.maximum(ids, 0)])
-        return np.ascontiguousarray(np.where(local < 0, -1, local), dtype=np.int32), weights
+        local = emap[np.maximum(ids, 0)]
+        return np.ascontiguousarray(np.where((ids < 0) | (local < 0), -1, local), dtype=np.int32), weights
 
     def broadcast_scale(self, scale, blocks):
         s = np.asarray(scale, dtype=np.float32).reshape(-1)

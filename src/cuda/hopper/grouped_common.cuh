@@ -162,6 +162,12 @@ __device__ __forceinline__ bool row_target_of(const grouped_params &p, int64_t r
     return true;
 }
 
+// DYN, p.skip_idle: whether row block m_block's second 64 rows are all padding (a block's live rows
+// come first), so the second consumer warpgroup can skip its MMAs.
+__device__ __forceinline__ bool lower_half_idle(const grouped_params &p, int64_t m_block) {
+    return p.skip_idle && p.sorted_ids[m_block * BM + BM / 2] == p.padding_id;
+}
+
 template <int MODE>
 __device__ __forceinline__ bool row_target(const grouped_params &p, int64_t r, int64_t &offset, float &scale) {
     return row_target_of<MODE>(p, r, p.sorted_ids[r], offset, scale);

@@ -442,10 +442,10 @@ __device__ __forceinline__ void act_tma_epilogue(const grouped_params &p, const 
     named_barrier_sync(bar_id, 128);
     const int r0 = warp * 16 + lane / 4;
     float s0 = 1.0f, s1 = 1.0f;
-    if (p.weight_on_input) { // (routed rows only: padding and shared rows keep 1)
-        const int64_t id0 = p.sorted_ids[wg_row + r0], id1 = p.sorted_ids[wg_row + r0 + 8];
-        if (id0 < p.padding_id) s0 = p.topk_weights[id0];
-        if (id1 < p.padding_id) s1 = p.topk_weights[id1];
+    if (p.weight_on_input) { // the rows' scales as the other epilogues take them (padding rows keep 1)
+        int64_t offset;
+        row_target<GEMM_UP>(p, wg_row + r0, offset, s0);
+        row_target<GEMM_UP>(p, wg_row + r0 + 8, offset, s1);
     }
     const float *bias = p.bias ? p.bias + (int64_t)e * p.n : nullptr;
     switch (p.activation) {

@@ -180,8 +180,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 int32_t token[GATHER_ROWS_PER_THREAD];
                 gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 // The half-idle flag (see the TMA producer below); only thread 0 writes the header.
-                const bool lower_idle =
-                    DYN && p.skip_idle && t == 0 && p.sorted_ids[(int64_t)m_block * BM + BM / 2] == p.padding_id;
+                const bool lower_idle = DYN && t == 0 && lower_half_idle(p, m_block);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
@@ -233,11 +232,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                     int m_block, n_block, e;
                     unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
                     const int m0 = m_block * BM;
-                    // DYN, p.skip_idle: whether the block's second 64 rows are all padding (a block's
-                    // live rows come first), read beside block_expert: the header tells the second
-                    // consumer warpgroup to skip the unit's MMAs. GEMM1 only on request: a single-run
-                    // lab had it 7% slower on deepseek (K = 7168; src/cuda/NOTES.md, session 14).
-                    const bool lower_idle = DYN && p.skip_idle && p.sorted_ids[m0 + BM / 2] == p.padding_id;
+                    // Read beside block_expert; the header tells the second consumer warpgroup to skip
+                    // the unit's MMAs (GEMM1 only on request: hopper_gemm1_skip_idle).
+                    const bool lower_idle = DYN && lower_half_idle(p, m_block);
                     const int b_row = e * p.n + n_block * BN;
                     uint32_t b_bytes;
                     const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
