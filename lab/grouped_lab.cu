@@ -111,6 +111,8 @@ struct variant {
     int cm = 1;            // FP8, 192 wide, static stride: clusters of 2 (grouped_fp8_kernel's CM)
     bool skip = false;     // bf16 GEMM1 on tickets: grouped_params.skip_idle (the library's
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
+    bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
+                           // MOEFUSE_HOPPER_EARLY_ROWS=1)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -178,6 +180,10 @@ static const variant VARIANTS[] = {
     {"down_dyn_b16", "down_dyn with bf16 rows", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_BF16, true, false, false, false, true},
     {"down_bulk", "down_dyn_b16 with the bulk-copy epilogue, 3 stages", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true},
     {"down_bulk_bn240", "down_bulk with 240-wide tiles", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 240},
+    // Session 33: GEMM2 as the library runs it (bulk, tickets, expert by expert), and the same with its
+    // epilogue's row ids and weights loaded during the tile's last MMAs (early_rows).
+    {"down_bulk_dyn_exp", "GEMM2 shipped: bulk, tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true},
+    {"down_bulk_dyn_exp_early", "down_bulk_dyn_exp, row table loaded during the last MMAs", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 1, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -1094,6 +1100,7 @@ int main(int argc, char **argv) {
                 if (fp8) p8.g.unit_counter = d_units;
                 else p.unit_counter = d_units;
                 if (!fp8 && v.kernel_mode == GEMM_UP) p.skip_idle = v.skip; // GEMM2 keeps grouped_plan_params' 1
+                if (!fp8) p.early_rows = v.early;
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
                     return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas, has_mo ? &mo : nullptr);

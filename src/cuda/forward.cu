@@ -582,7 +582,11 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  : hopper_gemm1_act_tma(act_first, tickets, hopper_tile_n(L.R13, tickets, gather), L.H)
                      ? "GEMM1's activation from the accumulators, its A2 tiles stored by TMA"
                      : "GEMM1's activation from the accumulators",
-                 bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "", skip);
+                 !bulk2                      ? ""
+                 : hopper_gemm2_early_rows() ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages; row table "
+                                               "loaded during the last MMAs)"
+                                             : ", GEMM2's rows by bulk copies when y is bf16 (3 stages)",
+                 skip);
     }
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);

@@ -156,6 +156,14 @@ bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ti
     return hopper_bulk_by_k("MOEFUSE_HOPPER_EPI2", k) && out_bf16 && n % 8 == 0 && ldo % 8 == 0 && ticket_schedule;
 }
 
+// MOEFUSE_HOPPER_EARLY_ROWS=1: the bulk GEMM2 loads its epilogue's row ids and routing weights during
+// the tile's last MMAs (grouped_params.early_rows). Off until timed against the default (session 33:
+// an A/B switch; session 7's earlier form, loads at the unit's start, was slower on deepseek).
+bool hopper_gemm2_early_rows(void) {
+    const char *env = getenv("MOEFUSE_HOPPER_EARLY_ROWS");
+    return env && !strcmp(env, "1");
+}
+
 bool hopper_bulk_by_k(const char *env_var, int64_t k) {
     const char *env = getenv(env_var);
     if (env && !strcmp(env, "staged")) return false;
@@ -203,6 +211,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
         hopper_gemm1_act_tma(act_first, dyn, bn, g->k) && grouped_act_tma_map(g, &map_out) == CUDA_SUCCESS;
     const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&
                       (uintptr_t)g->out % 16 == 0;
+    p.early_rows = bulk && hopper_gemm2_early_rows();
     cudaError_t err;
     if (bulk) // bulk: dyn
         err = bn == 240 ? grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true, 240>(map_a, map_b, map_b_tail, p,

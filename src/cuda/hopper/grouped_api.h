@@ -57,6 +57,9 @@ bool hopper_bulk_by_k(const char *env_var, int64_t k);
 // n and ldo multiples of 8, the ticket schedule, and k <= 2048 (MOEFUSE_HOPPER_EPI2=bulk: at every
 // k; =staged: never).
 bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ticket_schedule);
+// Whether the bulk GEMM2 loads its epilogue's row ids and weights during the tile's last MMAs
+// (grouped_params.early_rows): with MOEFUSE_HOPPER_EARLY_ROWS=1 (an A/B switch, off by default).
+bool hopper_gemm2_early_rows(void);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

@@ -112,6 +112,16 @@ struct grouped_params {
     // last block holding at most 64 rows) and the second consumer warpgroup skips its MMAs.
     // grouped_plan_params sets it for GEMM2; GEMM1 takes it on request (hopper_gemm1_skip_idle).
     int skip_idle;
+    // EPI_BULK (bf16 GEMM2): the epilogue's row ids and routing weights are loaded while the tile's
+    // last MMAs run instead of after them (hopper_gemm2_early_rows).
+    int early_rows;
+};
+
+// One row of a consumer warp's row table (lanes 0-15 each hold one): where the row's outputs go
+// (-1: padding, not stored) and the scale they take.
+struct row_entry {
+    int64_t off;
+    float scale;
 };
 
 __device__ __forceinline__ int live_blocks(const grouped_params &p) {

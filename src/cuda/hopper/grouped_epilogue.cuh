@@ -209,9 +209,11 @@ __device__ __forceinline__ void staged_down_chunk(const grouped_params &p, const
 // of row warp_row + i's output (-1: padding, nothing stored), row_scale[i] its epilogue scale.
 // Returns whether any of the 16 rows is live (at decode most warps hold only padding).
 // Shared by the bf16 and FP8 staged epilogues.
+// use_early: lanes 0-15 hold their entries already, in `early` (the bf16 GEMM2's p.early_rows).
 template <int MODE, bool MADE_UP = false>
 __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t warp_row, int lane, uint8_t *info,
-                                               int64_t *&row_off, float *&row_scale) {
+                                               int64_t *&row_off, float *&row_scale, bool use_early = false,
+                                               row_entry early = row_entry{-1, 1.0f}) {
     row_off = (int64_t *)info;
     row_scale = (float *)(info + 16 * 8);
     __syncwarp(); // the previous tile's reads of the row table are done
@@ -221,7 +223,10 @@ __device__ __forceinline__ bool fill_row_table(const grouped_params &p, int64_t 
         float s = 1.0f;
         if (MADE_UP) // EPI_STAGED_NOTABLE: no plan or weight loads; GEMM2's rows kept inside out
             off = (MODE == GEMM_UP ? warp_row + lane : (warp_row + lane) % p.padding_id) * p.ldo;
-        else if (!row_target<MODE>(p, warp_row + lane, off, s))
+        else if (use_early) {
+            off = early.off;
+            s = early.scale;
+        } else if (!row_target<MODE>(p, warp_row + lane, off, s))
             off = -1;
         row_off[lane] = off;
         row_scale[lane] = s;
@@ -499,9 +504,11 @@ __device__ __forceinline__ void bulk_up_rows(const grouped_params &p, const floa
 // warp_row .. + 15, tile columns n0 ..; `buf` its bulk_warp_bytes<TILE_N>(), `info` its row table.
 // Needs (checked on the host) n % 8 == 0, ldo % 8 (GEMM2, bf16 rows) or % 4 (GEMM1, fp32) == 0 and
 // out 16-byte aligned.
+// use_early, early: as fill_row_table's.
 template <int MODE, int TILE_N = 192>
 __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const float *acc, int e, int64_t warp_row,
-                                              int n0, int lane, uint8_t *buf, uint8_t *info) {
+                                              int n0, int lane, uint8_t *buf, uint8_t *info,
+                                              bool use_early = false, row_entry early = row_entry{-1, 1.0f}) {
     constexpr int J = TILE_N / 8, LD = bulk_ld<TILE_N>();
     if (lane < 16) bulk_wait_read<0>(); // the previous tile's copies are done with buf
     if (MODE == GEMM_UP && p.activation == MOE_ACT_RELU2) { // not gated: TILE_N fp32 a row, staged
@@ -510,7 +517,7 @@ __device__ __forceinline__ void bulk_epilogue(const grouped_params &p, const flo
     }
     int64_t *row_off;
     float *row_scale;
-    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale)) return; // all padding
+    if (!fill_row_table<MODE>(p, warp_row, lane, info, row_off, row_scale, use_early, early)) return; // all padding
     __syncwarp(); // the row table is visible
     const int q = lane % 4, r = lane / 4, cols_left = p.n - n0;
     const float s_lo = row_scale[r], s_hi = row_scale[r + 8];

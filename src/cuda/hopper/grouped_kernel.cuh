@@ -307,6 +307,12 @@ __global__ void __launch_bounds__(THREADS, 1)
             unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
             const int m0 = m_block * BM;
             const int n0 = n_block * BN;
+            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
+            // BULK, p.early_rows: lanes 0-15 load their row's id during the last k-block and its
+            // routing weight before the last wait, so the epilogue does not start with two
+            // dependent loads (a uniform branch: the flag is a kernel parameter).
+            const bool early = BULK && p.early_rows;
+            int32_t early_id = 0;
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
@@ -321,6 +327,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_bf16<BN>(acc, smem_desc_advance(desc_a, kk * 32), smem_desc_advance(desc_b, kk * 32),
                                     (kb > 0 || kk > 0) ? 1 : 0);
                 wgmma_commit_group();
+                if (early && kb == num_kb - 1 && lane < 16) early_id = p.sorted_ids[warp_row + lane];
                 wgmma_wait_group<1>();
                 if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
@@ -329,11 +336,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     phase ^= 1;
                 }
             }
+            row_entry early_row{-1, 1.0f};
+            if (early && lane < 16 &&
+                !row_target_of<MODE>(p, warp_row + lane, early_id, early_row.off, early_row.scale))
+                early_row.off = -1;
             wgmma_wait_group<0>();
             fence_registers<BN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
 
-            const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
             if constexpr (EPI == EPI_ACT_FIRST && MODE == GEMM_UP)
                 act_first_epilogue<BN>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
                                    row_info + cw * ROWINFO_WARP_BYTES);
@@ -343,7 +353,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                                                row_info + cw * ROWINFO_WARP_BYTES);
             else if constexpr (BULK)
                 bulk_epilogue<MODE, BN>(p, acc, e, warp_row, n0, lane, staging + cw * WARP_BYTES,
-                                        row_info + cw * ROWINFO_WARP_BYTES);
+                                        row_info + cw * ROWINFO_WARP_BYTES, early, early_row);
             else if constexpr (ACT_TMA)
                 act_tma_epilogue(p, &map_out, acc, e, (int64_t)m0 + half * 64, n0, warp, lane,
                                  act_tma_buf + half * ACT_TMA_WG_BYTES, 2 + half); // barriers 2, 3 (1: gather)
@@ -381,6 +391,7 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
     p->act_alpha = g->act_alpha;
     p->act_limit = g->act_limit;
     p->skip_idle = g->mode == GEMM_DOWN; // the bf16 grouped kernel's (DYN); GEMM1 on request
+    p->early_rows = 0;                   // the bf16 GEMM2 on request (hopper_gemm2_early_rows)
 }
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
