@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 33, written before its run (~6 min). From the repo root, carry .deps:
+# Session 33, written before its run (~7 min). From the repo root, carry .deps:
 #   O=$OUT timeout 590 bash bench/results/2026-12-05-session33/session33_epilogues.sh
 # A. bf16 GEMM2's bulk epilogue with its row table loaded early (MOEFUSE_HOPPER_EARLY_ROWS=1, lab
 #    down_bulk_dyn_exp_early): lanes 0-15 load their row's id during the tile's last k-block and its
@@ -16,6 +16,8 @@
 #     mixtral, K > 2048, take the staged epilogue: no change, a control).
 #  B. Forward tma / base: deepseek 1.00 (the same kernel in both arms); qwen3 family 0.97-1.00.
 #  C. pairs / bulk 0.98-1.10.
+#  D. (ncu, no prediction of a number) the gathering producer issues too slowly: the consumers'
+#     warps wait on the full barriers more often than with TMA's A (long scoreboard / barrier stalls).
 # Ship A where the forward is >= 1.5% faster in every round and never slower elsewhere.
 set -u
 . tools/device_call.sh
@@ -53,4 +55,14 @@ unset MOEFUSE_HOPPER_EARLY_ROWS MOEFUSE_HOPPER_EPI
 python3 tools/ab_summary.py $D s33base s33early s33tma > $D/ab.md 2>&1; mark "forward summary" $? $D/ab.md
 # 4. wgrad stores.
 timeout 120 build-device/test_gpu_wgrad --perf > $O/wgrad_perf.log 2>&1; mark "wgrad --perf (pairs vs bulk)" $? $O/wgrad_perf.log
+# 5. Why the gathering GEMM1 is 13-14% slower than the permuted one (session 32's H100 lab, glm and
+#    qwen3 at T = 16384) when it saves the permute pass (glm: 537 us, 7% of the forward): ncu's
+#    speed-of-light, memory, warp-state and scheduler sections of each, glm at T = 16384.
+for v in up_actfirst_dyn_exp up_actfirst_gather_dyn_exp; do
+  LAB_SEED=1001 timeout 90 ncu --clock-control none --kernel-name regex:grouped_gemm_kernel --launch-skip 2 \
+    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+    --section SchedulerStats --section LaunchStats /tmp/glab --shapes glm --tokens 16384 --variants $v \
+    > $O/ncu_glm_$v.txt 2>&1
+  mark "ncu glm $v" $? $O/ncu_glm_$v.txt
+done
 mark done 0 /dev/null
