@@ -58,11 +58,16 @@ timeout 120 build-device/test_gpu_wgrad --perf > $O/wgrad_perf.log 2>&1; mark "w
 # 5. Why the gathering GEMM1 is 13-14% slower than the permuted one (session 32's H100 lab, glm and
 #    qwen3 at T = 16384) when it saves the permute pass (glm: 537 us, 7% of the forward): ncu's
 #    speed-of-light, memory, warp-state and scheduler sections of each, glm at T = 16384.
+#    Full set, saved; then the per-instruction stall samples (the SASS source page) as CSV: the
+#    gathering consumers run a fence.proxy.async (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S in the SASS)
+#    before every k-block's wgmmas, which the permuted kernel does not.
 for v in up_actfirst_dyn_exp up_actfirst_gather_dyn_exp; do
-  LAB_SEED=1001 timeout 90 ncu --clock-control none --kernel-name regex:grouped_gemm_kernel --launch-skip 2 \
-    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-    --section SchedulerStats --section LaunchStats /tmp/glab --shapes glm --tokens 16384 --variants $v \
-    > $O/ncu_glm_$v.txt 2>&1
-  mark "ncu glm $v" $? $O/ncu_glm_$v.txt
+  LAB_SEED=1001 timeout 100 ncu --clock-control none --kernel-name regex:grouped_gemm_kernel --launch-skip 2 \
+    --launch-count 1 --set full --import-source no -o $O/ncu_glm_$v /tmp/glab --shapes glm --tokens 16384 \
+    --variants $v > $O/ncu_glm_$v.log 2>&1
+  mark "ncu glm $v" $? $O/ncu_glm_$v.log
+  timeout 60 ncu --import $O/ncu_glm_$v.ncu-rep --page details > $O/ncu_glm_$v.txt 2>&1
+  timeout 60 ncu --import $O/ncu_glm_$v.ncu-rep --page source --print-source sass --csv > $O/ncu_src_$v.csv 2>&1
+  mark "ncu pages $v" $? $O/ncu_src_$v.csv
 done
 mark done 0 /dev/null
