@@ -23,6 +23,13 @@ set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
 build_device_and_glab
+# 0. lab/row_gather_lab.cu: does a one-row TMA box land as the swizzled tile's row (then TMA could
+#    gather GEMM1's A rows, no cp.async and no consumer fence), and at what rate against the 128-row
+#    box and the 16-byte cp.async gather. Prediction: the swizzle follows the shared-memory address
+#    (layout PASS); rows reach 0.6-0.9 of box's rate at spin 0 and the same as box at spin 1000.
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc/cuda/hopper -Ilab -Iinclude -Isrc/core -Isrc/cuda \
+  -o /tmp/row_gather_lab lab/row_gather_lab.cu > $O/row_gather_build.log 2>&1
+timeout 60 /tmp/row_gather_lab --spin 0,1000 > $O/row_gather.log 2>&1; mark "row gather lab" $? $O/row_gather.log
 # 1. Correctness with A on: the whole quick suite, the PERF shapes, memcheck.
 MOEFUSE_HOPPER_EARLY_ROWS=1 timeout 60 $T --quick --gemm hopper > $O/suite_early.log 2>&1
 mark "suite --quick, EARLY_ROWS=1" $? $O/suite_early.log
