@@ -35,7 +35,14 @@
 
 namespace moe_hopper {
 
-// ---- GATHER: the producer warpgroup loads A rows itself --------------------------------------
+// ---- GATHER: GEMM1's A rows straight from x ---------------------------------------------------
+// How GEMM1's A tiles arrive (template argument GATHER): from the permuted copy of x by one 128-row
+// TMA box a stage (GATHER_NONE); gathered from x by the producer warpgroup's 16-byte cp.async
+// (GATHER_CPASYNC, below); or by one producer warp as 128 one-row TMA boxes a stage
+// (GATHER_TMA_ROWS, further below). true / false name the first two.
+enum { GATHER_NONE = 0, GATHER_CPASYNC = 1, GATHER_TMA_ROWS = 2 };
+
+// ---- GATHER_CPASYNC: the producer warpgroup loads A rows itself -------------------------------
 // TMA cannot gather rows, so 128 threads copy the 128 x 64 bf16 A tile of a stage with 16-byte
 // cp.async into the layout TMA's 128-byte swizzle would have written (16-byte chunk c of tile
 // row r at chunk c ^ (r % 8) of the row's 128 bytes; the stage base is 1024-byte aligned), so
@@ -78,6 +85,23 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
     }
 }
 
+// ---- GATHER_TMA_ROWS: one producer warp, one TMA box a row ------------------------------------
+// TMA has no row gather on Hopper, but a box of one row (64 bf16 of K, 128 bytes) written at
+// stage + 128 r lands swizzled as the tile's row r: the 128-byte swizzle follows the shared-memory
+// address (stage 1024-byte aligned), so chunk c goes to c ^ (r % 8) as gather_a_stage places it
+// (lab/row_gather_lab.cu checks this on the device). Lane l loads rows 4l .. 4l + 3. A padding
+// row's box is at row coordinate T, past x: TMA fills it with zeros and still counts its bytes.
+// Everything arrives through the async proxy: the consumers need no proxy fence, and the full
+// barrier takes one arrival (the expect_tx), as with the permuted copy.
+__device__ __forceinline__ void tma_rows_of_tile(const grouped_params &p, int64_t m0, int lane, int32_t (&row)[4]) {
+    const int4 ids = *(const int4 *)(p.sorted_ids + m0 + 4 * lane); // m0 % 128 == 0: 16-byte aligned
+    const int32_t past_x = (int32_t)(p.padding_id / p.top_k);      // T
+    const int32_t id[4] = {ids.x, ids.y, ids.z, ids.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        row[i] = id[i] == p.padding_id ? past_x : (int32_t)plan_id_token(id[i], p.padding_id, p.top_k);
+}
+
 // The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
 template <int BN = GBN>
 __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
@@ -111,12 +135,14 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const __grid_constant__ CUtensorMap map_out,
                         const grouped_params p) {
-    static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
+    static_assert(GATHER == GATHER_NONE || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
+    static_assert(GATHER != GATHER_TMA_ROWS || DYN, "GATHER_TMA_ROWS: on tickets");
+    constexpr bool CPASYNC = GATHER == GATHER_CPASYNC;
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     static_assert(EPI != EPI_BULK || (MODE == GEMM_DOWN && !GATHER), "EPI_BULK: GEMM2 (bf16 rows)");
     static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
@@ -153,13 +179,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
+        ring_init(full, empty, STAGES, CPASYNC ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer ----
-        if (GATHER) {
+        if (CPASYNC) {
             setmaxnreg_dec<GATHER_PRODUCER_REGS>();
             // Every producer thread copies its share of A; thread 0 also loads B by TMA.
             const int t = threadIdx.x;
@@ -219,6 +245,57 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             cp_async_wait_all(); // no thread exits with copies in flight
             if (DYN && t == 0) dyn_counter_release(p.unit_counter);
+        } else if (GATHER == GATHER_TMA_ROWS) {
+            setmaxnreg_dec<PRODUCER_REGS>();
+            if (threadIdx.x < 32) {
+                const int lane = threadIdx.x;
+                if (lane == 0) {
+                    tma_prefetch_map(&map_a);
+                    tma_prefetch_map(&map_b);
+                    tma_prefetch_map(&map_b_tail);
+                    if (ACT_TMA) tma_prefetch_map(&map_out);
+                }
+                int stage = 0;
+                uint32_t phase = 0;
+                for (int u = blockIdx.x; u < units;) {
+                    int m_block, n_block, e;
+                    unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+                    const int b_row = e * p.n + n_block * BN;
+                    uint32_t b_bytes;
+                    const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
+                    int32_t row[4];
+                    tma_rows_of_tile(p, (int64_t)m_block * BM, lane, row);
+                    const bool lower_idle = lane == 0 && lower_half_idle(p, m_block);
+                    for (int kb = 0; kb < num_kb; ++kb) {
+                        mbar_wait(&empty[stage], phase ^ 1);
+                        uint8_t *a_stage = smem_a + stage * CFG::A_BYTES;
+                        if (lane == 0) {
+                            if (kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
+                            mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
+                            tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        }
+                        __syncwarp(); // the expect_tx before any row's bytes land
+#pragma unroll
+                        for (int i = 0; i < 4; ++i)
+                            tma_load_2d(a_stage + (4 * lane + i) * 128, &map_a, &full[stage], kb * BK, row[i]);
+                        if (++stage == STAGES) {
+                            stage = 0;
+                            phase ^= 1;
+                        }
+                    }
+                    // The next ticket after the unit's last loads (see the TMA producer below).
+                    int next = 0;
+                    if (lane == 0) next = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
+                    u = __shfl_sync(0xFFFFFFFFu, next, 0);
+                }
+                // The end marker, in the stage the next unit would have started in.
+                mbar_wait(&empty[stage], phase ^ 1);
+                if (lane == 0) {
+                    stage_unit[stage] = -1;
+                    mbar_arrive(&full[stage]);
+                    dyn_counter_release(p.unit_counter);
+                }
+            }
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
             if (threadIdx.x == 0) {
@@ -266,7 +343,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
     } else {
         // ---- consumers ----
-        if (GATHER) setmaxnreg_inc<GATHER_CONSUMER_REGS>();
+        if (CPASYNC) setmaxnreg_inc<GATHER_CONSUMER_REGS>();
         else setmaxnreg_inc<CONSUMER_REGS>();
         const int half = consumer_half(); // rows half*64 .. half*64+63 of the tile
         const int warp = (threadIdx.x / 32) % 4;
@@ -316,9 +393,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
-                // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
+                // CPASYNC: A arrived through cp.async (generic proxy); wgmma reads it through the
                 // async proxy, so order the two in this thread after the barrier's acquire.
-                if (GATHER) fence_proxy_async_shared();
+                if (CPASYNC) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
@@ -396,11 +473,12 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
 // Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
-// gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
-// map_a is a copy of map_b, never read). map_b_tail: boxes of n % bn rows (a copy of map_b
-// when n is a multiple of bn, never read). bn: the kernel's BN (256, or 240).
+// gather (GEMM1, the kernel's GATHER): g->a is x [tokens, lda] itself, gathered by the producer;
+// GATHER_CPASYNC has no A tensor map (map_a is a copy of map_b, never read), GATHER_TMA_ROWS one of
+// one-row boxes over x. map_b_tail: boxes of n % bn rows (a copy of map_b when n is a multiple of
+// bn, never read). bn: the kernel's BN (256, or 240).
 inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false,
+                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, int gather = GATHER_NONE,
                                 int bn = GBN) {
     const int tail = (int)(g->n % bn);
     CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, bn);
@@ -409,7 +487,10 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
         else *map_b_tail = *map_b;
     }
     if (cr == CUDA_SUCCESS) {
-        if (gather) *map_a = *map_b;
+        if (gather == GATHER_CPASYNC) *map_a = *map_b;
+        else if (gather == GATHER_TMA_ROWS) // 256-byte L2 promotion: a row's next k-block comes along
+            cr = make_tensor_map_2d(map_a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g->a, g->tokens, g->k, g->lda * 2, BK, 1,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
         else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
     }
     if (cr != CUDA_SUCCESS) return cr;
@@ -446,7 +527,7 @@ inline bool grouped_gather_ok(const gemm_args *g) {
 }
 
 // The shared memory is sized for BN = 256 (a 240-wide tile's stages are smaller).
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT = 0, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
 cudaError_t grouped_set_smem() {
     return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
@@ -461,7 +542,7 @@ inline CUresult grouped_act_tma_map(const gemm_args *g, CUtensorMap *map) {
 
 // DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so). map_out:
 // EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues.
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT = 0, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream,
                                   const CUtensorMap *map_out = nullptr) {
