@@ -19,7 +19,7 @@
 //    walking units of 128 random rows of x [tokens, k] bf16 (k-block by k-block, as GEMM1's A);
 //    one consumer warp frees each stage when it lands, after an optional spin standing in for the
 //    MMAs (~1000 cycles a 128 x 256 x 64 stage at full rate). Variants:
-//      rows     one producer warp, 128 one-row TMA boxes a stage (4 per lane);
+//      rows     128 one-row TMA boxes a stage, one a producer thread (as GATHER_TMA_ROWS);
 //      box      one 128-row box of a permuted copy (what the permuted GEMM1 reads; TMA's best);
 //      cpasync  128 producer threads x 8 16-byte cp.async (gather_a_stage's pattern), completion by
 //               cp.async.mbarrier.arrive.noinc, the consumer fencing the proxies after each wait.
@@ -96,27 +96,23 @@ __global__ void __launch_bounds__(160, 1)
         fence_mbarrier_init();
     }
     __syncthreads();
-    if (warp < 4) { // producer: warp 0 (rows, box) or warps 0-3 (cpasync)
-        if (V != V_CPASYNC && warp != 0) return;
+    if (warp < 4) { // producer: warp 0 (box) or warps 0-3 (rows, cpasync)
+        if (V == V_BOX && warp != 0) return;
         int stage = 0;
         uint32_t phase = 0;
         for (int u = blockIdx.x; u < a.units; u += gridDim.x) {
             const int32_t *ur = a.unit_rows + (int64_t)u * ROWS;
-            int32_t tok[4];
-            if (V == V_ROWS)
-                for (int i = 0; i < 4; ++i) tok[i] = ur[lane * 4 + i];
-            int32_t ctok[8];
             const int t = threadIdx.x, row0 = (t / 32) * 32 + (t % 32) / 8, chunk = t % 8;
+            const int32_t tok = V == V_ROWS ? ur[t] : 0;
+            int32_t ctok[8];
             if (V == V_CPASYNC)
                 for (int i = 0; i < 8; ++i) ctok[i] = ur[row0 + 4 * i];
             for (int kb = 0; kb < a.k_blocks; ++kb) {
                 mbar_wait(&empty[stage], phase ^ 1);
                 uint8_t *st = ring + stage * STAGE_BYTES;
                 if (V == V_ROWS) {
-                    if (lane == 0) mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
-                    __syncwarp();
-                    for (int i = 0; i < 4; ++i)
-                        tma_load_2d(st + (lane * 4 + i) * ROW_BYTES, &map_x, &full[stage], kb * 64, tok[i]);
+                    if (t == 0) mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
+                    tma_load_2d(st + t * ROW_BYTES, &map_x, &full[stage], kb * 64, tok);
                 } else if (V == V_BOX) {
                     if (lane == 0) {
                         mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);

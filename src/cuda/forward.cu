@@ -577,7 +577,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false),
                  !gather                        ? "x rows permuted"
-                 : hopper_gather_rows(tickets) ? "x rows gathered by one-row TMA boxes"
+                 : hopper_gather_rows(tickets) ? "x rows gathered by one-row TMA boxes (x 128-byte aligned)"
                                                : "x rows gathered by the producer",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",

@@ -208,7 +208,9 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    const bool rows = gather && hopper_gather_rows(dyn);
+    // One-row boxes in the 128-byte swizzle: x and its rows 128-byte aligned (the CUDA Programming
+    // Guide's swizzle table), else the cp.async gather.
+    const bool rows = gather && hopper_gather_rows(dyn) && (uintptr_t)g->a % 128 == 0 && (g->lda * 2) % 128 == 0;
     const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas,
                                         rows ? GATHER_TMA_ROWS : gather ? GATHER_CPASYNC : GATHER_NONE, bn);
     if (cr != CUDA_SUCCESS)

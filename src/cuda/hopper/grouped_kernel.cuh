@@ -38,7 +38,7 @@ namespace moe_hopper {
 // ---- GATHER: GEMM1's A rows straight from x ---------------------------------------------------
 // How GEMM1's A tiles arrive (template argument GATHER): from the permuted copy of x by one 128-row
 // TMA box a stage (GATHER_NONE); gathered from x by the producer warpgroup's 16-byte cp.async
-// (GATHER_CPASYNC, below); or by one producer warp as 128 one-row TMA boxes a stage
+// (GATHER_CPASYNC, below); or by the producer warpgroup as 128 one-row TMA boxes a stage
 // (GATHER_TMA_ROWS, further below). true / false name the first two.
 enum { GATHER_NONE = 0, GATHER_CPASYNC = 1, GATHER_TMA_ROWS = 2 };
 
@@ -85,21 +85,21 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
     }
 }
 
-// ---- GATHER_TMA_ROWS: one producer warp, one TMA box a row ------------------------------------
+// ---- GATHER_TMA_ROWS: one TMA box a row ------------------------------------------------------
 // TMA has no row gather on Hopper, but a box of one row (64 bf16 of K, 128 bytes) written at
 // stage + 128 r lands swizzled as the tile's row r: the 128-byte swizzle follows the shared-memory
-// address (stage 1024-byte aligned), so chunk c goes to c ^ (r % 8) as gather_a_stage places it
-// (lab/row_gather_lab.cu checks this on the device). Lane l loads rows 4l .. 4l + 3. A padding
-// row's box is at row coordinate T, past x: TMA fills it with zeros and still counts its bytes.
-// Everything arrives through the async proxy: the consumers need no proxy fence, and the full
-// barrier takes one arrival (the expect_tx), as with the permuted copy.
-__device__ __forceinline__ void tma_rows_of_tile(const grouped_params &p, int64_t m0, int lane, int32_t (&row)[4]) {
-    const int4 ids = *(const int4 *)(p.sorted_ids + m0 + 4 * lane); // m0 % 128 == 0: 16-byte aligned
-    const int32_t past_x = (int32_t)(p.padding_id / p.top_k);      // T
-    const int32_t id[4] = {ids.x, ids.y, ids.z, ids.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-        row[i] = id[i] == p.padding_id ? past_x : (int32_t)plan_id_token(id[i], p.padding_id, p.top_k);
+// address (the CUDA Programming Guide's swizzle table: offset (address / 128) % 8; the stage is
+// 1024-byte aligned), so chunk c goes to c ^ (r % 8), where gather_a_stage puts it
+// (lab/row_gather_lab.cu checks this on the device). Producer thread t loads row t of every stage
+// (the producer warpgroup as in CPASYNC, the tickets handed over the same way; a box's coordinates
+// are warp-uniform operands, so a warp issues its 32 one after another). A padding row loads x's
+// row 0: never stored by act-first, dropped by GEMM2 under act-tma, and an in-bounds box (whether a
+// box wholly outside x still credits its bytes to the barrier is not documented). Everything arrives
+// through the async proxy: the consumers need no proxy fence, and the full barrier takes one
+// arrival (thread 0's expect_tx of A and B), as with the permuted copy.
+__device__ __forceinline__ int32_t tma_row_of_tile(const grouped_params &p, int64_t m0, int t) {
+    const int64_t id = p.sorted_ids[m0 + t];
+    return id == p.padding_id ? 0 : (int32_t)plan_id_token(id, p.padding_id, p.top_k);
 }
 
 // The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
@@ -141,7 +141,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                         const __grid_constant__ CUtensorMap map_b_tail, const __grid_constant__ CUtensorMap map_out,
                         const grouped_params p) {
     static_assert(GATHER == GATHER_NONE || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
-    static_assert(GATHER != GATHER_TMA_ROWS || DYN, "GATHER_TMA_ROWS: on tickets");
     constexpr bool CPASYNC = GATHER == GATHER_CPASYNC;
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     static_assert(EPI != EPI_BULK || (MODE == GEMM_DOWN && !GATHER), "EPI_BULK: GEMM2 (bf16 rows)");
@@ -185,11 +184,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (warpgroup == 0) {
         // ---- producer ----
-        if (CPASYNC) {
-            setmaxnreg_dec<GATHER_PRODUCER_REGS>();
-            // Every producer thread copies its share of A; thread 0 also loads B by TMA.
+        if (GATHER != GATHER_NONE) {
+            if (CPASYNC) setmaxnreg_dec<GATHER_PRODUCER_REGS>();
+            else setmaxnreg_dec<PRODUCER_REGS>();
+            // Every producer thread loads its share of A (CPASYNC: 16-byte copies; TMA_ROWS: its
+            // row's box); thread 0 also loads B by TMA.
             const int t = threadIdx.x;
             if (t == 0) {
+                if (!CPASYNC) tma_prefetch_map(&map_a);
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
                 if (ACT_TMA) tma_prefetch_map(&map_out);
@@ -204,18 +206,25 @@ __global__ void __launch_bounds__(THREADS, 1)
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
                 int32_t token[GATHER_ROWS_PER_THREAD];
-                gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
+                if (CPASYNC) gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
+                else token[0] = tma_row_of_tile(p, (int64_t)m_block * BM, t);
                 // The half-idle flag (see the TMA producer below); only thread 0 writes the header.
                 const bool lower_idle = DYN && t == 0 && lower_half_idle(p, m_block);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
-                        mbar_arrive_expect_tx(&full[stage], b_bytes);
+                        // TMA_ROWS: the other threads' row bytes may land first (the transaction
+                        // count goes below zero); the phase waits for this, its one arrival.
+                        mbar_arrive_expect_tx(&full[stage], CPASYNC ? b_bytes : CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
-                    gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
-                    cp_async_mbar_arrive_noinc(&full[stage]);
+                    if (CPASYNC) {
+                        gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
+                        cp_async_mbar_arrive_noinc(&full[stage]);
+                    } else {
+                        tma_load_2d(smem_a + stage * CFG::A_BYTES + t * 128, &map_a, &full[stage], kb * BK, token[0]);
+                    }
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
@@ -235,67 +244,16 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             if (DYN) {
                 // The end marker, in the stage the next unit would have started in: the full
-                // barrier takes its 1 + 128 arrivals as plain ones.
+                // barrier takes its 1 (+ 128 CPASYNC) arrivals as plain ones.
                 mbar_wait(&empty[stage], phase ^ 1);
                 if (t == 0) {
                     stage_unit[stage] = -1;
                     mbar_arrive(&full[stage]);
                 }
-                mbar_arrive(&full[stage]);
+                if (CPASYNC) mbar_arrive(&full[stage]);
             }
-            cp_async_wait_all(); // no thread exits with copies in flight
+            if (CPASYNC) cp_async_wait_all(); // no thread exits with copies in flight
             if (DYN && t == 0) dyn_counter_release(p.unit_counter);
-        } else if (GATHER == GATHER_TMA_ROWS) {
-            setmaxnreg_dec<PRODUCER_REGS>();
-            if (threadIdx.x < 32) {
-                const int lane = threadIdx.x;
-                if (lane == 0) {
-                    tma_prefetch_map(&map_a);
-                    tma_prefetch_map(&map_b);
-                    tma_prefetch_map(&map_b_tail);
-                    if (ACT_TMA) tma_prefetch_map(&map_out);
-                }
-                int stage = 0;
-                uint32_t phase = 0;
-                for (int u = blockIdx.x; u < units;) {
-                    int m_block, n_block, e;
-                    unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
-                    const int b_row = e * p.n + n_block * BN;
-                    uint32_t b_bytes;
-                    const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
-                    int32_t row[4];
-                    tma_rows_of_tile(p, (int64_t)m_block * BM, lane, row);
-                    const bool lower_idle = lane == 0 && lower_half_idle(p, m_block);
-                    for (int kb = 0; kb < num_kb; ++kb) {
-                        mbar_wait(&empty[stage], phase ^ 1);
-                        uint8_t *a_stage = smem_a + stage * CFG::A_BYTES;
-                        if (lane == 0) {
-                            if (kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
-                            mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
-                            tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
-                        }
-                        __syncwarp(); // the expect_tx before any row's bytes land
-#pragma unroll
-                        for (int i = 0; i < 4; ++i)
-                            tma_load_2d(a_stage + (4 * lane + i) * 128, &map_a, &full[stage], kb * BK, row[i]);
-                        if (++stage == STAGES) {
-                            stage = 0;
-                            phase ^= 1;
-                        }
-                    }
-                    // The next ticket after the unit's last loads (see the TMA producer below).
-                    int next = 0;
-                    if (lane == 0) next = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
-                    u = __shfl_sync(0xFFFFFFFFu, next, 0);
-                }
-                // The end marker, in the stage the next unit would have started in.
-                mbar_wait(&empty[stage], phase ^ 1);
-                if (lane == 0) {
-                    stage_unit[stage] = -1;
-                    mbar_arrive(&full[stage]);
-                    dyn_counter_release(p.unit_counter);
-                }
-            }
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
             if (threadIdx.x == 0) {
