@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 33, written before its run (~5-6 min; cut twice for the device time left). From the repo root, carry .deps:
+# Session 33, written before its run (~5-6 min; cut twice for the device time left). From the repo root, carry .deps
+# (and build-device with PREBUILT=1: built here, see below):
 #   O=$OUT timeout 590 bash bench/results/2026-12-05-session33/session33_epilogues.sh
 # A. bf16 GEMM2's bulk epilogue with its row table loaded early (MOEFUSE_HOPPER_EARLY_ROWS=1, lab
 #    down_bulk_dyn_exp_early): lanes 0-15 load their row's id during the tile's last k-block and its
@@ -26,11 +27,19 @@
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
-nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc/cuda/hopper -Ilab -Iinclude -Isrc/core -Isrc/cuda \
-  -o /tmp/row_gather_lab lab/row_gather_lab.cu > $O/row_gather_build.log 2>&1 &
-rg_pid=$!
-build_device_and_glab
-wait $rg_pid
+if [ "${PREBUILT:-0}" = 1 ] && [ -x build-device/test_gpu_forward ] && [ -x build-device/glab ]; then
+  # Built on the CPU machine and carried (build-device: the GPU suite, the bench, glab, row_gather_lab),
+  # to save the device the build's minute.
+  export LD_LIBRARY_PATH=$R/build-device${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  cp build-device/glab /tmp/glab && cp build-device/row_gather_lab /tmp/row_gather_lab
+  mark "prebuilt, carried" $? /dev/null
+else
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc/cuda/hopper -Ilab -Iinclude -Isrc/core -Isrc/cuda \
+    -o /tmp/row_gather_lab lab/row_gather_lab.cu > $O/row_gather_build.log 2>&1 &
+  rg_pid=$!
+  build_device_and_glab
+  wait $rg_pid
+fi
 # 0. Does a one-row TMA box land as the swizzled tile's row, and at what rate.
 timeout 60 /tmp/row_gather_lab --spin 0,1000 > $O/row_gather.log 2>&1; mark "row gather lab" $? $O/row_gather.log
 # 1. Correctness with A and C on: the quick suite (the PERF shapes and memcheck after the timings).
