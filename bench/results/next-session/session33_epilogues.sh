@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Session 33, written before its run (~5-6 min; cut twice for the device time left). From the repo root, carry .deps
-# (and build-device with PREBUILT=1: built here, see below):
-#   O=$OUT timeout 590 bash bench/results/2026-12-05-session33/session33_epilogues.sh
+# Written in session 33 (no machine could be started for it; ~8 min). From the repo root, carry .deps; with
+# PREBUILT=1 also build-device/glab and build-device/row_gather_lab, built on the CPU machine first (the
+# library itself does not fit the 64 MiB carry beside the tree); move it into the session's results
+# directory first:
+#   PREBUILT=1 O=$OUT timeout 590 bash bench/results/<session dir>/session33_epilogues.sh
 # A. bf16 GEMM2's bulk epilogue with its row table loaded early (MOEFUSE_HOPPER_EARLY_ROWS=1, lab
 #    down_bulk_dyn_exp_early): lanes 0-15 load their row's id during the tile's last k-block and its
 #    routing weight before the last wgmma wait, instead of both (dependent) after it. Never run.
 # B. GEMM1's TMA-stored A2 (EPI_ACT_TMA) everywhere it applies (MOEFUSE_HOPPER_EPI=tma; the default
 #    only where H >= 7168 since session 32's H100 A/B), first time on an H200.
-# C. GEMM1 gathering x's rows by one-row TMA boxes from one producer warp (GATHER_TMA_ROWS,
+# C. GEMM1 gathering x's rows by one-row TMA boxes, one a producer thread (GATHER_TMA_ROWS,
 #    MOEFUSE_HOPPER_A=rows; lab up_*_rows_dyn_exp): no permute pass, no cp.async, no consumer proxy
 #    fence (the cp.async gather's consumers run a MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S before every
-#    k-block). Correct only if a one-row box's 128-byte swizzle follows the shared-memory address:
-#    lab/row_gather_lab.cu checks that first. Never run.
+#    k-block). Correct only if a one-row box's 128-byte swizzle follows the shared-memory address (the
+#    CUDA Programming Guide's swizzle table says so): lab/row_gather_lab.cu checks that first. Never run.
 # Predictions (before the run), new / base time:
 #  A. The epilogue costs ~2.8 us a GEMM2 tile (qwen3, lab U1), of which the two dependent loads are
 #     ~1-1.5k cycles (0.6-0.9 us). Lab GEMM2 at T = 16384: qwen3, qwen3next, glm 0.93-0.97; deepseek
@@ -45,18 +47,18 @@ timeout 60 /tmp/row_gather_lab --spin 0,1000 > $O/row_gather.log 2>&1; mark "row
 MOEFUSE_HOPPER_EARLY_ROWS=1 MOEFUSE_HOPPER_A=rows timeout 60 $T --quick --gemm hopper > $O/suite_early_rows.log 2>&1
 rc=$?; mark "suite --quick, EARLY_ROWS=1 A=rows" $rc $O/suite_early_rows.log
 # A failure (or a hang: a row box whose bytes never arrive) keeps the rows arms out of what follows.
-R1=,up_actfirst_rows_dyn_exp,up_acttma_rows_dyn_exp; arms=(base early rows)
-[ $rc -ne 0 ] && { R1=; arms=(base early); }
-# 2. The lab: GEMM2 base / early, GEMM1 permuted / cp.async gather / rows, T = 16384 (4096 dropped for time).
+R1=,up_actfirst_rows_dyn_exp,up_acttma_rows_dyn_exp; arms=(base early tma rows)
+[ $rc -ne 0 ] && { R1=; arms=(base early tma); }
+# 2. The lab: GEMM1 permuted / cp.async gather / rows at T = 16384 (GEMM2's after the forward).
 t=16384
 timeout 90 /tmp/glab --shapes deepseek,glm,qwen3,qwen3next --tokens $t --variants \
   up_actfirst_dyn_exp,up_actfirst_gather_dyn_exp$R1 --json $O/glab1_$t.jsonl > $O/glab1_$t.log 2>&1
 mark "lab GEMM1 T=$t" $? $O/glab1_$t.log
-# 3. The forward: three arms (B's tma arm dropped for time), 2 rounds, each round in a rotated order.
+# 3. The forward: four arms, 3 rounds, each round in a rotated order.
 D=$O/fwd; mkdir -p $D
 S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3,qwen3-235b-a22b,glm-4.5-air,qwen3-next-80b-a3b,gpt-oss-20b
 n=${#arms[@]}
-for i in 1 2; do
+for i in 1 2 3; do
   for j in $(seq 0 $((n - 1))); do
     a=${arms[$(((i + j) % n))]}
     unset MOEFUSE_HOPPER_EARLY_ROWS MOEFUSE_HOPPER_EPI MOEFUSE_HOPPER_A
@@ -69,7 +71,7 @@ for i in 1 2; do
 done
 unset MOEFUSE_HOPPER_EARLY_ROWS MOEFUSE_HOPPER_EPI MOEFUSE_HOPPER_A
 python3 tools/ab_summary.py $D ${arms[@]/#/s33} > $D/ab.md 2>&1; mark "forward summary" $? $D/ab.md
-# GEMM2's lab after the forward (device time).
+# GEMM2's lab: base / early.
 timeout 80 /tmp/glab --shapes deepseek,glm,qwen3,qwen3next --tokens $t \
   --variants down_bulk_dyn_exp,down_bulk_dyn_exp_early --json $O/glab2_$t.jsonl > $O/glab2_$t.log 2>&1
 mark "lab GEMM2 T=$t" $? $O/glab2_$t.log
