@@ -113,8 +113,6 @@ struct variant {
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
     bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
                            // MOEFUSE_HOPPER_EARLY_ROWS=1)
-    bool rows = false;     // bf16 GEMM1 on tickets, A rows from x as one-row TMA boxes (GATHER_TMA_ROWS,
-                           // the library's MOEFUSE_HOPPER_A=rows); `gather` stays false (cp.async)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -158,10 +156,6 @@ static const variant VARIANTS[] = {
     // up_actfirst_gather_dyn_exp.
     {"up_acttma_dyn_exp", "up_actfirst_dyn_exp with the A2 tile stored by TMA", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true},
     {"up_acttma_gather_dyn_exp", "up_actfirst_gather_dyn_exp with the A2 tile stored by TMA", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, true, false, false, true, false, false, 256, false, true},
-    // Session 33: x's rows gathered by one producer warp as one-row TMA boxes (no cp.async, no consumer
-    // proxy fence). Against up_actfirst_gather_dyn_exp / up_acttma_gather_dyn_exp and the permuted ones.
-    {"up_actfirst_rows_dyn_exp", "up_actfirst_gather_dyn_exp with the rows by one-row TMA boxes", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 1, false, false, true},
-    {"up_acttma_rows_dyn_exp", "up_acttma_gather_dyn_exp with the rows by one-row TMA boxes", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 1, false, false, true},
     {"up_pp", "GEMM1, warpgroups on alternate 128x128 tiles (pingpong), staged epilogue", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true},
     {"up_pp_notable", "up_pp, row table made up (no loads)", GEMM_UP, GEMM_UP, EPI_STAGED_NOTABLE, OUT_A2, false, false, false, true, false, true},
     {"up_pp_trace", "up_pp with a clock64 trace of CTAs 0-3", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, false, false, false, true, true},
@@ -237,7 +231,7 @@ static const variant VARIANTS[] = {
 
 // One instantiation per (kernel_mode, epi, act); act matters only for EPI_REGS_ACT.
 // mo: EPI_ACT_TMA's A2 map (NULL for the other epilogues).
-template <int MODE, int EPI, int ACT, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                             unsigned ctas, const CUtensorMap *mo) {
     static bool ready = false;
@@ -392,9 +386,6 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
-    if (v.rows)
-        return v.epi == EPI_ACT_TMA ? launch_t<GEMM_UP, EPI_ACT_TMA, 0, GATHER_TMA_ROWS, true>
-                                    : launch_t<GEMM_UP, EPI_ACT_FIRST, 0, GATHER_TMA_ROWS, true>;
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? launch_t<GEMM_UP, EPI_ACT_TMA, 0, true, true> : launch_t<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
     if (v.epi == EPI_BULK)
@@ -483,9 +474,6 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
-    if (v.rows)
-        return v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, GATHER_TMA_ROWS, true>
-                                    : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, GATHER_TMA_ROWS, true>;
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, true, true>
                         : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
@@ -815,7 +803,7 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     gemm_args a;
     memset(&a, 0, sizeof a);
     a.mode = v.kernel_mode;
-    a.a = v.gather || v.rows ? (const void *)P.d_x : O.fp8 ? (const void *)O.a8 : (const void *)O.a; // gather: x itself
+    a.a = v.gather ? (const void *)P.d_x : O.fp8 ? (const void *)O.a8 : (const void *)O.a; // gather: x itself
     a.lda = O.k;
     a.b = O.fp8 ? (const void *)O.w8 : (const void *)O.w;
     a.experts = P.E_all;
@@ -956,7 +944,6 @@ int main(int argc, char **argv) {
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
             (n.find("_early") != std::string::npos) != v.early || (v.early && (v.fp8 || v.epi != EPI_BULK)) ||
-            (n.find("_rows") != std::string::npos) != v.rows || (v.rows && (v.fp8 || v.gather || !v.dyn || v.data != GEMM_UP)) ||
             (v.epi == EPI_ACT_TMA && (v.fp8 || !v.dyn || v.bn != 256 || v.data != GEMM_UP))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
@@ -1068,7 +1055,7 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaMalloc(&out, out_bytes));
                 CUDA_OK(cudaMemset(out, 0xFF, out_bytes)); // NaN in bf16 and fp32
                 gemm_args a = args_for(v, P, O, out, g);
-                if ((v.gather || v.rows) && !grouped_gather_ok(&a)) {
+                if (v.gather && !grouped_gather_ok(&a)) {
                     printf("%-18s gather cannot run here (k, lda %% 8, alignment)\n", v.name);
                     ++failed;
                     cudaFree(out);
@@ -1104,9 +1091,7 @@ int main(int argc, char **argv) {
                 }
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
-                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas,
-                                                          v.rows ? GATHER_TMA_ROWS : v.gather ? GATHER_CPASYNC : GATHER_NONE,
-                                                          v.bn);
+                                        : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
                     ++failed;

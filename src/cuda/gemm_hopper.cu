@@ -63,9 +63,6 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, 240>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, true, true>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, GATHER_TMA_ROWS, true>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, GATHER_TMA_ROWS, true>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, SHIPPED_EPI, 0, GATHER_TMA_ROWS, true>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -81,17 +78,9 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
 
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {
     const char *env = getenv("MOEFUSE_HOPPER_A");
-    if (env && (!strcmp(env, "gather") || !strcmp(env, "rows"))) return true;
+    if (env && !strcmp(env, "gather")) return true;
     if (env && !strcmp(env, "permute")) return false;
     return hopper_ticket_schedule(true) && moe__hopper_gather_select(routed_rows, experts, intermediate) != 0;
-}
-
-// MOEFUSE_HOPPER_A=rows: the gathering GEMM1 takes its A rows as one-row TMA boxes from one producer
-// warp (GATHER_TMA_ROWS) instead of the warpgroup's cp.async; on tickets only. An A/B switch (session
-// 33): the cp.async gather ran 13-14% slower than the permuted GEMM1 in session 32's H100 lab.
-bool hopper_gather_rows(bool ticket_schedule) {
-    const char *env = getenv("MOEFUSE_HOPPER_A");
-    return ticket_schedule && env && !strcmp(env, "rows");
 }
 
 // MOEFUSE_HOPPER_SCHEDULE=static|dyn overrides the caller's default, for A/B runs (src/cuda/NOTES.md,
@@ -208,11 +197,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    // One-row boxes in the 128-byte swizzle: x and its rows 128-byte aligned (the CUDA Programming
-    // Guide's swizzle table), else the cp.async gather.
-    const bool rows = gather && hopper_gather_rows(dyn) && (uintptr_t)g->a % 128 == 0 && (g->lda * 2) % 128 == 0;
-    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas,
-                                        rows ? GATHER_TMA_ROWS : gather ? GATHER_CPASYNC : GATHER_NONE, bn);
+    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
@@ -233,15 +218,6 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                                                                                           ctas, stream)
                         : grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
                                                                                      stream);
-    else if (rows) // dyn
-        err = act_tma     ? grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, GATHER_TMA_ROWS, true>(
-                            map_a, map_b, map_b_tail, p, ctas, stream, &map_out)
-              : act_first ? grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, GATHER_TMA_ROWS, true>(map_a, map_b,
-                                                                                                  map_b_tail, p, ctas,
-                                                                                                  stream)
-                          : grouped_kernel_launch<GEMM_UP, SHIPPED_EPI, 0, GATHER_TMA_ROWS, true>(map_a, map_b,
-                                                                                                map_b_tail, p, ctas,
-                                                                                                stream);
     else if (gather && act_tma) // act_tma: dyn
         err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, true, true>(map_a, map_b, map_b_tail, p, ctas, stream,
                                                                          &map_out);

@@ -60,10 +60,6 @@ bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ti
 // Whether the bulk GEMM2 loads its epilogue's row ids and weights during the tile's last MMAs
 // (grouped_params.early_rows): with MOEFUSE_HOPPER_EARLY_ROWS=1 (an A/B switch, off by default).
 bool hopper_gemm2_early_rows(void);
-// Whether the gathering GEMM1 takes its rows as one-row TMA boxes (GATHER_TMA_ROWS) instead of
-// cp.async: on the ticket schedule with MOEFUSE_HOPPER_A=rows (an A/B switch, off by default; =rows
-// also makes hopper_a_gather gather); grouped_launch also needs x and its row stride 128-byte aligned.
-bool hopper_gather_rows(bool ticket_schedule);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

@@ -35,14 +35,7 @@
 
 namespace moe_hopper {
 
-// ---- GATHER: GEMM1's A rows straight from x ---------------------------------------------------
-// How GEMM1's A tiles arrive (template argument GATHER): from the permuted copy of x by one 128-row
-// TMA box a stage (GATHER_NONE); gathered from x by the producer warpgroup's 16-byte cp.async
-// (GATHER_CPASYNC, below); or by the producer warpgroup as 128 one-row TMA boxes a stage
-// (GATHER_TMA_ROWS, further below). true / false name the first two.
-enum { GATHER_NONE = 0, GATHER_CPASYNC = 1, GATHER_TMA_ROWS = 2 };
-
-// ---- GATHER_CPASYNC: the producer warpgroup loads A rows itself -------------------------------
+// ---- GATHER: the producer warpgroup loads A rows itself --------------------------------------
 // TMA cannot gather rows, so 128 threads copy the 128 x 64 bf16 A tile of a stage with 16-byte
 // cp.async into the layout TMA's 128-byte swizzle would have written (16-byte chunk c of tile
 // row r at chunk c ^ (r % 8) of the row's 128 bytes; the stage base is 1024-byte aligned), so
@@ -85,23 +78,6 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
     }
 }
 
-// ---- GATHER_TMA_ROWS: one TMA box a row ------------------------------------------------------
-// TMA has no row gather on Hopper, but a box of one row (64 bf16 of K, 128 bytes) written at
-// stage + 128 r lands swizzled as the tile's row r: the 128-byte swizzle follows the shared-memory
-// address (the CUDA Programming Guide's swizzle table: offset (address / 128) % 8; the stage is
-// 1024-byte aligned), so chunk c goes to c ^ (r % 8), where gather_a_stage puts it
-// (lab/row_gather_lab.cu checks this on the device). Producer thread t loads row t of every stage
-// (the producer warpgroup as in CPASYNC, the tickets handed over the same way; a box's coordinates
-// are warp-uniform operands, so a warp issues its 32 one after another). A padding row loads x's
-// row 0: never stored by act-first, dropped by GEMM2 under act-tma, and an in-bounds box (whether a
-// box wholly outside x still credits its bytes to the barrier is not documented). Everything arrives
-// through the async proxy: the consumers need no proxy fence, and the full barrier takes one
-// arrival (thread 0's expect_tx of A and B), as with the permuted copy.
-__device__ __forceinline__ int32_t tma_row_of_tile(const grouped_params &p, int64_t m0, int t) {
-    const int64_t id = p.sorted_ids[m0 + t];
-    return id == p.padding_id ? 0 : (int32_t)plan_id_token(id, p.padding_id, p.top_k);
-}
-
 // The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
 template <int BN = GBN>
 __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
@@ -135,13 +111,12 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
-template <int MODE, int EPI, int ACT, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const __grid_constant__ CUtensorMap map_out,
                         const grouped_params p) {
-    static_assert(GATHER == GATHER_NONE || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
-    constexpr bool CPASYNC = GATHER == GATHER_CPASYNC;
+    static_assert(!GATHER || MODE == GEMM_UP, "GATHER: GEMM1 only (GEMM2's A2 is already in plan order)");
     static_assert(BN == GBN || BN == 240, "BN: 256, or 240 (the wgmma wrappers and the shared memory sized for 256)");
     static_assert(EPI != EPI_BULK || (MODE == GEMM_DOWN && !GATHER), "EPI_BULK: GEMM2 (bf16 rows)");
     static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
@@ -178,20 +153,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int num_kb = (p.k + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        ring_init(full, empty, STAGES, CPASYNC ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
+        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
     __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer ----
-        if (GATHER != GATHER_NONE) {
-            if (CPASYNC) setmaxnreg_dec<GATHER_PRODUCER_REGS>();
-            else setmaxnreg_dec<PRODUCER_REGS>();
-            // Every producer thread loads its share of A (CPASYNC: 16-byte copies; TMA_ROWS: its
-            // row's box); thread 0 also loads B by TMA.
+        if (GATHER) {
+            setmaxnreg_dec<GATHER_PRODUCER_REGS>();
+            // Every producer thread copies its share of A; thread 0 also loads B by TMA.
             const int t = threadIdx.x;
             if (t == 0) {
-                if (!CPASYNC) tma_prefetch_map(&map_a);
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
                 if (ACT_TMA) tma_prefetch_map(&map_out);
@@ -206,25 +178,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
                 int32_t token[GATHER_ROWS_PER_THREAD];
-                if (CPASYNC) gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
-                else token[0] = tma_row_of_tile(p, (int64_t)m_block * BM, t);
+                gather_rows_of_tile(p, (int64_t)m_block * BM, t, token);
                 // The half-idle flag (see the TMA producer below); only thread 0 writes the header.
                 const bool lower_idle = DYN && t == 0 && lower_half_idle(p, m_block);
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     if (t == 0) {
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
-                        // TMA_ROWS: the other threads' row bytes may land first (the transaction
-                        // count goes below zero); the phase waits for this, its one arrival.
-                        mbar_arrive_expect_tx(&full[stage], CPASYNC ? b_bytes : CFG::A_BYTES + b_bytes);
+                        mbar_arrive_expect_tx(&full[stage], b_bytes);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
-                    if (CPASYNC) {
-                        gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
-                        cp_async_mbar_arrive_noinc(&full[stage]);
-                    } else {
-                        tma_load_2d(smem_a + stage * CFG::A_BYTES + t * 128, &map_a, &full[stage], kb * BK, token[0]);
-                    }
+                    gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
+                    cp_async_mbar_arrive_noinc(&full[stage]);
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
@@ -244,15 +209,15 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             if (DYN) {
                 // The end marker, in the stage the next unit would have started in: the full
-                // barrier takes its 1 (+ 128 CPASYNC) arrivals as plain ones.
+                // barrier takes its 1 + 128 arrivals as plain ones.
                 mbar_wait(&empty[stage], phase ^ 1);
                 if (t == 0) {
                     stage_unit[stage] = -1;
                     mbar_arrive(&full[stage]);
                 }
-                if (CPASYNC) mbar_arrive(&full[stage]);
+                mbar_arrive(&full[stage]);
             }
-            if (CPASYNC) cp_async_wait_all(); // no thread exits with copies in flight
+            cp_async_wait_all(); // no thread exits with copies in flight
             if (DYN && t == 0) dyn_counter_release(p.unit_counter);
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
@@ -301,7 +266,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
     } else {
         // ---- consumers ----
-        if (CPASYNC) setmaxnreg_inc<GATHER_CONSUMER_REGS>();
+        if (GATHER) setmaxnreg_inc<GATHER_CONSUMER_REGS>();
         else setmaxnreg_inc<CONSUMER_REGS>();
         const int half = consumer_half(); // rows half*64 .. half*64+63 of the tile
         const int warp = (threadIdx.x / 32) % 4;
@@ -351,9 +316,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             int prev_stage = 0;
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
-                // CPASYNC: A arrived through cp.async (generic proxy); wgmma reads it through the
+                // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
                 // async proxy, so order the two in this thread after the barrier's acquire.
-                if (CPASYNC) fence_proxy_async_shared();
+                if (GATHER) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
@@ -431,12 +396,11 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
 // Returns CUDA_SUCCESS, or the tensor-map encoder's error (CUDA_ERROR_NOT_FOUND: no encoder).
-// gather (GEMM1, the kernel's GATHER): g->a is x [tokens, lda] itself, gathered by the producer;
-// GATHER_CPASYNC has no A tensor map (map_a is a copy of map_b, never read), GATHER_TMA_ROWS one of
-// one-row boxes over x. map_b_tail: boxes of n % bn rows (a copy of map_b when n is a multiple of
-// bn, never read). bn: the kernel's BN (256, or 240).
+// gather (GEMM1): g->a is x [tokens, lda] itself, gathered by the producer (no A tensor map:
+// map_a is a copy of map_b, never read). map_b_tail: boxes of n % bn rows (a copy of map_b
+// when n is a multiple of bn, never read). bn: the kernel's BN (256, or 240).
 inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, int gather = GATHER_NONE,
+                                CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false,
                                 int bn = GBN) {
     const int tail = (int)(g->n % bn);
     CUresult cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, bn);
@@ -445,10 +409,7 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
         else *map_b_tail = *map_b;
     }
     if (cr == CUDA_SUCCESS) {
-        if (gather == GATHER_CPASYNC) *map_a = *map_b;
-        else if (gather == GATHER_TMA_ROWS) // 256-byte L2 promotion: a row's next k-block comes along
-            cr = make_tensor_map_2d(map_a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g->a, g->tokens, g->k, g->lda * 2, BK, 1,
-                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+        if (gather) *map_a = *map_b;
         else cr = make_tensor_map(map_a, g->a, g->rows, g->k, g->lda, BM);
     }
     if (cr != CUDA_SUCCESS) return cr;
@@ -485,7 +446,7 @@ inline bool grouped_gather_ok(const gemm_args *g) {
 }
 
 // The shared memory is sized for BN = 256 (a 240-wide tile's stages are smaller).
-template <int MODE, int EPI, int ACT = 0, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_set_smem() {
     return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
@@ -500,7 +461,7 @@ inline CUresult grouped_act_tma_map(const gemm_args *g, CUtensorMap *map) {
 
 // DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so). map_out:
 // EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues.
-template <int MODE, int EPI, int ACT = 0, int GATHER = GATHER_NONE, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream,
                                   const CUtensorMap *map_out = nullptr) {
