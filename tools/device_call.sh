@@ -42,3 +42,27 @@ build_base_bench() {
         -DCJSON_INCLUDE_DIR="$R/.deps/cjson/include" -DCJSON_LIBRARY="$R/.deps/cjson/lib/libcjson.so" &&
         cmake --build build-base -j 6 --target bench_gpu_forward) >"$O/build_base.log" 2>&1
 }
+# forward_arms DIR PREFIX ROUNDS SHAPES TOKENS ARM...: bench_gpu_forward ($B --gemm hopper) once per arm
+# per round, each round's order rotated by one (the first arm leads no more often than the others);
+# ARM is NAME, or NAME:VAR=VALUE[ VAR=VALUE...], the environment that arm alone runs under. Logs
+# DIR/PREFIX<NAME>_<round>.log with a mark each, then tools/ab_summary.py over the arms -> DIR/ab.md.
+forward_arms() {
+    local dir=$1 prefix=$2 rounds=$3 shapes=$4 tokens=$5
+    shift 5
+    local arms=("$@") n=$# i j spec name log
+    mkdir -p "$dir"
+    for ((i = 1; i <= rounds; i++)); do
+        for ((j = 0; j < n; j++)); do
+            spec=${arms[$(((i + j) % n))]}
+            name=${spec%%:*}
+            local vars=()
+            [ "$spec" != "$name" ] && read -r -a vars <<<"${spec#*:}"
+            log=$dir/$prefix${name}_$i.log
+            env "${vars[@]}" timeout 45 $B --shapes "$shapes" --tokens "$tokens" --gemm hopper >"$log" 2>&1
+            mark "forward $name $i" $? "$log"
+        done
+    done
+    local names=("${arms[@]%%:*}")
+    python3 tools/ab_summary.py "$dir" "${names[@]/#/$prefix}" >"$dir/ab.md" 2>&1
+    mark "forward summary" $? "$dir/ab.md"
+}

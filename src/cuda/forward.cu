@@ -573,7 +573,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         const char *skip = !tickets ? ""
                            : hopper_gemm1_skip_idle(tickets) ? ", both GEMMs skip the MMAs of all-padding half blocks"
                                                              : ", GEMM2 skips the MMAs of all-padding half blocks";
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s",
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
@@ -582,11 +582,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  : hopper_gemm1_act_tma(act_first, tickets, hopper_tile_n(L.R13, tickets, gather), L.H)
                      ? "GEMM1's activation from the accumulators, its A2 tiles stored by TMA"
                      : "GEMM1's activation from the accumulators",
-                 !bulk2                      ? ""
-                 : hopper_gemm2_early_rows() ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages; row table "
-                                               "loaded during the last MMAs)"
-                                             : ", GEMM2's rows by bulk copies when y is bf16 (3 stages)",
-                 skip);
+                 bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "",
+                 bulk2 && hopper_gemm2_early_rows() ? ", its row table loaded during the last MMAs" : "", skip);
     }
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);

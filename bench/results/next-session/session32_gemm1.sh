@@ -69,19 +69,6 @@ for t in 16384 4096; do
   done
 done
 # 3. The forward: three arms, 4 rounds, each round in a rotated order.
-D=$O/fwd; mkdir -p $D
 S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3,qwen3-235b-a22b,glm-4.5-air,qwen3-next-80b-a3b,gpt-oss-20b
-arms=(base skip tma)
-for i in 1 2 3 4; do
-  for j in 0 1 2; do
-    a=${arms[$(((i + j) % 3))]}
-    unset MOEFUSE_HOPPER_SKIP_UP MOEFUSE_HOPPER_EPI
-    [ $a = skip ] && export MOEFUSE_HOPPER_SKIP_UP=1
-    [ $a = tma ] && export MOEFUSE_HOPPER_EPI=tma
-    timeout 45 $B --shapes $S --tokens 4096,16384 --gemm hopper > $D/g1$a\_$i.log 2>&1
-    mark "forward $a $i" $? $D/g1$a\_$i.log
-  done
-done
-unset MOEFUSE_HOPPER_SKIP_UP MOEFUSE_HOPPER_EPI
-python3 tools/ab_summary.py $D g1base g1skip g1tma > $D/ab.md 2>&1; mark "forward summary" $? $D/ab.md
+forward_arms $O/fwd g1 4 $S 4096,16384 base skip:MOEFUSE_HOPPER_SKIP_UP=1 tma:MOEFUSE_HOPPER_EPI=tma
 mark done 0 /dev/null

@@ -39,21 +39,8 @@ timeout 80 /tmp/glab --shapes deepseek,glm,qwen3,qwen3next --tokens $t \
   --variants down_bulk_dyn_exp,down_bulk_dyn_exp_early --json $O/glab2_$t.jsonl > $O/glab2_$t.log 2>&1
 mark "lab GEMM2 T=$t" $? $O/glab2_$t.log
 # 3. The forward: three arms, 3 rounds, each round in a rotated order.
-D=$O/fwd; mkdir -p $D
 S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3,qwen3-235b-a22b,glm-4.5-air,qwen3-next-80b-a3b,gpt-oss-20b
-arms=(base early tma)
-for i in 1 2 3; do
-  for j in 0 1 2; do
-    a=${arms[$(((i + j) % 3))]}
-    unset MOEFUSE_HOPPER_EARLY_ROWS MOEFUSE_HOPPER_EPI
-    [ $a = early ] && export MOEFUSE_HOPPER_EARLY_ROWS=1
-    [ $a = tma ] && export MOEFUSE_HOPPER_EPI=tma
-    timeout 45 $B --shapes $S --tokens 4096,16384 --gemm hopper > $D/s33$a\_$i.log 2>&1
-    mark "forward $a $i" $? $D/s33$a\_$i.log
-  done
-done
-unset MOEFUSE_HOPPER_EARLY_ROWS MOEFUSE_HOPPER_EPI
-python3 tools/ab_summary.py $D s33base s33early s33tma > $D/ab.md 2>&1; mark "forward summary" $? $D/ab.md
+forward_arms $O/fwd s33 3 $S 4096,16384 base early:MOEFUSE_HOPPER_EARLY_ROWS=1 tma:MOEFUSE_HOPPER_EPI=tma
 # 4. Correctness on the PERF shapes (with B too), memcheck.
 MOEFUSE_HOPPER_EARLY_ROWS=1 MOEFUSE_HOPPER_EPI=tma timeout 90 $T --perf 512,4096 --gemm hopper > $O/suite_perf.log 2>&1
 mark "suite --perf 512,4096, EARLY_ROWS=1 EPI=tma" $? $O/suite_perf.log

@@ -336,10 +336,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                     phase ^= 1;
                 }
             }
-            row_entry early_row{-1, 1.0f};
-            if (early && lane < 16 &&
-                !row_target_of<MODE>(p, warp_row + lane, early_id, early_row.off, early_row.scale))
-                early_row.off = -1;
+            row_entry early_row{-1, 1.0f}; // a padding row keeps these (row_target_of leaves them)
+            if (early && lane < 16) row_target_of<MODE>(p, warp_row + lane, early_id, early_row.off, early_row.scale);
             wgmma_wait_group<0>();
             fence_registers<BN / 2>(acc);
             release_stage<1>(&empty[prev_stage], lane);
