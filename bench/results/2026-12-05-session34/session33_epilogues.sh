@@ -2,7 +2,7 @@
 # Written in session 33 (no machine could be started for it; ~7 min). From the repo root, carry .deps; with
 # PREBUILT=1 also build-device/glab, built on the CPU machine first (the library itself does not fit the
 # 64 MiB carry beside the tree); move it into the session's results directory first:
-#   PREBUILT=1 O=$OUT timeout 590 bash bench/results/<session dir>/session33_epilogues.sh
+#   PREBUILT=1 O=$OUT timeout 590 bash bench/results/2026-12-05-session34/session33_epilogues.sh
 # A. bf16 GEMM2's bulk epilogue with its row table loaded early (MOEFUSE_HOPPER_EARLY_ROWS=1, lab
 #    down_bulk_dyn_exp_early): lanes 0-15 load their row's id during the tile's last k-block and its
 #    routing weight before the last wgmma wait, instead of both (dependent) after it. Never run.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Written in session 33 (no machine could be started for it; ~6 min). From the repo root, carry .deps (move it
 # into the session's results directory first):
-#   O=$OUT timeout 590 bash bench/results/<session dir>/session33_gates.sh
+#   O=$OUT timeout 590 bash bench/results/2026-12-05-session34/session33_gates.sh
 # Issue 4's gates with what is shipped now (bench/issue4_gates.sh; bench_moe's interleaved rounds), the
 # first gate run since session 28: GEMM1's TMA-stored A2 is the default where H >= 7168 since session 32,
 # and the dense FP8 lab also times the per-tensor engine. Then issue 3's FP8 table in what is left
