@@ -20,6 +20,13 @@
 #  C. The gathering kernel's consumer warps show a membar stall share of 5-15% that the permuted
 #     kernel's do not.
 # Ship A where the forward is >= 1.5% faster in every round and never slower elsewhere.
+# D. (added in session 34, before the run) the gathering GEMM1 with each producer thread publishing its
+#    stages itself, two stages late, after its own proxy fence (MOEFUSE_HOPPER_GATHER_FENCE=producer, lab
+#    *_pfence), instead of a fence in each of the 256 consumer threads before every k-block. Prediction,
+#    pfence / base time: lab GEMM1 (gather) at T = 16384 glm, qwen3, qwen3next 0.93-0.99, the mainloop
+#    alone (up_none_gather) 0.93-0.99; at T = 4096 (deepseek gathers there) 0.95-1.00. Forward: the shapes
+#    that gather (qwen3 family at both T, the rest at 4096) 0.97-1.00, the others 1.00 (a control).
+#    Ship D where the forward is >= 1.5% faster in every round on the gathering shapes and never slower.
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
@@ -33,22 +40,35 @@ fi
 # 1. Correctness with A on: the quick suite (the PERF shapes and memcheck after the timings).
 MOEFUSE_HOPPER_EARLY_ROWS=1 timeout 60 $T --quick --gemm hopper > $O/suite_early.log 2>&1
 mark "suite --quick, EARLY_ROWS=1" $? $O/suite_early.log
+MOEFUSE_HOPPER_GATHER_FENCE=producer timeout 60 $T --quick --gemm hopper > $O/suite_pfence.log 2>&1
+mark "suite --quick, GATHER_FENCE=producer" $? $O/suite_pfence.log
 # 2. GEMM2's lab: base / early, T = 16384.
 t=16384
 timeout 80 /tmp/glab --shapes deepseek,glm,qwen3,qwen3next --tokens $t \
   --variants down_bulk_dyn_exp,down_bulk_dyn_exp_early --json $O/glab2_$t.jsonl > $O/glab2_$t.log 2>&1
 mark "lab GEMM2 T=$t" $? $O/glab2_$t.log
-# 3. The forward: three arms, 3 rounds, each round in a rotated order.
+# 2b. GEMM1's gather: base / producer fence, the mainloop alone and shipped, T = 16384 and 4096.
+for t in 16384 4096; do
+  timeout 80 /tmp/glab --shapes deepseek,glm,qwen3,qwen3next --tokens $t --variants \
+    up_actfirst_gather_dyn_exp,up_actfirst_gather_dyn_exp_pfence,up_none_gather,up_none_gather_pfence \
+    --json $O/glab1_$t.jsonl > $O/glab1_$t.log 2>&1
+  mark "lab GEMM1 gather fence T=$t" $? $O/glab1_$t.log
+done
+# 3. The forward: four arms, 3 rounds, each round in a rotated order.
 S=qwen3-30b-a3b,gpt-oss-120b,mixtral-8x7b,deepseek-v3,qwen3-235b-a22b,glm-4.5-air,qwen3-next-80b-a3b,gpt-oss-20b
-forward_arms $O/fwd s33 3 $S 4096,16384 base early:MOEFUSE_HOPPER_EARLY_ROWS=1 tma:MOEFUSE_HOPPER_EPI=tma
+forward_arms $O/fwd s33 3 $S 4096,16384 base early:MOEFUSE_HOPPER_EARLY_ROWS=1 tma:MOEFUSE_HOPPER_EPI=tma \
+  pfence:MOEFUSE_HOPPER_GATHER_FENCE=producer
 # 4. Correctness on the PERF shapes (with B too), memcheck.
 MOEFUSE_HOPPER_EARLY_ROWS=1 MOEFUSE_HOPPER_EPI=tma timeout 90 $T --perf 512,4096 --gemm hopper > $O/suite_perf.log 2>&1
 mark "suite --perf 512,4096, EARLY_ROWS=1 EPI=tma" $? $O/suite_perf.log
 MOEFUSE_HOPPER_EARLY_ROWS=1 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 $T --quick --gemm hopper \
   --filter tma- > $O/memcheck.log 2>&1
 mark "memcheck tma- cases, EARLY_ROWS=1" $? $O/memcheck.log
+MOEFUSE_HOPPER_GATHER_FENCE=producer timeout 90 compute-sanitizer --tool racecheck --error-exitcode 3 $T --quick \
+  --gemm hopper --filter tma- > $O/racecheck_pfence.log 2>&1
+mark "racecheck tma- cases, GATHER_FENCE=producer" $? $O/racecheck_pfence.log
 # 5. C: ncu's warp states of the permuted and the gathering GEMM1, glm at T = 16384.
-for v in up_actfirst_dyn_exp up_actfirst_gather_dyn_exp; do
+for v in up_actfirst_dyn_exp up_actfirst_gather_dyn_exp up_actfirst_gather_dyn_exp_pfence; do
   LAB_SEED=1001 timeout 60 ncu --clock-control none --kernel-name regex:grouped_gemm_kernel --launch-skip 2 \
     --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
     /tmp/glab --shapes glm --tokens 16384 --variants $v > $O/ncu_glm_$v.txt 2>&1

@@ -78,6 +78,20 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
     }
 }
 
+// p.producer_fence: how many stages a producer thread keeps copying before it publishes the oldest.
+// The consumers free stage s only after stage s + 1 is full, and the producer waits for stage s's
+// slot before copying stage s + STAGES, so the lag must stay below STAGES - 1 (2 with 4 stages).
+constexpr int FENCE_LAG = GSTAGES - 2;
+static_assert(FENCE_LAG >= 1, "the producer-side fence needs at least 3 stages");
+
+// Publishes a stage whose copies by this thread have landed: the proxy fence orders them (generic
+// proxy) before the consumers' wgmma reads (async proxy); the arrival's release, with the consumers'
+// acquire on the barrier, carries that order to them.
+__device__ __forceinline__ void publish_gathered(uint64_t *full_bar) {
+    fence_proxy_async_shared();
+    mbar_arrive(full_bar);
+}
+
 // The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
 template <int BN = GBN>
 __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int n_block, const CUtensorMap *map_b,
@@ -171,6 +185,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             int stage = 0;
             uint32_t phase = 0;
             int slot = 0; // DYN: which of the two next-unit words is next
+            // p.producer_fence: each thread publishes a stage itself, FENCE_LAG stages after copying
+            // it (its copies waited for, then the proxy fence, then a plain arrival), instead of a
+            // cp.async arrival and a fence in every consumer thread before every k-block.
+            const bool producer_fence = p.producer_fence != 0;
+            int unpublished = 0, oldest = 0; // stages copied but not yet published; the first of them
             for (int u = blockIdx.x; u < units;) {
                 int m_block, n_block, e;
                 unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
@@ -189,10 +208,29 @@ __global__ void __launch_bounds__(THREADS, 1)
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
-                    cp_async_mbar_arrive_noinc(&full[stage]);
+                    if (producer_fence) {
+                        cp_async_commit();
+                        if (unpublished == FENCE_LAG) {
+                            cp_async_wait<FENCE_LAG>(); // the oldest stage's copies have landed
+                            publish_gathered(&full[oldest]);
+                            oldest = oldest + 1 == STAGES ? 0 : oldest + 1;
+                        } else {
+                            ++unpublished;
+                        }
+                    } else {
+                        cp_async_mbar_arrive_noinc(&full[stage]);
+                    }
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
+                    }
+                }
+                if (producer_fence) {
+                    // The unit's last stages now: its epilogue must not wait for the next unit's ticket.
+                    cp_async_wait<0>();
+                    for (; unpublished > 0; --unpublished) {
+                        publish_gathered(&full[oldest]);
+                        oldest = oldest + 1 == STAGES ? 0 : oldest + 1;
                     }
                 }
                 if (DYN) {
@@ -318,7 +356,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_wait(&full[stage], phase);
                 // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
                 // async proxy, so order the two in this thread after the barrier's acquire.
-                if (GATHER) fence_proxy_async_shared();
+                if (GATHER && !p.producer_fence) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
@@ -390,6 +428,7 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
     p->act_limit = g->act_limit;
     p->skip_idle = g->mode == GEMM_DOWN; // the bf16 grouped kernel's (DYN); GEMM1 on request
     p->early_rows = 0;                   // the bf16 GEMM2 on request (hopper_gemm2_early_rows)
+    p->producer_fence = 0;               // the gathering GEMM1 on request (hopper_gather_producer_fence)
 }
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
