@@ -954,7 +954,7 @@ int main(int argc, char **argv) {
             (v.epi == EPI_ACT_TMA && (v.fp8 || !v.dyn || v.bn != 256 || v.data != GEMM_UP))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
-            fprintf(stderr, "  (skip %d, cm %d)\n", v.skip, v.cm);
+            fprintf(stderr, "  (skip %d, cm %d, early %d, pfence %d)\n", v.skip, v.cm, v.early, v.pfence);
             return 2;
         }
     }

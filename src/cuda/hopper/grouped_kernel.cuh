@@ -41,9 +41,10 @@ namespace moe_hopper {
 // row r at chunk c ^ (r % 8) of the row's 128 bytes; the stage base is 1024-byte aligned), so
 // the wgmma descriptors are unchanged. Thread t copies chunk t % 8 of rows 32 (t / 32) +
 // (t % 32) / 8 + 4i, i = 0..7: each warp instruction covers 4 whole 128-byte rows. Padding rows
-// (and columns past k) are zero-filled (src-size 0). Completion: one cp.async.mbarrier.arrive
-// .noinc per thread on the stage's `full` barrier (initialised for 1 + 128 arrivals; the 1 is
-// the B load's arrive.expect_tx).
+// (and columns past k) are zero-filled (src-size 0). Completion: one arrival per thread on the
+// stage's `full` barrier (initialised for 1 + 128 arrivals; the 1 is the B load's
+// arrive.expect_tx): a cp.async.mbarrier.arrive.noinc, the consumers fencing before their wgmmas;
+// or, with p.producer_fence, a plain arrival after the thread's own wait and fence (publish_gathered).
 constexpr int GATHER_ROWS_PER_THREAD = 8;
 // The gathering producer holds its rows' tokens and smem addresses: 56 registers instead of 40
 // (40 spilled ~7 words); the consumers, which use ~161 of their 232, give 8 back:
@@ -140,6 +141,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr bool BULK = EPI == EPI_BULK;
     constexpr bool ACT_TMA = EPI == EPI_ACT_TMA;
     constexpr int STAGES = BULK ? BULK_GSTAGES : GSTAGES;
+    static_assert(!GATHER || STAGES == GSTAGES, "the producer-side fence's FENCE_LAG assumes GSTAGES stages");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config; // A_BYTES and EMPTY_ARRIVALS (the same at any stage count)
     extern __shared__ uint8_t smem_raw[];
@@ -228,8 +230,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (producer_fence) {
                     // The unit's last stages now: its epilogue must not wait for the next unit's ticket.
                     cp_async_wait<0>();
+                    fence_proxy_async_shared(); // one fence covers every stage it publishes now
                     for (; unpublished > 0; --unpublished) {
-                        publish_gathered(&full[oldest]);
+                        mbar_arrive(&full[oldest]);
                         oldest = oldest + 1 == STAGES ? 0 : oldest + 1;
                     }
                 }
