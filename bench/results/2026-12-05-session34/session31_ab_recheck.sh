@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 31 (no GPU that session; not yet run; ~6-8 min). From the repo root, carry
 # .deps (move it into the session's results directory first):
-#   O=/tmp/oN timeout 590 bash bench/results/<session dir>/session31_ab_recheck.sh
+#   O=/tmp/oN timeout 590 bash bench/results/2026-12-05-session34/session31_ab_recheck.sh
 # Session 31 re-read every past A/B against its raw files (src/cuda/NOTES.md, "Session 31: an
 # audit of the A/B readings"). Three shipped choices rest on evidence that the audit found weak;
 # each is timed again here with both arms in one process, interleaved, where the tools allow it.
