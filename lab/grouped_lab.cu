@@ -113,8 +113,6 @@ struct variant {
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
     bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
                            // MOEFUSE_HOPPER_EARLY_ROWS=1)
-    bool pfence = false;   // bf16 gathering GEMM1: grouped_params.producer_fence (the library's
-                           // MOEFUSE_HOPPER_GATHER_FENCE=producer)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -149,10 +147,6 @@ static const variant VARIANTS[] = {
     {"up_actfirst_dyn_exp", "GEMM1 shipped, x permuted: act-first, tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true},
     {"up_actfirst_dyn_exp_skip", "up_actfirst_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 1, true},
     {"up_actfirst_gather_dyn_exp", "GEMM1 shipped, x gathered: act-first, tickets, expert by expert", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true},
-    // Session 34: the gathered stages published by the producer threads after their own proxy fence
-    // (producer_fence) instead of a fence in every consumer thread before every k-block.
-    {"up_actfirst_gather_dyn_exp_pfence", "up_actfirst_gather_dyn_exp, stages fenced by the producer", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 1, false, false, true},
-    {"up_none_gather_pfence", "up_none_gather, stages fenced by the producer", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true, false, false, false, false, false, 256, false, false, 1, false, false, true},
     {"up_actfirst_gather_dyn_exp_skip", "up_actfirst_gather_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 1, true},
     {"up_bn240_dyn_exp", "GEMM1 shipped for gpt-oss: up_actfirst_dyn_exp 240 wide", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true},
     {"up_bn240_dyn_exp_skip", "up_bn240_dyn_exp skipping half-idle blocks' MMAs", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true, 1, true},
@@ -950,11 +944,10 @@ int main(int argc, char **argv) {
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
             (n.find("_early") != std::string::npos) != v.early || (v.early && (v.fp8 || v.epi != EPI_BULK)) ||
-            (n.find("_pfence") != std::string::npos) != v.pfence || (v.pfence && (v.fp8 || !v.gather)) ||
             (v.epi == EPI_ACT_TMA && (v.fp8 || !v.dyn || v.bn != 256 || v.data != GEMM_UP))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
-            fprintf(stderr, "  (skip %d, cm %d, early %d, pfence %d)\n", v.skip, v.cm, v.early, v.pfence);
+            fprintf(stderr, "  (skip %d, cm %d, early %d)\n", v.skip, v.cm, v.early);
             return 2;
         }
     }
@@ -1109,7 +1102,6 @@ int main(int argc, char **argv) {
                 else p.unit_counter = d_units;
                 if (!fp8 && v.kernel_mode == GEMM_UP) p.skip_idle = v.skip; // GEMM2 keeps grouped_plan_params' 1
                 if (!fp8) p.early_rows = v.early;
-                if (!fp8) p.producer_fence = v.pfence;
                 const int tiles_n = fp8 ? p8.g.tiles_n : p.tiles_n;
                 const std::function<cudaError_t()> launch = [&]() {
                     return fp8 ? fn8(ma, mb, p8, ctas) : fn(ma, mb, mbt, p, ctas, has_mo ? &mo : nullptr);

@@ -575,10 +575,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                                                              : ", GEMM2 skips the MMAs of all-padding half blocks";
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
-                 hopper_tile_n(L.H, tickets, false),
-                 !gather                          ? "x rows permuted"
-                 : hopper_gather_producer_fence() ? "x rows gathered by the producer, which also fences them"
-                                                  : "x rows gathered by the producer",
+                 hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  !act_first ? "GEMM1's staged epilogue"

@@ -164,14 +164,6 @@ bool hopper_gemm2_early_rows(void) {
     return env && !strcmp(env, "1");
 }
 
-// MOEFUSE_HOPPER_GATHER_FENCE=producer: the gathering GEMM1's producer threads publish each stage two
-// stages after copying it, with the proxy fence that the consumers otherwise run before every k-block
-// (grouped_params.producer_fence; session 34, an A/B switch until timed).
-bool hopper_gather_producer_fence(void) {
-    const char *env = getenv("MOEFUSE_HOPPER_GATHER_FENCE");
-    return env && !strcmp(env, "producer");
-}
-
 bool hopper_bulk_by_k(const char *env_var, int64_t k) {
     const char *env = getenv(env_var);
     if (env && !strcmp(env, "staged")) return false;
@@ -220,7 +212,6 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     const bool bulk = g->mode == GEMM_DOWN && hopper_gemm2_bulk(g->n, g->k, g->ldo, g->out_bf16 != 0, dyn) &&
                       (uintptr_t)g->out % 16 == 0;
     p.early_rows = bulk && hopper_gemm2_early_rows();
-    p.producer_fence = gather && hopper_gather_producer_fence();
     cudaError_t err;
     if (bulk) // bulk: dyn
         err = bn == 240 ? grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true, 240>(map_a, map_b, map_b_tail, p,

@@ -60,10 +60,6 @@ bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ti
 // Whether the bulk GEMM2 loads its epilogue's row ids and weights during the tile's last MMAs
 // (grouped_params.early_rows): with MOEFUSE_HOPPER_EARLY_ROWS=1 (an A/B switch, off by default).
 bool hopper_gemm2_early_rows(void);
-// Whether the gathering GEMM1's producer threads fence and publish their copied stages themselves
-// (grouped_params.producer_fence) instead of every consumer thread fencing before every k-block:
-// with MOEFUSE_HOPPER_GATHER_FENCE=producer (an A/B switch, off by default).
-bool hopper_gather_producer_fence(void);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

@@ -115,10 +115,6 @@ struct grouped_params {
     // EPI_BULK (bf16 GEMM2): the epilogue's row ids and routing weights are loaded while the tile's
     // last MMAs run instead of after them (hopper_gemm2_early_rows).
     int early_rows;
-    // GATHER: each producer thread fences and publishes its copied stages itself, FENCE_LAG stages
-    // behind, instead of every consumer thread fencing before every k-block
-    // (hopper_gather_producer_fence).
-    int producer_fence;
 };
 
 // One row of a consumer warp's row table (lanes 0-15 each hold one): where the row's outputs go

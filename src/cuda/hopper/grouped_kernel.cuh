@@ -41,10 +41,9 @@ namespace moe_hopper {
 // row r at chunk c ^ (r % 8) of the row's 128 bytes; the stage base is 1024-byte aligned), so
 // the wgmma descriptors are unchanged. Thread t copies chunk t % 8 of rows 32 (t / 32) +
 // (t % 32) / 8 + 4i, i = 0..7: each warp instruction covers 4 whole 128-byte rows. Padding rows
-// (and columns past k) are zero-filled (src-size 0). Completion: one arrival per thread on the
-// stage's `full` barrier (initialised for 1 + 128 arrivals; the 1 is the B load's
-// arrive.expect_tx): a cp.async.mbarrier.arrive.noinc, the consumers fencing before their wgmmas;
-// or, with p.producer_fence, a plain arrival after the thread's own wait and fence (publish_gathered).
+// (and columns past k) are zero-filled (src-size 0). Completion: one cp.async.mbarrier.arrive
+// .noinc per thread on the stage's `full` barrier (initialised for 1 + 128 arrivals; the 1 is
+// the B load's arrive.expect_tx).
 constexpr int GATHER_ROWS_PER_THREAD = 8;
 // The gathering producer holds its rows' tokens and smem addresses: 56 registers instead of 40
 // (40 spilled ~7 words); the consumers, which use ~161 of their 232, give 8 back:
@@ -77,20 +76,6 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
         cp_async_16(a_stage + r * 128 + ((chunk ^ (r % 8)) << 4), live ? x_col + (int64_t)token[i] * p.ldx : p.x,
                     live ? 16u : 0u);
     }
-}
-
-// p.producer_fence: how many stages a producer thread keeps copying before it publishes the oldest.
-// The consumers free stage s only after stage s + 1 is full, and the producer waits for stage s's
-// slot before copying stage s + STAGES, so the lag must stay below STAGES - 1 (2 with 4 stages).
-constexpr int FENCE_LAG = GSTAGES - 2;
-static_assert(FENCE_LAG >= 1, "the producer-side fence needs at least 3 stages");
-
-// Publishes a stage whose copies by this thread have landed: the proxy fence orders them (generic
-// proxy) before the consumers' wgmma reads (async proxy); the arrival's release, with the consumers'
-// acquire on the barrier, carries that order to them.
-__device__ __forceinline__ void publish_gathered(uint64_t *full_bar) {
-    fence_proxy_async_shared();
-    mbar_arrive(full_bar);
 }
 
 // The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
@@ -141,7 +126,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr bool BULK = EPI == EPI_BULK;
     constexpr bool ACT_TMA = EPI == EPI_ACT_TMA;
     constexpr int STAGES = BULK ? BULK_GSTAGES : GSTAGES;
-    static_assert(!GATHER || STAGES == GSTAGES, "the producer-side fence's FENCE_LAG assumes GSTAGES stages");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using CFG = grouped_config; // A_BYTES and EMPTY_ARRIVALS (the same at any stage count)
     extern __shared__ uint8_t smem_raw[];
@@ -187,11 +171,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             int stage = 0;
             uint32_t phase = 0;
             int slot = 0; // DYN: which of the two next-unit words is next
-            // p.producer_fence: each thread publishes a stage itself, FENCE_LAG stages after copying
-            // it (its copies waited for, then the proxy fence, then a plain arrival), instead of a
-            // cp.async arrival and a fence in every consumer thread before every k-block.
-            const bool producer_fence = p.producer_fence != 0;
-            int unpublished = 0, oldest = 0; // stages copied but not yet published; the first of them
             for (int u = blockIdx.x; u < units;) {
                 int m_block, n_block, e;
                 unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
@@ -210,30 +189,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
-                    if (producer_fence) {
-                        cp_async_commit();
-                        if (unpublished == FENCE_LAG) {
-                            cp_async_wait<FENCE_LAG>(); // the oldest stage's copies have landed
-                            publish_gathered(&full[oldest]);
-                            oldest = oldest + 1 == STAGES ? 0 : oldest + 1;
-                        } else {
-                            ++unpublished;
-                        }
-                    } else {
-                        cp_async_mbar_arrive_noinc(&full[stage]);
-                    }
+                    cp_async_mbar_arrive_noinc(&full[stage]);
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
-                    }
-                }
-                if (producer_fence) {
-                    // The unit's last stages now: its epilogue must not wait for the next unit's ticket.
-                    cp_async_wait<0>();
-                    fence_proxy_async_shared(); // one fence covers every stage it publishes now
-                    for (; unpublished > 0; --unpublished) {
-                        mbar_arrive(&full[oldest]);
-                        oldest = oldest + 1 == STAGES ? 0 : oldest + 1;
                     }
                 }
                 if (DYN) {
@@ -359,7 +318,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_wait(&full[stage], phase);
                 // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
                 // async proxy, so order the two in this thread after the barrier's acquire.
-                if (GATHER && !p.producer_fence) fence_proxy_async_shared();
+                if (GATHER) fence_proxy_async_shared();
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
@@ -431,7 +390,6 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
     p->act_limit = g->act_limit;
     p->skip_idle = g->mode == GEMM_DOWN; // the bf16 grouped kernel's (DYN); GEMM1 on request
     p->early_rows = 0;                   // the bf16 GEMM2 on request (hopper_gemm2_early_rows)
-    p->producer_fence = 0;               // the gathering GEMM1 on request (hopper_gather_producer_fence)
 }
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
