@@ -318,7 +318,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_wait(&full[stage], phase);
                 // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
                 // async proxy, so order the two in this thread after the barrier's acquire.
+                // GROUPED_LAB_PROBE_NO_GATHER_FENCE: a lab-only build without it, which times what
+                // the fence costs (not a correct kernel: never defined in the library).
+#ifndef GROUPED_LAB_PROBE_NO_GATHER_FENCE
                 if (GATHER) fence_proxy_async_shared();
+#endif
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
