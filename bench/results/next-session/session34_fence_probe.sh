@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 34, call 5 (~40 s after the start). From the repo root, carry .deps, build-device/glab and
-# build-device/glab_nofence (both built on the CPU machine from this commit; glab_nofence with
-# -DGROUPED_LAB_PROBE_NO_GATHER_FENCE, the consumers' per-k-block proxy fence left out of the gathering
-# kernels: a probe, not a correct kernel):
-#   O=/tmp/o5 timeout 200 bash bench/results/2026-12-05-session34/session34_fence_probe.sh
+# Written in session 34 (not run: too little device time was left to start a machine; ~40 s). From the
+# repo root, carry .deps, build-device/glab and build-device/glab_nofence, both built on the CPU machine
+# from the same tree (the second with -DGROUPED_LAB_PROBE_NO_GATHER_FENCE: the consumers' per-k-block
+# proxy fence left out of the gathering kernels; a probe, not a correct kernel):
+#   O=/tmp/o5 timeout 200 bash bench/results/<session dir>/session34_fence_probe.sh; tar czf $OUT/o5.tgz -C /tmp/o5 .
 # What does the gather's consumer-side fence cost? Two processes of each binary, alternated, T = 16384,
 # the gathered kernels (shipped act-first and the mainloop alone) with the permuted ones beside them.
 # Prediction (before the run), nofence / base time of the gathered kernels: 0.97-1.00 (the fence runs
