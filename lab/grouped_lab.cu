@@ -108,7 +108,8 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
-    int cm = 1;            // FP8, 192 wide, static stride: clusters of 2 (grouped_fp8_kernel's CM)
+    int cm = 1;            // static stride: clusters of 2 (the CM of grouped_fp8_kernel, 192 wide, and of
+                           // grouped_gemm_kernel, 256 wide, x permuted: pair_blocks)
     bool skip = false;     // bf16 GEMM1 on tickets: grouped_params.skip_idle (the library's
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
     bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
@@ -184,6 +185,13 @@ static const variant VARIANTS[] = {
     // epilogue's row ids and weights loaded during the tile's last MMAs (early_rows).
     {"down_bulk_dyn_exp", "GEMM2 shipped: bulk, tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true},
     {"down_bulk_dyn_exp_early", "down_bulk_dyn_exp, row table loaded during the last MMAs", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 1, false, true},
+    // Session 34: the bf16 kernel in clusters of 2 over pairs of row blocks, each CTA loading half of a
+    // shared B tile and multicasting it (static stride, grouped raster over pairs), against the same
+    // kernel on single CTAs (up_none, up_actfirst, down_none, down_staged) and the shipped ones.
+    {"up_none_c2", "up_none in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, false, 2},
+    {"up_actfirst_c2", "up_actfirst in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, false, 2},
+    {"down_none_c2", "down_none in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, false, 2},
+    {"down_staged_c2", "down_staged in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, false, 2},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -246,6 +254,33 @@ static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CU
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
                                  unsigned, const CUtensorMap *);
 
+// A persistent kernel in clusters of 2 over at most ctas / 2 units (the lab's `_c2` variants, both
+// kernels): `smem` bytes of dynamic shared memory, the kernel's arguments after it.
+template <class KERNEL, class... ARGS>
+static cudaError_t launch_in_pairs(KERNEL kernel, int smem, unsigned ctas, const ARGS &...args) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's
+    long long grid = 0;
+    char why[256];
+    if (persistent_launch_config(kernel, 2, smem, (cudaStream_t)0, (int)std::max(2u, ctas), std::max(1u, ctas / 2),
+                                 &cfg, attr, &grid, why, sizeof why) != MOE_STATUS_OK) {
+        fprintf(stderr, "launch_in_pairs: %s\n", why);
+        return cudaErrorInvalidConfiguration;
+    }
+    err = cudaLaunchKernelEx(&cfg, kernel, args...);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// The bf16 kernel in clusters of 2 (v.cm == 2; b: boxes of half a tile, bf16_c2_prepare).
+template <int MODE, int EPI>
+static cudaError_t launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
+                               unsigned ctas, const CUtensorMap *) {
+    return launch_in_pairs(grouped_gemm_kernel<MODE, EPI, 0, false, false, GBN, 2>, grouped_smem_bytes<EPI, false>(),
+                           ctas, a, b, bt, b, p);
+}
+
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
@@ -269,21 +304,8 @@ typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, c
 template <int MODE, int EPI>
 static cudaError_t fp8_launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p,
                                    unsigned ctas) {
-    constexpr int smem = grouped_fp8_smem_bytes<false, true, 192, EPI == EPI_BULK>();
-    const auto kernel = grouped_fp8_kernel<MODE, false, EPI, false, true, 192, 2>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's
-    long long grid = 0;
-    char why[256];
-    if (persistent_launch_config(kernel, 2, smem, (cudaStream_t)0, (int)std::max(2u, ctas), std::max(1u, ctas / 2),
-                                 &cfg, attr, &grid, why, sizeof why) != MOE_STATUS_OK) {
-        fprintf(stderr, "fp8_launch_c2_t: %s\n", why);
-        return cudaErrorInvalidConfiguration;
-    }
-    err = cudaLaunchKernelEx(&cfg, kernel, a, b, p);
-    return err != cudaSuccess ? err : cudaGetLastError();
+    return launch_in_pairs(grouped_fp8_kernel<MODE, false, EPI, false, true, 192, 2>,
+                           grouped_fp8_smem_bytes<false, true, 192, EPI == EPI_BULK>(), ctas, a, b, p);
 }
 
 static fp8_launch_fn pick_fp8(const variant &v) {
@@ -386,6 +408,9 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.cm == 2)
+        return v.kernel_mode == GEMM_UP ? (v.epi == EPI_NONE ? launch_c2_t<GEMM_UP, EPI_NONE> : launch_c2_t<GEMM_UP, EPI_ACT_FIRST>)
+                                        : (v.epi == EPI_NONE ? launch_c2_t<GEMM_DOWN, EPI_NONE> : launch_c2_t<GEMM_DOWN, EPI_STAGED>);
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? launch_t<GEMM_UP, EPI_ACT_TMA, 0, true, true> : launch_t<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
     if (v.epi == EPI_BULK)
@@ -474,6 +499,12 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.cm == 2)
+        return v.kernel_mode == GEMM_UP
+                   ? (v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, false, false, GBN, 2>
+                                        : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, false, GBN, 2>)
+                   : (v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_NONE, 0, false, false, GBN, 2>
+                                        : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, false, GBN, 2>);
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, true, true>
                         : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
@@ -899,6 +930,18 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int 
     return CUDA_SUCCESS;
 }
 
+// The bf16 kernel in clusters of 2: grouped_prepare's, then B boxes of half a tile (each CTA loads
+// half of a shared tile) and the raster group in pairs of blocks. n must be a multiple of 256.
+static CUresult bf16_c2_prepare(const gemm_args &a, int sms, CUtensorMap *ma, CUtensorMap *mb, CUtensorMap *mbt,
+                                grouped_params *p, unsigned *ctas) {
+    if (a.n % GBN != 0) return CUDA_ERROR_INVALID_VALUE; // no tail box in clusters
+    CUresult cr = grouped_prepare(&a, sms, ma, mb, mbt, p, ctas, false, GBN);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(mb, a.b, a.experts * a.n, a.k, a.k, GBN / 2);
+    *mbt = *mb;
+    p->group_m = std::max(1, p->group_m / 2);
+    return cr;
+}
+
 static bool listed(const char *list, const char *name) {
     if (!list) return true;
     std::string l = std::string(",") + list + ",";
@@ -940,7 +983,9 @@ int main(int argc, char **argv) {
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
-            (n.find("_c2") != std::string::npos) != (v.cm == 2) || (v.cm == 2 && (!v.fp8 || !v.stage || v.dyn)) ||
+            (n.find("_c2") != std::string::npos) != (v.cm == 2) ||
+            (v.cm == 2 && (v.dyn || v.expert || v.gather || (v.fp8 && !v.stage) || (!v.fp8 && v.bn != 256))) ||
+            (v.cm == 2 && !v.fp8 && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
             (n.find("_early") != std::string::npos) != v.early || (v.early && (v.fp8 || v.epi != EPI_BULK)) ||
@@ -1091,6 +1136,7 @@ int main(int argc, char **argv) {
                 }
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
+                                : v.cm == 2 ? bf16_c2_prepare(a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);

@@ -26,6 +26,18 @@ build_device_and_glab() {
     wait $glab_pid
     mark "grouped lab build" $? "$O/build_glab.log"
 }
+# glab_prebuilt_or_build: /tmp/glab from build-device/glab (built and stripped on the CPU machine, carried)
+# with PREBUILT=1, else compiled here (logs in $O/build_glab.log).
+glab_prebuilt_or_build() {
+    if [ "${PREBUILT:-0}" = 1 ] && [ -x build-device/glab ]; then
+        cp build-device/glab /tmp/glab
+        mark "lab prebuilt, carried" $? /dev/null
+    else
+        nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Iinclude -Isrc/core -Isrc/cuda \
+            -Isrc/cuda/hopper -Ilab -o /tmp/glab lab/grouped_lab.cu >"$O/build_glab.log" 2>&1
+        mark "grouped lab build" $? "$O/build_glab.log"
+    fi
+}
 # A/B calls (the change committed as PATCH beside the call script; the base is this tree without it):
 #   base_tree PATCH    /tmp/base = this tree (no build-device, no bench/results) with PATCH reversed;
 #   build_base_bench   cmake build of the base's bench_gpu_forward into /tmp/base/build-base (BB),

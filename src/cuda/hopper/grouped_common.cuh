@@ -152,6 +152,32 @@ __device__ __forceinline__ void unit_tile(const grouped_params &p, int u, int un
     m_block = first + m_local;
 }
 
+// Clusters of 2 (the lab's `_c2` variants of both grouped kernels; the library runs single CTAs): the
+// cluster takes the row blocks 2 * pair and 2 * pair + 1, rank r the block 2 * pair + r, so both CTAs
+// read the same weight tiles at the same time. `shared`: both blocks are one expert's, so each CTA
+// loads half of the B tile and multicasts it to both; else each loads its own whole tile. An odd block
+// count leaves the last pair's rank 1 a `ghost`: it loads its pair's first block again (in bounds),
+// computes, and stores nothing, so that both rings stay in step.
+__device__ __forceinline__ void pair_blocks(const grouped_params &p, int pair, int units_m, uint32_t rank,
+                                            int &m_block, int &e, bool &ghost, bool &shared) {
+    const int first = 2 * pair;
+    const bool has_second = first + 1 < units_m;
+    const int e_first = p.block_expert[first], e_second = has_second ? p.block_expert[first + 1] : -1;
+    shared = e_first == e_second;
+    ghost = rank == 1 && !has_second;
+    m_block = ghost ? first : first + (int)rank;
+    e = rank == 0 || ghost ? e_first : e_second;
+}
+
+// Unit u of a clustered bf16 grouped GEMM: (pair of row blocks, n block) in the grouped raster over
+// pairs (no expert raster), then pair_blocks.
+__device__ __forceinline__ void pair_unit_tile(const grouped_params &p, int u, int units_m, uint32_t rank,
+                                               int &m_block, int &n_block, int &e, bool &ghost, bool &shared) {
+    int pair;
+    raster_unit(u, (units_m + 1) / 2, p.tiles_n, p.group_m, pair, n_block);
+    pair_blocks(p, pair, units_m, rank, m_block, e, ghost, shared);
+}
+
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).
 // GEMM_UP: A2 row r, scale = the routing weight when it multiplies the input, else 1.
 // GEMM_DOWN: output row id (routed) or id - 1 (shared), scale = routing weight / shared gate.

@@ -111,7 +111,10 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
+// CM = 2 (lab only, the `_c2` variants): clusters of 2 over pairs of row blocks (pair_blocks), each CTA
+// loading half of a shared B tile and multicasting it; map_b's boxes are then BN / 2 rows, and n must
+// be a multiple of BN (no tail box). Static stride, x permuted, and no bulk or TMA-stored epilogue.
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const __grid_constant__ CUtensorMap map_out,
@@ -122,6 +125,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
                   "EPI_ACT_TMA: GEMM1, 256-wide tiles (a 240-wide tile's second box would reach the next tile's "
                   "columns), on tickets");
+    static_assert(CM == 1 || (CM == 2 && !GATHER && !DYN && BN == GBN && EPI != EPI_BULK && EPI != EPI_ACT_TMA),
+                  "clusters of 2: static stride, x permuted, 256-wide tiles, the staged, act-first or no-store epilogues");
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
     constexpr bool BULK = EPI == EPI_BULK;
     constexpr bool ACT_TMA = EPI == EPI_ACT_TMA;
@@ -149,13 +154,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     pdl_launch_dependents();
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
-    const int units = units_m * p.tiles_n;
+    const int units = (CM == 2 ? (units_m + 1) / 2 : units_m) * p.tiles_n; // CM 2: units of pairs of blocks
     const int num_kb = (p.k + BK - 1) / BK;
+    const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
 
     if (threadIdx.x == 0) {
-        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
+        // CM 2: each stage is released by the consumer warps of both CTAs (both may write into it).
+        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS * CM);
     }
-    __syncthreads();
+    // CM 2: the peer CTA's barriers must exist before our multicast signals them.
+    if (CM > 1) cluster_sync();
+    else __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer ----
@@ -228,9 +237,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (ACT_TMA) tma_prefetch_map(&map_out);
                 int stage = 0;
                 uint32_t phase = 0;
-                for (int u = blockIdx.x; u < units;) {
+                for (int u = (int)blockIdx.x / CM; u < units;) {
                     int m_block, n_block, e;
-                    unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+                    bool ghost = false, shared = false; // CM 2 (the ghost's loads are in bounds: see pair_blocks)
+                    if constexpr (CM == 1) unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+                    else pair_unit_tile(p, u, units_m, rank, m_block, n_block, e, ghost, shared);
                     const int m0 = m_block * BM;
                     // Read beside block_expert; the header tells the second consumer warpgroup to skip
                     // the unit's MMAs (GEMM1 only on request: hopper_gemm1_skip_idle).
@@ -243,7 +254,17 @@ __global__ void __launch_bounds__(THREADS, 1)
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0); // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
-                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        if constexpr (CM == 1) {
+                            tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        } else if (shared) { // our half of B into both CTAs' stage
+                            const int part = (int)rank * (BN / 2);
+                            tma_load_2d_multicast(smem_b + stage * B_BYTES + part * BK * 2, &map_b, &full[stage],
+                                                  kb * BK, b_row + part, (uint16_t)0x3);
+                        } else { // the pair straddles two experts: our whole B tile, by halves
+                            for (int h = 0; h < 2; ++h)
+                                tma_load_2d(smem_b + stage * B_BYTES + h * (BN / 2) * BK * 2, &map_b, &full[stage],
+                                            kb * BK, b_row + h * (BN / 2));
+                        }
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -253,7 +274,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // still have the ring's stages to work on (taken at the unit's start, the
                     // atomic's latency stalled the producer's k-loop: ptxas waits on it at the loop
                     // head; lab call M4, 3-4% on the short-K shapes).
-                    u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x;
+                    u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x / CM;
                 }
                 if (DYN) {
                     // The end marker, in the stage the next unit would have started in.
@@ -277,7 +298,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         int stage = 0;
         uint32_t phase = 0;
-        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
+        for (int u = (int)blockIdx.x / CM; DYN || u < units; u += (int)gridDim.x / CM) {
             if (DYN) {
                 // The unit's first stage: its header names the unit (-1: none left). Lane 0 reads it
                 // (the warp's own release of the stage comes later, from lane 0) and shares it.
@@ -293,7 +314,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // the other warpgroup has the tensor cores to itself.
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&full[stage], phase);
-                        release_stage<1>(&empty[stage], lane);
+                        release_stage<CM>(&empty[stage], lane);
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -304,7 +325,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             // Loaded here, used by the epilogue: the loads' latency hides behind the mainloop.
             int m_block, n_block, e;
-            unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+            bool ghost = false, shared = false; // CM 2: a ghost computes and stores nothing
+            if constexpr (CM == 1) unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+            else pair_unit_tile(p, u, units_m, rank, m_block, n_block, e, ghost, shared);
             const int m0 = m_block * BM;
             const int n0 = n_block * BN;
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
@@ -333,7 +356,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_commit_group();
                 if (early && kb == num_kb - 1 && lane < 16) early_id = p.sorted_ids[warp_row + lane];
                 wgmma_wait_group<1>();
-                if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
+                if (kb > 0) release_stage<CM>(&empty[prev_stage], lane);
                 prev_stage = stage;
                 if (++stage == STAGES) {
                     stage = 0;
@@ -344,7 +367,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (early && lane < 16) row_target_of<MODE>(p, warp_row + lane, early_id, early_row.off, early_row.scale);
             wgmma_wait_group<0>();
             fence_registers<BN / 2>(acc);
-            release_stage<1>(&empty[prev_stage], lane);
+            release_stage<CM>(&empty[prev_stage], lane);
+            if (CM > 1 && ghost) continue;
 
             if constexpr (EPI == EPI_ACT_FIRST && MODE == GEMM_UP)
                 act_first_epilogue<BN>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
@@ -365,6 +389,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         // BULK, ACT_TMA: the shared memory stays until the last copies have read it.
         if (BULK && lane < 16) bulk_wait_read<0>();
         if (ACT_TMA && warp == 0 && lane == 0) bulk_wait_read<0>();
+    }
+    // CM 2: no CTA may leave while its peer can still multicast into it or arrive on its barriers
+    // (the producer's warp diverged around its issuing lane: reconverge first).
+    if (CM > 1) {
+        __syncwarp();
+        cluster_sync();
     }
 #endif
 }

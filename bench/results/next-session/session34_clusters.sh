@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Written in session 34 (never run; ~2-3 min). From the repo root, carry .deps and build-device/glab (built
+# on the CPU machine: see the README here), or let it build (no PREBUILT):
+#   PREBUILT=1 O=/tmp/o6 timeout 300 bash bench/results/<session dir>/session34_clusters.sh; tar czf $OUT/o6.tgz -C /tmp/o6 .
+# The bf16 grouped kernel in clusters of 2 (lab variants *_c2; grouped_gemm_kernel's CM, pair_blocks): the
+# two CTAs take adjacent row blocks; where both are one expert's, each loads half of the B tile and
+# multicasts it to both. Why: GEMM1 runs L2 at 80-84% of its peak (session 34's ncu, glm T = 16384) and its
+# 128 x 256 tiles read 0.0234 L2 bytes a MAC; sharing B reads 0.0156. The FP8 kernel's clusters (session
+# 29) ran the mainloop 2-11% faster but the whole kernels 0.96-1.08x; bf16 mainloops are twice as long a
+# tile, so the epilogue weighs half as much. Static stride and the grouped raster over pairs only (no
+# tickets, no expert raster): against the same kernel on single CTAs first, then against the shipped.
+# Predictions (before any run), c2 / single-CTA time at T = 16384:
+#   mainloop alone (up_none, down_none): deepseek, glm, mixtral 0.90-0.97; qwen3 0.93-0.99; qwen3next
+#   0.95-1.00 (2.5 blocks an expert: many pairs straddle two experts and share nothing).
+#   with their epilogues (up_actfirst, down_staged): 0.94-1.00.
+#   up_actfirst_c2 / up_actfirst_dyn_exp (the shipped GEMM1 on permuted x, tickets, expert raster): 0.96-1.03.
+# Correctness: every variant passes the lab's checks (sampled fp64 reference, every output written, equal
+# to the shipped kernel's); memcheck and racecheck clean on the c2 variants at T = 512. If a clustered
+# mainloop gains >= 4% on two of the large-expert shapes, the next step is tickets and the expert raster in
+# clusters (a ticket per pair, handed to the peer CTA).
+set -u
+. tools/device_call.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
+glab_prebuilt_or_build
+S=deepseek,glm,mixtral,qwen3,qwen3next
+V1=up_none,up_none_c2,up_actfirst,up_actfirst_c2,up_actfirst_dyn_exp
+V2=down_none,down_none_c2,down_staged,down_staged_c2,down_bulk_dyn_exp
+# 1. Correctness under the sanitizers, small T (a hang or a fault here stops the timings' meaning).
+for tool in memcheck racecheck; do
+  timeout 60 compute-sanitizer --tool $tool --error-exitcode 3 /tmp/glab --shapes qwen3,glm --tokens 512 \
+    --variants up_none_c2,up_actfirst_c2,down_none_c2,down_staged_c2 > $O/$tool.log 2>&1
+  mark "$tool c2 T=512" $? $O/$tool.log
+done
+# 2. Timings: two processes a GEMM, the variant lists in opposite orders.
+rev() { echo "$1" | tr ',' '\n' | tac | paste -sd, -; }
+for g in 1 2; do
+  eval v=\$V$g
+  timeout 90 /tmp/glab --shapes $S --tokens 16384 --variants $v --json $O/c2_g${g}_a.jsonl > $O/c2_g${g}_a.log 2>&1
+  mark "lab GEMM$g T=16384 order a" $? $O/c2_g${g}_a.log
+  timeout 90 /tmp/glab --shapes $S --tokens 16384 --variants $(rev $v) --json $O/c2_g${g}_b.jsonl > $O/c2_g${g}_b.log 2>&1
+  mark "lab GEMM$g T=16384 order b" $? $O/c2_g${g}_b.log
+done
+# 3. T = 4096, one process a GEMM.
+for g in 1 2; do
+  eval v=\$V$g
+  timeout 60 /tmp/glab --shapes $S --tokens 4096 --variants $v --json $O/c2_g${g}_4096.jsonl > $O/c2_g${g}_4096.log 2>&1
+  mark "lab GEMM$g T=4096" $? $O/c2_g${g}_4096.log
+done
+mark done 0 /dev/null
