@@ -157,6 +157,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int units = (CM == 2 ? (units_m + 1) / 2 : units_m) * p.tiles_n; // CM 2: units of pairs of blocks
     const int num_kb = (p.k + BK - 1) / BK;
     const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
+    // CM 2 launched without clusters of 2 (both CTAs rank 0, a multicast to no peer) or with a tail
+    // box (its bytes would not match the half boxes that land) would hang: stop at once instead.
+    if (CM > 1 && (cluster_cta_count() != (uint32_t)CM || p.b_tail_rows != 0)) __trap();
 
     if (threadIdx.x == 0) {
         // CM 2: each stage is released by the consumer warps of both CTAs (both may write into it).

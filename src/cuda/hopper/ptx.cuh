@@ -231,6 +231,11 @@ __device__ __forceinline__ uint32_t cluster_cta_rank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
+__device__ __forceinline__ uint32_t cluster_cta_count() {
+    uint32_t n;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+    return n;
+}
 // Every thread of every CTA of the cluster: release our prior writes, acquire everyone's.
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n"
