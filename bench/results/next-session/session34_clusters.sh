@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Written in session 34 (never run; ~2-4 min). From the repo root, carry .deps and build-device/glab (built
+# Written in session 34 (never run; ~3-5 min). From the repo root, carry .deps and build-device/glab (built
 # on the CPU machine: see the README here), or let it build (no PREBUILT):
-#   PREBUILT=1 O=/tmp/o6 timeout 420 bash bench/results/<session dir>/session34_clusters.sh; tar czf $OUT/o6.tgz -C /tmp/o6 .
+#   PREBUILT=1 O=/tmp/o6 timeout 560 bash bench/results/<session dir>/session34_clusters.sh; tar czf $OUT/o6.tgz -C /tmp/o6 .
 # The bf16 grouped kernel in clusters of 2 (lab variants *_c2; grouped_gemm_kernel's CM, pair_blocks): the
 # two CTAs take adjacent row blocks; where both are one expert's, each loads half of the B tile and
 # multicasts it to both. Why: GEMM1 runs L2 at 80-84% of its peak (session 34's ncu, glm T = 16384) and its
@@ -54,4 +54,12 @@ for g in 1 2; do
   timeout 60 /tmp/glab --shapes $S --tokens 4096 --variants $v --json $O/c2_g${g}_4096.jsonl > $O/c2_g${g}_4096.log 2>&1
   mark "lab GEMM$g T=4096" $? $O/c2_g${g}_4096.log
 done
+# 4. The FP8 kernel's clusters again (session 29's variants and shapes, two orders): its clustered launches
+#    then carried per-launch host setup inside the timed events (fixed in session 34). Prediction: the full
+#    variants' c2 / single 0.94-1.02, a little lower than session 29's 0.96-1.08 (same sign per shape).
+A=fp8_up_192_none,fp8_up_192_none_c2,fp8_up_192_bulk,fp8_up_192_bulk_c2,fp8_up_192,fp8_up_192_c2,fp8_down_192_none,fp8_down_192_none_c2,fp8_down_192_b16,fp8_down_192_b16_c2,fp8_down_192_bulk,fp8_down_192_bulk_c2
+timeout 100 /tmp/glab --fp8 --shapes qwen3,deepseek,mixtral,gptoss --variants $A > $O/fp8_c2_a.log 2>&1
+mark "FP8 c2 order a" $? $O/fp8_c2_a.log
+timeout 100 /tmp/glab --fp8 --shapes qwen3,deepseek,mixtral,gptoss --variants $(rev $A) > $O/fp8_c2_b.log 2>&1
+mark "FP8 c2 order b" $? $O/fp8_c2_b.log
 mark done 0 /dev/null
