@@ -192,6 +192,15 @@ static const variant VARIANTS[] = {
     {"up_actfirst_c2", "up_actfirst in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, false, 2},
     {"down_none_c2", "down_none in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, false, 2},
     {"down_staged_c2", "down_staged in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, false, 2},
+    // The same four with the expert raster (pairs expert by expert, as the library's units; static stride).
+    {"up_none_exp", "up_none expert by expert", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true},
+    {"up_none_exp_c2", "up_none_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true, 2},
+    {"up_actfirst_exp", "up_actfirst expert by expert", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, true},
+    {"up_actfirst_exp_c2", "up_actfirst_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, true, 2},
+    {"down_none_exp", "down_none expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true},
+    {"down_none_exp_c2", "down_none_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true, 2},
+    {"down_staged_exp", "down_staged expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true},
+    {"down_staged_exp_c2", "down_staged_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true, 2},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -994,7 +1003,7 @@ int main(int argc, char **argv) {
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
             (n.find("_c2") != std::string::npos) != (v.cm == 2) ||
-            (v.cm == 2 && (v.dyn || v.expert || v.gather || (v.fp8 && !v.stage) || (!v.fp8 && v.bn != 256))) ||
+            (v.cm == 2 && (v.dyn || v.gather || (v.fp8 && (!v.stage || v.expert)) || (!v.fp8 && v.bn != 256))) ||
             (v.cm == 2 && !v.fp8 && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||

@@ -169,12 +169,22 @@ __device__ __forceinline__ void pair_blocks(const grouped_params &p, int pair, i
     e = rank == 0 || ghost ? e_first : e_second;
 }
 
-// Unit u of a clustered bf16 grouped GEMM: (pair of row blocks, n block) in the grouped raster over
-// pairs (no expert raster), then pair_blocks.
+// Unit u of a clustered bf16 grouped GEMM: (pair of row blocks, n block), then pair_blocks. Without
+// expert_offsets, the grouped raster over all pairs. With them, unit_tile's expert raster over pairs:
+// a pair belongs to the expert of its first (even) block, so expert e owns the pairs whose first block
+// lies in its range, [ceil(first / 2), ceil(end / 2)); their units are contiguous, tiles_n a pair.
 __device__ __forceinline__ void pair_unit_tile(const grouped_params &p, int u, int units_m, uint32_t rank,
                                                int &m_block, int &n_block, int &e, bool &ghost, bool &shared) {
     int pair;
-    raster_unit(u, (units_m + 1) / 2, p.tiles_n, p.group_m, pair, n_block);
+    if (p.expert_offsets == nullptr) {
+        raster_unit(u, (units_m + 1) / 2, p.tiles_n, p.group_m, pair, n_block);
+    } else {
+        const int owner = p.block_expert[2 * (u / p.tiles_n)];
+        const int first = (int)(p.expert_offsets[owner] / BM), end = (int)(p.expert_offsets[owner + 1] / BM);
+        const int pair_first = (first + 1) / 2, pair_end = (end + 1) / 2;
+        raster_unit(u - pair_first * p.tiles_n, pair_end - pair_first, p.tiles_n, p.group_m, pair, n_block);
+        pair += pair_first;
+    }
     pair_blocks(p, pair, units_m, rank, m_block, e, ghost, shared);
 }
 
