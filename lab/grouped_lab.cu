@@ -201,6 +201,11 @@ static const variant VARIANTS[] = {
     {"down_none_exp_c2", "down_none_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true, 2},
     {"down_staged_exp", "down_staged expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true},
     {"down_staged_exp_c2", "down_staged_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true, 2},
+    // The shipped kernels (tickets, expert raster) in clusters of 2: a ticket a pair, handed from rank 0's
+    // producer to rank 1's (pair_ticket).
+    {"up_actfirst_dyn_exp_c2", "up_actfirst_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
+    {"up_acttma_dyn_exp_c2", "up_acttma_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
+    {"down_bulk_dyn_exp_c2", "down_bulk_dyn_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 2},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -291,12 +296,12 @@ static cudaError_t launch_in_pairs(pair_launch &L, KERNEL kernel, int smem, unsi
 }
 
 // The bf16 kernel in clusters of 2 (v.cm == 2; b: boxes of half a tile, bf16_c2_prepare).
-template <int MODE, int EPI>
+template <int MODE, int EPI, bool DYN = false>
 static cudaError_t launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
-                               unsigned ctas, const CUtensorMap *) {
+                               unsigned ctas, const CUtensorMap *mo) {
     static pair_launch L;
-    return launch_in_pairs(L, grouped_gemm_kernel<MODE, EPI, 0, false, false, GBN, 2>, grouped_smem_bytes<EPI, false>(),
-                           ctas, a, b, bt, b, p);
+    return launch_in_pairs(L, grouped_gemm_kernel<MODE, EPI, 0, false, DYN, GBN, 2>, grouped_smem_bytes<EPI, DYN, 2>(),
+                           ctas, a, b, bt, mo ? *mo : b, p);
 }
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
@@ -427,6 +432,10 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.cm == 2 && v.dyn)
+        return v.epi == EPI_ACT_TMA   ? launch_c2_t<GEMM_UP, EPI_ACT_TMA, true>
+               : v.epi == EPI_BULK    ? launch_c2_t<GEMM_DOWN, EPI_BULK, true>
+                                      : launch_c2_t<GEMM_UP, EPI_ACT_FIRST, true>;
     if (v.cm == 2)
         return v.kernel_mode == GEMM_UP ? (v.epi == EPI_NONE ? launch_c2_t<GEMM_UP, EPI_NONE> : launch_c2_t<GEMM_UP, EPI_ACT_FIRST>)
                                         : (v.epi == EPI_NONE ? launch_c2_t<GEMM_DOWN, EPI_NONE> : launch_c2_t<GEMM_DOWN, EPI_STAGED>);
@@ -518,6 +527,10 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.cm == 2 && v.dyn)
+        return v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>
+               : v.epi == EPI_BULK  ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>
+                                    : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true, GBN, 2>;
     if (v.cm == 2)
         return v.kernel_mode == GEMM_UP
                    ? (v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, false, false, GBN, 2>
@@ -1003,8 +1016,9 @@ int main(int argc, char **argv) {
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
             (n.find("_c2") != std::string::npos) != (v.cm == 2) ||
-            (v.cm == 2 && (v.dyn || v.gather || (v.fp8 && (!v.stage || v.expert)) || (!v.fp8 && v.bn != 256))) ||
-            (v.cm == 2 && !v.fp8 && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
+            (v.cm == 2 && (v.gather || (v.fp8 && (!v.stage || v.expert || v.dyn)) || (!v.fp8 && v.bn != 256))) ||
+            (v.cm == 2 && !v.fp8 && !v.dyn && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
+            (v.cm == 2 && !v.fp8 && v.dyn && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_BULK) && v.epi != EPI_ACT_TMA) ||
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
             (n.find("_early") != std::string::npos) != v.early || (v.early && (v.fp8 || v.epi != EPI_BULK)) ||
@@ -1041,7 +1055,9 @@ int main(int argc, char **argv) {
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
                          : epi_uses_staging(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
                                              : grouped_smem_bytes<EPI_REGS>();
-        printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem, v.what);
+        // (bf16 on tickets in clusters: the ticket hand-off's barriers too)
+        const int smem_all = smem + (!fp8 && v.cm == 2 && v.dyn ? PAIR_TICKET_BARRIERS * 8 : 0);
+        printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem_all, v.what);
     }
     FILE *json = json_path ? fopen(json_path, "a") : nullptr;
     float *d_cmp;

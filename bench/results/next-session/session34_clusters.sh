@@ -17,6 +17,9 @@
 #   the same ratios with the expert raster (*_exp_c2 / *_exp) within 0.02 of the grouped raster's.
 #   up_actfirst_exp_c2 / up_actfirst_dyn_exp (the shipped GEMM1 on permuted x, tickets, expert raster):
 #   0.96-1.03; down_staged_exp_c2 / down_bulk_dyn_exp (fp32 rows against bf16: not the same output) not judged.
+#   The shipped kernels themselves in clusters, a ticket a pair handed from rank 0's producer to rank 1's
+#   (up_actfirst_dyn_exp_c2, up_acttma_dyn_exp_c2, down_bulk_dyn_exp_c2, against their single-CTA twins):
+#   0.95-1.01 on deepseek, glm, mixtral; 0.97-1.02 on qwen3, qwen3next.
 # Correctness: every variant passes the lab's checks (sampled fp64 reference, every output written, equal
 # to the shipped kernel's); memcheck and racecheck clean on the c2 variants (step 1). If a clustered
 # mainloop gains >= 4% on two of the large-expert shapes, the next step is tickets and the expert raster in
@@ -26,21 +29,22 @@ set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
 glab_prebuilt_or_build
 S=deepseek,glm,mixtral,qwen3,qwen3next
-V1=up_none,up_none_c2,up_none_exp,up_none_exp_c2,up_actfirst,up_actfirst_c2,up_actfirst_exp,up_actfirst_exp_c2,up_actfirst_dyn_exp
-V2=down_none,down_none_c2,down_none_exp,down_none_exp_c2,down_staged,down_staged_c2,down_staged_exp,down_staged_exp_c2,down_bulk_dyn_exp
+V1=up_none,up_none_c2,up_none_exp,up_none_exp_c2,up_actfirst,up_actfirst_c2,up_actfirst_exp,up_actfirst_exp_c2,up_actfirst_dyn_exp,up_actfirst_dyn_exp_c2,up_acttma_dyn_exp,up_acttma_dyn_exp_c2
+V2=down_none,down_none_c2,down_none_exp,down_none_exp_c2,down_staged,down_staged_c2,down_staged_exp,down_staged_exp_c2,down_bulk_dyn_exp,down_bulk_dyn_exp_c2
 # 1. Correctness under the sanitizers (checks only, no timing): shapes whose pairs share an expert (the
 #    multicast: deepseek's shared expert, mixtral's 1-2 block experts, qwen3 at 2048 tokens) and, with
 #    two seeds, an odd block count somewhere (the ghost; the lab prints each shape's row blocks).
+C2=up_actfirst_c2,up_actfirst_exp_c2,up_actfirst_dyn_exp_c2,up_acttma_dyn_exp_c2,down_staged_c2,down_staged_exp_c2,down_bulk_dyn_exp_c2
 for tool in memcheck racecheck; do
   for seed in 1 2; do
     LAB_SEED=$seed timeout 60 compute-sanitizer --tool $tool --error-exitcode 3 /tmp/glab --check-only \
-      --shapes deepseek,mixtral --tokens 512 --variants up_actfirst_c2,up_actfirst_exp_c2,down_staged_c2,down_staged_exp_c2 \
+      --shapes deepseek,mixtral --tokens 512 --variants $C2 \
       > $O/${tool}_$seed.log 2>&1
     mark "$tool c2 deepseek, mixtral T=512 seed $seed" $? $O/${tool}_$seed.log
   done
 done
 LAB_SEED=3 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/glab --check-only --shapes qwen3 \
-  --tokens 2048 --variants up_actfirst_c2,up_actfirst_exp_c2,down_staged_c2,down_staged_exp_c2 > $O/memcheck_qwen3.log 2>&1
+  --tokens 2048 --variants $C2 > $O/memcheck_qwen3.log 2>&1
 mark "memcheck c2 qwen3 T=2048" $? $O/memcheck_qwen3.log
 # 2. Timings: two processes a GEMM, the variant lists in opposite orders.
 rev() { echo "$1" | tr ',' '\n' | tac | paste -sd, -; }

@@ -71,16 +71,20 @@ using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
 constexpr int ACT_TMA_BOX_BYTES = 64 * 128;
 constexpr int ACT_TMA_WG_BYTES = 2 * ACT_TMA_BOX_BYTES;
 constexpr int ACT_TMA_BYTES = 2 * ACT_TMA_WG_BYTES;
-template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
+// DYN in clusters of 2 (lab only): the two barriers a slot of the ticket hand-off between the two
+// CTAs' producers (grouped_kernel.cuh, pair_ticket), after the ring's barriers.
+constexpr int PAIR_TICKET_BARRIERS = 4;
+template <int EPI, bool DYN = false, int CM = 1> constexpr int grouped_smem_bytes() {
     return (EPI == EPI_BULK      ? grouped_bulk_config::SMEM_BYTES + bulk_extra_bytes<GBN>()
             : EPI == EPI_ACT_TMA ? grouped_config::SMEM_BYTES + ACT_TMA_BYTES
                                  : grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0)) +
-           (DYN ? DYN_HEADER_BYTES : 0);
+           (DYN ? DYN_HEADER_BYTES : 0) + (DYN && CM > 1 ? PAIR_TICKET_BARRIERS * 8 : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_BULK, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_ACT_TMA, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_smem_bytes<EPI_ACT_TMA, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)

@@ -91,13 +91,39 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
 // taken its last ticket once all have counted themselves here: the last one resets the counters
 // for the next launch. The fences order this CTA's last ticket before its count, and every count
 // before the reset (relaxed atomics on two words).
-__device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
+// takers: how many threads take tickets (a CTA's, or in clusters of 2 a cluster's).
+__device__ __forceinline__ void dyn_counter_release(int *unit_counter, int takers) {
     __threadfence();
-    if (atomicAdd(&unit_counter[1], 1) == (int)gridDim.x - 1) {
+    if (atomicAdd(&unit_counter[1], 1) == takers - 1) {
         __threadfence();
         atomicExch(&unit_counter[0], 0);
         atomicExch(&unit_counter[1], 0);
     }
+}
+
+// DYN in clusters of 2: rank 0's producer takes each ticket and hands it to rank 1's through a
+// two-slot mailbox in rank 1 (the DYN header's next-unit words, `box`): it stores the unit there,
+// then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with acquire,
+// reads it and frees the slot by arriving on rank 0's ticket_empty. Both producers then load the
+// same pair unit; each writes its own stage headers for its own consumers.
+__device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t rank, int *box, uint64_t *ticket_full,
+                                           uint64_t *ticket_empty, int &slot, uint32_t &phase) {
+    int u;
+    if (rank == 0) {
+        u = (int)gridDim.x / 2 + atomicAdd(&p.unit_counter[0], 1);
+        mbar_wait(&ticket_empty[slot], phase ^ 1); // rank 1 has read this slot's previous unit
+        st_shared_cluster(&box[slot], 1, u);
+        mbar_arrive_cluster_release(&ticket_full[slot], 1);
+    } else {
+        mbar_wait_cluster_acquire(&ticket_full[slot], phase);
+        u = *(volatile int *)&box[slot];
+        mbar_arrive_cluster(&ticket_empty[slot], 0);
+    }
+    if (++slot == 2) {
+        slot = 0;
+        phase ^= 1;
+    }
+    return u;
 }
 
 // DYN (the library's tiled path when the forward gives a counter): units are taken in order from a
@@ -113,7 +139,7 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
 // CM = 2 (lab only, the `_c2` variants): clusters of 2 over pairs of row blocks (pair_blocks), each CTA
 // loading half of a shared B tile and multicasting it; map_b's boxes are then BN / 2 rows, and n must
-// be a multiple of BN (no tail box). Static stride, x permuted, and no bulk or TMA-stored epilogue.
+// be a multiple of BN (no tail box). x permuted (no gather); on tickets, a ticket a pair (pair_ticket).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -125,8 +151,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
                   "EPI_ACT_TMA: GEMM1, 256-wide tiles (a 240-wide tile's second box would reach the next tile's "
                   "columns), on tickets");
-    static_assert(CM == 1 || (CM == 2 && !GATHER && !DYN && BN == GBN && EPI != EPI_BULK && EPI != EPI_ACT_TMA),
-                  "clusters of 2: static stride, x permuted, 256-wide tiles, the staged, act-first or no-store epilogues");
+    static_assert(CM == 1 || (CM == 2 && !GATHER && BN == GBN), "clusters of 2: x permuted, 256-wide tiles");
+    constexpr bool PAIR_TICKETS = DYN && CM > 1;
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
     constexpr bool BULK = EPI == EPI_BULK;
     constexpr bool ACT_TMA = EPI == EPI_ACT_TMA;
@@ -141,10 +167,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint8_t *act_tma_buf = smem_b + STAGES * B_BYTES;
     uint64_t *full = (uint64_t *)(smem_b + STAGES * B_BYTES + (ACT_TMA ? ACT_TMA_BYTES : 0));
     uint64_t *empty = full + STAGES;
+    uint64_t *ticket_full = empty + STAGES;  // PAIR_TICKETS: [2], rank 1's in use (pair_ticket)
+    uint64_t *ticket_empty = ticket_full + 2; // PAIR_TICKETS: [2], rank 0's in use
+    uint64_t *barriers_end = empty + STAGES + (PAIR_TICKETS ? PAIR_TICKET_BARRIERS : 0);
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table. EPI_BULK:
     // per consumer warp 16 whole rows (16-byte aligned for the bulk copies), then the row tables.
     constexpr int WARP_BYTES = BULK ? bulk_warp_bytes<GBN>() : STAGE_WARP_BYTES;
-    uint8_t *staging = BULK ? bulk_buffers(empty + STAGES) : (uint8_t *)(empty + STAGES);
+    uint8_t *staging = BULK ? bulk_buffers(barriers_end) : (uint8_t *)barriers_end;
     uint8_t *row_info = staging + CONSUMER_WARPS * WARP_BYTES;
     // DYN: after the epilogue's buffers (grouped_smem_bytes counts them for the staged and bulk EPIs).
     int *stage_unit =
@@ -162,7 +191,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (CM > 1 && (cluster_cta_count() != (uint32_t)CM || p.b_tail_rows != 0)) __trap();
 
     if (threadIdx.x == 0) {
+        if (PAIR_TICKETS)
+            for (int j = 0; j < 2; ++j) {
+                mbar_init(&ticket_full[j], 1);
+                mbar_init(&ticket_empty[j], 1);
+            }
         // CM 2: each stage is released by the consumer warps of both CTAs (both may write into it).
+        // (ring_init's fence covers the ticket barriers too.)
         ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS * CM);
     }
     // CM 2: the peer CTA's barriers must exist before our multicast signals them.
@@ -230,10 +265,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_arrive(&full[stage]);
             }
             cp_async_wait_all(); // no thread exits with copies in flight
-            if (DYN && t == 0) dyn_counter_release(p.unit_counter);
+            if (DYN && t == 0) dyn_counter_release(p.unit_counter, (int)gridDim.x);
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
             if (threadIdx.x == 0) {
+                int ticket_slot = 0; // PAIR_TICKETS: the mailbox's slot and phase
+                uint32_t ticket_phase = 0;
                 tma_prefetch_map(&map_a);
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
@@ -277,14 +314,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // still have the ring's stages to work on (taken at the unit's start, the
                     // atomic's latency stalled the producer's k-loop: ptxas waits on it at the loop
                     // head; lab call M4, 3-4% on the short-K shapes).
-                    u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x / CM;
+                    if constexpr (PAIR_TICKETS)
+                        u = pair_ticket(p, rank, stage_unit + DYN_NEXT_UNIT_WORD, ticket_full, ticket_empty, ticket_slot,
+                                        ticket_phase);
+                    else
+                        u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x / CM;
                 }
                 if (DYN) {
                     // The end marker, in the stage the next unit would have started in.
                     mbar_wait(&empty[stage], phase ^ 1);
                     stage_unit[stage] = -1;
                     mbar_arrive(&full[stage]);
-                    dyn_counter_release(p.unit_counter);
+                    if (rank == 0) dyn_counter_release(p.unit_counter, (int)gridDim.x / CM);
                 }
             }
         }
