@@ -46,7 +46,8 @@ constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
 // DYN: the stage headers that carry each unit's number from the producer to the consumers, then
-// (GATHER) the two words through which the producer's thread 0 hands the next unit to the others.
+// the two words through which the next unit is handed on: from the gathering producer's thread 0 to
+// its other threads (GATHER), or in clusters of 2 from rank 0's producer to rank 1's (pair_ticket).
 constexpr int DYN_HEADER_BYTES = 16 * 4;
 constexpr int DYN_NEXT_UNIT_WORD = 8;
 static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= DYN_HEADER_BYTES / 4,
@@ -85,6 +86,8 @@ static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memo
 static_assert(grouped_smem_bytes<EPI_BULK, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_ACT_TMA, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_ACT_TMA, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_smem_bytes<EPI_BULK, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
+static_assert(grouped_smem_bytes<EPI_ACT_FIRST, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
@@ -109,8 +112,8 @@ struct grouped_params {
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     const __nv_bfloat16 *x;
     int64_t ldx, top_k;
-    // DYN: [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
-    // the last CTA to take its final ticket puts them back to 0.
+    // DYN: [0] the next unit's ticket, [1] ticket takers done (CTAs, or clusters of 2); both 0 at
+    // launch, and the last taker to take its final ticket puts them back to 0.
     int *unit_counter;
     // DYN: the producer flags a unit whose row block's second 64 rows are all padding (an expert's
     // last block holding at most 64 rows) and the second consumer warpgroup skips its MMAs.

@@ -87,11 +87,11 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
     return tail ? map_b_tail : map_b;
 }
 
-// DYN: called once per CTA by the thread that took its tickets, after its last one. Every CTA has
-// taken its last ticket once all have counted themselves here: the last one resets the counters
-// for the next launch. The fences order this CTA's last ticket before its count, and every count
-// before the reset (relaxed atomics on two words).
-// takers: how many threads take tickets (a CTA's, or in clusters of 2 a cluster's).
+// DYN: called once per ticket taker (the thread of a CTA that takes its tickets; in clusters of 2,
+// rank 0's) after its last ticket. Every taker has its last ticket once all `takers` have counted
+// themselves here: the last one resets the counters for the next launch. The fences order this
+// taker's last ticket before its count, and every count before the reset (relaxed atomics on two
+// words).
 __device__ __forceinline__ void dyn_counter_release(int *unit_counter, int takers) {
     __threadfence();
     if (atomicAdd(&unit_counter[1], 1) == takers - 1) {
@@ -104,7 +104,7 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter, int taker
 // DYN in clusters of 2: rank 0's producer takes each ticket and hands it to rank 1's through a
 // two-slot mailbox in rank 1 (the DYN header's next-unit words, `box`): it stores the unit there,
 // then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with acquire,
-// reads it and frees the slot by arriving on rank 0's ticket_empty. Both producers then load the
+// reads it and frees the slot by arriving (release, cluster scope) on rank 0's ticket_empty. Both producers then load the
 // same pair unit; each writes its own stage headers for its own consumers.
 __device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t rank, int *box, uint64_t *ticket_full,
                                            uint64_t *ticket_empty, int &slot, uint32_t &phase) {
@@ -116,8 +116,9 @@ __device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t ran
         mbar_arrive_cluster_release(&ticket_full[slot], 1);
     } else {
         mbar_wait_cluster_acquire(&ticket_full[slot], phase);
-        u = *(volatile int *)&box[slot];
-        mbar_arrive_cluster(&ticket_empty[slot], 0);
+        u = box[slot]; // (after the wait's "memory" clobber: read again each time)
+        // release.cluster: the read above comes before rank 0's next store into this slot.
+        mbar_arrive_cluster_release(&ticket_empty[slot], 0);
     }
     if (++slot == 2) {
         slot = 0;
