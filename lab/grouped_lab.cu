@@ -295,7 +295,7 @@ static cudaError_t launch_in_pairs(pair_launch &L, KERNEL kernel, int smem, unsi
     return err != cudaSuccess ? err : cudaGetLastError();
 }
 
-// The bf16 kernel in clusters of 2 (v.cm == 2; b: boxes of half a tile, bf16_c2_prepare).
+// The bf16 kernel in clusters of 2 (v.cm == 2; b: boxes of half a tile, grouped_prepare_pairs).
 template <int MODE, int EPI, bool DYN = false>
 static cudaError_t launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                                unsigned ctas, const CUtensorMap *mo) {
@@ -962,17 +962,6 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int 
     return CUDA_SUCCESS;
 }
 
-// The bf16 kernel in clusters of 2: grouped_prepare's, then B boxes of half a tile (each CTA loads
-// half of a shared tile) and the raster group in pairs of blocks. n must be a multiple of 256.
-static CUresult bf16_c2_prepare(const gemm_args &a, int sms, CUtensorMap *ma, CUtensorMap *mb, CUtensorMap *mbt,
-                                grouped_params *p, unsigned *ctas) {
-    if (a.n % GBN != 0) return CUDA_ERROR_INVALID_VALUE; // no tail box in clusters
-    CUresult cr = grouped_prepare(&a, sms, ma, mb, mbt, p, ctas, false, GBN);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map(mb, a.b, a.experts * a.n, a.k, a.k, GBN / 2);
-    *mbt = *mb;
-    p->group_m = std::max(1, p->group_m / 2);
-    return cr;
-}
 
 static bool listed(const char *list, const char *name) {
     if (!list) return true;
@@ -1141,7 +1130,7 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                if (!fp8 && v.cm == 2 && a.n % GBN != 0) { // clusters load no tail box (bf16_c2_prepare)
+                if (!fp8 && v.cm == 2 && a.n % GBN != 0) { // clusters load no tail box (grouped_prepare_pairs)
                     printf("%-18s skipped: clusters of 2 need n %% %d == 0 (n = %lld)\n", v.name, GBN, (long long)a.n);
                     cudaFree(out);
                     continue;
@@ -1176,7 +1165,7 @@ int main(int argc, char **argv) {
                 }
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
-                                : v.cm == 2 ? bf16_c2_prepare(a, sms, &ma, &mb, &mbt, &p, &ctas)
+                                : v.cm == 2 ? grouped_prepare_pairs(&a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Written in session 34 (never run; ~3-5 min). From the repo root, carry .deps and build-device/glab (built
+# Written in session 34 (never run; ~5-7 min). From the repo root, carry .deps and build-device/glab (built
 # on the CPU machine: see the README here), or let it build (no PREBUILT):
 #   PREBUILT=1 O=/tmp/o6 timeout 560 bash bench/results/<session dir>/session34_clusters.sh; tar czf $OUT/o6.tgz -C /tmp/o6 .
-# The bf16 grouped kernel in clusters of 2 (lab variants *_c2; grouped_gemm_kernel's CM, pair_blocks): the
-# two CTAs take adjacent row blocks; where both are one expert's, each loads half of the B tile and
-# multicasts it to both. Why: GEMM1 runs L2 at 80-84% of its peak (session 34's ncu, glm T = 16384) and its
+# The bf16 grouped kernel in clusters of 2 (lab variants *_c2, and the library's MOEFUSE_HOPPER_CLUSTERS=2;
+# grouped_gemm_kernel's CM, pair_blocks): the two CTAs take adjacent row blocks; where both are one
+# expert's, each loads half of the B tile and multicasts it to both. Why: GEMM1 runs L2 at 80-84% of its peak (session 34's ncu, glm T = 16384) and its
 # 128 x 256 tiles read 0.0234 L2 bytes a MAC; sharing B reads 0.0156. The FP8 kernel's clusters (session
 # 29) ran the mainloop 2-11% faster but the whole kernels 0.96-1.08x; bf16 mainloops are twice as long a
 # tile, so the epilogue weighs half as much. Static stride (no tickets), with the grouped raster over all
@@ -72,4 +72,14 @@ timeout 100 /tmp/glab --fp8 --shapes qwen3,deepseek,mixtral,gptoss --variants $A
 mark "FP8 c2 order a" $? $O/fp8_c2_a.log
 timeout 100 /tmp/glab --fp8 --shapes qwen3,deepseek,mixtral,gptoss --variants $(rev $A) > $O/fp8_c2_b.log 2>&1
 mark "FP8 c2 order b" $? $O/fp8_c2_b.log
+# 5. The library's switch (MOEFUSE_HOPPER_CLUSTERS=2: the shipped GEMMs in clusters where tiles are 256 wide
+#    on tickets and x is permuted): the GPU suite's PERF-shape cases (the bf16 ones come first) and the
+#    forward, base against clusters, 3 rotated rounds. Prediction: all correct; forward c2 / base time on
+#    deepseek, glm, qwen3-235b, mixtral at T = 16384 0.96-1.01 (GEMM2 everywhere, GEMM1 where x is
+#    permuted), qwen3 and qwen3-next (GEMM1 gathers: GEMM2 alone) 0.98-1.01.
+build_device
+MOEFUSE_HOPPER_CLUSTERS=2 timeout 120 $T --perf 512,4096 --gemm hopper > $O/suite_perf_c2.log 2>&1
+mark "suite --perf, CLUSTERS=2 (bf16 cases first)" $? $O/suite_perf_c2.log
+forward_arms $O/fwd s34 3 deepseek-v3,glm-4.5-air,qwen3-235b-a22b,mixtral-8x7b,qwen3-30b-a3b,qwen3-next-80b-a3b \
+  4096,16384 base c2:MOEFUSE_HOPPER_CLUSTERS=2
 mark done 0 /dev/null

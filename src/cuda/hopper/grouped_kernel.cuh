@@ -503,6 +503,19 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     return CUDA_SUCCESS;
 }
 
+// grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2: x permuted, 256-wide tiles): B boxes
+// of half a tile (each CTA of a pair loads half of a shared tile) and the raster group counted in pairs
+// of blocks. CUDA_ERROR_INVALID_VALUE where n is not a multiple of 256 (clusters load no tail box).
+inline CUresult grouped_prepare_pairs(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
+                                      CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas) {
+    if (g->n % GBN != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult cr = grouped_prepare(g, sms, map_a, map_b, map_b_tail, p, ctas, false, GBN);
+    if (cr == CUDA_SUCCESS) cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN / 2);
+    *map_b_tail = *map_b;
+    p->group_m = p->group_m / 2 > 1 ? p->group_m / 2 : 1;
+    return cr;
+}
+
 // What EPI_STAGED needs beyond the other epilogues (granules of 4 columns: 16-byte stores, 8
 // for bf16 rows): n and ldo multiples of 4, out and bias 16-byte aligned. The forward's shapes
 // (H, I multiples of 64, 256-aligned workspace and cudaMalloc'd biases) always pass.
@@ -523,10 +536,10 @@ inline bool grouped_gather_ok(const gemm_args *g) {
 }
 
 // The shared memory is sized for BN = 256 (a 240-wide tile's stages are smaller).
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
 cudaError_t grouped_set_smem() {
-    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, CM>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN, CM>());
 }
 
 // EPI_ACT_TMA's map of A2 (g->out, [rows, n / 2] bf16, row stride ldo), written in 64 x 64 boxes
@@ -537,15 +550,26 @@ inline CUresult grouped_act_tma_map(const gemm_args *g, CUtensorMap *map) {
 }
 
 // DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so). map_out:
-// EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues.
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
+// EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues. CM = 2: clusters of 2 (maps and
+// parameters from grouped_prepare_pairs), at most ctas / 2 of them, as many as can be resident.
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream,
                                   const CUtensorMap *map_out = nullptr) {
     if ((EPI == EPI_ACT_TMA) != (map_out != nullptr)) return cudaErrorInvalidValue;
-    return launch_kernel(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, ctas, THREADS,
-                         grouped_smem_bytes<EPI, DYN>(), stream, map_a, map_b, map_b_tail, map_out ? *map_out : map_b,
-                         p);
+    const auto kernel = grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, CM>;
+    constexpr int smem = grouped_smem_bytes<EPI, DYN, CM>();
+    if (CM == 1)
+        return launch_kernel(kernel, ctas, THREADS, smem, stream, map_a, map_b, map_b_tail, map_out ? *map_out : map_b, p);
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's
+    long long grid = 0;
+    char why[160];
+    const int n = (int)ctas;
+    if (persistent_launch_config(kernel, CM, smem, stream, n > CM ? n : CM, n / CM > 1 ? n / CM : 1, &cfg, attr, &grid,
+                                 why, sizeof why) != MOE_STATUS_OK)
+        return cudaErrorInvalidConfiguration;
+    return launched(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_b_tail, map_out ? *map_out : map_b, p));
 }
 
 } // namespace moe_hopper
