@@ -275,8 +275,11 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
         err = dyn ? grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
                   : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
     return cuda_status(ctx, err,
-                       gather ? "Hopper GEMM1 (gather) launch"
-                              : g->mode == GEMM_UP ? "Hopper GEMM1 launch" : "Hopper GEMM2 launch");
+                       gather                 ? "Hopper GEMM1 (gather) launch"
+                       : pairs                ? (g->mode == GEMM_UP ? "Hopper GEMM1 launch in clusters of 2"
+                                                                    : "Hopper GEMM2 launch in clusters of 2")
+                       : g->mode == GEMM_UP ? "Hopper GEMM1 launch"
+                                            : "Hopper GEMM2 launch");
 }
 
 moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {

@@ -138,9 +138,10 @@ __device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t ran
 // warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
-// CM = 2 (lab only, the `_c2` variants): clusters of 2 over pairs of row blocks (pair_blocks), each CTA
-// loading half of a shared B tile and multicasting it; map_b's boxes are then BN / 2 rows, and n must
-// be a multiple of BN (no tail box). x permuted (no gather); on tickets, a ticket a pair (pair_ticket).
+// CM = 2 (the lab's `_c2` variants; the library's MOEFUSE_HOPPER_CLUSTERS=2): clusters of 2 over pairs of
+// row blocks (pair_blocks), each CTA loading half of a shared B tile and multicasting it; map_b's boxes
+// are then BN / 2 rows and n a multiple of BN (no tail box: grouped_prepare_pairs). x permuted (no
+// gather); on tickets, a ticket a pair (pair_ticket).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -504,8 +505,9 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
 }
 
 // grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2: x permuted, 256-wide tiles): B boxes
-// of half a tile (each CTA of a pair loads half of a shared tile) and the raster group counted in pairs
-// of blocks. CUDA_ERROR_INVALID_VALUE where n is not a multiple of 256 (clusters load no tail box).
+// of half a tile (each CTA of a pair loads half of a shared tile), the raster group counted in pairs
+// of blocks, and *ctas twice the host bound of pair units (grouped_kernel_launch's cluster count is at
+// most ctas / 2). CUDA_ERROR_INVALID_VALUE where n is not a multiple of 256 (clusters load no tail box).
 inline CUresult grouped_prepare_pairs(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
                                       CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas) {
     if (g->n % GBN != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -513,6 +515,8 @@ inline CUresult grouped_prepare_pairs(const gemm_args *g, int sms, CUtensorMap *
     if (cr == CUDA_SUCCESS) cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN / 2);
     *map_b_tail = *map_b;
     p->group_m = p->group_m / 2 > 1 ? p->group_m / 2 : 1;
+    const int64_t pair_units = ((g->rows + BM - 1) / BM + 1) / 2 * p->tiles_n;
+    *ctas = (unsigned)(2 * pair_units < sms ? 2 * pair_units : sms);
     return cr;
 }
 
@@ -559,16 +563,20 @@ cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &m
     if ((EPI == EPI_ACT_TMA) != (map_out != nullptr)) return cudaErrorInvalidValue;
     const auto kernel = grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, CM>;
     constexpr int smem = grouped_smem_bytes<EPI, DYN, CM>();
-    if (CM == 1)
+    if constexpr (CM == 1)
         return launch_kernel(kernel, ctas, THREADS, smem, stream, map_a, map_b, map_b_tail, map_out ? *map_out : map_b, p);
+    // (The occupancy query inside runs at every launch, as the dense engine's: graph replays do not
+    // pay it; cache it per instantiation if clusters become a default for eager callers.)
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's
     long long grid = 0;
     char why[160];
     const int n = (int)ctas;
     if (persistent_launch_config(kernel, CM, smem, stream, n > CM ? n : CM, n / CM > 1 ? n / CM : 1, &cfg, attr, &grid,
-                                 why, sizeof why) != MOE_STATUS_OK)
+                                 why, sizeof why) != MOE_STATUS_OK) {
+        (void)cudaGetLastError(); // the occupancy query's error, reported once: as the launch's
         return cudaErrorInvalidConfiguration;
+    }
     return launched(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_b_tail, map_out ? *map_out : map_b, p));
 }
 
