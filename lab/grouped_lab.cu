@@ -206,6 +206,8 @@ static const variant VARIANTS[] = {
     {"up_actfirst_dyn_exp_c2", "up_actfirst_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
     {"up_acttma_dyn_exp_c2", "up_acttma_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
     {"down_bulk_dyn_exp_c2", "down_bulk_dyn_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 2},
+    {"up_actfirst_gather_dyn_exp_c2", "up_actfirst_gather_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 2},
+    {"up_none_gather_c2", "up_none_gather in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true, false, false, false, false, false, 256, false, false, 2},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -296,11 +298,11 @@ static cudaError_t launch_in_pairs(pair_launch &L, KERNEL kernel, int smem, unsi
 }
 
 // The bf16 kernel in clusters of 2 (v.cm == 2; b: boxes of half a tile, grouped_prepare_pairs).
-template <int MODE, int EPI, bool DYN = false>
+template <int MODE, int EPI, bool DYN = false, bool GATHER = false>
 static cudaError_t launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
                                unsigned ctas, const CUtensorMap *mo) {
     static pair_launch L;
-    return launch_in_pairs(L, grouped_gemm_kernel<MODE, EPI, 0, false, DYN, GBN, 2>, grouped_smem_bytes<EPI, DYN, 2>(),
+    return launch_in_pairs(L, grouped_gemm_kernel<MODE, EPI, 0, GATHER, DYN, GBN, 2>, grouped_smem_bytes<EPI, DYN, 2>(),
                            ctas, a, b, bt, mo ? *mo : b, p);
 }
 
@@ -432,6 +434,8 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.cm == 2 && v.gather)
+        return v.dyn ? launch_c2_t<GEMM_UP, EPI_ACT_FIRST, true, true> : launch_c2_t<GEMM_UP, EPI_NONE, false, true>;
     if (v.cm == 2 && v.dyn)
         return v.epi == EPI_ACT_TMA   ? launch_c2_t<GEMM_UP, EPI_ACT_TMA, true>
                : v.epi == EPI_BULK    ? launch_c2_t<GEMM_DOWN, EPI_BULK, true>
@@ -527,6 +531,9 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
+    if (v.cm == 2 && v.gather)
+        return v.dyn ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>
+                     : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true, false, GBN, 2>;
     if (v.cm == 2 && v.dyn)
         return v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>
                : v.epi == EPI_BULK  ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>
@@ -1005,7 +1012,8 @@ int main(int argc, char **argv) {
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
             (n.find("_c2") != std::string::npos) != (v.cm == 2) ||
-            (v.cm == 2 && (v.gather || (v.fp8 && (!v.stage || v.expert || v.dyn)) || (!v.fp8 && v.bn != 256))) ||
+            (v.cm == 2 && ((v.fp8 && (v.gather || !v.stage || v.expert || v.dyn)) || (!v.fp8 && v.bn != 256))) ||
+            (v.cm == 2 && !v.fp8 && v.gather && v.epi != (v.dyn ? EPI_ACT_FIRST : EPI_NONE)) ||
             (v.cm == 2 && !v.fp8 && !v.dyn && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
             (v.cm == 2 && !v.fp8 && v.dyn && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_BULK) && v.epi != EPI_ACT_TMA) ||
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
@@ -1165,7 +1173,7 @@ int main(int argc, char **argv) {
                 }
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
-                                : v.cm == 2 ? grouped_prepare_pairs(&a, sms, &ma, &mb, &mbt, &p, &ctas)
+                                : v.cm == 2 ? grouped_prepare_pairs(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);

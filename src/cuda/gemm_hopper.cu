@@ -68,6 +68,8 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true, GBN, 2>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>();
+    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, true, true, GBN, 2>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -169,7 +171,7 @@ bool hopper_gemm2_early_rows(void) {
     return env && !strcmp(env, "1");
 }
 
-// MOEFUSE_HOPPER_CLUSTERS=2: the tiled GEMMs on tickets with x permuted and 256-wide tiles run in
+// MOEFUSE_HOPPER_CLUSTERS=2: the tiled GEMMs on tickets with 256-wide tiles run in
 // clusters of 2 over pairs of row blocks, each CTA loading half of a B tile both share and multicasting
 // it (grouped_gemm_kernel's CM; session 34: GEMM1 reads L2 at 80-84% of its peak). Off until timed.
 bool hopper_clusters(void) {
@@ -208,13 +210,13 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     const bool dyn = g->unit_counter && hopper_ticket_schedule(true);
     const int bn = hopper_tile_n(g->n, dyn, gather);
     // Clusters of 2 where they apply (hopper_clusters; the epilogue rule below, act-first or GEMM2).
-    const bool pairs = hopper_clusters() && dyn && !gather && bn == GBN && g->n % GBN == 0 &&
+    const bool pairs = hopper_clusters() && dyn && bn == GBN && g->n % GBN == 0 &&
                        (g->mode == GEMM_DOWN ||
                         (hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) && grouped_act_first_ok(g)));
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    const CUresult cr = pairs ? grouped_prepare_pairs(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas)
+    const CUresult cr = pairs ? grouped_prepare_pairs(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather)
                               : grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
@@ -236,6 +238,12 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     else if (pairs && g->mode == GEMM_DOWN)
         err = grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas,
                                                                                    stream);
+    else if (pairs && gather && act_tma)
+        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, true, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas, stream,
+                                                                                &map_out);
+    else if (pairs && gather) // act_first (pairs)
+        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas,
+                                                                                  stream);
     else if (pairs && act_tma)
         err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas, stream,
                                                                                  &map_out);
@@ -275,9 +283,10 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
         err = dyn ? grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
                   : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
     return cuda_status(ctx, err,
-                       gather                 ? "Hopper GEMM1 (gather) launch"
-                       : pairs                ? (g->mode == GEMM_UP ? "Hopper GEMM1 launch in clusters of 2"
-                                                                    : "Hopper GEMM2 launch in clusters of 2")
+                       pairs                  ? (gather ? "Hopper GEMM1 (gather) launch in clusters of 2"
+                                                 : g->mode == GEMM_UP ? "Hopper GEMM1 launch in clusters of 2"
+                                                                      : "Hopper GEMM2 launch in clusters of 2")
+                       : gather               ? "Hopper GEMM1 (gather) launch"
                        : g->mode == GEMM_UP ? "Hopper GEMM1 launch"
                                             : "Hopper GEMM2 launch");
 }

@@ -19,7 +19,9 @@
 #   0.96-1.03; down_staged_exp_c2 / down_bulk_dyn_exp (fp32 rows against bf16: not the same output) not judged.
 #   The shipped kernels themselves in clusters, a ticket a pair handed from rank 0's producer to rank 1's
 #   (up_actfirst_dyn_exp_c2, up_acttma_dyn_exp_c2, down_bulk_dyn_exp_c2, against their single-CTA twins):
-#   0.95-1.01 on deepseek, glm, mixtral; 0.97-1.02 on qwen3, qwen3next.
+#   0.95-1.01 on deepseek, glm, mixtral; 0.97-1.02 on qwen3, qwen3next. The gathering GEMM1 in clusters
+#   (up_actfirst_gather_dyn_exp_c2 / up_actfirst_gather_dyn_exp; up_none_gather_c2 / up_none_gather):
+#   0.95-1.01 on qwen3, glm, deepseek; 0.97-1.02 on qwen3next.
 # Correctness: every variant passes the lab's checks (sampled fp64 reference, every output written, equal
 # to the shipped kernel's); memcheck and racecheck clean on the c2 variants (step 1). If the shipped kernels
 # in clusters gain >= 3% on two of the large-expert shapes in both orders, the next step is the library's
@@ -29,12 +31,12 @@ set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
 glab_prebuilt_or_build
 S=deepseek,glm,mixtral,qwen3,qwen3next
-V1=up_none,up_none_c2,up_none_exp,up_none_exp_c2,up_actfirst,up_actfirst_c2,up_actfirst_exp,up_actfirst_exp_c2,up_actfirst_dyn_exp,up_actfirst_dyn_exp_c2,up_acttma_dyn_exp,up_acttma_dyn_exp_c2
+V1=up_none,up_none_c2,up_none_exp,up_none_exp_c2,up_actfirst,up_actfirst_c2,up_actfirst_exp,up_actfirst_exp_c2,up_actfirst_dyn_exp,up_actfirst_dyn_exp_c2,up_acttma_dyn_exp,up_acttma_dyn_exp_c2,up_none_gather,up_none_gather_c2,up_actfirst_gather_dyn_exp,up_actfirst_gather_dyn_exp_c2
 V2=down_none,down_none_c2,down_none_exp,down_none_exp_c2,down_staged,down_staged_c2,down_staged_exp,down_staged_exp_c2,down_bulk_dyn_exp,down_bulk_dyn_exp_c2
 # 1. Correctness under the sanitizers (checks only, no timing): shapes whose pairs share an expert (the
 #    multicast: deepseek's shared expert, mixtral's 1-2 block experts, qwen3 at 2048 tokens) and, with
 #    two seeds, an odd block count somewhere (the ghost; the lab prints each shape's row blocks).
-C2=up_actfirst_c2,up_actfirst_exp_c2,up_actfirst_dyn_exp_c2,up_acttma_dyn_exp_c2,down_staged_c2,down_staged_exp_c2,down_bulk_dyn_exp_c2
+C2=up_actfirst_c2,up_actfirst_exp_c2,up_actfirst_dyn_exp_c2,up_acttma_dyn_exp_c2,up_actfirst_gather_dyn_exp_c2,down_staged_c2,down_staged_exp_c2,down_bulk_dyn_exp_c2
 hung=0 # a sanitizer run cut by its timeout: a clustered kernel may hang, so time none of them
 for seed in 1 2; do
   LAB_SEED=$seed timeout 80 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/glab --check-only \
@@ -73,13 +75,14 @@ mark "FP8 c2 order a" $? $O/fp8_c2_a.log
 timeout 100 /tmp/glab --fp8 --shapes qwen3,deepseek,mixtral,gptoss --variants $(rev $A) > $O/fp8_c2_b.log 2>&1
 mark "FP8 c2 order b" $? $O/fp8_c2_b.log
 # 5. The library's switch (MOEFUSE_HOPPER_CLUSTERS=2: the shipped GEMMs in clusters where tiles are 256 wide
-#    on tickets and x is permuted): the GPU suite's PERF-shape cases (the bf16 ones come first) and the
-#    forward, base against clusters, 3 rotated rounds. Prediction: all correct; forward c2 / base time on
-#    deepseek, glm, qwen3-235b, mixtral at T = 16384 0.96-1.01 (GEMM2 everywhere, GEMM1 where x is
-#    permuted), qwen3 and qwen3-next (GEMM1 gathers: GEMM2 alone) 0.98-1.01.
+#    on tickets): the GPU suite's PERF-shape cases (the bf16 ones come first), its --quick cases, and the
+#    forward, base against clusters, 3 rotated rounds. Prediction: all correct; forward c2 / base time at
+#    T = 16384 on deepseek, glm, qwen3-235b, mixtral, qwen3 0.96-1.01; qwen3-next 0.98-1.01.
 build_device
 MOEFUSE_HOPPER_CLUSTERS=2 timeout 120 $T --perf 512,4096 --gemm hopper > $O/suite_perf_c2.log 2>&1
 mark "suite --perf, CLUSTERS=2 (bf16 cases first)" $? $O/suite_perf_c2.log
+MOEFUSE_HOPPER_CLUSTERS=2 timeout 60 $T --quick --gemm hopper > $O/suite_quick_c2.log 2>&1
+mark "suite --quick, CLUSTERS=2" $? $O/suite_quick_c2.log
 forward_arms $O/fwd s34 3 deepseek-v3,glm-4.5-air,qwen3-235b-a22b,mixtral-8x7b,qwen3-30b-a3b,qwen3-next-80b-a3b \
   4096,16384 base c2:MOEFUSE_HOPPER_CLUSTERS=2
 mark done 0 /dev/null

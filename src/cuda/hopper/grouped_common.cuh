@@ -46,12 +46,15 @@ constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
 // DYN: the stage headers that carry each unit's number from the producer to the consumers, then
-// the two words through which the next unit is handed on: from the gathering producer's thread 0 to
-// its other threads (GATHER), or in clusters of 2 from rank 0's producer to rank 1's (pair_ticket).
+// the two words through which the gathering producer's thread 0 hands the next unit to its other
+// threads (GATHER), then in clusters of 2 the two mailbox words through which rank 0's producer
+// hands it to rank 1's (pair_ticket).
 constexpr int DYN_HEADER_BYTES = 16 * 4;
 constexpr int DYN_NEXT_UNIT_WORD = 8;
-static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= DYN_HEADER_BYTES / 4,
-              "one header int per stage, then the two next-unit words");
+constexpr int PAIR_TICKET_WORD = 10;
+static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= PAIR_TICKET_WORD &&
+                  PAIR_TICKET_WORD + 2 <= DYN_HEADER_BYTES / 4,
+              "one header int per stage, then the two next-unit words, then the two mailbox words");
 // EPI_BULK's buffers (bulk_epilogue below, both grouped kernels): per consumer warp 16 whole rows
 // of a TILE_N-wide tile's outputs, rows bulk_ld bytes apart, from a 16-byte aligned start (the bulk
 // copies need it; bulk_buffers), then per consumer warp a row table.

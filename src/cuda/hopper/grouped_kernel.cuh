@@ -101,6 +101,22 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter, int taker
     }
 }
 
+// A stage's B tile (BN rows of k-block kb from weight row b_row) into `dst`, completing on `full`. CM 1:
+// one box (mb: map_b, or the tail's). CM 2 (map_b's boxes are BN / 2 rows): where the pair shares the
+// tile, this CTA's half, multicast to both CTAs of the cluster; else this CTA's whole tile by halves.
+template <int BN, int CM>
+__device__ __forceinline__ void load_b_stage(uint8_t *dst, const CUtensorMap *mb, const CUtensorMap *map_b,
+                                             uint64_t *full, int kb, int b_row, uint32_t rank, bool shared) {
+    if constexpr (CM == 1) {
+        tma_load_2d(dst, mb, full, kb * BK, b_row);
+    } else if (shared) {
+        const int part = (int)rank * (BN / 2);
+        tma_load_2d_multicast(dst + part * BK * 2, map_b, full, kb * BK, b_row + part, (uint16_t)0x3);
+    } else {
+        for (int h = 0; h < 2; ++h) tma_load_2d(dst + h * (BN / 2) * BK * 2, map_b, full, kb * BK, b_row + h * (BN / 2));
+    }
+}
+
 // DYN in clusters of 2: rank 0's producer takes each ticket and hands it to rank 1's through a
 // two-slot mailbox in rank 1 (the DYN header's next-unit words, `box`): it stores the unit there,
 // then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with acquire,
@@ -140,8 +156,8 @@ __device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t ran
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
 // CM = 2 (the lab's `_c2` variants; the library's MOEFUSE_HOPPER_CLUSTERS=2): clusters of 2 over pairs of
 // row blocks (pair_blocks), each CTA loading half of a shared B tile and multicasting it; map_b's boxes
-// are then BN / 2 rows and n a multiple of BN (no tail box: grouped_prepare_pairs). x permuted (no
-// gather); on tickets, a ticket a pair (pair_ticket).
+// are then BN / 2 rows and n a multiple of BN (no tail box: grouped_prepare_pairs). On tickets, a ticket
+// a pair (pair_ticket).
 template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -153,7 +169,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
                   "EPI_ACT_TMA: GEMM1, 256-wide tiles (a 240-wide tile's second box would reach the next tile's "
                   "columns), on tickets");
-    static_assert(CM == 1 || (CM == 2 && !GATHER && BN == GBN), "clusters of 2: x permuted, 256-wide tiles");
+    static_assert(CM == 1 || (CM == 2 && BN == GBN), "clusters of 2: 256-wide tiles");
     constexpr bool PAIR_TICKETS = DYN && CM > 1;
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
     constexpr bool BULK = EPI == EPI_BULK;
@@ -220,9 +236,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             int stage = 0;
             uint32_t phase = 0;
             int slot = 0; // DYN: which of the two next-unit words is next
-            for (int u = blockIdx.x; u < units;) {
+            int ticket_slot = 0; // PAIR_TICKETS (thread 0): the mailbox's slot and phase
+            uint32_t ticket_phase = 0;
+            for (int u = (int)blockIdx.x / CM; u < units;) {
                 int m_block, n_block, e;
-                unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+                bool ghost = false, shared = false; // CM 2 (the ghost gathers its pair's first block again)
+                if constexpr (CM == 1) unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
+                else pair_unit_tile(p, u, units_m, rank, m_block, n_block, e, ghost, shared);
                 const int b_row = e * p.n + n_block * BN;
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
@@ -235,7 +255,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if (t == 0) {
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
                         mbar_arrive_expect_tx(&full[stage], b_bytes);
-                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        load_b_stage<BN, CM>(smem_b + stage * B_BYTES, mb, &map_b, &full[stage], kb, b_row, rank, shared);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
                     cp_async_mbar_arrive_noinc(&full[stage]);
@@ -248,12 +268,21 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // Thread 0 takes the next ticket and hands it to the warpgroup through one of
                     // two words: a word is written again two units later, after every thread has
                     // passed the next unit's barrier, so after it has read this one.
-                    if (t == 0) stage_unit[DYN_NEXT_UNIT_WORD + slot] = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
+                    // In clusters of 2, thread 0 gets it from pair_ticket (rank 0 takes it, rank 1 receives it).
+                    if (t == 0) {
+                        int next;
+                        if constexpr (PAIR_TICKETS)
+                            next = pair_ticket(p, rank, stage_unit + PAIR_TICKET_WORD, ticket_full, ticket_empty,
+                                               ticket_slot, ticket_phase);
+                        else
+                            next = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
+                        stage_unit[DYN_NEXT_UNIT_WORD + slot] = next;
+                    }
                     named_barrier_sync(1, 128);
                     u = stage_unit[DYN_NEXT_UNIT_WORD + slot];
                     slot ^= 1;
                 } else {
-                    u += (int)gridDim.x;
+                    u += (int)gridDim.x / CM;
                 }
             }
             if (DYN) {
@@ -267,7 +296,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_arrive(&full[stage]);
             }
             cp_async_wait_all(); // no thread exits with copies in flight
-            if (DYN && t == 0) dyn_counter_release(p.unit_counter, (int)gridDim.x);
+            if (DYN && t == 0 && rank == 0) dyn_counter_release(p.unit_counter, (int)gridDim.x / CM);
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
             if (threadIdx.x == 0) {
@@ -296,17 +325,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0); // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
-                        if constexpr (CM == 1) {
-                            tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
-                        } else if (shared) { // our half of B into both CTAs' stage
-                            const int part = (int)rank * (BN / 2);
-                            tma_load_2d_multicast(smem_b + stage * B_BYTES + part * BK * 2, &map_b, &full[stage],
-                                                  kb * BK, b_row + part, (uint16_t)0x3);
-                        } else { // the pair straddles two experts: our whole B tile, by halves
-                            for (int h = 0; h < 2; ++h)
-                                tma_load_2d(smem_b + stage * B_BYTES + h * (BN / 2) * BK * 2, &map_b, &full[stage],
-                                            kb * BK, b_row + h * (BN / 2));
-                        }
+                        load_b_stage<BN, CM>(smem_b + stage * B_BYTES, mb, &map_b, &full[stage], kb, b_row, rank, shared);
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -317,7 +336,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // atomic's latency stalled the producer's k-loop: ptxas waits on it at the loop
                     // head; lab call M4, 3-4% on the short-K shapes).
                     if constexpr (PAIR_TICKETS)
-                        u = pair_ticket(p, rank, stage_unit + DYN_NEXT_UNIT_WORD, ticket_full, ticket_empty, ticket_slot,
+                        u = pair_ticket(p, rank, stage_unit + PAIR_TICKET_WORD, ticket_full, ticket_empty, ticket_slot,
                                         ticket_phase);
                     else
                         u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x / CM;
@@ -504,14 +523,14 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     return CUDA_SUCCESS;
 }
 
-// grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2: x permuted, 256-wide tiles): B boxes
+// grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2, 256-wide tiles; gather as there): B boxes
 // of half a tile (each CTA of a pair loads half of a shared tile), the raster group counted in pairs
 // of blocks, and *ctas twice the host bound of pair units (grouped_kernel_launch's cluster count is at
 // most ctas / 2). CUDA_ERROR_INVALID_VALUE where n is not a multiple of 256 (clusters load no tail box).
 inline CUresult grouped_prepare_pairs(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                      CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas) {
+                                      CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false) {
     if (g->n % GBN != 0) return CUDA_ERROR_INVALID_VALUE;
-    CUresult cr = grouped_prepare(g, sms, map_a, map_b, map_b_tail, p, ctas, false, GBN);
+    CUresult cr = grouped_prepare(g, sms, map_a, map_b, map_b_tail, p, ctas, gather, GBN);
     if (cr == CUDA_SUCCESS) cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN / 2);
     *map_b_tail = *map_b;
     p->group_m = p->group_m / 2 > 1 ? p->group_m / 2 : 1;
