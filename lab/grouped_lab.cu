@@ -108,8 +108,8 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
-    int cm = 1;            // static stride: clusters of 2 (the CM of grouped_fp8_kernel, 192 wide, and of
-                           // grouped_gemm_kernel, 256 wide, x permuted: pair_blocks)
+    int cm = 1;            // clusters of 2 (pair_blocks): the CM of grouped_fp8_kernel (192 wide, static
+                           // stride) and of grouped_gemm_kernel (256 wide)
     bool skip = false;     // bf16 GEMM1 on tickets: grouped_params.skip_idle (the library's
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
     bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
@@ -201,13 +201,15 @@ static const variant VARIANTS[] = {
     {"down_none_exp_c2", "down_none_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true, 2},
     {"down_staged_exp", "down_staged expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true},
     {"down_staged_exp_c2", "down_staged_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true, 2},
-    // The shipped kernels (tickets, expert raster) in clusters of 2: a ticket a pair, handed from rank 0's
+    // The shipped kernels (tickets, expert raster) in clusters of 2 (and the gathering mainloop alone,
+    // static): a ticket a pair, handed from rank 0's
     // producer to rank 1's (pair_ticket).
     {"up_actfirst_dyn_exp_c2", "up_actfirst_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
     {"up_acttma_dyn_exp_c2", "up_acttma_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
     {"down_bulk_dyn_exp_c2", "down_bulk_dyn_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 2},
     {"up_actfirst_gather_dyn_exp_c2", "up_actfirst_gather_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 2},
     {"up_none_gather_c2", "up_none_gather in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true, false, false, false, false, false, 256, false, false, 2},
+    {"up_acttma_gather_dyn_exp_c2", "up_acttma_gather_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 2},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -435,7 +437,9 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 
 static launch_fn pick(const variant &v, int act) {
     if (v.cm == 2 && v.gather)
-        return v.dyn ? launch_c2_t<GEMM_UP, EPI_ACT_FIRST, true, true> : launch_c2_t<GEMM_UP, EPI_NONE, false, true>;
+        return !v.dyn                ? launch_c2_t<GEMM_UP, EPI_NONE, false, true>
+               : v.epi == EPI_ACT_TMA ? launch_c2_t<GEMM_UP, EPI_ACT_TMA, true, true>
+                                      : launch_c2_t<GEMM_UP, EPI_ACT_FIRST, true, true>;
     if (v.cm == 2 && v.dyn)
         return v.epi == EPI_ACT_TMA   ? launch_c2_t<GEMM_UP, EPI_ACT_TMA, true>
                : v.epi == EPI_BULK    ? launch_c2_t<GEMM_DOWN, EPI_BULK, true>
@@ -532,8 +536,9 @@ static const void *kernel_address(const variant &v, int act) {
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
     if (v.cm == 2 && v.gather)
-        return v.dyn ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>
-                     : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true, false, GBN, 2>;
+        return !v.dyn                ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true, false, GBN, 2>
+               : v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, true, true, GBN, 2>
+                                      : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>;
     if (v.cm == 2 && v.dyn)
         return v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>
                : v.epi == EPI_BULK  ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>
@@ -1013,7 +1018,7 @@ int main(int argc, char **argv) {
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
             (n.find("_c2") != std::string::npos) != (v.cm == 2) ||
             (v.cm == 2 && ((v.fp8 && (v.gather || !v.stage || v.expert || v.dyn)) || (!v.fp8 && v.bn != 256))) ||
-            (v.cm == 2 && !v.fp8 && v.gather && v.epi != (v.dyn ? EPI_ACT_FIRST : EPI_NONE)) ||
+            (v.cm == 2 && !v.fp8 && v.gather && !(v.dyn ? v.epi == EPI_ACT_FIRST || v.epi == EPI_ACT_TMA : v.epi == EPI_NONE)) ||
             (v.cm == 2 && !v.fp8 && !v.dyn && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
             (v.cm == 2 && !v.fp8 && v.dyn && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_BULK) && v.epi != EPI_ACT_TMA) ||
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||

@@ -75,7 +75,7 @@ using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
 constexpr int ACT_TMA_BOX_BYTES = 64 * 128;
 constexpr int ACT_TMA_WG_BYTES = 2 * ACT_TMA_BOX_BYTES;
 constexpr int ACT_TMA_BYTES = 2 * ACT_TMA_WG_BYTES;
-// DYN in clusters of 2 (lab only): the two barriers a slot of the ticket hand-off between the two
+// DYN in clusters of 2 (grouped_gemm_kernel's CM): the two barriers a slot of the ticket hand-off between the two
 // CTAs' producers (grouped_kernel.cuh, pair_ticket), after the ring's barriers.
 constexpr int PAIR_TICKET_BARRIERS = 4;
 template <int EPI, bool DYN = false, int CM = 1> constexpr int grouped_smem_bytes() {
@@ -162,7 +162,8 @@ __device__ __forceinline__ void unit_tile(const grouped_params &p, int u, int un
     m_block = first + m_local;
 }
 
-// Clusters of 2 (the lab's `_c2` variants of both grouped kernels; the library runs single CTAs): the
+// Clusters of 2 (the lab's `_c2` variants of both grouped kernels; the bf16 one in the library behind
+// MOEFUSE_HOPPER_CLUSTERS=2): the
 // cluster takes the row blocks 2 * pair and 2 * pair + 1, rank r the block 2 * pair + r, so both CTAs
 // read the same weight tiles at the same time. `shared`: both blocks are one expert's, so each CTA
 // loads half of the B tile and multicasts it to both; else each loads its own whole tile. An odd block

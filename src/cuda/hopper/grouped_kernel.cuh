@@ -118,7 +118,7 @@ __device__ __forceinline__ void load_b_stage(uint8_t *dst, const CUtensorMap *mb
 }
 
 // DYN in clusters of 2: rank 0's producer takes each ticket and hands it to rank 1's through a
-// two-slot mailbox in rank 1 (the DYN header's next-unit words, `box`): it stores the unit there,
+// two-slot mailbox in rank 1 (the DYN header's words PAIR_TICKET_WORD.., `box`): it stores the unit there,
 // then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with acquire,
 // reads it and frees the slot by arriving (release, cluster scope) on rank 0's ticket_empty. Both producers then load the
 // same pair unit; each writes its own stage headers for its own consumers.
