@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 30 (no device could be started for it: not yet run; ~7-9 min). From the repo
 # root, carry .deps (move it into the session's results directory first):
-#   O=/tmp/oN timeout 590 bash bench/results/<session dir>/session30_interleaved.sh
+#   O=/tmp/oN timeout 570 bash bench/results/<session dir>/session30_interleaved.sh; tar czf $OUT/oN.tgz -C /tmp/oN .
 # Session 30's call 1 found the lab's timings drift with their place in the process: the same kernel 5.8%
 # slower timed sixth than first (8192^3, fp8engine), every variant slower the later it ran, and the
 # cuBLAS peers always ran first. The labs and bench_moe now time every impl of a shape together in
@@ -40,7 +40,7 @@ done
 python3 tools/protocol_ab.py $O/order/r1_1/bench.json,$O/order/r1_2/bench.json \
   $O/order/r3_1/bench.json,$O/order/r3_2/bench.json --names rounds1,rounds3 --out $O/order/ab.md > /dev/null 2> $O/order/ab.err
 mark "protocol_ab" $? $O/order/ab.md
-left=$((585 - (SECONDS - call_t0)))
+left=$((560 - (SECONDS - call_t0)))
 OUT=$O/gates timeout $left bash bench/issue4_gates.sh > $O/gates_stdout.log 2>&1; mark gates $? $O/gates/gates.log
 python3 tools/lab_rounds.py $O/gates/lab_bf16/lab.json $O/gates/lab_fp8/lab_fp8.json --out $O/gates/lab_rounds.md \
   > /dev/null 2> $O/gates/lab_rounds.err; mark "lab rounds (drift left)" $? $O/gates/lab_rounds.md

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 32 (run in part there, on an H100; ~8-9 min). From the repo root, carry
 # .deps (move it into the session's results directory first):
-#   O=/tmp/oN timeout 590 bash bench/results/<session dir>/session32_gemm1.sh
+#   O=/tmp/oN timeout 570 bash bench/results/<session dir>/session32_gemm1.sh; tar czf $OUT/oN.tgz -C /tmp/oN .
 # Two changes to the bf16 grouped GEMM1, both off by default until this call measures them.
 # A. The half-idle MMA skip. GEMM2 skips the second consumer warpgroup's MMAs on row blocks whose
 #    second 64 rows are all padding; GEMM1 does not, because session 14's lab (Q1, each arm in one
