@@ -573,10 +573,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         const char *skip = !tickets ? ""
                            : hopper_gemm1_skip_idle(tickets) ? ", both GEMMs skip the MMAs of all-padding half blocks"
                                                              : ", GEMM2 skips the MMAs of all-padding half blocks";
-        // Clusters of 2 (hopper_clusters) where tiles are 256 wide on tickets: GEMM2 when H is a multiple
-        // of 256, GEMM1 when 2I is a multiple of 256 and the act-first epilogue runs.
-        const bool pairs2 = hopper_clusters() && tickets && L.H % 256 == 0;
-        const bool pairs1 = hopper_clusters() && tickets && act_first && L.R13 % 256 == 0;
+        const bool pairs2 = hopper_clusters(L.H, tickets, hopper_tile_n(L.H, tickets, false), true);
+        const bool pairs1 = hopper_clusters(L.R13, tickets, hopper_tile_n(L.R13, tickets, gather), act_first);
         const char *pairs = pairs1 && pairs2 ? ", both GEMMs in clusters of 2 sharing weight tiles by multicast"
                             : pairs2         ? ", GEMM2 in clusters of 2 sharing weight tiles by multicast"
                             : pairs1         ? ", GEMM1 in clusters of 2 sharing weight tiles by multicast"

@@ -63,7 +63,7 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, 240>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, true, true>();
-    // Clusters of 2 on request (hopper_clusters).
+    // Clusters of 2 where hopper_clusters says so.
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, false, true, GBN, 2>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>();
@@ -171,12 +171,12 @@ bool hopper_gemm2_early_rows(void) {
     return env && !strcmp(env, "1");
 }
 
-// MOEFUSE_HOPPER_CLUSTERS=2: the tiled GEMMs on tickets with 256-wide tiles run in
-// clusters of 2 over pairs of row blocks, each CTA loading half of a B tile both share and multicasting
-// it (grouped_gemm_kernel's CM; session 34: GEMM1 reads L2 at 80-84% of its peak). Off until timed.
-bool hopper_clusters(void) {
+// MOEFUSE_HOPPER_CLUSTERS=2: the tiled GEMMs on tickets with 256-wide tiles run in clusters of 2 over
+// pairs of row blocks, each CTA loading half of a B tile both share and multicasting it
+// (grouped_gemm_kernel's CM; session 34: GEMM1 reads L2 at 80-84% of its peak). Off until timed.
+bool hopper_clusters(int64_t n, bool ticket_schedule, int bn, bool epilogue_ok) {
     const char *env = getenv("MOEFUSE_HOPPER_CLUSTERS");
-    return env && !strcmp(env, "2");
+    return env && !strcmp(env, "2") && ticket_schedule && bn == GBN && n % GBN == 0 && epilogue_ok;
 }
 
 bool hopper_bulk_by_k(const char *env_var, int64_t k) {
@@ -209,10 +209,9 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     // Units from the ticket counter when the caller gave one.
     const bool dyn = g->unit_counter && hopper_ticket_schedule(true);
     const int bn = hopper_tile_n(g->n, dyn, gather);
-    // Clusters of 2 where they apply (hopper_clusters; the epilogue rule below, act-first or GEMM2).
-    const bool pairs = hopper_clusters() && dyn && bn == GBN && g->n % GBN == 0 &&
-                       (g->mode == GEMM_DOWN ||
-                        (hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) && grouped_act_first_ok(g)));
+    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
+                           grouped_act_first_ok(g);
+    const bool pairs = hopper_clusters(g->n, dyn, bn, g->mode == GEMM_DOWN || act_first);
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
@@ -224,8 +223,6 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     if (g->mode == GEMM_UP) p.skip_idle = hopper_gemm1_skip_idle(dyn);
-    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
-                           grouped_act_first_ok(g);
     CUtensorMap map_out;
     const bool act_tma =
         hopper_gemm1_act_tma(act_first, dyn, bn, g->k) && grouped_act_tma_map(g, &map_out) == CUDA_SUCCESS;

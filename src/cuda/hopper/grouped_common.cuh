@@ -75,8 +75,8 @@ using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
 constexpr int ACT_TMA_BOX_BYTES = 64 * 128;
 constexpr int ACT_TMA_WG_BYTES = 2 * ACT_TMA_BOX_BYTES;
 constexpr int ACT_TMA_BYTES = 2 * ACT_TMA_WG_BYTES;
-// DYN in clusters of 2 (grouped_gemm_kernel's CM): the two barriers a slot of the ticket hand-off between the two
-// CTAs' producers (grouped_kernel.cuh, pair_ticket), after the ring's barriers.
+// DYN in clusters of 2 (grouped_gemm_kernel's CM): the two barriers a slot of the ticket hand-off
+// between the two CTAs' producers (grouped_kernel.cuh, pair_ticket), after the ring's barriers.
 constexpr int PAIR_TICKET_BARRIERS = 4;
 template <int EPI, bool DYN = false, int CM = 1> constexpr int grouped_smem_bytes() {
     return (EPI == EPI_BULK      ? grouped_bulk_config::SMEM_BYTES + bulk_extra_bytes<GBN>()
@@ -163,12 +163,11 @@ __device__ __forceinline__ void unit_tile(const grouped_params &p, int u, int un
 }
 
 // Clusters of 2 (the lab's `_c2` variants of both grouped kernels; the bf16 one in the library behind
-// MOEFUSE_HOPPER_CLUSTERS=2): the
-// cluster takes the row blocks 2 * pair and 2 * pair + 1, rank r the block 2 * pair + r, so both CTAs
-// read the same weight tiles at the same time. `shared`: both blocks are one expert's, so each CTA
-// loads half of the B tile and multicasts it to both; else each loads its own whole tile. An odd block
-// count leaves the last pair's rank 1 a `ghost`: it loads its pair's first block again (in bounds),
-// computes, and stores nothing, so that both rings stay in step.
+// MOEFUSE_HOPPER_CLUSTERS=2): the cluster takes the row blocks 2 * pair and 2 * pair + 1, rank r the
+// block 2 * pair + r, so both CTAs read the same weight tiles at the same time. `shared`: both blocks
+// are one expert's, so each CTA loads half of the B tile and multicasts it to both; else each loads its
+// own whole tile. An odd block count leaves the last pair's rank 1 a `ghost`: it loads its pair's first
+// block again (in bounds), computes, and stores nothing, so that both rings stay in step.
 __device__ __forceinline__ void pair_blocks(const grouped_params &p, int pair, int units_m, uint32_t rank,
                                             int &m_block, int &e, bool &ghost, bool &shared) {
     const int first = 2 * pair;

@@ -101,8 +101,8 @@ __device__ __forceinline__ void dyn_counter_release(int *unit_counter, int taker
     }
 }
 
-// A stage's B tile (BN rows of k-block kb from weight row b_row) into `dst`, completing on `full`. CM 1:
-// one box (mb: map_b, or the tail's). CM 2 (map_b's boxes are BN / 2 rows): where the pair shares the
+// A stage's B tile (BN rows of k-block kb from weight row b_row) into `dst`, completing on `full`.
+// CM 1: one box (mb: map_b, or the tail's). CM 2 (map_b's boxes are BN / 2 rows): where the pair shares the
 // tile, this CTA's half, multicast to both CTAs of the cluster; else this CTA's whole tile by halves.
 template <int BN, int CM>
 __device__ __forceinline__ void load_b_stage(uint8_t *dst, const CUtensorMap *mb, const CUtensorMap *map_b,
@@ -118,10 +118,10 @@ __device__ __forceinline__ void load_b_stage(uint8_t *dst, const CUtensorMap *mb
 }
 
 // DYN in clusters of 2: rank 0's producer takes each ticket and hands it to rank 1's through a
-// two-slot mailbox in rank 1 (the DYN header's words PAIR_TICKET_WORD.., `box`): it stores the unit there,
-// then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with acquire,
-// reads it and frees the slot by arriving (release, cluster scope) on rank 0's ticket_empty. Both producers then load the
-// same pair unit; each writes its own stage headers for its own consumers.
+// two-slot mailbox in rank 1 (the DYN header's words from PAIR_TICKET_WORD, `box`): it stores the unit
+// there, then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with
+// acquire, reads it and frees the slot by arriving (release, cluster scope) on rank 0's ticket_empty.
+// Both producers then load the same pair unit; each writes its own stage headers for its own consumers.
 __device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t rank, int *box, uint64_t *ticket_full,
                                            uint64_t *ticket_empty, int &slot, uint32_t &phase) {
     int u;
@@ -523,8 +523,8 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     return CUDA_SUCCESS;
 }
 
-// grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2, 256-wide tiles; gather as there): B boxes
-// of half a tile (each CTA of a pair loads half of a shared tile), the raster group counted in pairs
+// grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2, 256-wide tiles; gather as there): B
+// boxes of half a tile (each CTA of a pair loads half of a shared tile), the raster group counted in pairs
 // of blocks, and *ctas twice the host bound of pair units (grouped_kernel_launch's cluster count is at
 // most ctas / 2). CUDA_ERROR_INVALID_VALUE where n is not a multiple of 256 (clusters load no tail box).
 inline CUresult grouped_prepare_pairs(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
