@@ -202,8 +202,7 @@ static const variant VARIANTS[] = {
     {"down_staged_exp", "down_staged expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true},
     {"down_staged_exp_c2", "down_staged_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true, 2},
     // The shipped kernels (tickets, expert raster) in clusters of 2 (and the gathering mainloop alone,
-    // static): a ticket a pair, handed from rank 0's
-    // producer to rank 1's (pair_ticket).
+    // static): a ticket a pair, handed from rank 0's producer to rank 1's (pair_ticket).
     {"up_actfirst_dyn_exp_c2", "up_actfirst_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
     {"up_acttma_dyn_exp_c2", "up_acttma_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
     {"down_bulk_dyn_exp_c2", "down_bulk_dyn_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 2},
