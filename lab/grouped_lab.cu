@@ -108,8 +108,7 @@ struct variant {
     bool stage = false;    // FP8: the scales in the tile stage (grouped_fp8_config's STAGE_SCALES)
     bool expert = false;   // units expert by expert (gemm_args.expert_offsets), as the library's
                            // bf16 tiles and its FP8 tiles on tickets; else the grouped raster
-    int cm = 1;            // clusters of 2 (pair_blocks): the CM of grouped_fp8_kernel (192 wide, static
-                           // stride) and of grouped_gemm_kernel (256 wide)
+    int cm = 1;            // FP8, 192 wide, static stride: clusters of 2 (grouped_fp8_kernel's CM)
     bool skip = false;     // bf16 GEMM1 on tickets: grouped_params.skip_idle (the library's
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
     bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
@@ -185,30 +184,6 @@ static const variant VARIANTS[] = {
     // epilogue's row ids and weights loaded during the tile's last MMAs (early_rows).
     {"down_bulk_dyn_exp", "GEMM2 shipped: bulk, tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true},
     {"down_bulk_dyn_exp_early", "down_bulk_dyn_exp, row table loaded during the last MMAs", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 1, false, true},
-    // Session 34: the bf16 kernel in clusters of 2 over pairs of row blocks, each CTA loading half of a
-    // shared B tile and multicasting it (static stride, grouped raster over pairs), against the same
-    // kernel on single CTAs (up_none, up_actfirst, down_none, down_staged) and the shipped ones.
-    {"up_none_c2", "up_none in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, false, 2},
-    {"up_actfirst_c2", "up_actfirst in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, false, 2},
-    {"down_none_c2", "down_none in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, false, 2},
-    {"down_staged_c2", "down_staged in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, false, 2},
-    // The same four with the expert raster (pairs expert by expert, as the library's units; static stride).
-    {"up_none_exp", "up_none expert by expert", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true},
-    {"up_none_exp_c2", "up_none_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true, 2},
-    {"up_actfirst_exp", "up_actfirst expert by expert", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, true},
-    {"up_actfirst_exp_c2", "up_actfirst_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, false, false, false, 256, false, true, 2},
-    {"down_none_exp", "down_none expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true},
-    {"down_none_exp_c2", "down_none_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_NONE, OUT_NONE, false, false, false, false, false, false, false, 256, false, true, 2},
-    {"down_staged_exp", "down_staged expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true},
-    {"down_staged_exp_c2", "down_staged_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_STAGED, OUT_ROWS_F32, true, false, false, false, false, false, false, 256, false, true, 2},
-    // The shipped kernels (tickets, expert raster) in clusters of 2 (and the gathering mainloop alone,
-    // static): a ticket a pair, handed from rank 0's producer to rank 1's (pair_ticket).
-    {"up_actfirst_dyn_exp_c2", "up_actfirst_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
-    {"up_acttma_dyn_exp_c2", "up_acttma_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 2},
-    {"down_bulk_dyn_exp_c2", "down_bulk_dyn_exp in clusters of 2", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 2},
-    {"up_actfirst_gather_dyn_exp_c2", "up_actfirst_gather_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 2},
-    {"up_none_gather_c2", "up_none_gather in clusters of 2", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, true, false, false, false, false, false, 256, false, false, 2},
-    {"up_acttma_gather_dyn_exp_c2", "up_acttma_gather_dyn_exp in clusters of 2", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, true, false, false, true, false, false, 256, false, true, 2},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -271,42 +246,6 @@ static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CU
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
                                  unsigned, const CUtensorMap *);
 
-// A persistent kernel in clusters of 2 over at most ctas / 2 units (the lab's `_c2` variants, both
-// kernels): `smem` bytes of dynamic shared memory, the kernel's arguments after it. The attribute and
-// the launch configuration are set once per instantiation (L, a static of the caller) and grid size,
-// so that the timed launches carry no host-side setup (launch_t's static flag does the same).
-struct pair_launch {
-    unsigned ctas = 0; // 0: not configured yet
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's; cfg points at them
-};
-template <class KERNEL, class... ARGS>
-static cudaError_t launch_in_pairs(pair_launch &L, KERNEL kernel, int smem, unsigned ctas, const ARGS &...args) {
-    if (L.ctas != ctas) {
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (err != cudaSuccess) return err;
-        long long grid = 0;
-        char why[256];
-        if (persistent_launch_config(kernel, 2, smem, (cudaStream_t)0, (int)std::max(2u, ctas), std::max(1u, ctas / 2),
-                                     &L.cfg, L.attr, &grid, why, sizeof why) != MOE_STATUS_OK) {
-            fprintf(stderr, "launch_in_pairs: %s\n", why);
-            return cudaErrorInvalidConfiguration;
-        }
-        L.ctas = ctas;
-    }
-    const cudaError_t err = cudaLaunchKernelEx(&L.cfg, kernel, args...);
-    return err != cudaSuccess ? err : cudaGetLastError();
-}
-
-// The bf16 kernel in clusters of 2 (v.cm == 2; b: boxes of half a tile, grouped_prepare_pairs).
-template <int MODE, int EPI, bool DYN = false, bool GATHER = false>
-static cudaError_t launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt, const grouped_params &p,
-                               unsigned ctas, const CUtensorMap *mo) {
-    static pair_launch L;
-    return launch_in_pairs(L, grouped_gemm_kernel<MODE, EPI, 0, GATHER, DYN, GBN, 2>, grouped_smem_bytes<EPI, DYN, 2>(),
-                           ctas, a, b, bt, mo ? *mo : b, p);
-}
-
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
 static cudaError_t fp8_launch_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p, unsigned ctas) {
@@ -327,12 +266,31 @@ typedef cudaError_t (*fp8_launch_fn)(const CUtensorMap &, const CUtensorMap &, c
 // The same in clusters of 2 (CM = 2), launched as the dense engine's clusters are
 // (persistent_launch_config): a unit per cluster, ctas / 2 of them at most, no more clusters than
 // can be resident (the static stride needs no more).
+// The FP8 kernel in clusters of 2 (v.cm == 2). The attribute and the launch configuration are set once
+// per instantiation and grid size, so that the timed launches carry no host-side setup (launch_t's
+// static flag does the same for the single-CTA launches).
 template <int MODE, int EPI>
 static cudaError_t fp8_launch_c2_t(const CUtensorMap &a, const CUtensorMap &b, const grouped_fp8_params &p,
                                    unsigned ctas) {
-    static pair_launch L;
-    return launch_in_pairs(L, grouped_fp8_kernel<MODE, false, EPI, false, true, 192, 2>,
-                           grouped_fp8_smem_bytes<false, true, 192, EPI == EPI_BULK>(), ctas, a, b, p);
+    constexpr int smem = grouped_fp8_smem_bytes<false, true, 192, EPI == EPI_BULK>();
+    const auto kernel = grouped_fp8_kernel<MODE, false, EPI, false, true, 192, 2>;
+    static unsigned configured_ctas = 0; // 0: not configured yet
+    static cudaLaunchConfig_t cfg;
+    static cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's; cfg points at them
+    if (configured_ctas != ctas) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return err;
+        long long grid = 0;
+        char why[256];
+        if (persistent_launch_config(kernel, 2, smem, (cudaStream_t)0, (int)std::max(2u, ctas), std::max(1u, ctas / 2),
+                                     &cfg, attr, &grid, why, sizeof why) != MOE_STATUS_OK) {
+            fprintf(stderr, "fp8_launch_c2_t: %s\n", why);
+            return cudaErrorInvalidConfiguration;
+        }
+        configured_ctas = ctas;
+    }
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a, b, p);
+    return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 static fp8_launch_fn pick_fp8(const variant &v) {
@@ -435,17 +393,6 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
-    if (v.cm == 2 && v.gather)
-        return !v.dyn                ? launch_c2_t<GEMM_UP, EPI_NONE, false, true>
-               : v.epi == EPI_ACT_TMA ? launch_c2_t<GEMM_UP, EPI_ACT_TMA, true, true>
-                                      : launch_c2_t<GEMM_UP, EPI_ACT_FIRST, true, true>;
-    if (v.cm == 2 && v.dyn)
-        return v.epi == EPI_ACT_TMA   ? launch_c2_t<GEMM_UP, EPI_ACT_TMA, true>
-               : v.epi == EPI_BULK    ? launch_c2_t<GEMM_DOWN, EPI_BULK, true>
-                                      : launch_c2_t<GEMM_UP, EPI_ACT_FIRST, true>;
-    if (v.cm == 2)
-        return v.kernel_mode == GEMM_UP ? (v.epi == EPI_NONE ? launch_c2_t<GEMM_UP, EPI_NONE> : launch_c2_t<GEMM_UP, EPI_ACT_FIRST>)
-                                        : (v.epi == EPI_NONE ? launch_c2_t<GEMM_DOWN, EPI_NONE> : launch_c2_t<GEMM_DOWN, EPI_STAGED>);
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? launch_t<GEMM_UP, EPI_ACT_TMA, 0, true, true> : launch_t<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
     if (v.epi == EPI_BULK)
@@ -534,20 +481,6 @@ static const void *kernel_address(const variant &v, int act) {
                                  : (const void *)grouped_fp8_kernel<GEMM_DOWN, false, EPI_STAGED>;
     }
     if (v.pp) return v.kernel_mode == GEMM_UP ? pp_kernel<GEMM_UP>(v) : pp_kernel<GEMM_DOWN>(v);
-    if (v.cm == 2 && v.gather)
-        return !v.dyn                ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, true, false, GBN, 2>
-               : v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, true, true, GBN, 2>
-                                      : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>;
-    if (v.cm == 2 && v.dyn)
-        return v.epi == EPI_ACT_TMA ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>
-               : v.epi == EPI_BULK  ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>
-                                    : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, true, GBN, 2>;
-    if (v.cm == 2)
-        return v.kernel_mode == GEMM_UP
-                   ? (v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_NONE, 0, false, false, GBN, 2>
-                                        : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_FIRST, 0, false, false, GBN, 2>)
-                   : (v.epi == EPI_NONE ? (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_NONE, 0, false, false, GBN, 2>
-                                        : (const void *)grouped_gemm_kernel<GEMM_DOWN, EPI_STAGED, 0, false, false, GBN, 2>);
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, true, true>
                         : (const void *)grouped_gemm_kernel<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
@@ -973,7 +906,6 @@ static CUresult fp8_prepare(const gemm_args &a, const operands &O, int sms, int 
     return CUDA_SUCCESS;
 }
 
-
 static bool listed(const char *list, const char *name) {
     if (!list) return true;
     std::string l = std::string(",") + list + ",";
@@ -1015,11 +947,7 @@ int main(int argc, char **argv) {
             (n.find("gather") != std::string::npos) != v.gather || (n.find("_trace") != std::string::npos) != v.trace ||
             (n.find("bn240") != std::string::npos) != (v.bn == 240) || (named_dyn && !v.dyn) ||
             (n.find("_exp") != std::string::npos) != v.expert || (n.find("_192") != std::string::npos) != (v.bn == 192) ||
-            (n.find("_c2") != std::string::npos) != (v.cm == 2) ||
-            (v.cm == 2 && ((v.fp8 && (v.gather || !v.stage || v.expert || v.dyn)) || (!v.fp8 && v.bn != 256))) ||
-            (v.cm == 2 && !v.fp8 && v.gather && !(v.dyn ? v.epi == EPI_ACT_FIRST || v.epi == EPI_ACT_TMA : v.epi == EPI_NONE)) ||
-            (v.cm == 2 && !v.fp8 && !v.dyn && v.epi != EPI_NONE && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_STAGED)) ||
-            (v.cm == 2 && !v.fp8 && v.dyn && v.epi != (v.kernel_mode == GEMM_UP ? EPI_ACT_FIRST : EPI_BULK) && v.epi != EPI_ACT_TMA) ||
+            (n.find("_c2") != std::string::npos) != (v.cm == 2) || (v.cm == 2 && (!v.fp8 || !v.stage || v.dyn)) ||
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
             (n.find("_early") != std::string::npos) != v.early || (v.early && (v.fp8 || v.epi != EPI_BULK)) ||
@@ -1056,9 +984,7 @@ int main(int argc, char **argv) {
                          : v.dyn              ? grouped_smem_bytes<EPI_STAGED, true>()
                          : epi_uses_staging(v.epi) ? grouped_smem_bytes<EPI_STAGED>()
                                              : grouped_smem_bytes<EPI_REGS>();
-        // (bf16 on tickets in clusters: the ticket hand-off's barriers too)
-        const int smem_all = smem + (!fp8 && v.cm == 2 && v.dyn ? PAIR_TICKET_BARRIERS * 8 : 0);
-        printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem_all, v.what);
+        printf("%-18s %5d %6zu %7d  %s\n", v.name, fa.numRegs, fa.localSizeBytes, smem, v.what);
     }
     FILE *json = json_path ? fopen(json_path, "a") : nullptr;
     float *d_cmp;
@@ -1142,11 +1068,6 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
-                if (!fp8 && v.cm == 2 && a.n % GBN != 0) { // clusters load no tail box (grouped_prepare_pairs)
-                    printf("%-18s skipped: clusters of 2 need n %% %d == 0 (n = %lld)\n", v.name, GBN, (long long)a.n);
-                    cudaFree(out);
-                    continue;
-                }
                 if (v.epi == EPI_ACT_TMA && m.act == MOE_ACT_RELU2) { // not gated: the library stages it
                     printf("%-18s skipped: EPI_ACT_TMA is for gated activations\n", v.name);
                     cudaFree(out);
@@ -1177,7 +1098,6 @@ int main(int argc, char **argv) {
                 }
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
-                                : v.cm == 2 ? grouped_prepare_pairs(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
                 if (cr != CUDA_SUCCESS) {
                     printf("%-18s tensor map failed (%d)\n", v.name, (int)cr);
@@ -1276,8 +1196,7 @@ int main(int argc, char **argv) {
             // Timed together, interleaved (lab_util.h), on the default stream the kernels run on.
             const std::vector<double> times = check_only ? std::vector<double>(runs.size(), 0.0)
                                                          : lab_interleaved_medians(launches, 0, WARMUP, TIMED, ROUNDS, 1.0);
-            // The excess's base: the latest EPI_NONE variant's listed before, of the same cluster size.
-            double none_ms[3] = {-1.0, -1.0, -1.0};
+            double none_ms = -1.0; // the latest EPI_NONE variant's, listed before (the excess's base)
             for (size_t i = 0; i < runs.size(); ++i) {
                 const checked_run &r = runs[i];
                 const variant &v = *r.v;
@@ -1293,9 +1212,8 @@ int main(int argc, char **argv) {
                 const double flop = 2.0 * real_rows * O.n * O.k;
                 const double tflops = ms > 0 ? flop / (ms * 1e-3) / 1e12 : 0.0;
                 const double us_tile = ms > 0 ? ms * 1e3 * ctas / tiles : 0.0;
-                if (v.epi == EPI_NONE) none_ms[v.cm] = ms;
-                const double base = none_ms[v.cm];
-                const double excess = (base > 0 && ms > 0) ? (ms - base) * 1e3 * ctas / tiles : NAN;
+                if (v.epi == EPI_NONE) none_ms = ms;
+                const double excess = (none_ms > 0 && ms > 0) ? (ms - none_ms) * 1e3 * ctas / tiles : NAN;
                 ok ? ++passed : ++failed;
                 printf("%-18s %-6s %6lld %6lld %6lld %9.3f %8.1f %9.2f %9.2f %8.1e  %s\n", v.name,
                        data == GEMM_UP ? "gemm1" : "gemm2", (long long)O.n, (long long)O.k, (long long)tiles, ms,

@@ -573,13 +573,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         const char *skip = !tickets ? ""
                            : hopper_gemm1_skip_idle(tickets) ? ", both GEMMs skip the MMAs of all-padding half blocks"
                                                              : ", GEMM2 skips the MMAs of all-padding half blocks";
-        const bool pairs2 = hopper_clusters(L.H, tickets, hopper_tile_n(L.H, tickets, false), true);
-        const bool pairs1 = hopper_clusters(L.R13, tickets, hopper_tile_n(L.R13, tickets, gather), act_first);
-        const char *pairs = pairs1 && pairs2 ? ", both GEMMs in clusters of 2 sharing weight tiles by multicast"
-                            : pairs2         ? ", GEMM2 in clusters of 2 sharing weight tiles by multicast"
-                            : pairs1         ? ", GEMM1 in clusters of 2 sharing weight tiles by multicast"
-                                             : "";
-        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s%s%s",
+        snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
@@ -589,7 +583,7 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                      ? "GEMM1's activation from the accumulators, its A2 tiles stored by TMA"
                      : "GEMM1's activation from the accumulators",
                  bulk2 ? ", GEMM2's rows by bulk copies when y is bf16 (3 stages)" : "",
-                 bulk2 && hopper_gemm2_early_rows() ? ", its row table loaded during the last MMAs" : "", skip, pairs);
+                 bulk2 && hopper_gemm2_early_rows() ? ", its row table loaded during the last MMAs" : "", skip);
     }
     else
         snprintf(tiles, sizeof tiles, "mma.sync, %s, x rows gathered", v1);

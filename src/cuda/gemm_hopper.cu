@@ -63,13 +63,6 @@ cudaError_t hopper_gemm_init(void) {
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, 240>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true>();
     if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, true, true>();
-    // Clusters of 2 where hopper_clusters says so.
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, false, true, GBN, 2>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_DOWN, SHIPPED_EPI, 0, false, true, GBN, 2>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>();
-    if (err == cudaSuccess) err = grouped_set_smem<GEMM_UP, EPI_ACT_TMA, 0, true, true, GBN, 2>();
     (void)tensor_map_encoder(); // resolve the driver entry point now, not under a graph capture
     return err;
 }
@@ -171,14 +164,6 @@ bool hopper_gemm2_early_rows(void) {
     return env && !strcmp(env, "1");
 }
 
-// MOEFUSE_HOPPER_CLUSTERS=2: the tiled GEMMs on tickets with 256-wide tiles run in clusters of 2 over
-// pairs of row blocks, each CTA loading half of a B tile both share and multicasting it
-// (grouped_gemm_kernel's CM; session 34: GEMM1 reads L2 at 80-84% of its peak). Off until timed.
-bool hopper_clusters(int64_t n, bool ticket_schedule, int bn, bool epilogue_ok) {
-    const char *env = getenv("MOEFUSE_HOPPER_CLUSTERS");
-    return env && !strcmp(env, "2") && ticket_schedule && bn == GBN && n % GBN == 0 && epilogue_ok;
-}
-
 bool hopper_bulk_by_k(const char *env_var, int64_t k) {
     const char *env = getenv(env_var);
     if (env && !strcmp(env, "staged")) return false;
@@ -209,20 +194,18 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
     // Units from the ticket counter when the caller gave one.
     const bool dyn = g->unit_counter && hopper_ticket_schedule(true);
     const int bn = hopper_tile_n(g->n, dyn, gather);
-    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
-                           grouped_act_first_ok(g);
-    const bool pairs = hopper_clusters(g->n, dyn, bn, g->mode == GEMM_DOWN || act_first);
     CUtensorMap map_a, map_b, map_b_tail;
     grouped_params p;
     unsigned ctas = 0;
-    const CUresult cr = pairs ? grouped_prepare_pairs(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather)
-                              : grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn);
+    const CUresult cr = grouped_prepare(g, hopper_sms, &map_a, &map_b, &map_b_tail, &p, &ctas, gather, bn);
     if (cr != CUDA_SUCCESS)
         return moe__error(ctx, cr == CUDA_ERROR_NOT_FOUND ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_DEVICE_ERROR,
                           "Hopper GEMM: cuTensorMapEncodeTiled %s (error %d) for rows %lld, n %lld, k %lld",
                           cr == CUDA_ERROR_NOT_FOUND ? "not found in the driver" : "rejected the tensor map", (int)cr,
                           (long long)g->rows, (long long)g->n, (long long)g->k);
     if (g->mode == GEMM_UP) p.skip_idle = hopper_gemm1_skip_idle(dyn);
+    const bool act_first = g->mode == GEMM_UP && hopper_gemm1_act_first(g->activation, g->n / 2, gather, dyn) &&
+                           grouped_act_first_ok(g);
     CUtensorMap map_out;
     const bool act_tma =
         hopper_gemm1_act_tma(act_first, dyn, bn, g->k) && grouped_act_tma_map(g, &map_out) == CUDA_SUCCESS;
@@ -230,24 +213,7 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                       (uintptr_t)g->out % 16 == 0;
     p.early_rows = bulk && hopper_gemm2_early_rows();
     cudaError_t err;
-    if (pairs && bulk)
-        err = grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas, stream);
-    else if (pairs && g->mode == GEMM_DOWN)
-        err = grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas,
-                                                                                   stream);
-    else if (pairs && gather && act_tma)
-        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, true, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas, stream,
-                                                                                &map_out);
-    else if (pairs && gather) // act_first (pairs)
-        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, true, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas,
-                                                                                  stream);
-    else if (pairs && act_tma)
-        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_TMA, 0, false, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas, stream,
-                                                                                 &map_out);
-    else if (pairs && act_first)
-        err = grouped_kernel_launch<GEMM_UP, EPI_ACT_FIRST, 0, false, true, GBN, 2>(map_a, map_b, map_b_tail, p, ctas,
-                                                                                   stream);
-    else if (bulk) // bulk: dyn
+    if (bulk) // bulk: dyn
         err = bn == 240 ? grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true, 240>(map_a, map_b, map_b_tail, p,
                                                                                           ctas, stream)
                         : grouped_kernel_launch<GEMM_DOWN, EPI_BULK, 0, false, true>(map_a, map_b, map_b_tail, p, ctas,
@@ -280,12 +246,8 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
         err = dyn ? grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI, 0, false, true>(map_a, map_b, map_b_tail, p, ctas, stream)
                   : grouped_kernel_launch<GEMM_DOWN, SHIPPED_EPI>(map_a, map_b, map_b_tail, p, ctas, stream);
     return cuda_status(ctx, err,
-                       pairs                  ? (gather ? "Hopper GEMM1 (gather) launch in clusters of 2"
-                                                 : g->mode == GEMM_UP ? "Hopper GEMM1 launch in clusters of 2"
-                                                                      : "Hopper GEMM2 launch in clusters of 2")
-                       : gather               ? "Hopper GEMM1 (gather) launch"
-                       : g->mode == GEMM_UP ? "Hopper GEMM1 launch"
-                                            : "Hopper GEMM2 launch");
+                       gather ? "Hopper GEMM1 (gather) launch"
+                              : g->mode == GEMM_UP ? "Hopper GEMM1 launch" : "Hopper GEMM2 launch");
 }
 
 moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *g, cudaStream_t stream) {

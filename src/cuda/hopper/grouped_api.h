@@ -60,11 +60,6 @@ bool hopper_gemm2_bulk(int64_t n, int64_t k, int64_t ldo, bool out_bf16, bool ti
 // Whether the bulk GEMM2 loads its epilogue's row ids and weights during the tile's last MMAs
 // (grouped_params.early_rows): with MOEFUSE_HOPPER_EARLY_ROWS=1 (an A/B switch, off by default).
 bool hopper_gemm2_early_rows(void);
-// Whether a tiled GEMM of n output columns runs in clusters of 2 sharing B tiles by multicast: with
-// MOEFUSE_HOPPER_CLUSTERS=2 (an A/B switch, off by default), on tickets, with tiles bn = 256 wide, n a
-// multiple of 256, and epilogue_ok (GEMM2; GEMM1 with the act-first or TMA-stored epilogue, x permuted
-// or gathered).
-bool hopper_clusters(int64_t n, bool ticket_schedule, int bn, bool epilogue_ok);
 // GEMM1 (args->mode GEMM_UP) with a = x [tokens, lda] itself (lda a multiple of 8, x 16-byte
 // aligned): the same outputs as hopper_permute_launch + hopper_gemm_launch.
 moe_status hopper_gemm1_gather_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

@@ -46,15 +46,11 @@ constexpr int ROWINFO_WARP_BYTES = 16 * 8 + 16 * 4;          // row offsets (int
 constexpr int STAGED_EXTRA_BYTES = CONSUMER_WARPS * (STAGE_WARP_BYTES + ROWINFO_WARP_BYTES);
 
 // DYN: the stage headers that carry each unit's number from the producer to the consumers, then
-// the two words through which the gathering producer's thread 0 hands the next unit to its other
-// threads (GATHER), then in clusters of 2 the two mailbox words through which rank 0's producer
-// hands it to rank 1's (pair_ticket).
+// (GATHER) the two words through which the producer's thread 0 hands the next unit to the others.
 constexpr int DYN_HEADER_BYTES = 16 * 4;
 constexpr int DYN_NEXT_UNIT_WORD = 8;
-constexpr int PAIR_TICKET_WORD = 10;
-static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= PAIR_TICKET_WORD &&
-                  PAIR_TICKET_WORD + 2 <= DYN_HEADER_BYTES / 4,
-              "one header int per stage, then the two next-unit words, then the two mailbox words");
+static_assert(GSTAGES <= DYN_NEXT_UNIT_WORD && DYN_NEXT_UNIT_WORD + 2 <= DYN_HEADER_BYTES / 4,
+              "one header int per stage, then the two next-unit words");
 // EPI_BULK's buffers (bulk_epilogue below, both grouped kernels): per consumer warp 16 whole rows
 // of a TILE_N-wide tile's outputs, rows bulk_ld bytes apart, from a 16-byte aligned start (the bulk
 // copies need it; bulk_buffers), then per consumer warp a row table.
@@ -75,22 +71,16 @@ using grouped_bulk_config = dense_config<256, BULK_GSTAGES, 1>;
 constexpr int ACT_TMA_BOX_BYTES = 64 * 128;
 constexpr int ACT_TMA_WG_BYTES = 2 * ACT_TMA_BOX_BYTES;
 constexpr int ACT_TMA_BYTES = 2 * ACT_TMA_WG_BYTES;
-// DYN in clusters of 2 (grouped_gemm_kernel's CM): the two barriers a slot of the ticket hand-off
-// between the two CTAs' producers (grouped_kernel.cuh, pair_ticket), after the ring's barriers.
-constexpr int PAIR_TICKET_BARRIERS = 4;
-template <int EPI, bool DYN = false, int CM = 1> constexpr int grouped_smem_bytes() {
+template <int EPI, bool DYN = false> constexpr int grouped_smem_bytes() {
     return (EPI == EPI_BULK      ? grouped_bulk_config::SMEM_BYTES + bulk_extra_bytes<GBN>()
             : EPI == EPI_ACT_TMA ? grouped_config::SMEM_BYTES + ACT_TMA_BYTES
                                  : grouped_config::SMEM_BYTES + (epi_uses_staging(EPI) ? STAGED_EXTRA_BYTES : 0)) +
-           (DYN ? DYN_HEADER_BYTES : 0) + (DYN && CM > 1 ? PAIR_TICKET_BARRIERS * 8 : 0);
+           (DYN ? DYN_HEADER_BYTES : 0);
 }
 static_assert(grouped_smem_bytes<EPI_STAGED>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_STAGED, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_BULK, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
 static_assert(grouped_smem_bytes<EPI_ACT_TMA, true>() <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(grouped_smem_bytes<EPI_ACT_TMA, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(grouped_smem_bytes<EPI_BULK, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
-static_assert(grouped_smem_bytes<EPI_ACT_FIRST, true, 2>() <= 227 * 1024, "shared memory per CTA on sm_90");
 
 struct grouped_params {
     int n, k;                 // per expert: output columns (R13 or H), reduction (H or I)
@@ -115,8 +105,8 @@ struct grouped_params {
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     const __nv_bfloat16 *x;
     int64_t ldx, top_k;
-    // DYN: [0] the next unit's ticket, [1] ticket takers done (CTAs, or clusters of 2); both 0 at
-    // launch, and the last taker to take its final ticket puts them back to 0.
+    // DYN: [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
+    // the last CTA to take its final ticket puts them back to 0.
     int *unit_counter;
     // DYN: the producer flags a unit whose row block's second 64 rows are all padding (an expert's
     // last block holding at most 64 rows) and the second consumer warpgroup skips its MMAs.
@@ -160,42 +150,6 @@ __device__ __forceinline__ void unit_tile(const grouped_params &p, int u, int un
     int m_local;
     raster_unit(u - first * units_n, blocks, units_n, p.group_m, m_local, n_unit);
     m_block = first + m_local;
-}
-
-// Clusters of 2 (the lab's `_c2` variants of both grouped kernels; the bf16 one in the library behind
-// MOEFUSE_HOPPER_CLUSTERS=2): the cluster takes the row blocks 2 * pair and 2 * pair + 1, rank r the
-// block 2 * pair + r, so both CTAs read the same weight tiles at the same time. `shared`: both blocks
-// are one expert's, so each CTA loads half of the B tile and multicasts it to both; else each loads its
-// own whole tile. An odd block count leaves the last pair's rank 1 a `ghost`: it loads its pair's first
-// block again (in bounds), computes, and stores nothing, so that both rings stay in step.
-__device__ __forceinline__ void pair_blocks(const grouped_params &p, int pair, int units_m, uint32_t rank,
-                                            int &m_block, int &e, bool &ghost, bool &shared) {
-    const int first = 2 * pair;
-    const bool has_second = first + 1 < units_m;
-    const int e_first = p.block_expert[first], e_second = has_second ? p.block_expert[first + 1] : -1;
-    shared = e_first == e_second;
-    ghost = rank == 1 && !has_second;
-    m_block = ghost ? first : first + (int)rank;
-    e = rank == 0 || ghost ? e_first : e_second;
-}
-
-// Unit u of a clustered bf16 grouped GEMM: (pair of row blocks, n block), then pair_blocks. Without
-// expert_offsets, the grouped raster over all pairs. With them, unit_tile's expert raster over pairs:
-// a pair belongs to the expert of its first (even) block, so expert e owns the pairs whose first block
-// lies in its range, [ceil(first / 2), ceil(end / 2)); their units are contiguous, tiles_n a pair.
-__device__ __forceinline__ void pair_unit_tile(const grouped_params &p, int u, int units_m, uint32_t rank,
-                                               int &m_block, int &n_block, int &e, bool &ghost, bool &shared) {
-    int pair;
-    if (p.expert_offsets == nullptr) {
-        raster_unit(u, (units_m + 1) / 2, p.tiles_n, p.group_m, pair, n_block);
-    } else {
-        const int owner = p.block_expert[2 * (u / p.tiles_n)];
-        const int first = (int)(p.expert_offsets[owner] / BM), end = (int)(p.expert_offsets[owner + 1] / BM);
-        const int pair_first = (first + 1) / 2, pair_end = (end + 1) / 2;
-        raster_unit(u - pair_first * p.tiles_n, pair_end - pair_first, p.tiles_n, p.group_m, pair, n_block);
-        pair += pair_first;
-    }
-    pair_blocks(p, pair, units_m, rank, m_block, e, ghost, shared);
 }
 
 // Where plan row `r`'s output goes and its scale: returns false for a padding row (dropped).

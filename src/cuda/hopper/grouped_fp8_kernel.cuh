@@ -253,14 +253,21 @@ __device__ __forceinline__ void quantise_group(const grouped_fp8_params &p, cons
     }
 }
 
-// CM = 2 (lab only; see pair_blocks in grouped_common.cuh): a cluster of 2 takes unit u = (a pair of
-// plan blocks, one n unit). Either way both CTAs run the same k-blocks and every consumer warp
-// releases each stage to both CTAs, so the two rings stay in step and each `full` barrier expects the
-// same bytes. The raster runs over pairs (no expert raster, no tickets).
+// CM = 2 (lab only; see the end of this comment): a cluster of 2 takes unit u = (a
+// pair of plan blocks 2j, 2j + 1; one n unit), rank r the block 2j + r, so both CTAs read the same
+// weight tiles at the same time. Where both blocks are one expert's (`shared`) each CTA loads half
+// of the B tile and multicasts it to both, as the dense kernel's clusters; where the pair straddles
+// two experts each loads its own whole B tile. Either way both CTAs run the same k-blocks and every
+// consumer warp releases each stage to both CTAs, so the two rings stay in step and each `full`
+// barrier expects the same bytes. An odd live block count leaves the last pair's rank 1 a `ghost`:
+// it loads its pair's first block again (addresses in bounds), computes, and stores nothing. The
+// raster runs over pairs (no expert raster, no tickets).
 // Session 29 (bench/results/2026-12-05-h200-session29/call2, two rounds at T = 16384): correct,
 // memcheck and racecheck clean; the mainloop alone 2-11% faster in clusters, but the full kernels
 // (with their epilogues) 0.96-1.08x of the single CTA's speed, slower on qwen3 (bulk epilogues) and
-// gpt-oss, faster on mixtral: not a consistent gain, so the library keeps single CTAs.
+// gpt-oss, faster on mixtral: not a consistent gain, so the library keeps single CTAs. Those clustered
+// arms carried per-launch host setup; without it (session 35, an H100, two orders) the mainloop alone
+// ran 0.89-0.98 of the single CTA's time and the full kernels 0.89-1.05: the same verdict.
 __device__ __forceinline__ void pair_unit_tiles(const grouped_fp8_params &p, int u, int units_m, uint32_t rank,
                                                 int &m_block, int &n_first, int &n_count, int &e, bool &ghost,
                                                 bool &shared) {
@@ -269,7 +276,13 @@ __device__ __forceinline__ void pair_unit_tiles(const grouped_fp8_params &p, int
     raster_unit(u, pairs_m, units_n, p.g.group_m, pair, n_unit);
     n_first = n_unit * per;
     n_count = min(per, p.g.tiles_n - n_first);
-    pair_blocks(p.g, pair, units_m, rank, m_block, e, ghost, shared);
+    const int first = 2 * pair;
+    const bool has_second = first + 1 < units_m;
+    const int e_first = p.g.block_expert[first], e_second = has_second ? p.g.block_expert[first + 1] : -1;
+    shared = e_first == e_second;
+    ghost = rank == 1 && !has_second;
+    m_block = ghost ? first : first + (int)rank;
+    e = rank == 0 || ghost ? e_first : e_second;
 }
 
 // The plan id of the first row of warpgroup `half`'s 64 rows in unit u's row block.

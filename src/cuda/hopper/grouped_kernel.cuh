@@ -87,60 +87,17 @@ __device__ __forceinline__ const CUtensorMap *b_box(const grouped_params &p, int
     return tail ? map_b_tail : map_b;
 }
 
-// DYN: called once per ticket taker (the thread of a CTA that takes its tickets; in clusters of 2,
-// rank 0's) after its last ticket. Every taker has its last ticket once all `takers` have counted
-// themselves here: the last one resets the counters for the next launch. The fences order this
-// taker's last ticket before its count, and every count before the reset (relaxed atomics on two
-// words).
-__device__ __forceinline__ void dyn_counter_release(int *unit_counter, int takers) {
+// DYN: called once per CTA by the thread that took its tickets, after its last one. Every CTA has
+// taken its last ticket once all have counted themselves here: the last one resets the counters
+// for the next launch. The fences order this CTA's last ticket before its count, and every count
+// before the reset (relaxed atomics on two words).
+__device__ __forceinline__ void dyn_counter_release(int *unit_counter) {
     __threadfence();
-    if (atomicAdd(&unit_counter[1], 1) == takers - 1) {
+    if (atomicAdd(&unit_counter[1], 1) == (int)gridDim.x - 1) {
         __threadfence();
         atomicExch(&unit_counter[0], 0);
         atomicExch(&unit_counter[1], 0);
     }
-}
-
-// A stage's B tile (BN rows of k-block kb from weight row b_row) into `dst`, completing on `full`.
-// CM 1: one box (mb: map_b, or the tail's). CM 2 (map_b's boxes are BN / 2 rows): where the pair shares the
-// tile, this CTA's half, multicast to both CTAs of the cluster; else this CTA's whole tile by halves.
-template <int BN, int CM>
-__device__ __forceinline__ void load_b_stage(uint8_t *dst, const CUtensorMap *mb, const CUtensorMap *map_b,
-                                             uint64_t *full, int kb, int b_row, uint32_t rank, bool shared) {
-    if constexpr (CM == 1) {
-        tma_load_2d(dst, mb, full, kb * BK, b_row);
-    } else if (shared) {
-        const int part = (int)rank * (BN / 2);
-        tma_load_2d_multicast(dst + part * BK * 2, map_b, full, kb * BK, b_row + part, (uint16_t)0x3);
-    } else {
-        for (int h = 0; h < 2; ++h) tma_load_2d(dst + h * (BN / 2) * BK * 2, map_b, full, kb * BK, b_row + h * (BN / 2));
-    }
-}
-
-// DYN in clusters of 2: rank 0's producer takes each ticket and hands it to rank 1's through a
-// two-slot mailbox in rank 1 (the DYN header's words from PAIR_TICKET_WORD, `box`): it stores the unit
-// there, then arrives on rank 1's ticket_full with release at cluster scope; rank 1 waits with
-// acquire, reads it and frees the slot by arriving (release, cluster scope) on rank 0's ticket_empty.
-// Both producers then load the same pair unit; each writes its own stage headers for its own consumers.
-__device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t rank, int *box, uint64_t *ticket_full,
-                                           uint64_t *ticket_empty, int &slot, uint32_t &phase) {
-    int u;
-    if (rank == 0) {
-        u = (int)gridDim.x / 2 + atomicAdd(&p.unit_counter[0], 1);
-        mbar_wait(&ticket_empty[slot], phase ^ 1); // rank 1 has read this slot's previous unit
-        st_shared_cluster(&box[slot], 1, u);
-        mbar_arrive_cluster_release(&ticket_full[slot], 1);
-    } else {
-        mbar_wait_cluster_acquire(&ticket_full[slot], phase);
-        u = box[slot]; // (after the wait's "memory" clobber: read again each time)
-        // release.cluster: the read above comes before rank 0's next store into this slot.
-        mbar_arrive_cluster_release(&ticket_empty[slot], 0);
-    }
-    if (++slot == 2) {
-        slot = 0;
-        phase ^= 1;
-    }
-    return u;
 }
 
 // DYN (the library's tiled path when the forward gives a counter): units are taken in order from a
@@ -154,11 +111,7 @@ __device__ __forceinline__ int pair_ticket(const grouped_params &p, uint32_t ran
 // warpgroup then skips.
 // BN: the tile's columns, 256, or 240 where it divides n (gpt-oss's 2880: no tail tile).
 // map_out: EPI_ACT_TMA's A2 map (grouped_act_tma_map); the other epilogues get a copy of map_b, never read.
-// CM = 2 (the lab's `_c2` variants; the library's MOEFUSE_HOPPER_CLUSTERS=2): clusters of 2 over pairs of
-// row blocks (pair_blocks), each CTA loading half of a shared B tile and multicasting it; map_b's boxes
-// are then BN / 2 rows and n a multiple of BN (no tail box: grouped_prepare_pairs). On tickets, a ticket
-// a pair (pair_ticket).
-template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
+template <int MODE, int EPI, int ACT, bool GATHER = false, bool DYN = false, int BN = GBN>
 __global__ void __launch_bounds__(THREADS, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                         const __grid_constant__ CUtensorMap map_b_tail, const __grid_constant__ CUtensorMap map_out,
@@ -169,8 +122,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(EPI != EPI_ACT_TMA || (MODE == GEMM_UP && BN == GBN && DYN),
                   "EPI_ACT_TMA: GEMM1, 256-wide tiles (a 240-wide tile's second box would reach the next tile's "
                   "columns), on tickets");
-    static_assert(CM == 1 || (CM == 2 && BN == GBN), "clusters of 2: 256-wide tiles");
-    constexpr bool PAIR_TICKETS = DYN && CM > 1;
     constexpr int B_BYTES = BN * BK * 2; // 1024-byte multiple: every stage stays aligned for the swizzle
     constexpr bool BULK = EPI == EPI_BULK;
     constexpr bool ACT_TMA = EPI == EPI_ACT_TMA;
@@ -185,13 +136,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint8_t *act_tma_buf = smem_b + STAGES * B_BYTES;
     uint64_t *full = (uint64_t *)(smem_b + STAGES * B_BYTES + (ACT_TMA ? ACT_TMA_BYTES : 0));
     uint64_t *empty = full + STAGES;
-    uint64_t *ticket_full = empty + STAGES;  // PAIR_TICKETS: [2], rank 1's in use (pair_ticket)
-    uint64_t *ticket_empty = ticket_full + 2; // PAIR_TICKETS: [2], rank 0's in use
-    uint64_t *barriers_end = empty + STAGES + (PAIR_TICKETS ? PAIR_TICKET_BARRIERS : 0);
     // EPI_STAGED: per consumer warp a staging buffer, then per consumer warp a row table. EPI_BULK:
     // per consumer warp 16 whole rows (16-byte aligned for the bulk copies), then the row tables.
     constexpr int WARP_BYTES = BULK ? bulk_warp_bytes<GBN>() : STAGE_WARP_BYTES;
-    uint8_t *staging = BULK ? bulk_buffers(barriers_end) : (uint8_t *)barriers_end;
+    uint8_t *staging = BULK ? bulk_buffers(empty + STAGES) : (uint8_t *)(empty + STAGES);
     uint8_t *row_info = staging + CONSUMER_WARPS * WARP_BYTES;
     // DYN: after the epilogue's buffers (grouped_smem_bytes counts them for the staged and bulk EPIs).
     int *stage_unit =
@@ -201,26 +149,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     pdl_launch_dependents();
     const int warpgroup = threadIdx.x / 128;
     const int units_m = live_blocks(p);
-    const int units = (CM == 2 ? (units_m + 1) / 2 : units_m) * p.tiles_n; // CM 2: units of pairs of blocks
+    const int units = units_m * p.tiles_n;
     const int num_kb = (p.k + BK - 1) / BK;
-    const uint32_t rank = CM > 1 ? cluster_cta_rank() : 0;
-    // CM 2 launched without clusters of 2 (both CTAs rank 0, a multicast to no peer) or with a tail
-    // box (its bytes would not match the half boxes that land) would hang: stop at once instead.
-    if (CM > 1 && (cluster_cta_count() != (uint32_t)CM || p.b_tail_rows != 0)) __trap();
 
     if (threadIdx.x == 0) {
-        if (PAIR_TICKETS)
-            for (int j = 0; j < 2; ++j) {
-                mbar_init(&ticket_full[j], 1);
-                mbar_init(&ticket_empty[j], 1);
-            }
-        // CM 2: each stage is released by the consumer warps of both CTAs (both may write into it).
-        // (ring_init's fence covers the ticket barriers too.)
-        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS * CM);
+        ring_init(full, empty, STAGES, GATHER ? 1 + 128 : 1, CFG::EMPTY_ARRIVALS);
     }
-    // CM 2: the peer CTA's barriers must exist before our multicast signals them.
-    if (CM > 1) cluster_sync();
-    else __syncthreads();
+    __syncthreads();
 
     if (warpgroup == 0) {
         // ---- producer ----
@@ -236,13 +171,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             int stage = 0;
             uint32_t phase = 0;
             int slot = 0; // DYN: which of the two next-unit words is next
-            int ticket_slot = 0; // PAIR_TICKETS (thread 0): the mailbox's slot and phase
-            uint32_t ticket_phase = 0;
-            for (int u = (int)blockIdx.x / CM; u < units;) {
+            for (int u = blockIdx.x; u < units;) {
                 int m_block, n_block, e;
-                bool ghost = false, shared = false; // CM 2 (the ghost gathers its pair's first block again)
-                if constexpr (CM == 1) unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
-                else pair_unit_tile(p, u, units_m, rank, m_block, n_block, e, ghost, shared);
+                unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
                 const int b_row = e * p.n + n_block * BN;
                 uint32_t b_bytes;
                 const CUtensorMap *mb = b_box<BN>(p, n_block, &map_b, &map_b_tail, b_bytes);
@@ -255,7 +186,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if (t == 0) {
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0);
                         mbar_arrive_expect_tx(&full[stage], b_bytes);
-                        load_b_stage<BN, CM>(smem_b + stage * B_BYTES, mb, &map_b, &full[stage], kb, b_row, rank, shared);
+                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                     }
                     gather_a_stage(p, smem_a + stage * CFG::A_BYTES, kb, t, token);
                     cp_async_mbar_arrive_noinc(&full[stage]);
@@ -268,21 +199,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // Thread 0 takes the next ticket and hands it to the warpgroup through one of
                     // two words: a word is written again two units later, after every thread has
                     // passed the next unit's barrier, so after it has read this one.
-                    // In clusters of 2, thread 0 gets it from pair_ticket (rank 0 takes it, rank 1 receives it).
-                    if (t == 0) {
-                        int next;
-                        if constexpr (PAIR_TICKETS)
-                            next = pair_ticket(p, rank, stage_unit + PAIR_TICKET_WORD, ticket_full, ticket_empty,
-                                               ticket_slot, ticket_phase);
-                        else
-                            next = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
-                        stage_unit[DYN_NEXT_UNIT_WORD + slot] = next;
-                    }
+                    if (t == 0) stage_unit[DYN_NEXT_UNIT_WORD + slot] = (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1);
                     named_barrier_sync(1, 128);
                     u = stage_unit[DYN_NEXT_UNIT_WORD + slot];
                     slot ^= 1;
                 } else {
-                    u += (int)gridDim.x / CM;
+                    u += (int)gridDim.x;
                 }
             }
             if (DYN) {
@@ -296,23 +218,19 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mbar_arrive(&full[stage]);
             }
             cp_async_wait_all(); // no thread exits with copies in flight
-            if (DYN && t == 0 && rank == 0) dyn_counter_release(p.unit_counter, (int)gridDim.x / CM);
+            if (DYN && t == 0) dyn_counter_release(p.unit_counter);
         } else {
             setmaxnreg_dec<PRODUCER_REGS>();
             if (threadIdx.x == 0) {
-                int ticket_slot = 0; // PAIR_TICKETS: the mailbox's slot and phase
-                uint32_t ticket_phase = 0;
                 tma_prefetch_map(&map_a);
                 tma_prefetch_map(&map_b);
                 tma_prefetch_map(&map_b_tail);
                 if (ACT_TMA) tma_prefetch_map(&map_out);
                 int stage = 0;
                 uint32_t phase = 0;
-                for (int u = (int)blockIdx.x / CM; u < units;) {
+                for (int u = blockIdx.x; u < units;) {
                     int m_block, n_block, e;
-                    bool ghost = false, shared = false; // CM 2 (the ghost's loads are in bounds: see pair_blocks)
-                    if constexpr (CM == 1) unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
-                    else pair_unit_tile(p, u, units_m, rank, m_block, n_block, e, ghost, shared);
+                    unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
                     const int m0 = m_block * BM;
                     // Read beside block_expert; the header tells the second consumer warpgroup to skip
                     // the unit's MMAs (GEMM1 only on request: hopper_gemm1_skip_idle).
@@ -325,7 +243,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0); // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
-                        load_b_stage<BN, CM>(smem_b + stage * B_BYTES, mb, &map_b, &full[stage], kb, b_row, rank, shared);
+                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -335,18 +253,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // still have the ring's stages to work on (taken at the unit's start, the
                     // atomic's latency stalled the producer's k-loop: ptxas waits on it at the loop
                     // head; lab call M4, 3-4% on the short-K shapes).
-                    if constexpr (PAIR_TICKETS)
-                        u = pair_ticket(p, rank, stage_unit + PAIR_TICKET_WORD, ticket_full, ticket_empty, ticket_slot,
-                                        ticket_phase);
-                    else
-                        u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x / CM;
+                    u = DYN ? (int)gridDim.x + atomicAdd(&p.unit_counter[0], 1) : u + (int)gridDim.x;
                 }
                 if (DYN) {
                     // The end marker, in the stage the next unit would have started in.
                     mbar_wait(&empty[stage], phase ^ 1);
                     stage_unit[stage] = -1;
                     mbar_arrive(&full[stage]);
-                    if (rank == 0) dyn_counter_release(p.unit_counter, (int)gridDim.x / CM);
+                    dyn_counter_release(p.unit_counter);
                 }
             }
         }
@@ -363,7 +277,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         int stage = 0;
         uint32_t phase = 0;
-        for (int u = (int)blockIdx.x / CM; DYN || u < units; u += (int)gridDim.x / CM) {
+        for (int u = blockIdx.x; DYN || u < units; u += gridDim.x) {
             if (DYN) {
                 // The unit's first stage: its header names the unit (-1: none left). Lane 0 reads it
                 // (the warp's own release of the stage comes later, from lane 0) and shares it.
@@ -379,7 +293,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // the other warpgroup has the tensor cores to itself.
                     for (int kb = 0; kb < num_kb; ++kb) {
                         mbar_wait(&full[stage], phase);
-                        release_stage<CM>(&empty[stage], lane);
+                        release_stage<1>(&empty[stage], lane);
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -390,9 +304,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             // Loaded here, used by the epilogue: the loads' latency hides behind the mainloop.
             int m_block, n_block, e;
-            bool ghost = false, shared = false; // CM 2: a ghost computes and stores nothing
-            if constexpr (CM == 1) unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
-            else pair_unit_tile(p, u, units_m, rank, m_block, n_block, e, ghost, shared);
+            unit_tile(p, u, units_m, p.tiles_n, m_block, n_block, e);
             const int m0 = m_block * BM;
             const int n0 = n_block * BN;
             const int64_t warp_row = (int64_t)m0 + half * 64 + warp * 16;
@@ -405,12 +317,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int kb = 0; kb < num_kb; ++kb) {
                 mbar_wait(&full[stage], phase);
                 // GATHER: A arrived through cp.async (generic proxy); wgmma reads it through the
-                // async proxy, so order the two in this thread after the barrier's acquire.
-                // GROUPED_LAB_PROBE_NO_GATHER_FENCE: a lab-only build without it, which times what
-                // the fence costs (not a correct kernel: never defined in the library).
-#ifndef GROUPED_LAB_PROBE_NO_GATHER_FENCE
+                // async proxy, so order the two in this thread after the barrier's acquire. A lab
+                // build without it ran no faster (session 35: docs/kernels/grouped_bf16.md).
                 if (GATHER) fence_proxy_async_shared();
-#endif
                 const uint64_t desc_a = smem_desc_k_sw128(smem_a + stage * CFG::A_BYTES + half * 64 * BK * 2);
                 const uint64_t desc_b = smem_desc_k_sw128(smem_b + stage * B_BYTES);
                 wgmma_fence();
@@ -421,7 +330,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_commit_group();
                 if (early && kb == num_kb - 1 && lane < 16) early_id = p.sorted_ids[warp_row + lane];
                 wgmma_wait_group<1>();
-                if (kb > 0) release_stage<CM>(&empty[prev_stage], lane);
+                if (kb > 0) release_stage<1>(&empty[prev_stage], lane);
                 prev_stage = stage;
                 if (++stage == STAGES) {
                     stage = 0;
@@ -432,8 +341,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (early && lane < 16) row_target_of<MODE>(p, warp_row + lane, early_id, early_row.off, early_row.scale);
             wgmma_wait_group<0>();
             fence_registers<BN / 2>(acc);
-            release_stage<CM>(&empty[prev_stage], lane);
-            if (CM > 1 && ghost) continue;
+            release_stage<1>(&empty[prev_stage], lane);
 
             if constexpr (EPI == EPI_ACT_FIRST && MODE == GEMM_UP)
                 act_first_epilogue<BN>(p, acc, e, warp_row, n0, lane, (float *)(staging + cw * STAGE_WARP_BYTES),
@@ -454,12 +362,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         // BULK, ACT_TMA: the shared memory stays until the last copies have read it.
         if (BULK && lane < 16) bulk_wait_read<0>();
         if (ACT_TMA && warp == 0 && lane == 0) bulk_wait_read<0>();
-    }
-    // CM 2: no CTA may leave while its peer can still multicast into it or arrive on its barriers
-    // (the producer's warp diverged around its issuing lane: reconverge first).
-    if (CM > 1) {
-        __syncwarp();
-        cluster_sync();
     }
 #endif
 }
@@ -523,22 +425,6 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     return CUDA_SUCCESS;
 }
 
-// grouped_prepare for clusters of 2 (grouped_gemm_kernel's CM = 2, 256-wide tiles; gather as there): B
-// boxes of half a tile (each CTA of a pair loads half of a shared tile), the raster group counted in pairs
-// of blocks, and *ctas twice the host bound of pair units (grouped_kernel_launch's cluster count is at
-// most ctas / 2). CUDA_ERROR_INVALID_VALUE where n is not a multiple of 256 (clusters load no tail box).
-inline CUresult grouped_prepare_pairs(const gemm_args *g, int sms, CUtensorMap *map_a, CUtensorMap *map_b,
-                                      CUtensorMap *map_b_tail, grouped_params *p, unsigned *ctas, bool gather = false) {
-    if (g->n % GBN != 0) return CUDA_ERROR_INVALID_VALUE;
-    CUresult cr = grouped_prepare(g, sms, map_a, map_b, map_b_tail, p, ctas, gather, GBN);
-    if (cr == CUDA_SUCCESS) cr = make_tensor_map(map_b, g->b, g->experts * g->n, g->k, g->k, GBN / 2);
-    *map_b_tail = *map_b;
-    p->group_m = p->group_m / 2 > 1 ? p->group_m / 2 : 1;
-    const int64_t pair_units = ((g->rows + BM - 1) / BM + 1) / 2 * p->tiles_n;
-    *ctas = (unsigned)(2 * pair_units < sms ? 2 * pair_units : sms);
-    return cr;
-}
-
 // What EPI_STAGED needs beyond the other epilogues (granules of 4 columns: 16-byte stores, 8
 // for bf16 rows): n and ldo multiples of 4, out and bias 16-byte aligned. The forward's shapes
 // (H, I multiples of 64, 256-aligned workspace and cudaMalloc'd biases) always pass.
@@ -559,10 +445,10 @@ inline bool grouped_gather_ok(const gemm_args *g) {
 }
 
 // The shared memory is sized for BN = 256 (a 240-wide tile's stages are smaller).
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_set_smem() {
-    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, CM>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN, CM>());
+    return cudaFuncSetAttribute(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_smem_bytes<EPI, DYN>());
 }
 
 // EPI_ACT_TMA's map of A2 (g->out, [rows, n / 2] bf16, row stride ldo), written in 64 x 64 boxes
@@ -573,30 +459,15 @@ inline CUresult grouped_act_tma_map(const gemm_args *g, CUtensorMap *map) {
 }
 
 // DYN: p.unit_counter must point at two ints that are 0 (the kernel leaves them so). map_out:
-// EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues. CM = 2: clusters of 2 (maps and
-// parameters from grouped_prepare_pairs), at most ctas / 2 of them, as many as can be resident.
-template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN, int CM = 1>
+// EPI_ACT_TMA's (grouped_act_tma_map); NULL for the other epilogues.
+template <int MODE, int EPI, int ACT = 0, bool GATHER = false, bool DYN = false, int BN = GBN>
 cudaError_t grouped_kernel_launch(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_b_tail,
                                   const grouped_params &p, unsigned ctas, cudaStream_t stream,
                                   const CUtensorMap *map_out = nullptr) {
     if ((EPI == EPI_ACT_TMA) != (map_out != nullptr)) return cudaErrorInvalidValue;
-    const auto kernel = grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN, CM>;
-    constexpr int smem = grouped_smem_bytes<EPI, DYN, CM>();
-    if constexpr (CM == 1)
-        return launch_kernel(kernel, ctas, THREADS, smem, stream, map_a, map_b, map_b_tail, map_out ? *map_out : map_b, p);
-    // (The occupancy query inside runs at every launch, as the dense engine's: graph replays do not
-    // pay it; cache it per instantiation if clusters become a default for eager callers.)
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[2]; // the cluster's and (MOEFUSE_PDL=1) PDL's
-    long long grid = 0;
-    char why[160];
-    const int n = (int)ctas;
-    if (persistent_launch_config(kernel, CM, smem, stream, n > CM ? n : CM, n / CM > 1 ? n / CM : 1, &cfg, attr, &grid,
-                                 why, sizeof why) != MOE_STATUS_OK) {
-        (void)cudaGetLastError(); // the occupancy query's error, reported once: as the launch's
-        return cudaErrorInvalidConfiguration;
-    }
-    return launched(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_b_tail, map_out ? *map_out : map_b, p));
+    return launch_kernel(grouped_gemm_kernel<MODE, EPI, ACT, GATHER, DYN, BN>, ctas, THREADS,
+                         grouped_smem_bytes<EPI, DYN>(), stream, map_a, map_b, map_b_tail, map_out ? *map_out : map_b,
+                         p);
 }
 
 } // namespace moe_hopper

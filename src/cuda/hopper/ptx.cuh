@@ -104,32 +104,6 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta_
         : "memory");
 }
 
-// The same arrival with release semantics at cluster scope: orders this thread's earlier writes (a
-// st_shared_cluster into that CTA, say) before whatever the waiter reads after its
-// mbar_wait_cluster_acquire. Costs a GPU-wide MEMBAR: for rare hand-offs, not per stage.
-__device__ __forceinline__ void mbar_arrive_cluster_release(uint64_t *bar, uint32_t cta_rank) {
-    asm volatile(
-        "{\n"
-        ".reg .b32 remote;\n"
-        "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-        "}\n" ::"r"(smem_u32(bar)),
-        "r"(cta_rank)
-        : "memory");
-}
-
-// Stores v at the shared-memory offset of `p` in CTA `cta_rank` of this cluster.
-__device__ __forceinline__ void st_shared_cluster(int *p, uint32_t cta_rank, int v) {
-    asm volatile(
-        "{\n"
-        ".reg .b32 remote;\n"
-        "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "st.shared::cluster.s32 [remote], %2;\n"
-        "}\n" ::"r"(smem_u32(p)),
-        "r"(cta_rank), "r"(v)
-        : "memory");
-}
-
 // True once the phase of parity `parity` has completed. On a fresh barrier (phase 0 running)
 // parity 1 names the phase "before" it, which counts as complete: the producer's first pass
 // over an empty ring therefore does not block.
@@ -150,22 +124,6 @@ __device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, uint32_t parity) {
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
     while (!mbar_try_wait(bar, parity)) {
     }
-}
-
-// mbar_wait with acquire semantics at cluster scope: pairs with mbar_arrive_cluster_release from
-// another CTA of the cluster.
-__device__ __forceinline__ void mbar_wait_cluster_acquire(uint64_t *bar, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile(
-            "{\n"
-            ".reg .pred p;\n"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(smem_u32(bar)), "r"(parity)
-            : "memory");
 }
 
 // --- TMA: bulk tensor copies global -> shared ------------------------------------------------
@@ -272,11 +230,6 @@ __device__ __forceinline__ uint32_t cluster_cta_rank() {
     uint32_t r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
-}
-__device__ __forceinline__ uint32_t cluster_cta_count() {
-    uint32_t n;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-    return n;
 }
 // Every thread of every CTA of the cluster: release our prior writes, acquire everyone's.
 __device__ __forceinline__ void cluster_sync() {
