@@ -195,7 +195,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
-         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 : 0, 4, &L->units) &&
+         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 + L->max_blocks : 0, 4, &L->units) &&
          (!L->fp8 || reserve_fp8(&c, L)) &&
          moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
@@ -575,7 +575,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                                                              : ", GEMM2 skips the MMAs of all-padding half blocks";
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
-                 hopper_tile_n(L.H, tickets, false), gather ? "x rows gathered by the producer" : "x rows permuted",
+                 hopper_tile_n(L.H, tickets, false),
+                 gather                 ? "x rows gathered by the producer"
+                 : hopper_a_fill(tickets) ? "x rows copied into plan order by GEMM1's idle producer warps"
+                                        : "x rows permuted",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  !act_first ? "GEMM1's staged epilogue"
@@ -782,23 +785,34 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    const bool tickets = hopper && !L.swap && hopper_ticket_schedule(true);
+    // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule of
+    // moe__hopper_gather_select, or MOEFUSE_HOPPER_A); else GEMM1 reads x in plan order by TMA,
+    // copied there by a permute kernel or, with hopper_a_fill, by GEMM1's own idle warps.
+    const bool gather = hopper && !L.swap && hopper_a_gather(L.rows, L.E, L.I);
+    const bool fill = tickets && !gather && hopper_a_fill(tickets);
     if (hopper && !L.swap && hopper_expert_raster(true)) g.expert_offsets = plan.expert_offsets; // g2 copies g
-    if (hopper && !L.swap && hopper_ticket_schedule(true)) {
-        // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2.
-        LAUNCH(zero_words_launch(WS(uint32_t, units), 2, stream), "zero the GEMMs' ticket counter");
+    if (tickets) {
+        // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2; then, with
+        // fill, GEMM1's row counts of each block.
+        LAUNCH(zero_words_launch(WS(uint32_t, units), 2 + (fill ? (int)L.max_blocks : 0), stream),
+               "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);
     }
-    if (hopper && !L.swap && hopper_a_gather(L.rows, L.E, L.I)) {
-        // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule
-        // of moe__hopper_gather_select, or MOEFUSE_HOPPER_A).
+    if (gather) {
         if ((st = hopper_gemm1_gather_launch(ctx, &g, stream)) != MOE_STATUS_OK) return st;
     } else if (hopper) {
-        // TMA loads A tiles: x rows in plan order first (the selection guarantees bf16 and
+        // TMA loads A tiles from x's rows in plan order (the selection guarantees bf16 and
         // H % 64 == 0, and x is 16-byte-aligned rows here).
-        LAUNCH(hopper_permute_launch(&g, WS(void, xperm), !L.swap, stream), "permute x rows");
+        if (!fill) LAUNCH(hopper_permute_launch(&g, WS(void, xperm), !L.swap, stream), "permute x rows");
         gemm_args gp = g;
         gp.a = WS(void, xperm);
         gp.lda = H;
+        if (fill) {
+            gp.x_fill = g.a;
+            gp.ldx_fill = g.lda;
+            gp.rows_ready = WS(int, units) + 2;
+        }
         st = L.swap ? hopper_swap_decode_launch(ctx, &gp, stream) : hopper_gemm_launch(ctx, &gp, stream);
         if (st != MOE_STATUS_OK) return st;
     } else {

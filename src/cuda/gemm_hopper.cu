@@ -76,10 +76,18 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
                          g->k / 8, g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k, zero_padding);
 }
 
+// MOEFUSE_HOPPER_A=fill: GEMM1 reads A by TMA (never gathers) and, on tickets, its own idle producer
+// warps copy x into plan order (gemm_args.x_fill) instead of a permute kernel before it. An A/B
+// switch, off.
+bool hopper_a_fill(bool ticket_schedule) {
+    const char *env = getenv("MOEFUSE_HOPPER_A");
+    return ticket_schedule && env && !strcmp(env, "fill");
+}
+
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate) {
     const char *env = getenv("MOEFUSE_HOPPER_A");
     if (env && !strcmp(env, "gather")) return true;
-    if (env && !strcmp(env, "permute")) return false;
+    if (env && (!strcmp(env, "permute") || !strcmp(env, "fill"))) return false;
     return hopper_ticket_schedule(true) && moe__hopper_gather_select(routed_rows, experts, intermediate) != 0;
 }
 
@@ -180,6 +188,13 @@ static moe_status grouped_launch(moe_context_t *ctx, const gemm_args *g, bool ga
                           "Hopper GEMM1 (gather): needs GEMM_UP, k and lda multiples of 8 (lda >= k) and x 16-byte "
                           "aligned; got mode %d, k = %lld, lda = %lld, x %p",
                           g->mode, (long long)g->k, (long long)g->lda, g->a);
+    if (g->x_fill && (gather || !grouped_fill_ok(g)))
+        return moe__error(ctx, MOE_STATUS_INTERNAL,
+                          "Hopper GEMM1 (rows copied in the kernel): needs GEMM_UP with A by TMA, the rows' counters, "
+                          "x's row stride a multiple of 8 and >= k, x and the permuted rows 16-byte aligned; got mode "
+                          "%d, gather %d, counters %p, k = %lld, ldx = %lld, x %p, rows %p",
+                          g->mode, (int)gather, (void *)g->rows_ready, (long long)g->k, (long long)g->ldx_fill,
+                          g->x_fill, g->a);
     if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->n % 2 != 0 || g->k % 8 != 0 ||
         (!gather && g->lda != g->k))
         return moe__error(ctx, MOE_STATUS_INTERNAL,

@@ -9,8 +9,12 @@
 // intermediate size I: gathered by the kernel's producer through the plan (no permute pass, no
 // xperm traffic) where moe__hopper_gather_select says so on the ticket schedule, else TMA from a
 // copy of x in plan order that a permute kernel writes. MOEFUSE_HOPPER_A=gather|permute forces
-// either (gather on the static stride then too).
+// either (gather on the static stride then too); MOEFUSE_HOPPER_A=fill never gathers.
 bool hopper_a_gather(int64_t routed_rows, int64_t experts, int64_t intermediate);
+// Where GEMM1 reads A by TMA (not gathered) on the ticket schedule: whether GEMM1 itself copies x into
+// plan order (gemm_args.x_fill: its producer's idle warps, beside the MMAs) instead of a permute
+// kernel before it. MOEFUSE_HOPPER_A=fill (an A/B switch, off by default; no gather then either).
+bool hopper_a_fill(bool ticket_schedule);
 // Whether the tiled grouped GEMMs (A by TMA, prefill) take their units from a ticket counter when
 // given one (gemm_args.unit_counter), rather than by the static stride: `by_default` unless
 // MOEFUSE_HOPPER_SCHEDULE=dyn|static forces either. The callers' defaults: bf16 always, FP8 where

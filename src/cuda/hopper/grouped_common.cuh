@@ -103,7 +103,12 @@ struct grouped_params {
     float act_alpha, act_limit;
     int out_bf16;             // GEMM_DOWN, EPI_STAGED: rows in bf16, else fp32 (both kernels)
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
+    // a_fill (GEMM1 with A by TMA): the same x rows are copied into the permuted rows a_fill
+    // [rows, k] by the producer warpgroup's warps 1-3 (fill_a_rows), rows_ready[b] counting block
+    // b's; NULL: A is already in plan order.
     const __nv_bfloat16 *x;
+    uint4 *a_fill;
+    int *rows_ready;
     int64_t ldx, top_k;
     // DYN: [0] the next unit's ticket, [1] CTAs done taking tickets; both 0 at launch, and
     // the last CTA to take its final ticket puts them back to 0.

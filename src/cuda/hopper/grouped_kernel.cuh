@@ -9,7 +9,8 @@
 //    (row block, column tile) in the grouped raster order; each CTA takes the next from a ticket
 //    counter (DYN, below) or, without one, every gridDim.x-th.
 //  - A tiles: GEMM1 reads the permuted copy of x, GEMM2 reads A2; both are plain [rows, K]
-//    matrices in plan order, so TMA loads them as in the dense case. GATHER (GEMM1 only): no
+//    matrices in plan order, so TMA loads them as in the dense case (A_FILL, a runtime choice:
+//    GEMM1's idle producer warps write that copy while the MMAs run, fill_a_rows). GATHER (GEMM1 only): no
 //    permuted copy; the whole producer warpgroup gathers the tile's x rows itself (see
 //    gather_a_stage), and only B comes by TMA; with DYN its thread 0 takes the tickets and hands
 //    them to the other 127 through shared memory and a named barrier.
@@ -76,6 +77,58 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
         cp_async_16(a_stage + r * 128 + ((chunk ^ (r % 8)) << 4), live ? x_col + (int64_t)token[i] * p.ldx : p.x,
                     live ? 16u : 0u);
     }
+}
+
+// ---- A_FILL: the permute pass inside GEMM1 ------------------------------------------------------
+// With A by TMA, only the producer's thread 0 works; its warps 1-3 (96 threads x #CTAs) copy x's
+// rows into the permuted rows p.a_fill while the consumers' MMAs run, instead of a permute kernel
+// before the GEMM (537 us, 7% of glm-4.5-air's forward at T = 16384 on the H200: memory-bound work
+// that overlaps compute-bound work here). Warp w copies plan rows w, w + W, ... (W = 3 x #CTAs),
+// so the rows are copied roughly in plan order, the order the tickets reach the blocks; after a row
+// each lane fences its stores for the async proxy and lane 0 counts the row in rows_ready[block]
+// with a release. Thread 0 acquires a block's count of BM before its first A load (wait_rows_ready).
+// The copying warps never wait on anything, so the copy finishes whatever the tiles do.
+constexpr int FILL_WARPS = 3;       // producer warps 1-3
+constexpr int FILL_UNROLL = 4;      // 16-byte loads in flight a lane (the producer has 40 registers)
+
+__device__ __forceinline__ void fill_a_rows(const grouped_params &p) {
+    // int32 rows and ids (the plan's, < 2^31) to stay inside the producer's 40 registers.
+    const int lane = threadIdx.x % 32;
+    const int warps = (int)gridDim.x * FILL_WARPS;
+    const int live = (int)*p.live_rows;
+    const int row16 = p.k / 8;              // 16-byte pieces of a row (k % 8 == 0)
+    const int64_t ldx16 = p.ldx / 8;
+    const uint4 *x = (const uint4 *)p.x;
+    for (int r = (int)blockIdx.x * FILL_WARPS + (int)threadIdx.x / 32 - 1; r < live; r += warps) {
+        const int id = p.sorted_ids[r];
+        uint4 *dst = p.a_fill + (int64_t)r * row16;
+        if (id == (int)p.padding_id) {
+#pragma unroll 1
+            for (int c = lane; c < row16; c += 32) dst[c] = make_uint4(0, 0, 0, 0);
+        } else {
+            const uint4 *src = x + plan_id_token(id, p.padding_id, p.top_k) * ldx16;
+            int c = lane;
+#pragma unroll 1
+            for (; c + 32 * (FILL_UNROLL - 1) < row16; c += 32 * FILL_UNROLL) {
+                uint4 v[FILL_UNROLL];
+#pragma unroll
+                for (int i = 0; i < FILL_UNROLL; ++i) v[i] = src[c + 32 * i];
+#pragma unroll
+                for (int i = 0; i < FILL_UNROLL; ++i) dst[c + 32 * i] = v[i];
+            }
+#pragma unroll 1
+            for (; c < row16; c += 32) dst[c] = src[c];
+        }
+        fence_proxy_async_global(); // this lane's stores, before the TMA loads that read them
+        __syncwarp();
+        if (lane == 0) red_release_gpu_add(&p.rows_ready[r / BM], 1);
+    }
+}
+
+// Thread 0, before the first A load of a unit on row block m_block: all BM of its rows copied.
+__device__ __forceinline__ void wait_rows_ready(const grouped_params &p, int m_block) {
+    while (ld_acquire_gpu(&p.rows_ready[m_block]) < BM) __nanosleep(100);
+    fence_proxy_async_global(); // the acquired stores, before this thread's TMA loads of them
 }
 
 // The B box of tile column n_block (map and bytes): the whole BN rows, or the tail's.
@@ -242,8 +295,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                         mbar_wait(&empty[stage], phase ^ 1);
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0); // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
-                        tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
                         tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
+                        if (MODE == GEMM_UP && p.a_fill && kb == 0) wait_rows_ready(p, m_block); // B is on its way meanwhile
+                        tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
@@ -262,6 +316,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                     mbar_arrive(&full[stage]);
                     dyn_counter_release(p.unit_counter);
                 }
+            } else if (MODE == GEMM_UP && p.a_fill && threadIdx.x >= 32) {
+                fill_a_rows(p); // warps 1-3: the permute pass
             }
         }
     } else {
@@ -391,6 +447,8 @@ inline void grouped_plan_params(const gemm_args *g, int sms, int bn, grouped_par
     p->act_limit = g->act_limit;
     p->skip_idle = g->mode == GEMM_DOWN; // the bf16 grouped kernel's (DYN); GEMM1 on request
     p->early_rows = 0;                   // the bf16 GEMM2 on request (hopper_gemm2_early_rows)
+    p->a_fill = nullptr;                 // the bf16 GEMM1 on request (grouped_prepare)
+    p->rows_ready = nullptr;
 }
 
 // Parameters, tensor maps and grid of one grouped GEMM (a = [rows, k] in plan order, lda = k).
@@ -414,9 +472,13 @@ inline CUresult grouped_prepare(const gemm_args *g, int sms, CUtensorMap *map_a,
     if (cr != CUDA_SUCCESS) return cr;
     grouped_plan_params(g, sms, bn, p);
     p->b_tail_rows = tail;
-    p->x = gather ? (const __nv_bfloat16 *)g->a : nullptr;
+    // x: gathered from (GATHER), or copied into the permuted rows g->a by the GEMM (A_FILL).
+    const bool fill = !gather && g->x_fill != nullptr;
+    p->x = (const __nv_bfloat16 *)(gather ? g->a : fill ? g->x_fill : nullptr);
+    p->ldx = fill ? g->ldx_fill : g->lda;
+    p->a_fill = fill ? (uint4 *)g->a : nullptr;
+    p->rows_ready = fill ? g->rows_ready : nullptr;
     p->unit_counter = g->unit_counter;
-    p->ldx = g->lda;
     p->top_k = g->top_k;
     p->out_bf16 = g->out_bf16;
     // Persistent: at most one CTA per SM, and no more than the host bound of tiles.
@@ -436,6 +498,13 @@ inline bool grouped_staged_ok(const gemm_args *g) {
 // granules (n / 2 and ldo multiples of 8). The forward's shapes (I a multiple of 64) always pass.
 inline bool grouped_act_first_ok(const gemm_args *g) {
     return grouped_staged_ok(g) && g->mode == GEMM_UP && (g->n / 2) % 8 == 0 && g->ldo % 8 == 0;
+}
+
+// What A_FILL needs (g->x_fill set): GEMM1 with A by TMA, the counters, x's row stride a multiple
+// of 8 and at least k, x and the permuted rows 16-byte aligned (16-byte copies).
+inline bool grouped_fill_ok(const gemm_args *g) {
+    return g->mode == GEMM_UP && g->rows_ready && g->ldx_fill % 8 == 0 && g->ldx_fill >= g->k &&
+           (uintptr_t)g->x_fill % 16 == 0 && (uintptr_t)g->a % 16 == 0;
 }
 
 // What GATHER needs: GEMM1, k and the row stride multiples of 8 and x 16-byte aligned (16-byte

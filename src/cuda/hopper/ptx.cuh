@@ -214,6 +214,22 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t *bar) {
 __device__ __forceinline__ void fence_proxy_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// The same for global memory: generic-proxy stores before TMA loads of the same bytes (GEMM1's
+// in-kernel row fill: the writing threads fence after their stores, the loading thread after its
+// acquire of the rows' count, before the TMA load).
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+// --- flags in global memory between CTAs (release / acquire at GPU scope) ---------------------
+__device__ __forceinline__ int ld_acquire_gpu(const int *flag) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int *flag, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(flag), "r"(v) : "memory");
+}
 
 // --- register reallocation (warpgroup-wide; needs a register cap at kernel entry) ------------
 template <int REGS> __device__ __forceinline__ void setmaxnreg_inc() {
