@@ -30,7 +30,7 @@ __global__ void copy_topk_kernel(topk_view src, topk_view dst, int64_t T, int64_
 __global__ void zero_words_kernel(uint32_t *words, int n) {
     pdl_wait();
     pdl_launch_dependents();
-    if ((int)threadIdx.x < n) words[threadIdx.x] = 0u;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) words[i] = 0u;
 }
 
 // 16 bytes of a row as floats: 4 fp32 or 8 bf16 (bf16 -> fp32 is exact).
@@ -126,8 +126,9 @@ cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k,
 }
 
 cudaError_t zero_words_launch(uint32_t *words, int n, cudaStream_t stream) {
-    if (n < 1 || n > 32) return cudaErrorInvalidValue;
-    return launch_kernel(zero_words_kernel, 1, 32, 0, stream, words, n);
+    if (n < 1) return cudaErrorInvalidValue;
+    const int threads = n <= 32 ? 32 : 256; // one warp for the few words of the counters
+    return launch_kernel(zero_words_kernel, grid_for(n, threads), threads, 0, stream, words, n);
 }
 
 cudaError_t combine_launch(const combine_args *args, cudaStream_t stream) {

@@ -195,7 +195,8 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
-         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 + L->max_blocks : 0, 4, &L->units) &&
+         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 + (L->fp8 ? 0 : 1 + L->max_blocks) : 0, 4,
+                 &L->units) &&
          (!L->fp8 || reserve_fp8(&c, L)) &&
          moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
@@ -794,8 +795,8 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     if (hopper && !L.swap && hopper_expert_raster(true)) g.expert_offsets = plan.expert_offsets; // g2 copies g
     if (tickets) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2; then, with
-        // fill, GEMM1's row counts of each block.
-        LAUNCH(zero_words_launch(WS(uint32_t, units), 2 + (fill ? (int)L.max_blocks : 0), stream),
+        // fill, GEMM1's next row to copy and each block's rows copied.
+        LAUNCH(zero_words_launch(WS(uint32_t, units), 2 + (fill ? 1 + (int)L.max_blocks : 0), stream),
                "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);
     }

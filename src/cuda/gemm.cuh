@@ -58,8 +58,9 @@ struct gemm_args {
     // Hopper GEMM_UP with A by TMA (hopper_gemm_launch): when x_fill is set, `a` (the permuted rows)
     // is written by the GEMM itself: its producer warpgroup's idle warps copy x_fill [T, ldx_fill]
     // rows into `a` in plan order (padding rows zero), as hopper_permute_launch would, while the
-    // MMAs run, and count each 128-row block's rows in rows_ready[block] (the plan's max blocks,
-    // all 0 at the launch); a block's tiles are loaded once its count is 128. NULL: `a` is written.
+    // MMAs run: rows_ready[0] hands out the rows, rows_ready[1 + b] counts 128-row block b's (1 +
+    // the plan's max blocks ints, all 0 at the launch); a block's tiles are loaded once its count
+    // is 128. NULL: `a` is written.
     const void *x_fill;
     int64_t ldx_fill;
     int *rows_ready;

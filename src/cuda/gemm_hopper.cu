@@ -284,10 +284,12 @@ moe_status hopper_swap_decode_launch(moe_context_t *ctx, const gemm_args *g, cud
     if (g->rows == 0) return MOE_STATUS_OK;
     if (hopper_sms <= 0)
         return moe__error(ctx, MOE_STATUS_INTERNAL, "Hopper decode GEMM: hopper_gemm_init (moe__cuda_init) was not called");
-    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->k < 8 || g->k % 8 != 0 || g->lda != g->k)
+    if (!g->sorted_ids || !g->block_expert || !g->live_rows || g->k < 8 || g->k % 8 != 0 || g->lda != g->k ||
+        g->x_fill)
         return moe__error(ctx, MOE_STATUS_INTERNAL,
-                          "Hopper decode GEMM: needs a plan (sorted ids, block owners, live rows) and k >= 8, k %% 8 == "
-                          "0 with lda == k; got k = %lld, lda = %lld", (long long)g->k, (long long)g->lda);
+                          "Hopper decode GEMM: needs a plan (sorted ids, block owners, live rows), k >= 8, k %% 8 == 0 "
+                          "with lda == k, and rows already in plan order (no x_fill); got k = %lld, lda = %lld, x_fill "
+                          "%p", (long long)g->k, (long long)g->lda, g->x_fill);
     // The rows' map: a plan block's SWAP_NT rows (the kernel's B); the weights': 128 rows (its A).
     CUtensorMap map_x, map_w;
     CUresult cr = make_tensor_map(&map_x, g->a, g->rows, g->k, g->lda, SWAP_NT);

@@ -20,8 +20,8 @@ struct topk_view {
     int64_t ids_s0, ids_s1, w_s0, w_s1;
 };
 cudaError_t copy_topk_launch(topk_view src, topk_view dst, int64_t T, int64_t k, cudaStream_t stream);
-// Sets words[0 .. n) to 0, n <= 32 (the grouped GEMMs' ticket counter, the fp8-tensor quantiser's
-// amax words): a kernel, not cudaMemsetAsync, so that the forward stays a chain of kernels, the only
+// Sets words[0 .. n) to 0, n >= 1 (the grouped GEMMs' ticket counter and GEMM1's row counts, the
+// fp8-tensor quantiser's amax words): a kernel, not cudaMemsetAsync, so that the forward stays a chain of kernels, the only
 // nodes a programmatic edge joins (pdl.cuh).
 cudaError_t zero_words_launch(uint32_t *words, int n, cudaStream_t stream);
 // y[t] = sum over slots of rows[t*k + slot] (rows whose id is in [0, E)), then + rows[T*k + t]

@@ -104,8 +104,8 @@ struct grouped_params {
     int out_bf16;             // GEMM_DOWN, EPI_STAGED: rows in bf16, else fp32 (both kernels)
     // GATHER: A rows come from x [tokens, ldx] (bf16, 16-byte aligned rows) through sorted_ids.
     // a_fill (GEMM1 with A by TMA): the same x rows are copied into the permuted rows a_fill
-    // [rows, k] by the producer warpgroup's warps 1-3 (fill_a_rows), rows_ready[b] counting block
-    // b's; NULL: A is already in plan order.
+    // [rows, k] by the producer warpgroup's warps 1-3 (fill_a_rows); rows_ready[0] is the next row
+    // to copy, rows_ready[1 + b] block b's rows copied; NULL: A is already in plan order.
     const __nv_bfloat16 *x;
     uint4 *a_fill;
     int *rows_ready;

@@ -83,30 +83,35 @@ __device__ __forceinline__ void gather_a_stage(const grouped_params &p, uint8_t 
 // With A by TMA, only the producer's thread 0 works; its warps 1-3 (96 threads x #CTAs) copy x's
 // rows into the permuted rows p.a_fill while the consumers' MMAs run, instead of a permute kernel
 // before the GEMM (537 us, 7% of glm-4.5-air's forward at T = 16384 on the H200: memory-bound work
-// that overlaps compute-bound work here). Warp w copies plan rows w, w + W, ... (W = 3 x #CTAs),
-// so the rows are copied roughly in plan order, the order the tickets reach the blocks; after a row
-// each lane fences its stores for the async proxy and lane 0 counts the row in rows_ready[block]
-// with a release. Thread 0 acquires a block's count of BM before its first A load (wait_rows_ready).
-// The copying warps never wait on anything, so the copy finishes whatever the tiles do.
+// that overlaps compute-bound work here). A warp takes the next plan row from a counter
+// (rows_ready[0]), so the rows are copied in plan order, the order the tickets reach the blocks,
+// and the running CTAs copy every row even if others have not started (no CTA waits on one that
+// may not be resident). After a row each lane fences its stores for the async proxy and lane 0
+// counts the row in rows_ready[1 + block] with a release; thread 0 acquires a block's count of BM
+// before its first A load (wait_rows_ready). The copying warps never wait on anything.
 constexpr int FILL_WARPS = 3;       // producer warps 1-3
 constexpr int FILL_UNROLL = 4;      // 16-byte loads in flight a lane (the producer has 40 registers)
 
 __device__ __forceinline__ void fill_a_rows(const grouped_params &p) {
-    // int32 rows and ids (the plan's, < 2^31) to stay inside the producer's 40 registers.
+    // int32 rows, ids and tokens (the plan's, < 2^31) to stay inside the producer's 40 registers.
     const int lane = threadIdx.x % 32;
-    const int warps = (int)gridDim.x * FILL_WARPS;
     const int live = (int)*p.live_rows;
     const int row16 = p.k / 8;              // 16-byte pieces of a row (k % 8 == 0)
+    const int pad = (int)p.padding_id, top_k = (int)p.top_k;
     const int64_t ldx16 = p.ldx / 8;
     const uint4 *x = (const uint4 *)p.x;
-    for (int r = (int)blockIdx.x * FILL_WARPS + (int)threadIdx.x / 32 - 1; r < live; r += warps) {
+    int r = __shfl_sync(0xFFFFFFFFu, lane == 0 ? atomicAdd(&p.rows_ready[0], 1) : 0, 0);
+    while (r < live) {
+        // The next row's ticket is taken now; its latency hides behind this row's copy.
+        const int next = lane == 0 ? atomicAdd(&p.rows_ready[0], 1) : 0;
         const int id = p.sorted_ids[r];
         uint4 *dst = p.a_fill + (int64_t)r * row16;
-        if (id == (int)p.padding_id) {
+        if (id == pad) {
 #pragma unroll 1
             for (int c = lane; c < row16; c += 32) dst[c] = make_uint4(0, 0, 0, 0);
         } else {
-            const uint4 *src = x + plan_id_token(id, p.padding_id, p.top_k) * ldx16;
+            const int token = id < pad ? id / top_k : id - pad - 1; // plan_id_token
+            const uint4 *src = x + (int64_t)token * ldx16;
             int c = lane;
 #pragma unroll 1
             for (; c + 32 * (FILL_UNROLL - 1) < row16; c += 32 * FILL_UNROLL) {
@@ -121,13 +126,15 @@ __device__ __forceinline__ void fill_a_rows(const grouped_params &p) {
         }
         fence_proxy_async_global(); // this lane's stores, before the TMA loads that read them
         __syncwarp();
-        if (lane == 0) red_release_gpu_add(&p.rows_ready[r / BM], 1);
+        if (lane == 0) red_release_gpu_add(&p.rows_ready[1 + r / BM], 1);
+        r = __shfl_sync(0xFFFFFFFFu, next, 0);
     }
 }
 
-// Thread 0, before the first A load of a unit on row block m_block: all BM of its rows copied.
+// Thread 0, before the first A load of a unit on row block m_block: all BM of its rows copied (the
+// plan pads every expert to whole blocks, so a live block has BM rows).
 __device__ __forceinline__ void wait_rows_ready(const grouped_params &p, int m_block) {
-    while (ld_acquire_gpu(&p.rows_ready[m_block]) < BM) __nanosleep(100);
+    while (ld_acquire_gpu(&p.rows_ready[1 + m_block]) < BM) __nanosleep(100);
     fence_proxy_async_global(); // the acquired stores, before this thread's TMA loads of them
 }
 
@@ -295,9 +302,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                         mbar_wait(&empty[stage], phase ^ 1);
                         if (DYN && kb == 0) stage_unit[stage] = 2 * u + (lower_idle ? 1 : 0); // the stage is free now
                         mbar_arrive_expect_tx(&full[stage], CFG::A_BYTES + b_bytes);
-                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
-                        if (MODE == GEMM_UP && p.a_fill && kb == 0) wait_rows_ready(p, m_block); // B is on its way meanwhile
+                        if (MODE == GEMM_UP && p.a_fill && kb == 0) wait_rows_ready(p, m_block);
                         tma_load_2d(smem_a + stage * CFG::A_BYTES, &map_a, &full[stage], kb * BK, m0);
+                        tma_load_2d(smem_b + stage * B_BYTES, mb, &full[stage], kb * BK, b_row);
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1;
