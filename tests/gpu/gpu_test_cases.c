@@ -175,6 +175,38 @@ void model_cases(bool quick) {
                    MOE_DTYPE_BF16);
         run_spec rw[] = {{500, R_ROUTER, R_ROUTER, 96, true}, {1, R_IDS, R_IDS, 1, true}};
         run_model(&m, rw, 2);
+
+        /* GEMM1 copying x into plan order itself (MOEFUSE_HOPPER_A=fill, an A/B switch): its idle
+         * producer warps copy the rows while the MMAs run (and GEMM1 never gathers). Padding rows,
+         * empty experts, 240-wide tiles, a fused shared expert (ids past T*k). */
+        const char *env = getenv("MOEFUSE_HOPPER_A");
+        char before[32] = "";
+        if (env) snprintf(before, sizeof before, "%s", env);
+        setenv("MOEFUSE_HOPPER_A", "fill", 1);
+        moe_layer_spec_init(&s, 8, 128, 64, 2);
+        s.expert_has_bias = 1;
+        model_init(&m, "tma-fill-swiglu-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+        run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}},
+                  quick ? 1 : 2);
+        moe_layer_spec_init(&s, 8, 960, 960, 2);
+        s.activation = MOE_ACT_SWIGLU_OAI;
+        s.act_alpha = 1.702f;
+        s.act_limit = 7.0f;
+        s.expert_has_bias = 1;
+        model_init(&m, "tma-fill-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_model(&m, rb, quick ? 1 : 2);
+        moe_layer_spec_init(&s, 8, 128, 64, 1);
+        s.weight_on_input = 1;
+        s.num_shared_experts = 1;
+        s.shared_intermediate = 64;
+        s.shared_gate = 1;
+        s.expert_has_bias = 1;
+        model_init(&m, "tma-fill-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
+                   MOE_DTYPE_BF16);
+        run_model(&m, rw, 1);
+        if (env) setenv("MOEFUSE_HOPPER_A", before, 1);
+        else unsetenv("MOEFUSE_HOPPER_A");
     }
 
     /* Every preset's routing and MLP options at small T (small H and I). */
