@@ -18,6 +18,27 @@ static bool preset_small(const char *preset, moe_layer_spec *s) {
     return true;
 }
 
+/* H and 2I multiples of 240 and not of 256 (gpt-oss's 2880 scaled down), GPT-OSS's clamped SwiGLU
+ * with biases: the 240-wide tiles on the ticket schedule; ~75 rows an expert at T = 300, so GEMM2
+ * meets half-padding blocks. */
+static void spec_bn240_oai(moe_layer_spec *s) {
+    moe_layer_spec_init(s, 8, 960, 960, 2);
+    s->activation = MOE_ACT_SWIGLU_OAI;
+    s->act_alpha = 1.702f;
+    s->act_limit = 7.0f;
+    s->expert_has_bias = 1;
+}
+
+/* weight_on_input (top_k 1) with a gated shared expert of I = Is, fused into the stacks as expert E. */
+static void spec_woi_shared_fused(moe_layer_spec *s) {
+    moe_layer_spec_init(s, 8, 128, 64, 1);
+    s->weight_on_input = 1;
+    s->num_shared_experts = 1;
+    s->shared_intermediate = 64;
+    s->shared_gate = 1;
+    s->expert_has_bias = 1;
+}
+
 /* A PERF.md shape: the preset's options with its real H and I, and `experts` experts (the
  * CPU oracle packs and holds every expert; the GPU path is the same for any E). */
 static bool preset_shape(const char *preset, int64_t experts, moe_layer_spec *s) {
@@ -154,23 +175,12 @@ void model_cases(bool quick) {
                              {700, R_IDS_FEW, R_IDS_FEW, 96, true}};
             run_model(&m, ra, quick ? 1 : 2);
         }
-        /* H and 2I multiples of 240 and not of 256 (gpt-oss's 2880 scaled down): the 240-wide
-         * tiles on the ticket schedule; ~75 rows an expert, so GEMM2 meets half-padding blocks. */
-        moe_layer_spec_init(&s, 8, 960, 960, 2);
-        s.activation = MOE_ACT_SWIGLU_OAI;
-        s.act_alpha = 1.702f;
-        s.act_limit = 7.0f;
-        s.expert_has_bias = 1;
+        spec_bn240_oai(&s);
         model_init(&m, "tma-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
         run_spec rb[] = {{300, R_IDS, R_IDS_ONE, 64, true}, {700, R_IDS_FEW, R_IDS_FEW, 64, true}};
         run_model(&m, rb, quick ? 1 : 2);
-        moe_layer_spec_init(&s, 8, 128, 64, 1);
-        s.weight_on_input = 1;
-        s.num_shared_experts = 1;
-        s.shared_intermediate = 64; /* == I: fused into the stacks as expert E */
-        s.shared_gate = 1;
-        s.expert_has_bias = 1;
+        spec_woi_shared_fused(&s);
         model_init(&m, "tma-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
         run_spec rw[] = {{500, R_ROUTER, R_ROUTER, 96, true}, {1, R_IDS, R_IDS, 1, true}};
@@ -188,20 +198,11 @@ void model_cases(bool quick) {
         model_init(&m, "tma-fill-swiglu-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
         run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}},
                   quick ? 1 : 2);
-        moe_layer_spec_init(&s, 8, 960, 960, 2);
-        s.activation = MOE_ACT_SWIGLU_OAI;
-        s.act_alpha = 1.702f;
-        s.act_limit = 7.0f;
-        s.expert_has_bias = 1;
+        spec_bn240_oai(&s);
         model_init(&m, "tma-fill-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
         run_model(&m, rb, quick ? 1 : 2);
-        moe_layer_spec_init(&s, 8, 128, 64, 1);
-        s.weight_on_input = 1;
-        s.num_shared_experts = 1;
-        s.shared_intermediate = 64;
-        s.shared_gate = 1;
-        s.expert_has_bias = 1;
+        spec_woi_shared_fused(&s);
         model_init(&m, "tma-fill-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
         run_model(&m, rw, 1);
