@@ -113,6 +113,8 @@ struct variant {
                            // MOEFUSE_HOPPER_SKIP_UP=1); GEMM2 on tickets always skips
     bool early = false;    // bf16 GEMM2, EPI_BULK: grouped_params.early_rows (the library's
                            // MOEFUSE_HOPPER_EARLY_ROWS=1)
+    bool fill = false;     // bf16 GEMM1 with A by TMA on tickets: the kernel copies x into plan order
+                           // itself (grouped_params.a_fill; the library's MOEFUSE_HOPPER_A=fill)
 };
 
 // The no-store variant of each GEMM first: the "excess" column (time beyond it, per tile per
@@ -184,6 +186,14 @@ static const variant VARIANTS[] = {
     // epilogue's row ids and weights loaded during the tile's last MMAs (early_rows).
     {"down_bulk_dyn_exp", "GEMM2 shipped: bulk, tickets, expert by expert", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true},
     {"down_bulk_dyn_exp_early", "down_bulk_dyn_exp, row table loaded during the last MMAs", GEMM_DOWN, GEMM_DOWN, EPI_BULK, OUT_ROWS_BF16, true, false, false, false, true, false, false, 256, false, true, 1, false, true},
+    // Session 35: GEMM1 as the library runs it on permuted rows, with the permute pass inside it (its
+    // idle producer warps copy x's rows into a poisoned buffer while the MMAs run; each launch zeroes
+    // the rows' counters first, as the forward's zero kernel does). Against the same kernel on rows
+    // permuted beforehand (up_actfirst_dyn_exp, up_acttma_dyn_exp, up_bn240_dyn_exp): the copy's cost
+    // inside GEMM1, without the permute kernel it saves.
+    {"up_actfirst_dyn_exp_fill", "up_actfirst_dyn_exp copying x into plan order itself", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 1, false, false, true},
+    {"up_acttma_dyn_exp_fill", "up_acttma_dyn_exp copying x into plan order itself", GEMM_UP, GEMM_UP, EPI_ACT_TMA, OUT_A2, true, false, false, false, true, false, false, 256, false, true, 1, false, false, true},
+    {"up_bn240_dyn_exp_fill", "up_bn240_dyn_exp copying x into plan order itself", GEMM_UP, GEMM_UP, EPI_ACT_FIRST, OUT_A2, true, false, false, false, true, false, false, 240, false, true, 1, false, false, true},
     // --fp8: grouped_fp8_kernel<MODE, false (prefill), EPI>.
     {"fp8_up_none", "FP8 GEMM1 mainloop (paired W13 scales), no store", GEMM_UP, GEMM_UP, EPI_NONE, OUT_NONE, false, false, true},
     {"fp8_up_staged", "FP8 GEMM1 shipped: staged epilogue, fp32 A2", GEMM_UP, GEMM_UP, EPI_STAGED, OUT_A2, true, false, true},
@@ -245,6 +255,21 @@ static cudaError_t launch_t(const CUtensorMap &a, const CUtensorMap &b, const CU
 
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const grouped_params &,
                                  unsigned, const CUtensorMap *);
+
+// The fill variants' counters (grouped_params.rows_ready: the next row, then each live block's rows
+// copied), zeroed before every launch as the forward's zero kernel does.
+__global__ void zero_fill_counters(int *counters, const int64_t *live_rows) {
+    const int n = 1 + (int)(*live_rows / BM);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) counters[i] = 0;
+}
+
+// GEMM1 on tickets with A by TMA and the permute pass inside it (v.fill).
+template <int EPI, int BN>
+static cudaError_t launch_fill_t(const CUtensorMap &a, const CUtensorMap &b, const CUtensorMap &bt,
+                                 const grouped_params &p, unsigned ctas, const CUtensorMap *mo) {
+    zero_fill_counters<<<1, 256>>>(p.rows_ready, p.live_rows);
+    return launch_t<GEMM_UP, EPI, 0, false, true, BN>(a, b, bt, p, ctas, mo);
+}
 
 // The FP8 kernel as the library launches it at prefill (SKIP_IDLE false), with the lab's EPI.
 template <int MODE, int EPI, bool DYN = false, bool STAGE = false, int BN = FP8_BN>
@@ -393,6 +418,10 @@ template <int MODE> static const void *pp_kernel(const variant &v) {
 }
 
 static launch_fn pick(const variant &v, int act) {
+    if (v.fill)
+        return v.epi == EPI_ACT_TMA ? launch_fill_t<EPI_ACT_TMA, GBN>
+               : v.bn == 240        ? launch_fill_t<EPI_ACT_FIRST, 240>
+                                    : launch_fill_t<EPI_ACT_FIRST, GBN>;
     if (v.epi == EPI_ACT_TMA)
         return v.gather ? launch_t<GEMM_UP, EPI_ACT_TMA, 0, true, true> : launch_t<GEMM_UP, EPI_ACT_TMA, 0, false, true>;
     if (v.epi == EPI_BULK)
@@ -643,6 +672,9 @@ struct problem {
     int64_t *d_live = nullptr, *d_offsets = nullptr;
     float *d_weights = nullptr, *d_shared = nullptr;
     __nv_bfloat16 *d_x = nullptr;
+    // The fill variants' A (written by the kernel; poisoned before each check) and counters.
+    __nv_bfloat16 *d_fill_a = nullptr;
+    int *d_fill_counters = nullptr;
 };
 
 // Random routing and its plan (the layout of src/cuda/plan.cu with block 128).
@@ -833,6 +865,12 @@ static gemm_args args_for(const variant &v, const problem &P, const operands &O,
     a.act_limit = P.m->limit;
     a.out_bf16 = v.out == OUT_ROWS_BF16;
     a.expert_offsets = v.expert ? P.d_offsets : nullptr;
+    if (v.fill) {
+        a.a = P.d_fill_a;
+        a.x_fill = P.d_x;
+        a.ldx_fill = P.m->H;
+        a.rows_ready = P.d_fill_counters;
+    }
     return a;
 }
 
@@ -951,10 +989,13 @@ int main(int argc, char **argv) {
             (n.find("_skip") != std::string::npos) != v.skip || (v.skip && (v.fp8 || !v.dyn || v.data != GEMM_UP)) ||
             (n.find("acttma") != std::string::npos) != (v.epi == EPI_ACT_TMA) ||
             (n.find("_early") != std::string::npos) != v.early || (v.early && (v.fp8 || v.epi != EPI_BULK)) ||
+            (n.find("_fill") != std::string::npos) != v.fill ||
+            (v.fill && (v.fp8 || v.gather || v.pp || !v.dyn || v.data != GEMM_UP ||
+                        (v.epi != EPI_ACT_FIRST && v.epi != EPI_ACT_TMA))) ||
             (v.epi == EPI_ACT_TMA && (v.fp8 || !v.dyn || v.bn != 256 || v.data != GEMM_UP))) {
             fprintf(stderr, "variant table: %s's flags (fp8 %d, pp %d, gather %d, trace %d, bn %d, dyn %d, expert %d) do "
                             "not match its name\n", v.name, v.fp8, v.pp, v.gather, v.trace, v.bn, v.dyn, v.expert);
-            fprintf(stderr, "  (skip %d, cm %d, early %d)\n", v.skip, v.cm, v.early);
+            fprintf(stderr, "  (skip %d, cm %d, early %d, fill %d)\n", v.skip, v.cm, v.early, v.fill);
             return 2;
         }
     }
@@ -1015,6 +1056,10 @@ int main(int argc, char **argv) {
         CUDA_OK(cudaMemcpy(P.d_shared, P.shared_scale.data(), P.shared_scale.size() * 4, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMalloc(&P.d_x, (size_t)P.T * m.H * 2));
         fill_bf16<<<2048, 256>>>(P.d_x, P.T * m.H, seed * 7 + 5, 1.0f);
+        if (std::any_of(picked.begin(), picked.end(), [](const variant &v) { return v.fill; })) {
+            CUDA_OK(cudaMalloc(&P.d_fill_a, (size_t)P.live * m.H * 2));
+            CUDA_OK(cudaMalloc(&P.d_fill_counters, (1 + P.live / BM) * sizeof(int)));
+        }
         CUDA_OK(cudaGetLastError());
         const int64_t real_rows = P.tokens_k + (m.shared ? P.T : 0);
         printf("\n== %s: T=%lld E=%lld%s H=%lld I=%lld k=%lld act=%d%s: %lld plan rows (%lld real, %.1f%% padding), "
@@ -1096,6 +1141,8 @@ int main(int argc, char **argv) {
                     cudaFree(out);
                     continue;
                 }
+                if (v.fill) // poisoned (NaN in bf16): rows the kernel does not copy show in the checks
+                    CUDA_OK(cudaMemset(P.d_fill_a, 0xFF, (size_t)P.live * m.H * 2));
                 const CUresult cr = fp8 ? fp8_prepare(a, O, sms, v.bn == 192 ? 192 : FP8_BN, &ma, &mb, &p8, &ctas, v.cm)
                                 : v.pp  ? grouped_pingpong_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas)
                                         : grouped_prepare(&a, sms, &ma, &mb, &mbt, &p, &ctas, v.gather, v.bn);
@@ -1243,6 +1290,8 @@ int main(int argc, char **argv) {
         cudaFree(P.d_weights);
         cudaFree(P.d_shared);
         cudaFree(P.d_x);
+        cudaFree(P.d_fill_a);
+        cudaFree(P.d_fill_counters);
     }
     if (json) fclose(json);
     printf("\n%d passed, %d failed\n", passed, failed);
