@@ -13,8 +13,10 @@
 # Prediction (before any run): GEMM1 with fill / the permuted GEMM1: glm 1.00-1.04, mixtral 1.00-1.02,
 # and no permute kernel (glm's ~0.55-0.65 ms); GEMM1's DRAM writes grow by about the permuted rows'
 # bytes (glm 1.13 GB, mixtral 0.27 GB), its reads by less than that (x rows re-read from L2). If the
-# GEMM1 with fill is >= 3% slower than the permuted one, pacing the copy just ahead of the tickets (so
-# that TMA reads the rows from L2) is the next thing to build.
+# GEMM1 with fill is >= 3% slower than the permuted one, look at why (DRAM, L2 or issue) before building
+# anything: pacing the copy just ahead of the tickets, so that TMA reads the rows from L2, needs the
+# copied blocks to stay in the 50 MB L2 beside the expert's weights (glm: ~1 MB a block, 23 MB of W13 an
+# expert, ~16 blocks in use at once), which is doubtful at these sizes.
 set -u
 . tools/device_call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > $O/gpu.txt 2>&1
