@@ -34,4 +34,10 @@ echo "$out" | grep -q "| mixtral-8x7b | 64 | hopper/v1 | 0.6932 (2) | 0.6801 (2)
     { echo "FAIL: across-paths row"; echo "$out"; exit 1; }
 "$python" "$src/tools/ab_summary.py" --across-paths "$tmp" new base >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --across-paths on logs with two paths is not exit 2"; exit 1; }
+# --rounds: new / base per round, paired by round (v1 0.6804 / 0.6795, 0.6809 / 0.6806; hopper
+# 0.6948 / 0.7457, 0.6917 / 0.7522)
+out=$("$python" "$src/tools/ab_summary.py" --rounds "$tmp" new base) || { echo "FAIL: --rounds exit $?"; exit 1; }
+echo "$out" | grep -q "| mixtral-8x7b | 64 | v1 | 1.001, 1.000 |" || { echo "FAIL: v1 rounds row"; echo "$out"; exit 1; }
+echo "$out" | grep -q "| mixtral-8x7b | 64 | hopper | 0.932, 0.920 |" ||
+    { echo "FAIL: hopper rounds row"; echo "$out"; exit 1; }
 echo "PASS: ab_summary.py on made-up logs"

@@ -6,19 +6,23 @@
 # --across-paths compares arms that ran different paths (e.g. --gemm hopper against --gemm v1): the
 # key is (shape, T) and the gemm column names each arm's path; an arm whose logs hold two paths
 # for one (shape, T) is refused. Exit 2 on a refusal, or when an arm has no log or no rows.
-import glob, statistics, sys
+# --rounds adds a second table: per (shape, T, path), the first arm's time over each other arm's in
+# each round (logs <arm>_<round>.log paired by round), for rules that ask for a margin in every round.
+import glob, re, statistics, sys
 
 args = sys.argv[1:]
 across = "--across-paths" in args
-args = [a for a in args if a != "--across-paths"]
+per_round = "--rounds" in args
+args = [a for a in args if a not in ("--across-paths", "--rounds")]
 if len(args) < 2:
-    sys.exit("usage: ab_summary.py [--across-paths] DIR arm1 [arm2 ...]")
+    sys.exit("usage: ab_summary.py [--across-paths] [--rounds] DIR arm1 [arm2 ...]")
 d, arms = args[0], args[1:]
-t, paths = {}, {}
+t, paths, by_round = {}, {}, {}
 for a in arms:
     files = sorted(glob.glob(f"{d}/{a}_*.log"))
     rows = 0
     for f in files:
+        rnd = re.search(r"_(\d+)\.log$", f)
         for line in open(f):
             p = line.split()
             if len(p) >= 4 and p[1].isdigit():
@@ -33,6 +37,8 @@ for a in arms:
                           "--across-paths needs one path per arm", file=sys.stderr)
                     sys.exit(2)
                 t.setdefault(key, {}).setdefault(a, []).append(ms)
+                if rnd:
+                    by_round.setdefault(key, {}).setdefault(int(rnd.group(1)), {})[a] = ms
                 rows += 1
     if rows == 0:
         print(f"ab_summary.py: arm {a}: no rows in {d}/{a}_*.log ({len(files)} files)", file=sys.stderr)
@@ -46,3 +52,16 @@ for k in sorted(t):
     gemm = "/".join(paths.get((k, a), "-") for a in arms) if across else k[2]
     print(f"| {k[0]} | {k[1]} | {gemm} | " + " | ".join(f"{x:.4f} ({c})" for x, c in zip(m, n)) + " | " +
           " | ".join(f"{m[0] / x:.3f}" for x in m[1:]) + " |")
+if per_round:
+    print()
+    print("| shape | T | gemm | " + " | ".join(f"{arms[0]} / {a} by round" for a in arms[1:]) + " |")
+    print("|---" * (3 + len(arms) - 1) + "|")
+    for k in sorted(by_round):
+        rounds = by_round[k]
+        gemm = "/".join(paths.get((k, a), "-") for a in arms) if across else k[2]
+        cols = []
+        for a in arms[1:]:
+            r = [f"{rounds[i][arms[0]] / rounds[i][a]:.3f}" for i in sorted(rounds)
+                 if arms[0] in rounds[i] and a in rounds[i]]
+            cols.append(", ".join(r) if r else "-")
+        print(f"| {k[0]} | {k[1]} | {gemm} | " + " | ".join(cols) + " |")

@@ -57,7 +57,8 @@ build_base_bench() {
 # forward_arms DIR PREFIX ROUNDS SHAPES TOKENS ARM...: bench_gpu_forward ($B --gemm hopper) once per arm
 # per round, each round's order rotated by one (the first arm leads no more often than the others);
 # ARM is NAME, or NAME:VAR=VALUE[ VAR=VALUE...], the environment that arm alone runs under. Logs
-# DIR/PREFIX<NAME>_<round>.log with a mark each, then tools/ab_summary.py over the arms -> DIR/ab.md.
+# DIR/PREFIX<NAME>_<round>.log with a mark each, then tools/ab_summary.py --rounds over the arms -> DIR/ab.md
+# (medians, then the first arm over each other arm round by round).
 forward_arms() {
     local dir=$1 prefix=$2 rounds=$3 shapes=$4 tokens=$5
     shift 5
@@ -75,6 +76,6 @@ forward_arms() {
         done
     done
     local names=("${arms[@]%%:*}")
-    python3 tools/ab_summary.py "$dir" "${names[@]/#/$prefix}" >"$dir/ab.md" 2>&1
+    python3 tools/ab_summary.py --rounds "$dir" "${names[@]/#/$prefix}" >"$dir/ab.md" 2>&1
     mark "forward summary" $? "$dir/ab.md"
 }
