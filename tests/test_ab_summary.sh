@@ -40,4 +40,12 @@ out=$("$python" "$src/tools/ab_summary.py" --rounds "$tmp" new base) || { echo "
 echo "$out" | grep -q "| mixtral-8x7b | 64 | v1 | 1.001, 1.000 |" || { echo "FAIL: v1 rounds row"; echo "$out"; exit 1; }
 echo "$out" | grep -q "| mixtral-8x7b | 64 | hopper | 0.932, 0.920 |" ||
     { echo "FAIL: hopper rounds row"; echo "$out"; exit 1; }
+# An arm whose name extends another's ("new_x") is not read as "new"'s; a round one arm lacks is "-".
+log "$tmp/new_x_1.log" 9.0 9.0
+log "$tmp/base_3.log" 0.6800 0.7500
+out=$("$python" "$src/tools/ab_summary.py" --rounds "$tmp" new base) || { echo "FAIL: prefix exit $?"; exit 1; }
+echo "$out" | grep -q "| mixtral-8x7b | 64 | hopper | 0.6932 (2) | 0.7500 (3) | 0.924 |" ||
+    { echo "FAIL: another arm's logs read as this arm's"; echo "$out"; exit 1; }
+echo "$out" | grep -q "| mixtral-8x7b | 64 | hopper | 0.932, 0.920, - |" ||
+    { echo "FAIL: missing round not marked"; echo "$out"; exit 1; }
 echo "PASS: ab_summary.py on made-up logs"

@@ -7,8 +7,10 @@
 # key is (shape, T) and the gemm column names each arm's path; an arm whose logs hold two paths
 # for one (shape, T) is refused. Exit 2 on a refusal, or when an arm has no log or no rows.
 # --rounds adds a second table: per (shape, T, path), the first arm's time over each other arm's in
-# each round (logs <arm>_<round>.log paired by round), for rules that ask for a margin in every round.
-import glob, re, statistics, sys
+# each round (logs <arm>_<round>.log paired by round; "-" where an arm lacks that round), for rules
+# that ask for a margin in every round. An arm's logs are <arm>_<suffix>.log with no "_" in the suffix,
+# so that arm "fill" does not take arm "fill_static"'s logs.
+import glob, os, re, statistics, sys
 
 args = sys.argv[1:]
 across = "--across-paths" in args
@@ -19,10 +21,11 @@ if len(args) < 2:
 d, arms = args[0], args[1:]
 t, paths, by_round = {}, {}, {}
 for a in arms:
-    files = sorted(glob.glob(f"{d}/{a}_*.log"))
+    files = sorted(f for f in glob.glob(f"{d}/{a}_*.log")
+                   if "_" not in os.path.basename(f)[len(a) + 1:-len(".log")])
     rows = 0
     for f in files:
-        rnd = re.search(r"_(\d+)\.log$", f)
+        rnd = re.fullmatch(re.escape(a) + r"_(\d+)\.log", os.path.basename(f))
         for line in open(f):
             p = line.split()
             if len(p) >= 4 and p[1].isdigit():
@@ -38,7 +41,11 @@ for a in arms:
                     sys.exit(2)
                 t.setdefault(key, {}).setdefault(a, []).append(ms)
                 if rnd:
-                    by_round.setdefault(key, {}).setdefault(int(rnd.group(1)), {})[a] = ms
+                    slot = by_round.setdefault(key, {}).setdefault(int(rnd.group(1)), {})
+                    if a in slot:
+                        print(f"ab_summary.py: arm {a}: {p[0]} T={p[1]} twice in round {rnd.group(1)} ({f}); "
+                              "the rounds table keeps the last", file=sys.stderr)
+                    slot[a] = ms
                 rows += 1
     if rows == 0:
         print(f"ab_summary.py: arm {a}: no rows in {d}/{a}_*.log ({len(files)} files)", file=sys.stderr)
@@ -61,7 +68,7 @@ if per_round:
         gemm = "/".join(paths.get((k, a), "-") for a in arms) if across else k[2]
         cols = []
         for a in arms[1:]:
-            r = [f"{rounds[i][arms[0]] / rounds[i][a]:.3f}" for i in sorted(rounds)
-                 if arms[0] in rounds[i] and a in rounds[i]]
-            cols.append(", ".join(r) if r else "-")
+            r = [f"{rounds[i][arms[0]] / rounds[i][a]:.3f}" if arms[0] in rounds[i] and rounds[i].get(a, 0) > 0
+                 else "-" for i in sorted(rounds)]
+            cols.append(", ".join(r))
         print(f"| {k[0]} | {k[1]} | {gemm} | " + " | ".join(cols) + " |")

@@ -187,16 +187,22 @@ void model_cases(bool quick) {
         run_model(&m, rw, 2);
 
         /* GEMM1 copying x into plan order itself (MOEFUSE_HOPPER_A=fill, an A/B switch): its idle
-         * producer warps copy the rows while the MMAs run (and GEMM1 never gathers). Padding rows,
-         * empty experts, 240-wide tiles, a fused shared expert (ids past T*k). */
-        const char *env = getenv("MOEFUSE_HOPPER_A");
-        char before[32] = "";
-        if (env) snprintf(before, sizeof before, "%s", env);
-        setenv("MOEFUSE_HOPPER_A", "fill", 1);
+         * producer warps copy the rows while the MMAs run (and GEMM1 never gathers; it needs the
+         * ticket schedule, forced here too). Padding rows, -1 slots, empty experts, 240-wide tiles, a
+         * fused shared expert (ids past T*k). */
+        static const char *const fill_env[2][2] = {{"MOEFUSE_HOPPER_A", "fill"}, {"MOEFUSE_HOPPER_SCHEDULE", "dyn"}};
+        char before[2][32];
+        bool had[2];
+        for (int i = 0; i < 2; i++) {
+            const char *env = getenv(fill_env[i][0]);
+            had[i] = env != NULL;
+            snprintf(before[i], sizeof before[i], "%s", env ? env : "");
+            setenv(fill_env[i][0], fill_env[i][1], 1);
+        }
         moe_layer_spec_init(&s, 8, 128, 64, 2);
         s.expert_has_bias = 1;
         model_init(&m, "tma-fill-swiglu-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
-        run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_ONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}},
+        run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_NONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}},
                   quick ? 1 : 2);
         spec_bn240_oai(&s);
         model_init(&m, "tma-fill-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
@@ -206,8 +212,10 @@ void model_cases(bool quick) {
         model_init(&m, "tma-fill-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
         run_model(&m, rw, 1);
-        if (env) setenv("MOEFUSE_HOPPER_A", before, 1);
-        else unsetenv("MOEFUSE_HOPPER_A");
+        for (int i = 0; i < 2; i++) {
+            if (had[i]) setenv(fill_env[i][0], before[i], 1);
+            else unsetenv(fill_env[i][0]);
+        }
     }
 
     /* Every preset's routing and MLP options at small T (small H and I). */
