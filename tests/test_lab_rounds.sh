@@ -16,11 +16,11 @@ cat >"$tmp/fp8.json" <<'J'
 {"rows": [{"shape": "sq", "impl": "c", "ms": 1.0, "round_ms": [1.2, 1.0, 1.0]}]}
 J
 out=$("$python" "$src/tools/lab_rounds.py" "$tmp/lab.json" "$tmp/fp8.json") || { echo "FAIL: exit $?"; exit 1; }
-echo "$out" | grep -q "| lab.json | sq | a | 0.980 | 1.000 | 1.020 | 1.041 |" || { echo "FAIL: row a"; echo "$out"; exit 1; }
-echo "$out" | grep -q "| lab.json | sq | b | 1.000 | 1.000 | 1.050 | 1.050 |" || { echo "FAIL: row b"; echo "$out"; exit 1; }
-echo "$out" | grep -q "| lab.json | sq | 2 | 0.990 | 1.000 | 1.035 |" || { echo "FAIL: the shape's means"; echo "$out"; exit 1; }
-echo "$out" | grep -q "| fp8.json | sq | 1 | 1.200 | 1.000 | 1.000 |" || { echo "FAIL: the second file's shape"; echo "$out"; exit 1; }
-echo "$out" | grep -q "| old |" && { echo "FAIL: a row without round_ms was kept"; exit 1; }
+grep -q "| lab.json | sq | a | 0.980 | 1.000 | 1.020 | 1.041 |" <<<"$out" || { echo "FAIL: row a"; echo "$out"; exit 1; }
+grep -q "| lab.json | sq | b | 1.000 | 1.000 | 1.050 | 1.050 |" <<<"$out" || { echo "FAIL: row b"; echo "$out"; exit 1; }
+grep -q "| lab.json | sq | 2 | 0.990 | 1.000 | 1.035 |" <<<"$out" || { echo "FAIL: the shape's means"; echo "$out"; exit 1; }
+grep -q "| fp8.json | sq | 1 | 1.200 | 1.000 | 1.000 |" <<<"$out" || { echo "FAIL: the second file's shape"; echo "$out"; exit 1; }
+grep -q "| old |" <<<"$out" && { echo "FAIL: a row without round_ms was kept"; exit 1; }
 "$python" "$src/tools/lab_rounds.py" "$tmp/none.json" >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: a missing file is not exit 2"; exit 1; }
 echo "PASS: lab_rounds.py on made-up inputs"
