@@ -4,7 +4,8 @@
 // (EPI_STAGED where its shape checks fail, with the gathering producer on the static stride, or
 // with MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and
 // sessions 13-14), or EPI_BULK (bulk copies of whole bf16 rows) where K <= 2048. GEMM1's A
-// rows: gathered by its producer or permuted first, by moe__hopper_gather_select (hopper_a_gather).
+// rows: gathered by its producer or permuted first, by moe__hopper_gather_select (hopper_a_gather);
+// with MOEFUSE_HOPPER_A=fill the permuted copy is written by GEMM1 itself (hopper_a_fill).
 #include <stdlib.h>
 #include <string.h>
 
