@@ -78,6 +78,15 @@ extern cudaStream_t stream;
 extern const char *gemm_paths[2]; /* MOEFUSE_GEMM's value for MOE__CUDA_GEMM_V1, _HOPPER */
 
 void *xmalloc(size_t n); /* malloc or a FATAL exit */
+/* An environment variable as it was before a case overrode it (env_save), and putting it back
+ * (env_restore: its old value, or unset if it had none). */
+typedef struct {
+    const char *name;
+    bool had;
+    char value[64];
+} saved_env;
+saved_env env_save(const char *name);
+void env_restore(const saved_env *s);
 uint64_t rng_next(void);
 float rng_uniform(float lo, float hi);
 void fill_uniform(float *p, int64_t n, float amp);

@@ -190,15 +190,9 @@ void model_cases(bool quick) {
          * producer warps copy the rows while the MMAs run (and GEMM1 never gathers; it needs the
          * ticket schedule, forced here too). Padding rows, -1 slots, empty experts, 240-wide tiles, a
          * fused shared expert (ids past T*k). */
-        static const char *const fill_env[2][2] = {{"MOEFUSE_HOPPER_A", "fill"}, {"MOEFUSE_HOPPER_SCHEDULE", "dyn"}};
-        char before[2][32];
-        bool had[2];
-        for (int i = 0; i < 2; i++) {
-            const char *env = getenv(fill_env[i][0]);
-            had[i] = env != NULL;
-            snprintf(before[i], sizeof before[i], "%s", env ? env : "");
-            setenv(fill_env[i][0], fill_env[i][1], 1);
-        }
+        const saved_env fill_a = env_save("MOEFUSE_HOPPER_A"), schedule = env_save("MOEFUSE_HOPPER_SCHEDULE");
+        setenv("MOEFUSE_HOPPER_A", "fill", 1);
+        setenv("MOEFUSE_HOPPER_SCHEDULE", "dyn", 1);
         moe_layer_spec_init(&s, 8, 128, 64, 2);
         s.expert_has_bias = 1;
         model_init(&m, "tma-fill-swiglu-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
@@ -212,10 +206,8 @@ void model_cases(bool quick) {
         model_init(&m, "tma-fill-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
                    MOE_DTYPE_BF16);
         run_model(&m, rw, 1);
-        for (int i = 0; i < 2; i++) {
-            if (had[i]) setenv(fill_env[i][0], before[i], 1);
-            else unsetenv(fill_env[i][0]);
-        }
+        env_restore(&fill_a);
+        env_restore(&schedule);
     }
 
     /* Every preset's routing and MLP options at small T (small H and I). */

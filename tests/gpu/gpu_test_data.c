@@ -19,6 +19,19 @@ void *xmalloc(size_t n) {
     return p;
 }
 
+saved_env env_save(const char *name) {
+    saved_env s = {name, false, ""};
+    const char *env = getenv(name);
+    s.had = env != NULL;
+    if (env) snprintf(s.value, sizeof s.value, "%s", env);
+    return s;
+}
+
+void env_restore(const saved_env *s) {
+    if (s->had) setenv(s->name, s->value, 1);
+    else unsetenv(s->name);
+}
+
 uint64_t rng_next(void) { /* splitmix64 */
     uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -140,9 +140,7 @@ void fp8_quantizer_cases(bool quick) {
      * and the scalar form forced by MOEFUSE_FP8_QUANT=scalar; fp8-tensor has one form. */
     const moe_format formats[] = {MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_ROW128, MOE_FORMAT_FP8_TENSOR};
     const char *forms[] = {NULL, "scalar", NULL};
-    const char *env = getenv("MOEFUSE_FP8_QUANT");
-    char saved[32] = "";
-    if (env) snprintf(saved, sizeof saved, "%s", env);
+    const saved_env quant = env_save("MOEFUSE_FP8_QUANT");
     const moe_dtype dtypes[] = {MOE_DTYPE_F32, MOE_DTYPE_BF16, MOE_DTYPE_F16};
     const int nshapes = quick ? 5 : (int)(sizeof shapes / sizeof shapes[0]);
     for (int f = 0; f < 3; f++)
@@ -212,8 +210,7 @@ void fp8_quantizer_cases(bool quick) {
                            (long long)rows, (long long)cols, (long long)ld,
                            pattern ? "midpoint traps" : "random + zeros/inf/NaN");
                 }
-    if (env) setenv("MOEFUSE_FP8_QUANT", saved, 1);
-    else unsetenv("MOEFUSE_FP8_QUANT");
+    env_restore(&quant);
 }
 
 /* What the FP8 path refuses, by name, and what moe_forward_config says of it. */

@@ -234,13 +234,8 @@ static int64_t workspace_first_shrink(model *m) {
 static void workspace_monotonic_case(model *m) {
     static const char *const names[3] = {"MOEFUSE_GEMM", "MOEFUSE_BF16_DECODE", "MOEFUSE_FP8_DECODE"};
     static const char *const values[3][3] = {{NULL, "hopper", "v1"}, {NULL, "swap", "off"}, {NULL, "swap", "tiles"}};
-    char saved[3][32];
-    bool had[3];
-    for (int v = 0; v < 3; v++) {
-        const char *env = getenv(names[v]);
-        had[v] = env != NULL;
-        snprintf(saved[v], sizeof saved[v], "%s", env ? env : "");
-    }
+    saved_env saved[3];
+    for (int v = 0; v < 3; v++) saved[v] = env_save(names[v]);
     case_failures = 0;
     for (int g = 0; g < 3; g++)
         for (int d = 0; d < 3; d++) {
@@ -253,10 +248,7 @@ static void workspace_monotonic_case(model *m) {
                   values[0][g] ? values[0][g] : "unset", names[decode], values[decode][d] ? values[decode][d] : "unset",
                   (long long)bad_T);
         }
-    for (int v = 0; v < 3; v++) {
-        if (had[v]) setenv(names[v], saved[v], 1);
-        else unsetenv(names[v]);
-    }
+    for (int v = 0; v < 3; v++) env_restore(&saved[v]);
     if (case_failures == 0) cases_passed++;
     else cases_failed++;
     printf("%s %s workspace never shrinks with T, under each path override\n", case_failures ? "FAIL" : "ok  ", m->name);
@@ -288,13 +280,10 @@ void run_model(model *m, const run_spec *runs, int nruns) {
              * takes the small T by default, the 128 x 128 tiles the large; each must be right at
              * every T: an expert with more than 32 rows takes several 32-row blocks there). */
             if (is_fp8_format(m->format) && moe__cuda_forward_gemm(m->w_gpu, runs[i].T) == MOE__CUDA_GEMM_HOPPER) {
-                char before[32] = "";
-                const char *env = getenv("MOEFUSE_FP8_DECODE");
-                if (env) snprintf(before, sizeof before, "%s", env);
+                const saved_env decode = env_save("MOEFUSE_FP8_DECODE");
                 setenv("MOEFUSE_FP8_DECODE", swapped_decode(m, runs[i].T) ? "tiles" : "swap", 1);
                 run_case(m, runs[i]);
-                if (env) setenv("MOEFUSE_FP8_DECODE", before, 1);
-                else unsetenv("MOEFUSE_FP8_DECODE");
+                env_restore(&decode);
             }
         }
     }
