@@ -35,6 +35,8 @@
 namespace {
 
 #define WS_ALIGN 256
+// The grouped GEMMs' ticket counter (grouped_params.unit_counter): its words at the start of `units`.
+constexpr int TICKET_WORDS = 2;
 
 // Byte offsets of the workspace arrays (from a 256-aligned base), and the sizes behind them.
 struct ws_layout {
@@ -49,7 +51,8 @@ struct ws_layout {
     int gemm;       // MOE__CUDA_GEMM_V1 / _HOPPER
     int64_t block;  // plan rows per block: 64 (v1), 128 (Hopper) or SWAP_BLOCK_ROWS (swap)
     int64_t xperm;  // Hopper bf16: x rows in plan order [max_rows, H] (0 bytes on v1 and FP8)
-    int64_t units;  // Hopper tiles: the grouped GEMMs' ticket counter, 2 ints (zeroed before GEMM1)
+    int64_t units;  // Hopper tiles: the grouped GEMMs' ticket counter, then (bf16) GEMM1's row counts for
+                    // MOEFUSE_HOPPER_A=fill, 1 + max_blocks ints (zeroed before GEMM1)
     int64_t xc, logits, ids, weights, gate, counts, offsets, sorted_ids, block_expert, a2, a2s;
     // GEMM2's rows [T*k (+T), H], reserved at 4 bytes an element: the workspace query does not see
     // y's dtype, and f32/f16 y keep fp32 rows; bf16 rows (rows_in_bf16) use the first half.
@@ -195,8 +198,9 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
-         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? 2 + (L->fp8 ? 0 : 1 + L->max_blocks) : 0, 4,
-                 &L->units) &&
+         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? TICKET_WORDS + (L->fp8 ? 0 : 1 + L->max_blocks)
+                                                                  : 0,
+                 4, &L->units) &&
          (!L->fp8 || reserve_fp8(&c, L)) &&
          moe__add64(c, WS_ALIGN, &L->total); // room to align the base
     return ok && (uint64_t)L->total < (uint64_t)SIZE_MAX;
@@ -354,7 +358,7 @@ moe_status forward_fp8(moe_context_t *ctx, const moe_weights_t *w, const ws_layo
         if (!L.swap && hopper_ticket_schedule(large)) {
             // The tiled GEMMs' ticket counter (the launch uses it at prefill only): 0 for GEMM1,
             // which leaves it 0 for GEMM2 (g2 copies g1).
-            if ((st = cuda_status(ctx, zero_words_launch((uint32_t *)(base + L.units), 2, stream),
+            if ((st = cuda_status(ctx, zero_words_launch((uint32_t *)(base + L.units), TICKET_WORDS, stream),
                                   "zero the GEMMs' ticket counter")) != MOE_STATUS_OK)
                 return st;
             g1.g.unit_counter = (int *)(base + L.units);
@@ -796,7 +800,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     if (tickets) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2; then, with
         // fill, GEMM1's next row to copy and each block's rows copied.
-        LAUNCH(zero_words_launch(WS(uint32_t, units), 2 + (fill ? 1 + (int)L.max_blocks : 0), stream),
+        LAUNCH(zero_words_launch(WS(uint32_t, units), TICKET_WORDS + (fill ? 1 + (int)L.max_blocks : 0), stream),
                "zero the GEMMs' ticket counter");
         g.unit_counter = WS(int, units);
     }
@@ -812,7 +816,7 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
         if (fill) {
             gp.x_fill = g.a;
             gp.ldx_fill = g.lda;
-            gp.rows_ready = WS(int, units) + 2;
+            gp.rows_ready = WS(int, units) + TICKET_WORDS;
         }
         st = L.swap ? hopper_swap_decode_launch(ctx, &gp, stream) : hopper_gemm_launch(ctx, &gp, stream);
         if (st != MOE_STATUS_OK) return st;

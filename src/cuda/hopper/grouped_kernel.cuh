@@ -93,11 +93,11 @@ constexpr int FILL_WARPS = 3;       // producer warps 1-3
 constexpr int FILL_UNROLL = 4;      // 16-byte loads in flight a lane (the producer has 40 registers)
 
 __device__ __forceinline__ void fill_a_rows(const grouped_params &p) {
-    // int32 rows, ids and tokens (the plan's, < 2^31) to stay inside the producer's 40 registers.
+    // int32 rows and ids (the plan's, < 2^31) to stay inside the producer's 40 registers.
     const int lane = threadIdx.x % 32;
     const int live = (int)*p.live_rows;
     const int row16 = p.k / 8;              // 16-byte pieces of a row (k % 8 == 0)
-    const int pad = (int)p.padding_id, top_k = (int)p.top_k;
+    const int pad = (int)p.padding_id;
     const int64_t ldx16 = p.ldx / 8;
     const uint4 *x = (const uint4 *)p.x;
     int r = __shfl_sync(0xFFFFFFFFu, lane == 0 ? atomicAdd(&p.rows_ready[0], 1) : 0, 0);
@@ -110,8 +110,7 @@ __device__ __forceinline__ void fill_a_rows(const grouped_params &p) {
 #pragma unroll 1
             for (int c = lane; c < row16; c += 32) dst[c] = make_uint4(0, 0, 0, 0);
         } else {
-            const int token = id < pad ? id / top_k : id - pad - 1; // plan_id_token
-            const uint4 *src = x + (int64_t)token * ldx16;
+            const uint4 *src = x + plan_id_token(id, p.padding_id, p.top_k) * ldx16;
             int c = lane;
 #pragma unroll 1
             for (; c + 32 * (FILL_UNROLL - 1) < row16; c += 32 * FILL_UNROLL) {
