@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Written in session 35 (too little device time was left to start a machine for it; ~5 min). From the repo
 # root, carry .deps and build-device/glab (built and stripped on the CPU machine; next-session README):
-#   PREBUILT=1 O=/tmp/o7 timeout 330 bash bench/results/<session dir>/session35_fill_ncu.sh; tar czf $OUT/o7.tgz -C /tmp/o7 .
+#   PREBUILT=1 O=/tmp/o7 timeout 330 bash bench/results/2026-12-05-session36/session35_fill_ncu.sh; tar czf $OUT/o7.tgz -C /tmp/o7 .
 # 1. The lab's fill variants (never run): GEMM1 with the permute pass inside it against the same kernel on
 #    rows permuted beforehand, both orders, T = 16384, and memcheck on the small shapes (check only).
 #    Prediction: fill / plain 1.00-1.05 on glm, qwen3, deepseek, mixtral, gptoss (240 wide); every fill
