@@ -111,7 +111,7 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
            reserve(c, scales, 4, &L->a2sq_scales) && reserve(c, 4, 4, &L->amax) &&
            moe__mul64(hopper ? L->max_rows : 0, L->H, &n) && reserve(c, n, 1, &L->xpq) &&
            moe__mul64(hopper && !L->fp8_tensor ? L->scale_ld : 0, (L->H + 127) / 128, &n) &&
-           reserve(c, n, 4, &L->xpq_scales) && reserve(c, hopper && !L->fp8_tensor ? L->rows : 0, 4, &L->row_of);
+           reserve(c, n, 4, &L->xpq_scales);
 }
 
 // Whether the Hopper FP8 forward quantises x straight into plan order (fp8_quant_args's scatter)
@@ -198,6 +198,7 @@ bool layout_compute(const moe_weights_t *w, int64_t T, moe_format act_format, ws
          moe__add64(L->rows, L->shared ? T : 0, &out_rows) && moe__mul64(out_rows, L->H, &n) &&
          reserve(&c, n, 4, &L->out) && moe__mul64(L->gemm == MOE__CUDA_GEMM_HOPPER ? L->max_rows * bf16 : 0, L->H, &n) &&
          reserve(&c, n, 2, &L->xperm) &&
+         reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->fp8_tensor ? L->rows : 0, 4, &L->row_of) &&
          reserve(&c, L->gemm == MOE__CUDA_GEMM_HOPPER && !L->swap ? TICKET_WORDS + (L->fp8 ? 0 : 1 + L->max_blocks)
                                                                   : 0,
                  4, &L->units) &&
@@ -753,8 +754,18 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.expert_offsets = WS(int64_t, offsets);
     plan.sorted_ids = WS(int32_t, sorted_ids);
     plan.block_expert = WS(int32_t, block_expert);
-    // Hopper FP8 with 1x128 scales: each routed id's plan row too (the x quantiser's scatter).
-    int32_t *row_of = L.fp8 && !L.fp8_tensor && L.gemm == MOE__CUDA_GEMM_HOPPER ? WS(int32_t, row_of) : NULL;
+    // How bf16 GEMM1 on the Hopper path gets its A rows. Its producer gathers the x rows itself, no
+    // permute pass (hopper_a_gather: the rule of moe__hopper_gather_select, or MOEFUSE_HOPPER_A);
+    // else GEMM1 reads x in plan order by TMA, copied there by a permute kernel (in plan order, or
+    // token by token with hopper_permute_scatter) or, with hopper_a_fill, by GEMM1's own idle warps.
+    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
+    const bool tickets = hopper && !L.swap && hopper_ticket_schedule(true);
+    const bool gather = hopper && !L.fp8 && !L.swap && hopper_a_gather(L.rows, L.E, L.I);
+    const bool fill = tickets && !L.fp8 && !gather && hopper_a_fill(tickets);
+    const bool scatter = hopper && !L.fp8 && !L.swap && !gather && !fill && hopper_permute_scatter() &&
+                         L.k + (L.fused ? 1 : 0) <= 32;
+    // Each routed id's plan row too for the scatter, bf16's or the FP8 x quantiser's (1x128 scales).
+    int32_t *row_of = scatter || (L.fp8 && !L.fp8_tensor && hopper) ? WS(int32_t, row_of) : NULL;
     st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, row_of, stream);
     if (st != MOE_STATUS_OK) return st;
 
@@ -789,13 +800,6 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     g.activation = s->activation;
     g.act_alpha = s->act_alpha;
     g.act_limit = s->act_limit;
-    const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
-    const bool tickets = hopper && !L.swap && hopper_ticket_schedule(true);
-    // GEMM1's producer gathers the x rows itself, no permute pass (hopper_a_gather: the rule of
-    // moe__hopper_gather_select, or MOEFUSE_HOPPER_A); else GEMM1 reads x in plan order by TMA,
-    // copied there by a permute kernel or, with hopper_a_fill, by GEMM1's own idle warps.
-    const bool gather = hopper && !L.swap && hopper_a_gather(L.rows, L.E, L.I);
-    const bool fill = tickets && !gather && hopper_a_fill(tickets);
     if (hopper && !L.swap && hopper_expert_raster(true)) g.expert_offsets = plan.expert_offsets; // g2 copies g
     if (tickets) {
         // The tiled GEMMs' ticket counter: 0 for GEMM1, which leaves it 0 for GEMM2; then, with
@@ -809,7 +813,11 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     } else if (hopper) {
         // TMA loads A tiles from x's rows in plan order (the selection guarantees bf16 and
         // H % 64 == 0, and x is 16-byte-aligned rows here).
-        if (!fill) LAUNCH(hopper_permute_launch(&g, WS(void, xperm), !L.swap, stream), "permute x rows");
+        if (scatter)
+            LAUNCH(hopper_scatter_launch(&g, WS(void, xperm), row_of, L.fused ? plan.expert_offsets + L.E : NULL, stream),
+                   "scatter x rows into plan order");
+        else if (!fill)
+            LAUNCH(hopper_permute_launch(&g, WS(void, xperm), !L.swap, stream), "permute x rows");
         gemm_args gp = g;
         gp.a = WS(void, xperm);
         gp.lda = H;

@@ -119,6 +119,13 @@ cudaError_t gemm_init(void);
 // tiles with TMA (TMA cannot gather rows). Rows past the live total (*args->live_rows, read on
 // the device) are not written. Uses a: x [T, lda], sorted_ids, live_rows, rows, tokens, top_k; k = H.
 cudaError_t hopper_permute_launch(const gemm_args *args, void *a_perm, bool zero_padding, cudaStream_t stream);
+// The same rows (padding rows zero) written token by token, each x row read once: row_of [T*k]
+// the plan row of each routed id (-1: left out; moe__cuda_plan_build's row_of), shared_row0 the
+// device offset of the fused shared expert's rows (token t at *shared_row0 + t) or NULL. Needs
+// top_k (+1 with shared_row0) <= 32. Whether the forward takes it: hopper_permute_scatter.
+cudaError_t hopper_scatter_launch(const gemm_args *args, void *a_perm, const int32_t *row_of,
+                                  const int64_t *shared_row0, cudaStream_t stream);
+bool hopper_permute_scatter(void);
 // GEMM_UP with a = the permuted rows [rows, k] (lda = k), or GEMM_DOWN as in gemm_launch.
 // Same outputs as gemm_launch for the same arguments.
 moe_status hopper_gemm_launch(moe_context_t *ctx, const gemm_args *args, cudaStream_t stream);

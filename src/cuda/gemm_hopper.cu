@@ -40,6 +40,55 @@ __global__ void permute_rows_kernel(const uint4 *x, int64_t ldx16, uint4 *a, int
     }
 }
 
+// The same rows (padding rows zero) written token by token: a warp reads x's row t once and stores
+// it to each of its plan rows, row_of[t * top_k + j] (j < top_k; -1: left out of the plan) and, with
+// the shared expert fused, *shared_row0 + t; then the warps zero the padding rows. In plan order
+// (permute_rows_kernel) each x row is read top_k times, and once x outgrows L2 mostly from DRAM:
+// ncu of glm-4.5-air at T = 16384 on an H100 (bench/results/2026-12-05-session36/call1/prof_permute)
+// read 981 MB for 134 MB of x, 744 us. The destinations sit one per lane and go to the warp by
+// shuffles, as the FP8 quantiser's scatter (quant.cu's scatter_dest).
+constexpr int SCATTER_THREADS = 256;
+constexpr int SCATTER_UNROLL = 4; // 16-byte loads in flight per lane
+__global__ void __launch_bounds__(SCATTER_THREADS)
+    scatter_rows_kernel(const uint4 *x, int64_t ldx16, uint4 *a, int64_t h16, const int32_t *row_of,
+                        const int64_t *shared_row0, int64_t tokens, int64_t top_k, const int32_t *sorted_ids,
+                        const int64_t *live_rows, int64_t padding_id) {
+    pdl_wait();
+    pdl_launch_dependents();
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int dests = (int)top_k + (shared_row0 ? 1 : 0);
+    const int64_t shared0 = shared_row0 ? *shared_row0 : 0;
+    for (int64_t t = warp; t < tokens; t += warps) {
+        int64_t dest = -1;
+        if (lane < top_k) dest = row_of[t * top_k + lane];
+        else if (lane == top_k && shared_row0) dest = shared0 + t;
+        const uint4 *src = x + t * ldx16;
+        for (int64_t c0 = lane; c0 < h16; c0 += 32 * SCATTER_UNROLL) {
+            uint4 v[SCATTER_UNROLL];
+#pragma unroll
+            for (int u = 0; u < SCATTER_UNROLL; u++)
+                if (c0 + 32 * u < h16) v[u] = src[c0 + 32 * u];
+            for (int j = 0; j < dests; j++) {
+                const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
+                if (row < 0) continue; // the same for the whole warp
+#pragma unroll
+                for (int u = 0; u < SCATTER_UNROLL; u++)
+                    if (c0 + 32 * u < h16) a[row * h16 + c0 + 32 * u] = v[u];
+            }
+        }
+    }
+    const int64_t live = *live_rows;
+    for (int64_t base = warp * 32; base < live; base += warps * 32) {
+        const bool pad = base + lane < live && sorted_ids[base + lane] == padding_id;
+        for (unsigned m = __ballot_sync(0xFFFFFFFFu, pad); m; m &= m - 1) {
+            uint4 *dst = a + (base + __ffs(m) - 1) * h16;
+            for (int64_t c = lane; c < h16; c += 32) dst[c] = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
 int hopper_sms = 0; // set by hopper_gemm_init
 
 } // namespace
@@ -75,6 +124,26 @@ cudaError_t hopper_permute_launch(const gemm_args *g, void *a_perm, bool zero_pa
     const unsigned blocks = (unsigned)(g->rows < cap ? g->rows : cap);
     return launch_kernel(permute_rows_kernel, blocks, 128, 0, stream, (const uint4 *)g->a, g->lda / 8, (uint4 *)a_perm,
                          g->k / 8, g->sorted_ids, g->live_rows, g->tokens * g->top_k, g->top_k, zero_padding);
+}
+
+cudaError_t hopper_scatter_launch(const gemm_args *g, void *a_perm, const int32_t *row_of, const int64_t *shared_row0,
+                                  cudaStream_t stream) {
+    if (g->rows == 0) return cudaSuccess;
+    if (hopper_sms <= 0) return cudaErrorInitializationError;
+    if (!row_of || g->top_k + (shared_row0 ? 1 : 0) > 32) return cudaErrorInvalidValue;
+    const int64_t per_block = SCATTER_THREADS / 32, cap = (int64_t)hopper_sms * 8;
+    const int64_t want = (g->tokens + per_block - 1) / per_block;
+    const unsigned blocks = (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
+    return launch_kernel(scatter_rows_kernel, blocks, SCATTER_THREADS, 0, stream, (const uint4 *)g->a, g->lda / 8,
+                         (uint4 *)a_perm, g->k / 8, row_of, shared_row0, g->tokens, g->top_k, g->sorted_ids,
+                         g->live_rows, g->tokens * g->top_k);
+}
+
+// MOEFUSE_HOPPER_PERMUTE=scatter: the permute pass token by token (scatter_rows_kernel) instead of
+// in plan order (permute_rows_kernel). An A/B switch, off until measured.
+bool hopper_permute_scatter(void) {
+    const char *env = getenv("MOEFUSE_HOPPER_PERMUTE");
+    return env && !strcmp(env, "scatter");
 }
 
 // MOEFUSE_HOPPER_A=fill: GEMM1 reads A by TMA (never gathers) and, on tickets, its own idle producer

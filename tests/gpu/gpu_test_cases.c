@@ -39,6 +39,40 @@ static void spec_woi_shared_fused(moe_layer_spec *s) {
     s->expert_has_bias = 1;
 }
 
+/* The models of a way of copying x into plan order for GEMM1 (MOEFUSE_HOPPER_A = a_mode, and
+ * MOEFUSE_HOPPER_PERMUTE = permute_mode unless NULL; the ticket schedule forced): padding rows,
+ * -1 slots, empty experts, x rows with a padded stride, 240-wide tiles, a fused shared expert (ids
+ * past T*k). Each model's name starts with `prefix`. */
+static void a_copy_cases(const char *prefix, const char *a_mode, const char *permute_mode, bool quick) {
+    const saved_env a = env_save("MOEFUSE_HOPPER_A"), permute = env_save("MOEFUSE_HOPPER_PERMUTE"),
+                    schedule = env_save("MOEFUSE_HOPPER_SCHEDULE");
+    setenv("MOEFUSE_HOPPER_A", a_mode, 1);
+    if (permute_mode) setenv("MOEFUSE_HOPPER_PERMUTE", permute_mode, 1);
+    setenv("MOEFUSE_HOPPER_SCHEDULE", "dyn", 1);
+    moe_layer_spec s;
+    model m;
+    char name[64];
+    moe_layer_spec_init(&s, 8, 128, 64, 2);
+    s.expert_has_bias = 1;
+    snprintf(name, sizeof name, "%s-swiglu-bias-xpad", prefix);
+    model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    m.x_pad = 8; /* rows still 16-byte aligned, the stride not H */
+    run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_NONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}},
+              quick ? 1 : 2);
+    spec_bn240_oai(&s);
+    snprintf(name, sizeof name, "%s-bn240-oai-bias", prefix);
+    model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_ONE, 64, true}, {700, R_IDS_FEW, R_IDS_FEW, 64, true}},
+              quick ? 1 : 2);
+    spec_woi_shared_fused(&s);
+    snprintf(name, sizeof name, "%s-woi-shared-fused", prefix);
+    model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    run_model(&m, (run_spec[]){{500, R_ROUTER, R_ROUTER, 96, true}}, 1);
+    env_restore(&a);
+    env_restore(&permute);
+    env_restore(&schedule);
+}
+
 /* A PERF.md shape: the preset's options with its real H and I, and `experts` experts (the
  * CPU oracle packs and holds every expert; the GPU path is the same for any E). */
 static bool preset_shape(const char *preset, int64_t experts, moe_layer_spec *s) {
@@ -188,26 +222,11 @@ void model_cases(bool quick) {
 
         /* GEMM1 copying x into plan order itself (MOEFUSE_HOPPER_A=fill, an A/B switch): its idle
          * producer warps copy the rows while the MMAs run (and GEMM1 never gathers; it needs the
-         * ticket schedule, forced here too). Padding rows, -1 slots, empty experts, 240-wide tiles, a
-         * fused shared expert (ids past T*k). */
-        const saved_env fill_a = env_save("MOEFUSE_HOPPER_A"), schedule = env_save("MOEFUSE_HOPPER_SCHEDULE");
-        setenv("MOEFUSE_HOPPER_A", "fill", 1);
-        setenv("MOEFUSE_HOPPER_SCHEDULE", "dyn", 1);
-        moe_layer_spec_init(&s, 8, 128, 64, 2);
-        s.expert_has_bias = 1;
-        model_init(&m, "tma-fill-swiglu-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
-        run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_NONE, 96, true}, {700, R_IDS_FEW, R_IDS_FEW, 96, true}},
-                  quick ? 1 : 2);
-        spec_bn240_oai(&s);
-        model_init(&m, "tma-fill-bn240-oai-bias", &s, MOE_FORMAT_BF16, MOE_LAYOUT_INTERLEAVED, MOE_DTYPE_BF16,
-                   MOE_DTYPE_BF16);
-        run_model(&m, rb, quick ? 1 : 2);
-        spec_woi_shared_fused(&s);
-        model_init(&m, "tma-fill-woi-shared-fused", &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16,
-                   MOE_DTYPE_BF16);
-        run_model(&m, rw, 1);
-        env_restore(&fill_a);
-        env_restore(&schedule);
+         * ticket schedule, forced here too). */
+        a_copy_cases("tma-fill", "fill", NULL, quick);
+        /* The permute pass token by token (MOEFUSE_HOPPER_PERMUTE=scatter, an A/B switch): each x
+         * row stored to its plan rows, then the padding rows zeroed. */
+        a_copy_cases("tma-scatter", "permute", "scatter", quick);
     }
 
     /* Every preset's routing and MLP options at small T (small H and I). */
