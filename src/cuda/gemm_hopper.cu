@@ -65,17 +65,19 @@ __global__ void __launch_bounds__(SCATTER_THREADS)
         if (lane < top_k) dest = row_of[t * top_k + lane];
         else if (lane == top_k && shared_row0) dest = shared0 + t;
         const uint4 *src = x + t * ldx16;
-        for (int64_t c0 = lane; c0 < h16; c0 += 32 * SCATTER_UNROLL) {
+        // The trip count is the warp's, not the lane's: every lane reaches each shuffle (rows
+        // narrower than a warp's 512 bytes hung with a per-lane bound: the suite's H = 128 case).
+        for (int64_t c0 = 0; c0 < h16; c0 += 32 * SCATTER_UNROLL) {
             uint4 v[SCATTER_UNROLL];
 #pragma unroll
             for (int u = 0; u < SCATTER_UNROLL; u++)
-                if (c0 + 32 * u < h16) v[u] = src[c0 + 32 * u];
+                if (c0 + 32 * u + lane < h16) v[u] = src[c0 + 32 * u + lane];
             for (int j = 0; j < dests; j++) {
                 const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
                 if (row < 0) continue; // the same for the whole warp
 #pragma unroll
                 for (int u = 0; u < SCATTER_UNROLL; u++)
-                    if (c0 + 32 * u < h16) a[row * h16 + c0 + 32 * u] = v[u];
+                    if (c0 + 32 * u + lane < h16) a[row * h16 + c0 + 32 * u + lane] = v[u];
             }
         }
     }
