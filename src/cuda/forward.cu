@@ -7,7 +7,7 @@
 //   plan         one kernel: counts, offsets, sorted ids, block owners (shared expert fused
 //                in as expert E when its width is I); block 64 (v1), 128 (Hopper tiles) or
 //                SWAP_BLOCK_ROWS (the swapped decode kernel)
-//   [permute x]  Hopper path only: x rows copied in plan order (TMA cannot gather)
+//   [permute x]  Hopper path only: x rows copied into plan order (TMA cannot gather), token by token
 //   GEMM1        gathered x rows . W13^T, bias + activation -> A2
 //   GEMM2        A2 . W2^T, bias x routing weight -> rows out[token*k + slot]: bf16 when y is
 //                bf16, else fp32 (rows_in_bf16)
@@ -756,8 +756,9 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.block_expert = WS(int32_t, block_expert);
     // How bf16 GEMM1 on the Hopper path gets its A rows. Its producer gathers the x rows itself, no
     // permute pass (hopper_a_gather: the rule of moe__hopper_gather_select, or MOEFUSE_HOPPER_A);
-    // else GEMM1 reads x in plan order by TMA, copied there by a permute kernel (in plan order, or
-    // token by token with hopper_permute_scatter) or, with hopper_a_fill, by GEMM1's own idle warps.
+    // else GEMM1 reads x in plan order by TMA, copied there by a permute kernel (token by token, or
+    // in plan order where hopper_permute_scatter says so) or, with hopper_a_fill, by GEMM1's own
+    // idle warps.
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     const bool tickets = hopper && !L.swap && hopper_ticket_schedule(true);
     const bool gather = hopper && !L.fp8 && !L.swap && hopper_a_gather(L.rows, L.E, L.I);

@@ -122,7 +122,8 @@ cudaError_t hopper_permute_launch(const gemm_args *args, void *a_perm, bool zero
 // The same rows (padding rows zero) written token by token, each x row read once: row_of [T*k]
 // the plan row of each routed id (-1: left out; moe__cuda_plan_build's row_of), shared_row0 the
 // device offset of the fused shared expert's rows (token t at *shared_row0 + t) or NULL. Needs
-// top_k (+1 with shared_row0) <= 32. Whether the forward takes it: hopper_permute_scatter.
+// top_k (+1 with shared_row0) <= 32. The forward's prefill pass unless hopper_permute_scatter says
+// otherwise (MOEFUSE_HOPPER_PERMUTE=rows: hopper_permute_launch's plan order).
 cudaError_t hopper_scatter_launch(const gemm_args *args, void *a_perm, const int32_t *row_of,
                                   const int64_t *shared_row0, cudaStream_t stream);
 bool hopper_permute_scatter(void);

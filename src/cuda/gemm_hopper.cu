@@ -5,7 +5,8 @@
 // with MOEFUSE_HOPPER_EPI=staged), GEMM2 EPI_STAGED (src/cuda/NOTES.md, "GEMM1 epilogue" and
 // sessions 13-14), or EPI_BULK (bulk copies of whole bf16 rows) where K <= 2048. GEMM1's A
 // rows: gathered by its producer or permuted first, by moe__hopper_gather_select (hopper_a_gather);
-// with MOEFUSE_HOPPER_A=fill the permuted copy is written by GEMM1 itself (hopper_a_fill).
+// the permute pass stores x token by token (scatter_rows_kernel; hopper_permute_scatter); with
+// MOEFUSE_HOPPER_A=fill the permuted copy is written by GEMM1 itself (hopper_a_fill).
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,11 +142,16 @@ cudaError_t hopper_scatter_launch(const gemm_args *g, void *a_perm, const int32_
                          g->live_rows, g->tokens * g->top_k);
 }
 
-// MOEFUSE_HOPPER_PERMUTE=scatter: the permute pass token by token (scatter_rows_kernel) instead of
-// in plan order (permute_rows_kernel). An A/B switch, off until measured.
+// The prefill permute pass token by token (scatter_rows_kernel) unless MOEFUSE_HOPPER_PERMUTE=rows
+// asks for the plan-order kernel (permute_rows_kernel, which the swapped decode kernel keeps). Session
+// 36 (bench/results/2026-12-05-session36/call4/fwd/ab.md, one H100, bench_gpu_forward, 6 rounds in
+// rotated order), scatter / plan-order forward time where GEMM1 permutes: glm-4.5-air 0.977 / 0.974
+// at T = 8192 / 16384, qwen3-235b-a22b 0.988 / 0.980, mixtral-8x7b (k = 2) 0.992 / 0.999,
+// deepseek-v3 and gpt-oss-120b 0.978 and 0.962 at 16384 (call 3, before a fix for narrow rows: the
+// same within 0.02). ncu of glm-4.5-air T = 16384: the pass 744 -> 485 us.
 bool hopper_permute_scatter(void) {
     const char *env = getenv("MOEFUSE_HOPPER_PERMUTE");
-    return env && !strcmp(env, "scatter");
+    return !(env && !strcmp(env, "rows"));
 }
 
 // MOEFUSE_HOPPER_A=fill: GEMM1 reads A by TMA (never gathers) and, on tickets, its own idle producer

@@ -224,9 +224,11 @@ void model_cases(bool quick) {
          * producer warps copy the rows while the MMAs run (and GEMM1 never gathers; it needs the
          * ticket schedule, forced here too). */
         a_copy_cases("tma-fill", "fill", NULL, quick);
-        /* The permute pass token by token (MOEFUSE_HOPPER_PERMUTE=scatter, an A/B switch): each x
-         * row stored to its plan rows, then the padding rows zeroed. */
-        a_copy_cases("tma-scatter", "permute", "scatter", quick);
+        /* The permute pass (MOEFUSE_HOPPER_A=permute: these small shapes would gather), token by
+         * token (the default: each x row stored to its plan rows, then the padding rows zeroed),
+         * and in plan order (MOEFUSE_HOPPER_PERMUTE=rows, the A/B arm). */
+        a_copy_cases("tma-scatter", "permute", NULL, quick);
+        a_copy_cases("tma-rows", "permute", "rows", quick);
     }
 
     /* Every preset's routing and MLP options at small T (small H and I). */
