@@ -62,8 +62,9 @@ struct ws_layout {
     // GEMM1's epilogue writes them); the separate shared expert's A2 [T, Is] likewise; 4 amax words (x, routed
     // A2, fused shared A2, shared A2).
     // Hopper FP8 only: x codes in plan order [max_rows, H] and (fp8-row128) their scales
-    // column-major [ceil(H/128)][scale_ld]; (fp8-row128) each routed id's plan row [T*k] for the
-    // quantiser that writes x straight into plan order.
+    // column-major [ceil(H/128)][scale_ld]. The Hopper path but fp8-tensor: each routed id's plan
+    // row [T*k] (row_of) for the FP8 quantiser or the bf16 permute pass that write x straight into
+    // plan order.
     int64_t xq, xq_scales, a2f, a2q, a2q_scales, a2sf, a2sq, a2sq_scales, amax, xpq, xpq_scales, row_of;
     int64_t total;
 };
@@ -584,7 +585,9 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  hopper_tile_n(L.H, tickets, false),
                  gather                 ? "x rows gathered by the producer"
                  : hopper_a_fill(tickets) ? "x rows copied into plan order by GEMM1's idle producer warps"
-                                        : "x rows permuted",
+                 : hopper_permute_scatter() && L.k + (L.fused ? 1 : 0) <= 32
+                     ? "x rows scattered into plan order token by token"
+                     : "x rows permuted in plan order",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  !act_first ? "GEMM1's staged epilogue"

@@ -48,6 +48,7 @@ static void a_copy_cases(const char *prefix, const char *a_mode, const char *per
                     schedule = env_save("MOEFUSE_HOPPER_SCHEDULE");
     setenv("MOEFUSE_HOPPER_A", a_mode, 1);
     if (permute_mode) setenv("MOEFUSE_HOPPER_PERMUTE", permute_mode, 1);
+    else unsetenv("MOEFUSE_HOPPER_PERMUTE"); /* the default's cases test the default */
     setenv("MOEFUSE_HOPPER_SCHEDULE", "dyn", 1);
     moe_layer_spec s;
     model m;
