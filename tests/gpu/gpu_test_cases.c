@@ -42,7 +42,8 @@ static void spec_woi_shared_fused(moe_layer_spec *s) {
 /* The models of a way of copying x into plan order for GEMM1 (MOEFUSE_HOPPER_A = a_mode, and
  * MOEFUSE_HOPPER_PERMUTE = permute_mode unless NULL; the ticket schedule forced): padding rows,
  * -1 slots, empty experts, x rows with a padded stride, 240-wide tiles, a fused shared expert (ids
- * past T*k). Each model's name starts with `prefix`. */
+ * past T*k), top_k 8 beside it over rows several warp passes wide. Each model's name starts with
+ * `prefix`. */
 static void a_copy_cases(const char *prefix, const char *a_mode, const char *permute_mode, bool quick) {
     const saved_env a = env_save("MOEFUSE_HOPPER_A"), permute = env_save("MOEFUSE_HOPPER_PERMUTE"),
                     schedule = env_save("MOEFUSE_HOPPER_SCHEDULE");
@@ -69,6 +70,14 @@ static void a_copy_cases(const char *prefix, const char *a_mode, const char *per
     snprintf(name, sizeof name, "%s-woi-shared-fused", prefix);
     model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_SEPARATE, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
     run_model(&m, (run_spec[]){{500, R_ROUTER, R_ROUTER, 96, true}}, 1);
+    /* top_k 8 and a fused shared expert (9 plan rows a token); rows of 264 16-byte pieces, so the
+     * copies take three passes of a warp's 128, the last one partial. */
+    moe_layer_spec_init(&s, 16, 2112, 64, 8);
+    s.num_shared_experts = 1;
+    s.shared_intermediate = 64;
+    snprintf(name, sizeof name, "%s-k8-shared-h2112", prefix);
+    model_init(&m, name, &s, MOE_FORMAT_BF16, MOE_LAYOUT_CONCAT, MOE_DTYPE_BF16, MOE_DTYPE_BF16);
+    run_model(&m, (run_spec[]){{300, R_IDS, R_IDS_NONE, 48, true}}, 1);
     env_restore(&a);
     env_restore(&permute);
     env_restore(&schedule);
