@@ -115,6 +115,20 @@ bool reserve_fp8(int64_t *c, ws_layout *L) {
            reserve(c, n, 4, &L->xpq_scales);
 }
 
+// How bf16 GEMM1 on the Hopper tiles gets its A rows (the forward and its description): its producer
+// gathers them from x (hopper_a_gather: moe__hopper_gather_select's rule, or MOEFUSE_HOPPER_A); else
+// GEMM1 reads a copy of x in plan order by TMA, written by GEMM1's own idle producer warps
+// (hopper_a_fill), or by a permute pass before it, token by token (hopper_permute_scatter; at most
+// 32 plan rows a token, a lane each) or in plan order. A_NONE: FP8, v1 or the swapped decode kernel.
+enum a_rows { A_NONE, A_GATHER, A_FILL, A_SCATTER, A_PERMUTE };
+a_rows bf16_a_rows(const ws_layout &L) {
+    if (L.gemm != MOE__CUDA_GEMM_HOPPER || L.fp8 || L.swap) return A_NONE;
+    if (hopper_a_gather(L.rows, L.E, L.I)) return A_GATHER;
+    if (hopper_a_fill(hopper_ticket_schedule(true))) return A_FILL;
+    if (hopper_permute_scatter() && L.k + (L.fused ? 1 : 0) <= 32) return A_SCATTER;
+    return A_PERMUTE;
+}
+
 // Whether the Hopper FP8 forward quantises x straight into plan order (fp8_quant_args's scatter)
 // instead of by token and then permuting the codes, but for x's own alignment
 // (fp8_row128_vec_ok), which only the forward sees: 1x128 scales, the shared expert fused or
@@ -574,7 +588,8 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
                  "weight rows x 32 plan rows x 64 K, 8 stages), x rows permuted");
     else if (hopper) {
         // The choices gemm_hopper.cu's grouped_launch makes, by the same functions.
-        const bool tickets = hopper_ticket_schedule(true), gather = hopper_a_gather(L.rows, L.E, L.I);
+        const a_rows rows = bf16_a_rows(L);
+        const bool tickets = hopper_ticket_schedule(true), gather = rows == A_GATHER;
         const bool act_first = hopper_gemm1_act_first(w->spec.activation, L.I, gather, tickets);
         const bool bulk2 = hopper_gemm2_bulk(L.H, L.I, L.H, rows_in_bf16(L, MOE_DTYPE_BF16), tickets);
         const char *skip = !tickets ? ""
@@ -583,11 +598,10 @@ extern "C" int moe__cuda_forward_describe(const moe_weights_t *w, int64_t T, moe
         snprintf(tiles, sizeof tiles, "TMA+wgmma, tiles %dx%dx64 (GEMM1) and %dx%dx64 (GEMM2), 4 stages, %s, %s%s, %s%s%s%s",
                  HOPPER_BLOCK_M, hopper_tile_n(L.R13, tickets, gather), HOPPER_BLOCK_M,
                  hopper_tile_n(L.H, tickets, false),
-                 gather                 ? "x rows gathered by the producer"
-                 : hopper_a_fill(tickets) ? "x rows copied into plan order by GEMM1's idle producer warps"
-                 : hopper_permute_scatter() && L.k + (L.fused ? 1 : 0) <= 32
-                     ? "x rows scattered into plan order token by token"
-                     : "x rows permuted in plan order",
+                 gather              ? "x rows gathered by the producer"
+                 : rows == A_FILL    ? "x rows copied into plan order by GEMM1's idle producer warps"
+                 : rows == A_SCATTER ? "x rows scattered into plan order token by token"
+                                     : "x rows permuted in plan order",
                  tickets ? "tiles from a ticket counter" : "tiles by a static stride",
                  hopper_expert_raster(true) ? " expert by expert" : " in the grouped raster over all blocks",
                  !act_first ? "GEMM1's staged epilogue"
@@ -757,17 +771,11 @@ extern "C" moe_status moe__cuda_forward(moe_context_t *ctx, const moe_weights_t 
     plan.expert_offsets = WS(int64_t, offsets);
     plan.sorted_ids = WS(int32_t, sorted_ids);
     plan.block_expert = WS(int32_t, block_expert);
-    // How bf16 GEMM1 on the Hopper path gets its A rows. Its producer gathers the x rows itself, no
-    // permute pass (hopper_a_gather: the rule of moe__hopper_gather_select, or MOEFUSE_HOPPER_A);
-    // else GEMM1 reads x in plan order by TMA, copied there by a permute kernel (token by token, or
-    // in plan order where hopper_permute_scatter says so) or, with hopper_a_fill, by GEMM1's own
-    // idle warps.
+    // How bf16 GEMM1 gets its A rows (bf16_a_rows); the swapped decode kernel's are permuted.
     const bool hopper = L.gemm == MOE__CUDA_GEMM_HOPPER;
     const bool tickets = hopper && !L.swap && hopper_ticket_schedule(true);
-    const bool gather = hopper && !L.fp8 && !L.swap && hopper_a_gather(L.rows, L.E, L.I);
-    const bool fill = tickets && !L.fp8 && !gather && hopper_a_fill(tickets);
-    const bool scatter = hopper && !L.fp8 && !L.swap && !gather && !fill && hopper_permute_scatter() &&
-                         L.k + (L.fused ? 1 : 0) <= 32;
+    const a_rows a_from = bf16_a_rows(L);
+    const bool gather = a_from == A_GATHER, fill = a_from == A_FILL, scatter = a_from == A_SCATTER;
     // Each routed id's plan row too for the scatter, bf16's or the FP8 x quantiser's (1x128 scales).
     int32_t *row_of = scatter || (L.fp8 && !L.fp8_tensor && hopper) ? WS(int32_t, row_of) : NULL;
     st = moe__cuda_plan_build(ctx, ids, T, k, E, L.block, L.shared_rows, &plan, row_of, stream);
