@@ -133,7 +133,8 @@ void fp8_quantizer_cases(bool quick) {
     static const struct {
         int64_t rows, cols, pad;
     } shapes[] = {{1, 16, 0}, {3, 96, 8}, {5, 200, 0}, {64, 7168, 24},
-                  {7, 130, 3}, /* columns and ld not whole 4-element words: row128's scalar form */
+                  {7, 130, 3},      /* columns and ld not whole 4-element words: row128's scalar form */
+                  {2200, 1040, 16}, /* row128's 16-wide form: a 16-column last group, items across rows, padded ld */
                   {129, 2880, 0}, {4096, 2048, 0},
                   {12000, 1400, 8}}; /* the row128 launch's 4 groups a warp with a partial last quad and group */
     /* fp8-row128 twice: its default (the vector form where the rows are whole 4-element words)
@@ -142,7 +143,7 @@ void fp8_quantizer_cases(bool quick) {
     const char *forms[] = {NULL, "scalar", NULL};
     const saved_env quant = env_save("MOEFUSE_FP8_QUANT");
     const moe_dtype dtypes[] = {MOE_DTYPE_F32, MOE_DTYPE_BF16, MOE_DTYPE_F16};
-    const int nshapes = quick ? 5 : (int)(sizeof shapes / sizeof shapes[0]);
+    const int nshapes = quick ? 6 : (int)(sizeof shapes / sizeof shapes[0]);
     for (int f = 0; f < 3; f++)
         for (int di = 0; di < 3; di++)
             for (int si = 0; si < nshapes; si++)
