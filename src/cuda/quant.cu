@@ -42,25 +42,14 @@ __device__ __forceinline__ int64_t scatter_dest(const fp8_quant_args &p, int64_t
     return dest;
 }
 
-// P codes (P / 4 little-endian words) in one store of P bytes, aligned to its size.
-template <int P> __device__ __forceinline__ void store_codes(uint8_t *dst, const uint32_t *w) {
-    static_assert(P == 4 || P == 8, "pieces of 4 or 8 codes");
-    if constexpr (P == 4) *(uint32_t *)dst = w[0];
-    else *(uint2 *)dst = make_uint2(w[0], w[1]);
-}
-
-// Stores a lane's codes into every destination row of the warp's source row (dest: scatter_dest's):
-// N pieces of P codes, piece i (the words w[i], little-endian) at column c[i] where in[i]. Every lane
-// of the warp calls it.
-template <int P, int N>
-__device__ __forceinline__ void scatter_codes(const fp8_quant_args &p, int64_t dest, const int64_t *c, const bool *in,
-                                              const uint32_t (*w)[P / 4]) {
+// Stores a lane's codes `word` (column c; `in`: inside the row) into every destination row of the
+// warp's source row (dest: scatter_dest's). Every lane of the warp calls it.
+template <typename W>
+__device__ __forceinline__ void scatter_codes(const fp8_quant_args &p, int64_t dest, int64_t c, bool in, W word) {
     const int dests = (int)p.top_k + (p.shared_row0 ? 1 : 0);
     for (int j = 0; j < dests; j++) {
         const int64_t row = __shfl_sync(0xFFFFFFFFu, dest, j);
-#pragma unroll
-        for (int i = 0; i < N; i++)
-            if (row >= 0 && in[i]) store_codes<P>(p.plan_codes + row * p.codes_ld + c[i], w[i]);
+        if (row >= 0 && in) *(W *)(p.plan_codes + row * p.codes_ld + c) = word;
     }
 }
 
@@ -163,9 +152,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_kernel(const fp8_q
                 if (c < p.cols && (!SCATTER || p.codes)) *(uint32_t *)(p.codes + r * p.codes_ld + c) = word;
                 if constexpr (SCATTER) {
                     if (dest >= 0) p.plan_scales[g * p.plan_scale_ld + dest] = s; // each lane its slot's
-                    const bool in = c < p.cols;
-                    const uint32_t words[1][1] = {{word}};
-                    scatter_codes<4, 1>(p, dest, &c, &in, words);
+                    scatter_codes(p, dest, c, c < p.cols, word);
                 }
             } else {
 #pragma unroll
@@ -188,41 +175,37 @@ template <> __device__ __forceinline__ float2 word_as_float2<__half>(uint32_t w)
     return __half22float2(*(const __half2 *)&w);
 }
 
-// The 16 / sizeof(S) adjacent source elements of one 16-byte load, as floats.
-template <typename S> __device__ __forceinline__ void load_16B_as_float(const S *src, float *v) {
+// Sixteen adjacent source elements as floats (16-byte loads: two for 16-bit types, four for fp32).
+template <typename S> __device__ __forceinline__ void load16_as_float(const S *src, float *v) {
     if constexpr (sizeof(S) == 4) {
-        load4_as_float<S>(src, v);
-    } else {
-        const uint4 q = *(const uint4 *)src;
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float2 f = word_as_float2<S>(w[i]);
-            v[2 * i] = f.x, v[2 * i + 1] = f.y;
+        for (int i = 0; i < 4; i++) load4_as_float<S>(src + 4 * i, v + 4 * i);
+    } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint4 q = ((const uint4 *)src)[h];
+            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float2 f = word_as_float2<S>(w[i]);
+                v[8 * h + 2 * i] = f.x, v[8 * h + 2 * i + 1] = f.y;
+            }
         }
     }
 }
 
-// The 16-wide form (where fp8_row128_v16_ok; items of 4 groups): the lanes 8 q .. 8 q + 7 hold group q
-// of the item, 16 columns a lane, so the warp's four groups are loaded, reduced (over each group's 8
-// lanes) and stored at once. A lane's columns are N pieces of P = 16 / sizeof(S) (one 16-byte load
-// each: 4 for fp32, 8 for 16-bit types), piece i at columns 8 P i + P (l % 8) of the group, so that
-// every load instruction reads whole 32-byte sectors (a group's 8 lanes take 128 contiguous bytes);
-// its codes are then N stores of P bytes. (Until session 37 lane l held the 16 adjacent columns
-// 16 (l % 8) .. + 15, one 16-byte store of codes, but each load then used half of every sector it
-// touched: ncu of qwen3-30b-a3b's fp32 A2 at T = 16384 counted 605 MB of L2 reads for 403 MB from
-// DRAM, bench/results/2026-12-04-h200-session24/callY1.) The 4-wide form's stores are 4 bytes a
-// lane and its groups a serial chain: S4 of session 18 measured its scatter at ~1.7 TB/s on
-// deepseek-v3's x. Same codes and scales bit for bit in every form (the same values and group
-// maxima). SCATTER as quant_row128_kernel's: an item is 4 groups of one row, whose lanes carry the
-// row's destinations. Otherwise an item is the next 4 of all rows' groups in a row (row-major),
-// which may span two rows, so that a row's group count need not be a multiple of 4: qwen3-30b-a3b's
-// A2 has 6, and items of one row left a quarter of the lanes idle (its A2 pass at T = 16384 under
-// ncu: 208 -> 172 us; bench/results/2026-12-04-h200-session23/callX6).
+// The 16-wide form (where fp8_row128_v16_ok; items of 4 groups): lane l holds the 16 adjacent
+// columns of group l / 8 of its item, 16 (l % 8) .. + 15, so the warp's four groups are loaded,
+// reduced (over each group's 8 lanes) and stored at once, 16 codes a lane in one 16-byte store. The
+// 4-wide form's stores are 4 bytes a lane and its groups a serial chain: S4 of session 18 measured
+// its scatter at ~1.7 TB/s on deepseek-v3's x. Same codes and scales bit for bit (the same values
+// and group maxima). SCATTER as quant_row128_kernel's: an item is 4 groups of one row, whose lanes
+// carry the row's destinations. Otherwise an item is the next 4 of all rows' groups in a row
+// (row-major), which may span two rows, so that a row's group count need not be a multiple of 4:
+// qwen3-30b-a3b's A2 has 6, and items of one row left a quarter of the lanes idle (its A2 pass at
+// T = 16384 under ncu: 208 -> 172 us; bench/results/2026-12-04-h200-session23/callX6).
 template <typename S, bool SCATTER>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const fp8_quant_args p) {
-    constexpr int P = 16 / (int)sizeof(S); // columns a piece (a 16-byte load)
-    constexpr int N = 16 / P;              // pieces a lane
     pdl_wait();
     pdl_launch_dependents();
     const int64_t groups = (p.cols + 127) / 128, per_row = (groups + 3) / 4, live = live_rows_of(p);
@@ -241,30 +224,22 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
             g = f % groups;
         }
         const bool on = SCATTER ? g < groups : r < live; // this lane's 8-lane set has a group
-        const bool leader = (lane & 7) == 0 && on;       // writes its group's scale
-        if (SCATTER && row_kind(p, r) < 0) {             // the same for the whole warp
+        const int64_t c = g * 128 + 16 * (lane & 7);
+        const bool leader = (lane & 7) == 0 && on; // writes its group's scale
+        if (SCATTER && row_kind(p, r) < 0) { // the same for the whole warp
             if (leader) p.scales[r * p.scale_rs + g * p.scale_ks] = 0.0f;
             continue;
         }
         // Not SCATTER: a padding row's group (the same for its 8 lanes) gets scale 0, no codes.
         const bool dead = !SCATTER && on && row_kind(p, r) < 0;
-        int64_t c[N];
-        bool in[N]; // cols % 16 == 0: a piece's columns all in or all out
-#pragma unroll
-        for (int i = 0; i < N; i++) {
-            c[i] = g * 128 + 8 * P * i + P * (lane & 7);
-            in[i] = on && !dead && c[i] < p.cols;
-        }
+        const bool in = on && !dead && c < p.cols; // cols % 16 == 0: all 16 columns in or all out
         int64_t dest = -1;
         if constexpr (SCATTER) dest = scatter_dest(p, r, lane);
         float v[16];
+        if (in) load16_as_float<S>((const S *)p.src + r * p.src_ld + c, v);
+        else
 #pragma unroll
-        for (int i = 0; i < N; i++) {
-            if (in[i]) load_16B_as_float<S>((const S *)p.src + r * p.src_ld + c[i], v + P * i);
-            else
-#pragma unroll
-                for (int j = 0; j < P; j++) v[P * i + j] = 0.0f;
-        }
+            for (int j = 0; j < 16; j++) v[j] = 0.0f;
         uint32_t amax = 0;
 #pragma unroll
         for (int j = 0; j < 16; j++) amax = max(amax, finite_abs_bits(v[j]));
@@ -272,17 +247,14 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
         for (int m = 1; m < 8; m <<= 1) amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
         const float s = fp8_scale(amax);
         const fp8_divisor div = fp8_divisor_of(s);
-        uint32_t w[N][P / 4] = {}; // little-endian: piece i's column c[i] + 4 k + j's code in byte j of w[i][k]
+        uint32_t w[4] = {0, 0, 0, 0}; // little-endian: column c + 4 i + j's code in byte j of w[i]
 #pragma unroll
-        for (int i = 0; i < N; i++)
+        for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int k = 0; k < P / 4; k++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) w[i][k] |= (uint32_t)fp8_encode_fast(v[P * i + 4 * k + j], div) << (8 * j);
+            for (int j = 0; j < 4; j++) w[i] |= (uint32_t)fp8_encode_fast(v[4 * i + j], div) << (8 * j);
+        const uint4 codes = make_uint4(w[0], w[1], w[2], w[3]);
         if (!SCATTER || p.codes) {
-#pragma unroll
-            for (int i = 0; i < N; i++)
-                if (in[i]) store_codes<P>(p.codes + r * p.codes_ld + c[i], w[i]);
+            if (in) *(uint4 *)(p.codes + r * p.codes_ld + c) = codes;
             if (leader) p.scales[r * p.scale_rs + g * p.scale_ks] = dead ? 0.0f : s;
         }
         if constexpr (SCATTER) {
@@ -291,7 +263,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_row128_v16_kernel(const f
                 const float sq = __shfl_sync(0xFFFFFFFFu, s, 8 * q);
                 if (dest >= 0 && g0 + q < groups) p.plan_scales[(g0 + q) * p.plan_scale_ld + dest] = sq;
             }
-            scatter_codes<P, N>(p, dest, c, in, w);
+            scatter_codes(p, dest, c, c < p.cols, codes);
         }
     }
 }
