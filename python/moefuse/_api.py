@@ -690,6 +690,9 @@ def route(spec, logits, correction_bias=None, ctx=None):
     bias = None
     if correction_bias is not None:
         bias = np.ascontiguousarray(correction_bias, dtype=np.float32)
+        if bias.shape != (c_spec.num_experts,):  # the library reads num_experts of them
+            raise MoeError(Status.SHAPE_MISMATCH, _lib.status_name(Status.SHAPE_MISMATCH),
+                           f"route: correction_bias shape {bias.shape}, expected ({c_spec.num_experts},)")
     ctx.check(_lib.lib().moe_route(ctx.handle, ctypes.byref(c_spec), logits.ctypes.data_as(fp), T,
                                    bias.ctypes.data_as(fp) if bias is not None else None,
                                    ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), weights.ctypes.data_as(fp)))

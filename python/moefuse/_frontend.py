@@ -32,11 +32,14 @@ ACTIVATIONS = {
     "gelu": (Activation.GEGLU, None, None, Layout.CONCAT),
     "geglu": (Activation.GEGLU, None, None, Layout.CONCAT),
     "gelu_tanh": (Activation.GEGLU_TANH, None, None, Layout.CONCAT),
+    "gelu_pytorch_tanh": (Activation.GEGLU_TANH, None, None, Layout.CONCAT),
     "geglu_tanh": (Activation.GEGLU_TANH, None, None, Layout.CONCAT),
     "relu": (Activation.REGLU, None, None, Layout.CONCAT),
     "reglu": (Activation.REGLU, None, None, Layout.CONCAT),
     "swigluoai": (Activation.SWIGLU_OAI, 1.702, 7.0, Layout.INTERLEAVED),
     "swiglu_oai": (Activation.SWIGLU_OAI, 1.702, 7.0, Layout.INTERLEAVED),
+    # the same form on w1's gate rows then up rows (vLLM's MoEActivation.SWIGLUOAI_UNINTERLEAVE)
+    "swigluoai_uninterleave": (Activation.SWIGLU_OAI, 1.702, 7.0, Layout.CONCAT),
     "relu2_no_mul": (Activation.RELU2, None, None, Layout.CONCAT),
     "relu2": (Activation.RELU2, None, None, Layout.CONCAT),
 }
@@ -51,6 +54,7 @@ def unsupported(fn, what):
 
 
 def _activation(fn, name, act_alpha, act_limit):
+    name = getattr(name, "value", name)  # vLLM's MoEActivation members carry the name as their value
     key = str(name).lower().replace("-", "_")
     if key not in ACTIVATIONS:
         raise error(Status.INVALID_ARGUMENT,
@@ -69,20 +73,25 @@ class PackCache:
     pointer, shape, dtype, and torch's in-place version counter), the spec, format, layout
     and device. Entries hold weak references to the arrays and leave when any of them is
     collected; an array that cannot be weakly referenced is held strongly (so its id cannot
-    be reused while the entry lives). Values changed in place behind an unchanged identity
-    (numpy) are not seen: call clear() after mutating weights."""
+    be reused while the entry lives). A repack of the same arrays for the same spec (their
+    version or data pointer moved) replaces the older entry. Values changed in place behind
+    an unchanged key are not seen: numpy arrays, and torch writes through `.data` or by
+    other kernels, which leave the version counter as it was; call clear() after them."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._entries = {}
+        self._entries = {}  # key -> (weak references, packed weights, slot)
+        self._slots = {}    # slot (the key with the arrays' ids for their tokens) -> its live key
         self.packs = 0
         self.hits = 0
 
     def _drop(self, key):
         with self._lock:
-            self._entries.pop(key, None)
+            entry = self._entries.pop(key, None)
+            if entry is not None and self._slots.get(entry[2]) == key:
+                del self._slots[entry[2]]
 
-    def get(self, key, arrays, pack):
+    def get(self, key, slot, arrays, pack):
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and all(ref() is a for ref, a in zip(entry[0], arrays)):
@@ -96,13 +105,18 @@ class PackCache:
             except TypeError:
                 refs.append(lambda a=a: a)
         with self._lock:
-            self._entries[key] = (refs, weights)
+            stale = self._slots.get(slot)
+            if stale is not None and stale != key:
+                self._entries.pop(stale, None)
+            self._entries[key] = (refs, weights, slot)
+            self._slots[slot] = key
             self.packs += 1
         return weights
 
     def clear(self):
         with self._lock:
             self._entries.clear()
+            self._slots.clear()
 
     def info(self):
         with self._lock:
@@ -142,7 +156,7 @@ def _check_unsupported(fn, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mx
             raise unsupported(fn, name + " (static activation scales; moefuse quantises activations dynamically)")
 
 
-def _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format):
+def _formats(fn, ops, w1, w2, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format):
     """(weights format, activation format) for the call: from the weights' dtype and the FP8
     options, unless format= / act_format= say otherwise."""
     if use_fp8_w8a8:
@@ -159,6 +173,12 @@ def _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format,
             raise error(Status.INVALID_ARGUMENT, f"{fn}: w1_scale/w2_scale given without use_fp8_w8a8")
         wf = {DType.F16: Format.F16, DType.BF16: Format.BF16}.get(ops.dtype_of(w1), Format.F32)
         af = Format.F32
+        floats = (DType.F32, DType.F16, DType.BF16)  # (other dtypes: the library names them)
+        if format is None and ops.dtype_of(w1) in floats and ops.dtype_of(w2) in floats and \
+                ops.dtype_of(w1) != ops.dtype_of(w2):  # both would be stored in w1's format
+            raise error(Status.DTYPE_MISMATCH, f"{fn}: w1 is {DType(ops.dtype_of(w1)).name.lower()} and w2 "
+                                               f"{DType(ops.dtype_of(w2)).name.lower()}, expected one dtype for both "
+                                               f"(or format=)")
     wf = _api.format_from(format) if format is not None else wf
     af = _api.format_from(act_format) if act_format is not None else af
     return wf, af
@@ -177,6 +197,11 @@ def _block_scales(fn, ops, scale, name, E, rows, cols, block_shape):
     return ops.broadcast_scale(scale, blocks)
 
 
+# The library's weight tensor names -> the caller's argument names (for messages).
+_CALLER_NAMES = {"gate_up": "w1", "down": "w2", "gate_up_bias": "w1_bias", "down_bias": "w2_bias",
+                 "gate_up_scale": "w1_scale", "down_scale": "w2_scale", "correction_bias": "e_score_correction_bias"}
+
+
 def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha, act_limit, w1_layout,
                       weight_on_input, w1_bias, w2_bias, w1_scale, w2_scale, fmt, use_fp8_w8a8, block_shape,
                       routing=None, correction_bias=None):
@@ -189,6 +214,12 @@ def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha,
         layout = _api.layout_from(w1_layout)
     E, R13, H = (int(n) for n in ops.shape(w1))
     H2, inter = (int(n) for n in ops.shape(w2)[1:])
+    rows = inter if act == Activation.RELU2 else 2 * inter
+    if R13 != rows:
+        raise error(Status.SHAPE_MISMATCH,
+                    f"{fn}: w1 has {R13} rows an expert, expected {rows} for activation = {activation!r} "
+                    + ("(not gated: W1's I rows only)" if act == Activation.RELU2 else "(gated: I gate and I up rows)")
+                    + f", with I = {inter} from w2 [E, H, I]")
     spec = _api.LayerSpec(E, H, inter, int(top_k), activation=_api._enum_name(_api._ACTIVATIONS, act),
                           weight_on_input=bool(weight_on_input))
     if alpha is not None:
@@ -206,8 +237,9 @@ def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha,
                "gate_up_scale": w1_scale, "down_scale": w2_scale, "correction_bias": correction_bias}
     names = sorted(n for n, a in sources.items() if a is not None)
     arrays = [sources[n] for n in names]
-    key = (tuple(names), tuple(ops.token(a) for a in arrays), spec.key(), int(fmt), int(layout),
-           bool(use_fp8_w8a8), block_shape is not None, place)
+    rest = (spec.key(), int(fmt), int(layout), bool(use_fp8_w8a8), block_shape is not None, place)
+    key = (tuple(names), tuple(ops.token(sources[n], _CALLER_NAMES[n]) for n in names)) + rest
+    slot = (tuple(names), tuple(id(a) for a in arrays)) + rest  # what a repack of these arrays replaces
 
     def pack():
         tensors = dict(sources)
@@ -222,7 +254,7 @@ def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha,
         tensors = {n: a for n, a in tensors.items() if a is not None}
         return ops.pack(ctx, spec, fmt, layout, tensors, bool(use_fp8_w8a8))
 
-    return spec, CACHE.get(key, arrays, pack)
+    return spec, CACHE.get(key, slot, arrays, pack)
 
 
 def _run(fn, ops, ctx, place, weights, hidden_states, act_format, inplace, routing_inputs):
@@ -257,7 +289,9 @@ def _check_flags(fn, **flags):
     """vLLM's boolean options must be bools: anything else is most likely an argument of a
     different vLLM signature landing in that position."""
     for name, value in flags.items():
-        if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        # numpy's bool scalar is numpy.bool_ (numpy 1) or numpy.bool (numpy 2), never a bool
+        numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")
+        if not isinstance(value, bool) and not numpy_bool:
             raise error(Status.INVALID_ARGUMENT,
                         f"{fn}: {name} = {value!r}, expected a bool (moefuse takes vLLM's flat signature "
                         f"(..., apply_router_weight_on_input, use_fp8_w8a8, ...); pass global_num_experts, "
@@ -267,6 +301,8 @@ def _check_flags(fn, **flags):
 def _check_global_num_experts(fn, ops, w1, global_num_experts, expert_map):
     E = int(ops.shape(w1)[0])
     n = ops.numel(expert_map) if expert_map is not None else E
+    if global_num_experts is None:  # as -1: some callers pass Optional[int]
+        return
     if int(global_num_experts) not in (-1, n):
         raise error(Status.INVALID_ARGUMENT,
                     f"{fn}: global_num_experts = {global_num_experts}, expected -1 or "
@@ -304,14 +340,47 @@ def _from_quant_config(fn, quant_config, flat):
     return out
 
 
-def _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map):
+def _number(fn, name, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise unsupported(fn, f"{name} = {value!r} (not one number)") from None
+
+
+def _gemm1_from_quant_config(fn, quant_config, activation, act_alpha, act_limit):
+    """(act_alpha, act_limit) after vLLM's FusedMoEQuantConfig gemm1_alpha / gemm1_clamp_limit /
+    gemm1_beta: the alpha, clamp limit and up offset of the swigluoai forms (their offset is 1).
+    With any other activation they are refused: neither applied nor ignored."""
+    fields = {n: getattr(quant_config, n, None) for n in ("gemm1_alpha", "gemm1_clamp_limit", "gemm1_beta")}
+    given = [n for n, v in fields.items() if v is not None]
+    if not given:
+        return act_alpha, act_limit
+    if _activation(fn, activation, None, None)[0] != Activation.SWIGLU_OAI:
+        raise unsupported(fn, f"quant_config.{' / '.join(given)} with activation = {activation!r} (moefuse takes "
+                              f"them with the swigluoai forms only)")
+    if fields["gemm1_beta"] is not None and _number(fn, "quant_config.gemm1_beta", fields["gemm1_beta"]) != 1.0:
+        raise unsupported(fn, f"quant_config.gemm1_beta = {fields['gemm1_beta']!r} (swigluoai adds 1 to up)")
+    out = []
+    for own, name in ((act_alpha, "gemm1_alpha"), (act_limit, "gemm1_clamp_limit")):
+        if fields[name] is None:
+            out.append(own)
+            continue
+        value = _number(fn, "quant_config." + name, fields[name])
+        if own is not None and float(own) != value:
+            raise error(Status.INVALID_ARGUMENT, f"{fn}: quant_config.{name} = {value} and the act_ keyword "
+                                                 f"= {own} disagree")
+        out.append(value)
+    return tuple(out)
+
+
+def _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map, local_experts):
     if ops.shape(topk_ids) != ops.shape(topk_weights) or ops.ndim(topk_ids) != 2:
         raise error(Status.SHAPE_MISMATCH, f"{fn}: topk_ids {tuple(ops.shape(topk_ids))} and topk_weights "
                                            f"{tuple(ops.shape(topk_weights))}, expected both [T, k]")
     ids = ops.to_int32(topk_ids, "topk_ids")
     weights = ops.to_float32(topk_weights)
     if expert_map is not None:
-        ids, weights = ops.remap_experts(ids, weights, expert_map)
+        ids, weights = ops.remap_experts(ids, weights, expert_map, local_experts)
     return {"topk_ids": ids, "topk_weights": weights}
 
 
@@ -339,6 +408,7 @@ def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=Fa
          use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant) = (
             q[n] for n in flat)
         use_fp8_w8a8, per_channel_quant = bool(use_fp8_w8a8), bool(per_channel_quant)
+        act_alpha, act_limit = _gemm1_from_quant_config(fn, quant_config, activation, act_alpha, act_limit)
     _check_flags(fn, inplace=inplace, apply_router_weight_on_input=apply_router_weight_on_input,
                  use_fp8_w8a8=use_fp8_w8a8, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
                  use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
@@ -347,8 +417,8 @@ def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=Fa
     _check_global_num_experts(fn, ops, w1, global_num_experts, expert_map)
     place = ops.place(hidden_states)
     ctx = context or ops.context(place)
-    fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
-    routing = _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map)
+    fmt, afmt = _formats(fn, ops, w1, w2, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
+    routing = _routing_tensors(fn, ops, topk_weights, topk_ids, expert_map, int(ops.shape(w1)[0]))
     k = ops.shape(topk_ids)[1]
     _spec, weights = _spec_and_weights(fn, ops, ctx, place, w1, w2, k, activation, act_alpha, act_limit, w1_layout,
                                        apply_router_weight_on_input, w1_bias, w2_bias, w1_scale, w2_scale, fmt,
@@ -365,7 +435,7 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
               routed_scaling_factor=1.0, apply_router_weight_on_input=False, format=None, act_format=None,
               w1_layout=None, act_alpha=None, act_limit=None, context=None):
     fn = "fused_moe"
-    _check_flags(fn, inplace=inplace, use_grouped_topk=use_grouped_topk, use_fp8_w8a8=use_fp8_w8a8,
+    _check_flags(fn, renormalize=renormalize, inplace=inplace, use_grouped_topk=use_grouped_topk, use_fp8_w8a8=use_fp8_w8a8,
                  use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16, use_int4_w4a16=use_int4_w4a16,
                  use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
     common = dict(global_num_experts=global_num_experts, inplace=inplace, activation=activation, apply_router_weight_on_input=apply_router_weight_on_input,
@@ -376,15 +446,26 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
                   format=format, act_format=act_format, w1_layout=w1_layout, act_alpha=act_alpha,
                   act_limit=act_limit, context=context)
     if custom_routing_function is not None and not use_grouped_topk:
-        for value, default, name in ((scoring_func, "softmax", "scoring_func"),
-                                     (e_score_correction_bias, None, "e_score_correction_bias"),
-                                     (routed_scaling_factor, 1.0, "routed_scaling_factor")):
-            if value is not default and value != default:
+        # (an array bias is compared by presence only: == on arrays is elementwise)
+        for ignored, name in ((scoring_func != "softmax", "scoring_func"),
+                              (e_score_correction_bias is not None, "e_score_correction_bias"),
+                              (routed_scaling_factor not in (None, 1.0), "routed_scaling_factor")):
+            if ignored:
                 raise error(Status.INVALID_ARGUMENT, f"{fn}: {name} with custom_routing_function (the function "
                                                      f"does the routing; {name} would be ignored)")
         topk_weights, topk_ids = custom_routing_function(hidden_states, gating_output, topk, renormalize)
         return fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, **common)
 
+    if ops.ndim(gating_output) != 2:
+        raise error(Status.SHAPE_MISMATCH, f"{fn}: gating_output has shape {tuple(ops.shape(gating_output))}, "
+                                           f"expected [T, E]")
+    E_global = int(ops.shape(gating_output)[1])
+    if e_score_correction_bias is not None and tuple(ops.shape(e_score_correction_bias)) != (E_global,):
+        raise error(Status.SHAPE_MISMATCH, f"{fn}: e_score_correction_bias has shape "
+                                           f"{tuple(ops.shape(e_score_correction_bias))}, expected ({E_global},) "
+                                           f"(gating_output's experts)")
+    if routed_scaling_factor is None:  # SGLang's and some vLLM layers' default: no scaling
+        routed_scaling_factor = 1.0
     routing = {"score": _api._enum_name(_api._SCORES, _api.score_from(scoring_func)),
                "renormalize": bool(renormalize), "routed_scale": float(routed_scaling_factor)}
     if use_grouped_topk:
@@ -395,8 +476,10 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
     if expert_map is not None:
         # The logits cover every rank's experts, the weights only this rank's: route over all
         # of them on the host, then run the local experts with the mapped ids.
-        E_global = ops.shape(gating_output)[-1]
-        spec = _api.LayerSpec(int(E_global), int(ops.shape(w1)[2]), int(ops.shape(w2)[2]), int(topk), **routing)
+        if ops.numel(expert_map) != E_global:
+            raise error(Status.SHAPE_MISMATCH, f"{fn}: expert_map has {ops.numel(expert_map)} entries, expected "
+                                               f"{E_global} (one per expert of gating_output)")
+        spec = _api.LayerSpec(E_global, int(ops.shape(w1)[2]), int(ops.shape(w2)[2]), int(topk), **routing)
         spec.use_correction_bias = e_score_correction_bias is not None
         topk_ids, topk_weights = ops.route_host(fn, spec, gating_output, e_score_correction_bias)
         return fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, **common)
@@ -406,10 +489,7 @@ def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inpl
     _check_global_num_experts(fn, ops, w1, global_num_experts, None)
     place = ops.place(hidden_states)
     ctx = context or ops.context(place)
-    fmt, afmt = _formats(fn, ops, w1, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
-    if ops.ndim(gating_output) != 2:
-        raise error(Status.SHAPE_MISMATCH, f"{fn}: gating_output has shape {tuple(ops.shape(gating_output))}, "
-                                           f"expected [T, E]")
+    fmt, afmt = _formats(fn, ops, w1, w2, use_fp8_w8a8, block_shape, w1_scale, w2_scale, format, act_format)
     _spec, weights = _spec_and_weights(fn, ops, ctx, place, w1, w2, topk, activation, act_alpha, act_limit, w1_layout,
                                        apply_router_weight_on_input, w1_bias, w2_bias, w1_scale, w2_scale, fmt,
                                        use_fp8_w8a8, block_shape, routing=routing,
@@ -461,13 +541,22 @@ def sglang_fused_experts(ops, hidden_states, w1, w2, topk_output, moe_runner_con
         beta_ok = False
     if not beta_ok:
         raise unsupported(fn, f"moe_runner_config.gemm1_beta = {beta!r} (swigluoai adds 1 to up)")
+    swiglu_limit = _field(cfg, "swiglu_limit", None)  # DeepSeek-V4: gate <= limit, |up| <= limit
+    interleaved = bool(_field(cfg, "gate_up_interleaved", True))
     act, act_alpha, act_limit = activation, None, None
-    if activation == "silu" and gated and alpha is not None:
-        # gpt-oss: SGLang's gated SiLU with gemm1_alpha and gemm1_clamp_limit is swigluoai
-        # (interleaved gate/up rows).
+    if swiglu_limit is not None and not (activation == "silu" and gated and alpha is None and limit is None):
+        raise unsupported(fn, f"moe_runner_config.swiglu_limit with activation = {activation!r}, is_gated = "
+                              f"{gated}{', gemm1_alpha' if alpha is not None else ''}"
+                              f"{', gemm1_clamp_limit' if limit is not None else ''} (moefuse clamps gated silu)")
+    if swiglu_limit is not None:
+        act_limit = float(swiglu_limit)
+    elif activation == "silu" and gated and alpha is not None:
+        # gpt-oss: SGLang's gated SiLU with gemm1_alpha and gemm1_clamp_limit is swigluoai, on
+        # interleaved gate/up rows unless gate_up_interleaved is False (gate rows, then up rows).
         if limit is None:
             raise unsupported(fn, "moe_runner_config.gemm1_alpha without gemm1_clamp_limit (swigluoai clamps)")
-        act, act_alpha, act_limit = "swigluoai", float(alpha), float(limit)
+        act = "swigluoai" if interleaved else "swigluoai_uninterleave"
+        act_alpha, act_limit = float(alpha), float(limit)
     elif limit is not None:
         raise unsupported(fn, f"moe_runner_config.gemm1_clamp_limit without gemm1_alpha (SGLang clamps after "
                               f"the activation; moefuse's limit clamps the gate before it)")

@@ -66,8 +66,12 @@ class NumpyOps:
     def to_float32(self, a):
         return np.ascontiguousarray(a, dtype=np.float32)
 
-    def remap_experts(self, ids, weights, expert_map):
+    def remap_experts(self, ids, weights, expert_map, local_experts):
         emap = np.asarray(expert_map).reshape(-1)
+        if emap.size and (emap.min() < -1 or emap.max() >= local_experts):
+            raise _error(Status.INVALID_ARGUMENT,
+                         f"expert_map: values in {emap.min()}..{emap.max()}, expected local experts in "
+                         f"0..{local_experts - 1} (w1's) or -1 (another rank's)")
         if ids.size and (ids.min() < -1 or ids.max() >= emap.size):
             raise _error(Status.INVALID_ARGUMENT,
                          f"topk_ids: values in {ids.min()}..{ids.max()}, expected global experts in "
@@ -85,8 +89,8 @@ class NumpyOps:
     def zeros_like_shape(self, a, shape):
         return np.zeros(shape, dtype=np.asarray(a).dtype)
 
-    def token(self, a):
-        a = self._array(a, "weight")
+    def token(self, a, what):
+        a = self._array(a, what)
         return (id(a), a.ctypes.data, a.shape, a.strides, a.dtype.str)
 
     def pack(self, ctx, spec, fmt, layout, tensors, fp8):

@@ -4,7 +4,10 @@ CPU tensors run on the CPU backend (float32, float16 and bfloat16 natively); CUD
 the CUDA backend of the tensor's device, on torch's current stream, with a workspace that
 torch allocates on that device (kept per stream and reused; never freed once a CUDA graph
 captured it). Weights are packed once per weight tensor (keyed on the tensor's identity,
-data pointer, shape, dtype, device and in-place version counter) and dropped with it.
+data pointer, shape, dtype, device and in-place version counter) and dropped with it; a
+repack after an in-place change replaces the older packing. Writes through `param.data`
+(vLLM's weight loaders, RL weight sync) or by other kernels leave the version counter as it
+was: call moefuse.torch.clear_cache() after them, or the old packed weights are used.
 
 Packing reads the weights on the host when the library cannot read device tensors itself
 (a one-time copy per weight set).
@@ -116,8 +119,8 @@ class TorchOps:
             return t
         return t.contiguous()
 
-    def token(self, t):
-        t = self._tensor(t, "weight")
+    def token(self, t, what):
+        t = self._tensor(t, what)
         return (id(t), t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), str(t.device), t._version)
 
     # -- conversions and allocation ------------------------------------------------------
@@ -147,7 +150,13 @@ class TorchOps:
     def to_float32(self, t):
         return self._tensor(t, "tensor").to(_torch.float32).contiguous()
 
-    def remap_experts(self, ids, weights, expert_map):
+    def remap_experts(self, ids, weights, expert_map, local_experts):
+        # Only a host map can be checked without a device sync.
+        if expert_map.device.type == "cpu" and expert_map.numel():
+            lo, hi = int(expert_map.min()), int(expert_map.max())
+            if lo < -1 or hi >= local_experts:
+                raise _error(Status.INVALID_ARGUMENT, f"expert_map: values in {lo}..{hi}, expected local experts "
+                                                      f"in 0..{local_experts - 1} (w1's) or -1 (another rank's)")
         emap = expert_map.to(device=ids.device, dtype=_torch.int32).reshape(-1)
         n = emap.numel()
         if ids.device.type == "cpu" and ids.numel() and (int(ids.min()) < -1 or int(ids.max()) >= n):
@@ -229,6 +238,12 @@ class TorchOps:
                                              f"runs on the host here); route first and call fused_experts")
         c_spec = _api.as_c_spec(spec)
         logits = logits.to(_torch.float32).contiguous()
+        E = c_spec.num_experts  # the library reads T x E logits and E biases
+        if logits.dim() != 2 or logits.shape[1] != E:
+            raise _error(Status.SHAPE_MISMATCH, f"{fn}: gating_output shape {tuple(logits.shape)}, expected [T, {E}]")
+        if correction_bias is not None and tuple(correction_bias.shape) != (E,):
+            raise _error(Status.SHAPE_MISMATCH, f"{fn}: e_score_correction_bias shape "
+                                                f"{tuple(correction_bias.shape)}, expected ({E},)")
         T, k = logits.shape[0], c_spec.top_k
         ids = _torch.empty((T, k), dtype=_torch.int32)
         weights = _torch.empty((T, k), dtype=_torch.float32)

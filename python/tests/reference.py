@@ -26,9 +26,13 @@ def sigmoid(v):
     return 1.0 / (1.0 + np.exp(-v))
 
 
-def activate(name, gate, up, alpha=1.702, limit=7.0):
-    """The GLU of one row: gate and up are float64 vectors (up None for relu2)."""
+def activate(name, gate, up, alpha=1.702, limit=None):
+    """The GLU of one row: gate and up are float64 vectors (up None for relu2). limit: silu's
+    clamp (DeepSeek-V4's swiglu_limit: gate <= limit, |up| <= limit; None: none), swigluoai's
+    (7 when None)."""
     if name == "silu":
+        if limit is not None:
+            gate, up = np.minimum(gate, limit), np.clip(up, -limit, limit)
         return silu(gate) * up
     if name == "gelu":
         return gelu_erf(gate) * up
@@ -39,6 +43,7 @@ def activate(name, gate, up, alpha=1.702, limit=7.0):
     if name == "relu2_no_mul":
         return np.maximum(gate, 0.0) ** 2
     if name == "swigluoai":
+        limit = 7.0 if limit is None else limit
         g = np.minimum(gate, limit)
         u = np.clip(up, -limit, limit)
         return g * sigmoid(alpha * g) * (u + 1.0)
@@ -56,7 +61,7 @@ def split_gate_up(h, activation, layout):
 
 
 def experts(x, w1, w2, topk_weights, topk_ids, activation="silu", weight_on_input=False, w1_bias=None,
-            w2_bias=None, layout=None):
+            w2_bias=None, layout=None, alpha=1.702, limit=None):
     """vLLM fused_experts in float64: y[t] = sum_j w[t,j] * W2[e] act(W1[e] x[t] + b1) + b2; a slot
     with id -1 (no expert) adds nothing."""
     if layout is None:
@@ -77,7 +82,7 @@ def experts(x, w1, w2, topk_weights, topk_ids, activation="silu", weight_on_inpu
             if w1_bias is not None:
                 h = h + np.asarray(w1_bias[e], np.float64)
             gate, up = split_gate_up(h, activation, layout)
-            out = w2[e] @ activate(activation, gate, up)
+            out = w2[e] @ activate(activation, gate, up, alpha, limit)
             if w2_bias is not None:
                 out = out + np.asarray(w2_bias[e], np.float64)
             y[t] += out if weight_on_input else weight * out

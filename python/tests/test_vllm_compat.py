@@ -189,3 +189,136 @@ def test_torch_sglang_inplace_default(rng):
     h = x.clone()
     out = mt.sglang_fused_experts(h, w1, w2, (weights, ids, None), SimpleNamespace(routed_scaling_factor=1.0))
     assert out is h and ref.rel_error(h.double().numpy(), want) < 1e-5
+
+
+# ---- session 37's review of the binding (numpy; the torch twins of these paths share _frontend) ----
+
+def _slots(rng, E=E, k=K):
+    ids = np.stack([rng.permutation(E)[:k] for _ in range(T)]).astype(np.int32)
+    return rng.uniform(0.2, 1.0, (T, k)).astype(np.float32), ids
+
+
+def test_correction_bias_and_logits_shapes_checked_on_every_routing_path(rng):
+    # The host routing (the expert_map path) read E biases from whatever it was given.
+    x, w1, w2 = layer(rng)
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+    kw = dict(scoring_func="sigmoid", e_score_correction_bias=np.zeros(1, np.float32))
+    for extra in ({}, dict(expert_map=np.arange(E, dtype=np.int32))):
+        with pytest.raises(MoeError, match=rf"e_score_correction_bias has shape \(1,\), expected \({E},\)"):
+            moefuse.fused_moe(x, w1, w2, logits, K, True, **kw, **extra)
+        with pytest.raises(MoeError, match=r"gating_output has shape \(4,\), expected \[T, E\]"):
+            moefuse.fused_moe(x, w1, w2, logits[0], K, True, **extra)
+    spec = moefuse.LayerSpec(E, H, I, K, score="sigmoid", use_correction_bias=True)
+    with pytest.raises(MoeError, match=rf"correction_bias shape \(1,\), expected \({E},\)"):
+        moefuse.route(spec, logits, np.zeros(1, np.float32))
+
+
+def test_expert_map_checked_against_gating_and_w1(rng):
+    x, w1, w2 = layer(rng)
+    logits = rng.standard_normal((T, 2 * E)).astype(np.float32)
+    with pytest.raises(MoeError, match=rf"expert_map has {E} entries, expected {2 * E}"):
+        moefuse.fused_moe(x, w1, w2, logits, K, True, expert_map=np.arange(E, dtype=np.int32))
+    emap = np.array([-1] * E + [0, 1, 2, E], np.int32)  # E is past w1's experts
+    with pytest.raises(MoeError, match=rf"expert_map: values in -1..{E}, expected local experts in 0..{E - 1}"):
+        moefuse.fused_moe(x, w1, w2, logits, K, True, expert_map=emap)
+
+
+def test_numpy_bools_none_defaults_and_flag_types(rng):
+    x, w1, w2 = layer(rng)
+    weights, ids = _slots(rng)
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+    want = moefuse.fused_experts(x, w1, w2, weights, ids)
+    h = x.copy()
+    assert moefuse.fused_experts(h, w1, w2, weights, ids, inplace=np.True_) is h  # numpy 2's numpy.bool
+    np.testing.assert_array_equal(h, want)
+    np.testing.assert_array_equal(moefuse.fused_experts(x, w1, w2, weights, ids, global_num_experts=None), want)
+    np.testing.assert_array_equal(moefuse.fused_moe(x, w1, w2, logits, K, True, routed_scaling_factor=None),
+                                  moefuse.fused_moe(x, w1, w2, logits, K, True))
+    with pytest.raises(MoeError, match="renormalize = 'no', expected a bool"):
+        moefuse.fused_moe(x, w1, w2, logits, K, "no")
+
+
+def test_custom_routing_with_an_array_bias_is_refused_by_name(rng):
+    x, w1, w2 = layer(rng)
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+    with pytest.raises(MoeError, match="e_score_correction_bias with custom_routing_function"):
+        moefuse.fused_moe(x, w1, w2, logits, K, True, e_score_correction_bias=np.zeros(E, np.float32),
+                          custom_routing_function=lambda *a: _slots(rng))
+
+
+def test_activation_enum_and_vllm_names(rng):
+    import enum
+
+    class MoEActivation(enum.Enum):  # vLLM's members carry the name as their value
+        SILU = "silu"
+
+    x, w1, w2 = layer(rng)
+    weights, ids = _slots(rng)
+    np.testing.assert_array_equal(moefuse.fused_experts(x, w1, w2, weights, ids, activation=MoEActivation.SILU),
+                                  moefuse.fused_experts(x, w1, w2, weights, ids))
+    np.testing.assert_array_equal(moefuse.fused_experts(x, w1, w2, weights, ids, activation="gelu_pytorch_tanh"),
+                                  moefuse.fused_experts(x, w1, w2, weights, ids, activation="gelu_tanh"))
+    # swigluoai_uninterleave: gpt-oss's form on gate rows then up rows.
+    y = moefuse.fused_experts(x, w1, w2, weights, ids, activation="swigluoai_uninterleave")
+    want = ref.experts(x, w1, w2, weights, ids, activation="swigluoai", layout="concat")
+    assert ref.rel_error(y, want) < 1e-5
+    with pytest.raises(MoeError, match=f"w1 has {2 * I} rows an expert, expected {I} for activation = 'relu2'"):
+        moefuse.fused_experts(x, w1, w2, weights, ids, activation="relu2")
+
+
+def test_mixed_weight_dtypes_refused(rng):
+    x, w1, w2 = layer(rng)
+    weights, ids = _slots(rng)
+    with pytest.raises(MoeError, match="w1 is f16 and w2 f32, expected one dtype for both"):
+        moefuse.fused_experts(x, w1.astype(np.float16), w2, weights, ids)
+
+
+def test_scale_given_as_a_number_is_named(rng):
+    x, w1, w2 = layer(rng)
+    weights, ids = _slots(rng)
+    codes = np.zeros(w1.shape, np.uint8), np.zeros(w2.shape, np.uint8)
+    with pytest.raises(TypeError, match="w1_scale: expected a numpy array, got float"):
+        moefuse.fused_experts(x, *codes, weights, ids, use_fp8_w8a8=True, w1_scale=1.0,
+                              w2_scale=np.ones(E, np.float32))
+
+
+def test_quant_config_gemm1_fields(rng):
+    x, w1, w2 = layer(rng)
+    weights, ids = _slots(rng)
+    # swigluoai: alpha and limit from quant_config, as vLLM's gpt-oss layers pass them.
+    qc = SimpleNamespace(gemm1_alpha=1.5, gemm1_clamp_limit=0.5, gemm1_beta=1.0)
+    y = moefuse.fused_experts(x, w1, w2, weights, ids, activation="swigluoai", quant_config=qc)
+    want = ref.experts(x, w1, w2, weights, ids, activation="swigluoai", alpha=1.5, limit=0.5)
+    assert ref.rel_error(y, want) < 1e-5
+    for qc, what in ((SimpleNamespace(gemm1_clamp_limit=10.0), "gemm1_clamp_limit with activation = 'silu'"),
+                     (SimpleNamespace(gemm1_alpha=1.702, gemm1_beta=0.5), "gemm1_beta = 0.5")):
+        act = "silu" if "silu" in what else "swigluoai"
+        with pytest.raises(MoeError, match=what):
+            moefuse.fused_experts(x, w1, w2, weights, ids, activation=act, quant_config=qc)
+    with pytest.raises(MoeError, match="disagree"):
+        moefuse.fused_experts(x, w1, w2, weights, ids, activation="swigluoai", act_limit=7.0,
+                              quant_config=SimpleNamespace(gemm1_clamp_limit=0.5))
+
+
+def test_sglang_swiglu_limit_and_split_gate_up(rng):
+    x, w1, w2, weights, ids = _sglang_inputs(rng)
+    limit = 0.05  # below most pre-activations of this layer: the clamp shows
+    y = moefuse.sglang_fused_experts(x, w1, w2, (weights, ids), dict(swiglu_limit=limit, inplace=False))
+    want = ref.experts(x, w1, w2, weights, ids, limit=limit)
+    assert ref.rel_error(y, want) < 1e-5 and ref.rel_error(y, ref.experts(x, w1, w2, weights, ids)) > 1e-2
+    cfg = dict(gemm1_alpha=1.702, gemm1_clamp_limit=7.0, gate_up_interleaved=False, inplace=False)
+    y = moefuse.sglang_fused_experts(x, w1, w2, (weights, ids), cfg)
+    assert ref.rel_error(y, ref.experts(x, w1, w2, weights, ids, activation="swigluoai", layout="concat")) < 1e-5
+    with pytest.raises(MoeError, match="swiglu_limit with activation = 'gelu'"):
+        moefuse.sglang_fused_experts(x, w1, w2, (weights, ids), dict(activation="gelu", swiglu_limit=limit))
+
+
+def test_cache_repack_replaces_the_older_packing():
+    cache = moefuse._frontend.PackCache()
+    a = np.zeros(4)
+    cache.get(("k", 1), ("slot",), [a], lambda: "v1")
+    assert cache.get(("k", 1), ("slot",), [a], lambda: "unused") == "v1"
+    assert cache.get(("k", 2), ("slot",), [a], lambda: "v2") == "v2"  # a's version moved
+    assert cache.info() == {"entries": 1, "packs": 2, "hits": 1}
+    del a  # its entry leaves with it
+    assert cache.info()["entries"] == 0
