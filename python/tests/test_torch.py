@@ -107,8 +107,26 @@ def test_cpu_cache_follows_in_place_updates(rng):
         w1.mul_(2.0)  # bumps the tensor's version counter: the packed copy is stale
     y2 = mt.fused_experts(x, w1, w2, weights, ids)
     assert mt.cache_info()["packs"] == packs + 1
+    assert mt.cache_info()["entries"] == 1  # the repack replaced the stale packing
     assert not torch.equal(y1, y2)
     assert ref.rel_error(f64(y2), reference(x, w1, w2, weights, ids)) < 1e-5
+
+
+def test_cpu_host_routing_and_expert_map_checks(rng):
+    # fused_moe with expert_map routes on the host over gating_output's experts.
+    x, w1, w2, weights, ids = make(rng, torch.float32)
+    logits = torch.from_numpy(rng.standard_normal((T, E)).astype(np.float32))
+    emap = torch.arange(E, dtype=torch.int32)
+    kw = dict(scoring_func="sigmoid", expert_map=emap)
+    with pytest.raises(MoeError, match=rf"e_score_correction_bias has shape \(1,\), expected \({E},\)"):
+        mt.fused_moe(x, w1, w2, logits, K, True, e_score_correction_bias=torch.zeros(1), **kw)
+    y = mt.fused_moe(x, w1, w2, logits, K, True, e_score_correction_bias=torch.zeros(E), **kw)
+    want = mt.fused_moe(x, w1, w2, logits, K, True, e_score_correction_bias=torch.zeros(E), scoring_func="sigmoid")
+    assert ref.rel_error(f64(y), f64(want)) < 1e-6
+    bad = emap.clone()
+    bad[0] = E
+    with pytest.raises(MoeError, match=rf"expert_map: values in 1..{E}, expected local experts in 0..{E - 1}"):
+        mt.fused_experts(x, w1, w2, weights, ids, expert_map=bad)
 
 
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
