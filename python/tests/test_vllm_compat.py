@@ -122,7 +122,10 @@ def test_torch_fp8_per_tensor_codes_used_as_given(rng):
         pytest.skip("no float8_e4m3fn in this torch")
     E2, H2, I2 = 2, 128, 128  # W13 halves on 128-row boundaries
     x, w1, w2 = (torch.from_numpy(a) for a in layer(rng, E2, H2, I2))
-    s = torch.tensor([0.002, 0.0007])  # largest codes not 448: FP8_TENSOR would re-quantise
+    # Largest codes ~300, not 448 (FP8_TENSOR would re-quantise), and none past e4m3fn's 448 (NaN):
+    # fixed scales (0.002, 0.0007 until session 37) put ~19 of expert 1's values past it.
+    amax = torch.maximum(w1.abs().amax(dim=(1, 2)), w2.abs().amax(dim=(1, 2)))
+    s = amax / 300.0
     c1 = (w1 / s[:, None, None]).to(torch.float8_e4m3fn)
     c2 = (w2 / s[:, None, None]).to(torch.float8_e4m3fn)
     ids = torch.tensor([[0, 1]] * T, dtype=torch.int32)
