@@ -237,6 +237,8 @@ def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha,
                "gate_up_scale": w1_scale, "down_scale": w2_scale, "correction_bias": correction_bias}
     names = sorted(n for n, a in sources.items() if a is not None)
     arrays = [sources[n] for n in names]
+    for n in names:
+        ops.check_place(sources[n], _CALLER_NAMES[n], place)
     rest = (spec.key(), int(fmt), int(layout), bool(use_fp8_w8a8), block_shape is not None, place)
     key = (tuple(names), tuple(ops.token(sources[n], _CALLER_NAMES[n]) for n in names)) + rest
     slot = (tuple(names), tuple(id(a) for a in arrays)) + rest  # what a repack of these arrays replaces
@@ -270,6 +272,7 @@ def _run(fn, ops, ctx, place, weights, hidden_states, act_format, inplace, routi
     args.x = ops.tensor(x, "hidden_states")
     args.y = ops.tensor(y, "output")
     for name, value in routing_inputs.items():
+        ops.check_place(value, name, place)
         setattr(args, name, ops.tensor(value, name))
         keep.append(value)
     args.act_format = int(act_format)
@@ -340,6 +343,22 @@ def _from_quant_config(fn, quant_config, flat):
     return out
 
 
+# The flat quantisation arguments of fused_experts / fused_moe, in the order _apply_quant_config
+# returns them.
+_QUANT_ARGS = ("use_fp8_w8a8", "w1_scale", "w2_scale", "a1_scale", "a2_scale", "block_shape", "w1_bias", "w2_bias",
+               "w1_zp", "w2_zp", "use_int8_w8a8", "use_int8_w8a16", "use_int4_w4a16", "use_mxfp4_w4a4",
+               "per_channel_quant")
+
+
+def _apply_quant_config(fn, quant_config, activation, act_alpha, act_limit, args):
+    """The flat quantisation arguments (_QUANT_ARGS, from `args`: the caller's locals), then
+    act_alpha and act_limit, after vLLM's FusedMoEQuantConfig."""
+    q = _from_quant_config(fn, quant_config, {n: args[n] for n in _QUANT_ARGS})
+    q["use_fp8_w8a8"], q["per_channel_quant"] = bool(q["use_fp8_w8a8"]), bool(q["per_channel_quant"])
+    return tuple(q[n] for n in _QUANT_ARGS) + _gemm1_from_quant_config(fn, quant_config, activation, act_alpha,
+                                                                       act_limit)
+
+
 def _number(fn, name, value):
     try:
         return float(value)
@@ -399,16 +418,9 @@ def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=Fa
     # allow_deep_gemm / allow_cutlass_*: vLLM kernel-choice hints, meaningless here.
     fn = "fused_experts"
     if quant_config is not None:
-        flat = dict(use_fp8_w8a8=use_fp8_w8a8, w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale,
-                    a2_scale=a2_scale, block_shape=block_shape, w1_bias=w1_bias, w2_bias=w2_bias, w1_zp=w1_zp,
-                    w2_zp=w2_zp, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
-                    use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
-        q = _from_quant_config(fn, quant_config, flat)
         (use_fp8_w8a8, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, w1_bias, w2_bias, w1_zp, w2_zp,
-         use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant) = (
-            q[n] for n in flat)
-        use_fp8_w8a8, per_channel_quant = bool(use_fp8_w8a8), bool(per_channel_quant)
-        act_alpha, act_limit = _gemm1_from_quant_config(fn, quant_config, activation, act_alpha, act_limit)
+         use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant, act_alpha,
+         act_limit) = _apply_quant_config(fn, quant_config, activation, act_alpha, act_limit, locals())
     _check_flags(fn, inplace=inplace, apply_router_weight_on_input=apply_router_weight_on_input,
                  use_fp8_w8a8=use_fp8_w8a8, use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16,
                  use_int4_w4a16=use_int4_w4a16, use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)
@@ -426,15 +438,19 @@ def fused_experts(ops, hidden_states, w1, w2, topk_weights, topk_ids, inplace=Fa
     return _run(fn, ops, ctx, place, weights, hidden_states, afmt, inplace, routing)
 
 
-def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize, inplace=False, activation="silu",
+def fused_moe(ops, hidden_states, w1, w2, gating_output, topk, renormalize=False, inplace=False, activation="silu",
               use_grouped_topk=False, num_expert_group=None, topk_group=None, custom_routing_function=None,
               use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
               use_mxfp4_w4a4=False, per_channel_quant=False, global_num_experts=-1, expert_map=None,
               w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None, a1_scale=None, a2_scale=None, block_shape=None,
               w1_bias=None, w2_bias=None, *, scoring_func="softmax", e_score_correction_bias=None,
               routed_scaling_factor=1.0, apply_router_weight_on_input=False, format=None, act_format=None,
-              w1_layout=None, act_alpha=None, act_limit=None, context=None):
+              w1_layout=None, act_alpha=None, act_limit=None, context=None, quant_config=None):
     fn = "fused_moe"
+    if quant_config is not None:  # vLLM's test helper's fused_moe takes one, as fused_experts does
+        (use_fp8_w8a8, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, w1_bias, w2_bias, w1_zp, w2_zp,
+         use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, use_mxfp4_w4a4, per_channel_quant, act_alpha,
+         act_limit) = _apply_quant_config(fn, quant_config, activation, act_alpha, act_limit, locals())
     _check_flags(fn, renormalize=renormalize, inplace=inplace, use_grouped_topk=use_grouped_topk, use_fp8_w8a8=use_fp8_w8a8,
                  use_int8_w8a8=use_int8_w8a8, use_int8_w8a16=use_int8_w8a16, use_int4_w4a16=use_int4_w4a16,
                  use_mxfp4_w4a4=use_mxfp4_w4a4, per_channel_quant=per_channel_quant)

@@ -119,6 +119,14 @@ class TorchOps:
             return t
         return t.contiguous()
 
+    def check_place(self, t, what, place):
+        """A CUDA tensor must be on the call's device (hidden_states'): the library tells host
+        from device memory, not one device from another. Host tensors are the library's to take
+        or refuse."""
+        t = self._tensor(t, what)
+        if place[0] == "cuda" and t.device.type == "cuda" and t.device.index != place[1]:
+            raise _error(Status.INVALID_ARGUMENT, f"{what}: on {t.device}, expected cuda:{place[1]} (hidden_states')")
+
     def token(self, t, what):
         t = self._tensor(t, what)
         return (id(t), t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), str(t.device), t._version)

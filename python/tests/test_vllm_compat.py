@@ -325,3 +325,15 @@ def test_cache_repack_replaces_the_older_packing():
     assert cache.info() == {"entries": 1, "packs": 2, "hits": 1}
     del a  # its entry leaves with it
     assert cache.info()["entries"] == 0
+
+
+def test_fused_moe_takes_quant_config(rng):
+    # vLLM's test helper: fused_moe(x, w1, w2, score, topk, renormalize=False, quant_config=...).
+    x, w1, w2 = layer(rng)
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+    qc = SimpleNamespace(gemm1_alpha=1.5, gemm1_clamp_limit=0.5)
+    y = moefuse.fused_moe(x, w1, w2, logits, K, activation="swigluoai", quant_config=qc)
+    np.testing.assert_array_equal(y, moefuse.fused_moe(x, w1, w2, logits, K, False, activation="swigluoai",
+                                                        act_alpha=1.5, act_limit=0.5))
+    with pytest.raises(MoeError, match="use_int8_w8a16 is not supported"):
+        moefuse.fused_moe(x, w1, w2, logits, K, quant_config=SimpleNamespace(use_int8_w8a16=True))
