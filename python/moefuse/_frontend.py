@@ -69,19 +69,20 @@ def _activation(fn, name, act_alpha, act_limit):
 
 
 class PackCache:
-    """Packed weights keyed on the identity of the arrays they were packed from (id, data
-    pointer, shape, dtype, and torch's in-place version counter), the spec, format, layout
-    and device. Entries hold weak references to the arrays and leave when any of them is
-    collected; an array that cannot be weakly referenced is held strongly (so its id cannot
-    be reused while the entry lives). A repack of the same arrays for the same spec (their
-    version or data pointer moved) replaces the older entry. Values changed in place behind
-    an unchanged key are not seen: numpy arrays, and torch writes through `.data` or by
-    other kernels, which leave the version counter as it was; call clear() after them."""
+    """Packed weights keyed on the arrays they were packed from (the id of the array owning
+    their memory, a view's base; data pointer, shape, strides, dtype, and torch's in-place
+    version counter), the spec, format, layout and device. Entries hold weak references to
+    the owning arrays and leave when any of them is collected; an array that cannot be
+    weakly referenced is held strongly (so its id cannot be reused while the entry lives). A
+    repack of the same memory at a new version replaces the older entry. Values changed in
+    place behind an unchanged key are not seen: numpy arrays, and torch writes through
+    `.data` or by other kernels, which leave the version counter as it was; call clear()
+    after them."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._entries = {}  # key -> (weak references, packed weights, slot)
-        self._slots = {}    # slot (the key with the arrays' ids for their tokens) -> its live key
+        self._slots = {}    # slot (the key without the versions) -> its live key
         self.packs = 0
         self.hits = 0
 
@@ -236,12 +237,17 @@ def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha,
     sources = {"gate_up": w1, "down": w2, "gate_up_bias": w1_bias, "down_bias": w2_bias,
                "gate_up_scale": w1_scale, "down_scale": w2_scale, "correction_bias": correction_bias}
     names = sorted(n for n, a in sources.items() if a is not None)
-    arrays = [sources[n] for n in names]
     for n in names:
         ops.check_place(sources[n], _CALLER_NAMES[n], place)
     rest = (spec.key(), int(fmt), int(layout), bool(use_fp8_w8a8), block_shape is not None, place)
-    key = (tuple(names), tuple(ops.token(sources[n], _CALLER_NAMES[n]) for n in names)) + rest
-    slot = (tuple(names), tuple(id(a) for a in arrays)) + rest  # what a repack of these arrays replaces
+    # Tokens name the array owning the memory (a view's base), so a view made anew each call (w1[:],
+    # a slice of a stacked parameter) keys as the same memory does and does not repack every call.
+    # Their last item is the in-place version: a repack at a new version replaces the entry of the
+    # same memory (its slot).
+    tokens = tuple(ops.token(sources[n], _CALLER_NAMES[n]) for n in names)
+    key = (tuple(names), tokens) + rest
+    slot = (tuple(names), tuple(t[:-1] for t in tokens)) + rest
+    anchors = [ops.anchor(sources[n]) for n in names]
 
     def pack():
         tensors = dict(sources)
@@ -256,7 +262,7 @@ def _spec_and_weights(fn, ops, ctx, place, w1, w2, top_k, activation, act_alpha,
         tensors = {n: a for n, a in tensors.items() if a is not None}
         return ops.pack(ctx, spec, fmt, layout, tensors, bool(use_fp8_w8a8))
 
-    return spec, CACHE.get(key, slot, arrays, pack)
+    return spec, CACHE.get(key, slot, anchors, pack)
 
 
 def _run(fn, ops, ctx, place, weights, hidden_states, act_format, inplace, routing_inputs):

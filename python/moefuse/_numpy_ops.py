@@ -92,9 +92,15 @@ class NumpyOps:
     def zeros_like_shape(self, a, shape):
         return np.zeros(shape, dtype=np.asarray(a).dtype)
 
+    def anchor(self, a):
+        """The array owning a's memory: a view's base, followed to its end."""
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+
     def token(self, a, what):
         a = self._array(a, what)
-        return (id(a), a.ctypes.data, a.shape, a.strides, a.dtype.str)
+        return (id(self.anchor(a)), a.ctypes.data, a.shape, a.strides, a.dtype.str, 0)  # numpy: no version
 
     def pack(self, ctx, spec, fmt, layout, tensors, fp8):
         desc = _lib.MoeWeightsDesc()

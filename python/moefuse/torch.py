@@ -127,9 +127,13 @@ class TorchOps:
         if place[0] == "cuda" and t.device.type == "cuda" and t.device.index != place[1]:
             raise _error(Status.INVALID_ARGUMENT, f"{what}: on {t.device}, expected cuda:{place[1]} (hidden_states')")
 
+    def anchor(self, t):
+        """The tensor owning t's memory: a view's base (torch keeps the root there)."""
+        return t._base if t._base is not None else t
+
     def token(self, t, what):
         t = self._tensor(t, what)
-        return (id(t), t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), str(t.device), t._version)
+        return (id(self.anchor(t)), t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), str(t.device), t._version)
 
     # -- conversions and allocation ------------------------------------------------------
     def as_rows(self, x):

@@ -112,6 +112,23 @@ def test_cpu_cache_follows_in_place_updates(rng):
     assert ref.rel_error(f64(y2), reference(x, w1, w2, weights, ids)) < 1e-5
 
 
+def test_cpu_cache_keys_views_by_their_memory(rng):
+    x, w1, w2, weights, ids = make(rng, torch.float32)
+    mt.clear_cache()
+    before = mt.cache_info()
+    y1 = mt.fused_experts(x, w1[:], w2[:], weights, ids)  # a new view object each call
+    mt.fused_experts(x, w1[:], w2[:], weights, ids)
+    info = mt.cache_info()
+    assert (info["packs"] - before["packs"], info["hits"] - before["hits"], info["entries"]) == (1, 1, 1)
+    with torch.no_grad():
+        w1[:].mul_(2.0)  # through a view: the base's version counter moves too
+    y2 = mt.fused_experts(x, w1[:], w2[:], weights, ids)
+    info = mt.cache_info()
+    assert (info["packs"] - before["packs"], info["entries"]) == (2, 1)
+    assert not torch.equal(y1, y2)
+    assert ref.rel_error(f64(y2), reference(x, w1, w2, weights, ids)) < 1e-5
+
+
 def test_cpu_host_routing_and_expert_map_checks(rng):
     # fused_moe with expert_map routes on the host over gating_output's experts.
     x, w1, w2, weights, ids = make(rng, torch.float32)

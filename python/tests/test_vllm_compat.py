@@ -337,3 +337,20 @@ def test_fused_moe_takes_quant_config(rng):
                                                         act_alpha=1.5, act_limit=0.5))
     with pytest.raises(MoeError, match="use_int8_w8a16 is not supported"):
         moefuse.fused_moe(x, w1, w2, logits, K, quant_config=SimpleNamespace(use_int8_w8a16=True))
+
+
+def test_views_made_each_call_are_packed_once(rng):
+    # A view made anew each call keys as its memory: w1[:] (the EP tests' form) and per-layer
+    # slices of one stacked array, alternated, each pack once.
+    x, w1, w2 = layer(rng)
+    weights, ids = _slots(rng, E=2)
+    w1s = np.concatenate([w1[:2], w1[2:]])  # "two layers" of 2 experts in one array
+    w2s = np.concatenate([w2[:2], w2[2:]])
+    moefuse.clear_cache()
+    before = moefuse.cache_info()
+    ys = [moefuse.fused_experts(x, w1s[2 * l:2 * l + 2], w2s[2 * l:2 * l + 2], weights, ids) for l in (0, 1, 0, 1)]
+    info = moefuse.cache_info()
+    assert (info["packs"] - before["packs"], info["hits"] - before["hits"], info["entries"]) == (2, 2, 2)
+    np.testing.assert_array_equal(ys[0], ys[2])
+    want = ref.experts(x, w1s[2:4], w2s[2:4], weights, ids)
+    assert ref.rel_error(ys[1], want) < 1e-5
