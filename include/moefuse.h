@@ -483,7 +483,10 @@ typedef struct moe_model_config {
 
 /* Parses config.json text (len bytes, need not be NUL-terminated); fields it does not need
  * are ignored. MOE_STATUS_PARSE_ERROR for malformed JSON, MOE_STATUS_INVALID_ARGUMENT for a
- * config without the needed fields (named in the message). */
+ * config without the needed fields (named in the message), MOE_STATUS_UNSUPPORTED for a MoE
+ * family whose routing or layers the reader does not model (Phi-3.5-MoE, Jamba, Nemotron-H,
+ * ERNIE-4.5, DBRX, Hunyuan, Ling, Granite's shared expert, Kimi-Linear: by model_type or by a
+ * key of theirs) rather than a layer read with the generic defaults. */
 moe_status moe_config_parse(moe_context_t *ctx, const char *json, size_t len, moe_model_config *out);
 /* Reads a file: a config.json, or a directory holding one. */
 moe_status moe_config_load(moe_context_t *ctx, const char *path, moe_model_config *out);

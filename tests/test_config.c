@@ -378,9 +378,65 @@ static const bad_case bad_cases[] = {
     {"llama4 with top-2", "{\"model_type\": \"llama4\", \"text_config\": {\"hidden_size\": 64, \"intermediate_size\": 32, "
                           "\"num_hidden_layers\": 2, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}}",
      MOE_STATUS_UNSUPPORTED, "num_experts_per_tok = 2"},
+    /* Families whose routing or layers this reader does not model (session 37's review): refused,
+     * not read with the generic defaults. */
+    {"phimoe", "{\"model_type\": \"phimoe\", \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+               "\"num_local_experts\": 4, \"num_experts_per_tok\": 2}",
+     MOE_STATUS_UNSUPPORTED, "model_type \"phimoe\" is not supported"},
+    {"ERNIE keys", "{\"model_type\": \"ernie_next\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+                   "\"num_hidden_layers\": 2, \"moe_num_experts\": 8, \"moe_k\": 2}",
+     MOE_STATUS_UNSUPPORTED, "moe_num_experts is a key of ERNIE-4.5"},
+    {"Granite shared expert", MIX_HEAD "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_local_experts\": 4, "
+                              "\"num_experts_per_tok\": 2, \"shared_intermediate_size\": 256}",
+     MOE_STATUS_UNSUPPORTED, "shared_intermediate_size is a key of Granite"},
+    {"text model under thinker_config", "{\"model_type\": \"qwen3_omni_moe\", \"thinker_config\": {\"text_config\": "
+                                        "{\"hidden_size\": 64}}}",
+     MOE_STATUS_UNSUPPORTED, "under thinker_config"},
+    {"mlp_layer_types disagrees", DS_HEAD "\"intermediate_size\": 128, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+                                  "\"first_k_dense_replace\": 1, \"mlp_layer_types\": [\"sparse\", \"sparse\", "
+                                  "\"sparse\", \"sparse\"]}",
+     MOE_STATUS_INVALID_ARGUMENT, "mlp_layer_types[0] = \"sparse\", but the config's other layer rules make layer 0 dense"},
+    {"mlp_layer_types too short", DS_HEAD "\"intermediate_size\": 128, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+                                  "\"mlp_layer_types\": [\"sparse\"]}",
+     MOE_STATUS_INVALID_ARGUMENT, "expected an array of num_hidden_layers (4)"},
     {"missing file", "path:/nonexistent/moefuse/config.json", MOE_STATUS_IO_ERROR, "/nonexistent/moefuse/config.json"},
     {"directory without config.json", "path:/", MOE_STATUS_IO_ERROR, "/config.json"},
 };
+
+/* Routing that a family's config leaves unsaid (session 37's review found these read wrongly). */
+static void test_family_defaults(void) {
+    static const struct {
+        const char *what, *json;
+        moe_score score;
+        int corr, renorm, moe_layers;
+    } cases[] = {
+        {"MiniMax-M2: use_routing_bias is the correction bias",
+         "{\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 2, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"scoring_func\": \"sigmoid\", "
+         "\"use_routing_bias\": true, \"shared_intermediate_size\": 0}",
+         MOE_SCORE_SIGMOID, 1, 1, 2},
+        {"GLM-4.7-Flash: noaux_tc with sigmoid scores, layers as mlp_layer_types says",
+         "{\"model_type\": \"glm4_moe_lite\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+         "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 3, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+         "\"topk_method\": \"noaux_tc\", \"first_k_dense_replace\": 1, "
+         "\"mlp_layer_types\": [\"dense\", \"sparse\", \"sparse\"]}",
+         MOE_SCORE_SIGMOID, 1, 1, 2},
+        {"Qwen3.5-MoE: renormalises without norm_topk_prob",
+         "{\"model_type\": \"qwen3_5_moe\", \"text_config\": {\"model_type\": \"qwen3_5_moe_text\", \"hidden_size\": 64, "
+         "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 2, \"num_experts\": 8, \"num_experts_per_tok\": 2}}",
+         MOE_SCORE_SOFTMAX, 0, 1, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        moe_model_config cfg;
+        moe_status st = moe_config_parse(NULL, cases[i].json, strlen(cases[i].json), &cfg);
+        CHECK(st == MOE_STATUS_OK, "%s: %s", cases[i].what, moe_last_error(NULL));
+        if (st != MOE_STATUS_OK) continue;
+        CHECK(cfg.layer.score == cases[i].score && cfg.layer.use_correction_bias == cases[i].corr &&
+                  cfg.layer.renormalize == cases[i].renorm && cfg.num_moe_layers == cases[i].moe_layers,
+              "%s: score %d corr %d renorm %d moe layers %lld", cases[i].what, (int)cfg.layer.score,
+              (int)cfg.layer.use_correction_bias, (int)cfg.layer.renormalize, (long long)cfg.num_moe_layers);
+    }
+}
 
 static void test_bad_inputs(void) {
     moe_context_t *ctx = NULL;
@@ -551,6 +607,7 @@ int main(void) {
 
     test_expected_configs();
     test_preset_table();
+    test_family_defaults();
     test_bad_inputs();
     test_random_round_trip();
     test_random_mutations();

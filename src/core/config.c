@@ -10,7 +10,9 @@
  *   MoE layers       first_k_dense_replace + moe_layer_freq (DeepSeek, GLM), decoder_sparse_step
  *                    + mlp_only_layers (Qwen), interleave_moe_layer_step or moe_layers (Llama-4)
  *   shared experts   n_shared_experts (x expert width) | shared_expert_intermediate_size (gated)
- * Multimodal configs hold the text model under "text_config". */
+ *   MoE layers, too  mlp_layer_types ("dense" / "sparse"), which must agree with the rules above
+ * Multimodal configs hold the text model under "text_config". Families whose routing or layers
+ * this file does not model are refused (refuse_unread_family), not read with the defaults. */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -138,12 +140,69 @@ static void copy_name(char *dst, const char *src) {
  * sigmoid scores plus the e_score_correction_bias (topk_method noaux_tc) and renormalise by
  * default; GLM-4.5's configs carry no scoring_func or topk_method at all. */
 static bool is_noaux_family(const char *type) {
-    static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4v_moe",
-                                        "glm4v_moe_text"};
+    static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite",
+                                        "glm4v_moe", "glm4v_moe_text"};
     if (!type) return false;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strcmp(type, types[i]) == 0) return true;
     return false;
+}
+
+/* MoE families whose routing or layer layout this reader does not model. Their configs look
+ * like the ones it reads (an expert count, a top-k, a width), so reading them with the generic
+ * defaults would give a layer other than the model's, silently: they are refused. By
+ * model_type where the keys alone do not tell (Phi-3.5-MoE's sparsemixer weights and Jamba's
+ * layers use Mixtral's keys), else by a key of their own. */
+static moe_status refuse_unread_family(const reader *r, const char *family) {
+    static const struct {
+        const char *type, *why;
+    } types[] = {
+        {"phimoe", "Phi-3.5-MoE's sparsemixer routing weights"},
+        {"jamba", "Jamba's every-other-layer experts (expert_layer_period)"},
+        {"nemotron_h", "Nemotron-H's hybrid layers and ungated relu2 experts"},
+        {"ernie4_5_moe", "ERNIE-4.5's moe_* keys and expert bias"},
+        {"dbrx", "DBRX's ffn_config"},
+        {"hunyuan_v1_moe", "Hunyuan's per-layer expert lists"},
+        {"bailing_moe", "Ling's score_function and expert bias"},
+        {"bailing_moe_v2", "Ling's score_function and expert bias"},
+        {"granitemoeshared", "Granite's ungated shared expert (shared_intermediate_size)"},
+        {"granitemoehybrid", "Granite's ungated shared expert (shared_intermediate_size)"},
+        {"kimi_linear", "Kimi-Linear's moe_router_activation_func and shared experts"},
+    };
+    static const struct {
+        const char *key, *family;
+    } keys[] = {
+        {"moe_num_experts", "ERNIE-4.5 or DBRX"}, {"moe_k", "ERNIE-4.5"},
+        {"ffn_config", "DBRX"},                   {"hybrid_override_pattern", "Nemotron-H"},
+        {"mlp_hidden_act", "Nemotron-H"},         {"moe_shared_expert_intermediate_size", "Nemotron-H"},
+        {"shared_intermediate_size", "Granite"},  {"score_function", "Ling"},
+        {"moe_router_enable_expert_bias", "Ling"}, {"num_shared_experts", "Ling or Kimi-Linear"},
+        {"expert_layer_period", "Jamba"},         {"num_experts_per_token", "Kimi-Linear"},
+        {"moe_router_activation_func", "Kimi-Linear"}, {"moe_topk", "Hunyuan"},
+    };
+    for (size_t i = 0; family && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(family, types[i].type) == 0)
+            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                              "%s: model_type \"%s\" is not supported (this reader does not model %s)", r->label,
+                              family, types[i].why);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *item = find(r, keys[i].key); /* 0 or false: the feature is off (MiniMax-M2's 0) */
+        if (item && !cJSON_IsFalse(item) && !(cJSON_IsNumber(item) && item->valuedouble == 0))
+            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                              "%s: %s is a key of %s's MoE configs, which this reader does not model (model_type "
+                              "\"%s\")",
+                              r->label, keys[i].key, keys[i].family, family ? family : "absent");
+    }
+    /* Multimodal wrappers other than text_config (Qwen3-Omni's thinker, DeepSeek-VL2's language
+     * model) would otherwise end in "missing hidden_size". */
+    static const char *const wrappers[] = {"thinker_config", "language_config", "llm_config"};
+    for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++)
+        if (!find(r, "hidden_size") && cJSON_IsObject(find(r, wrappers[i])))
+            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                              "%s: the text model sits under %s, which this reader does not open (it reads the "
+                              "top level or text_config)",
+                              r->label, wrappers[i]);
+    return MOE_STATUS_OK;
 }
 
 static moe_status read_activation(const reader *r, moe_layer_spec *spec) {
@@ -216,9 +275,45 @@ static moe_status read_layer_pattern(const reader *r, moe_model_config *cfg) {
             cfg->layer_is_moe[layer] = is_moe_list ? 1 : 0;
         }
     }
+    /* transformers' per-layer list ("dense" / "sparse"; GLM-4.7-Flash) must say the same. */
+    const cJSON *types = find(r, "mlp_layer_types");
+    if (types) {
+        char what[64];
+        if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != n)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: mlp_layer_types = %s, expected an array of num_hidden_layers (%lld) \"dense\" / "
+                              "\"sparse\" strings",
+                              r->label, describe(types, what, sizeof what), (long long)n);
+        int64_t l = 0;
+        const cJSON *item;
+        cJSON_ArrayForEach(item, types) {
+            const char *t = cJSON_IsString(item) ? item->valuestring : "";
+            if (strcmp(t, "dense") != 0 && strcmp(t, "sparse") != 0)
+                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                  "%s: mlp_layer_types[%lld] = %s, expected \"dense\" or \"sparse\"", r->label,
+                                  (long long)l, describe(item, what, sizeof what));
+            if ((strcmp(t, "sparse") == 0) != (cfg->layer_is_moe[l] != 0))
+                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                  "%s: mlp_layer_types[%lld] = \"%s\", but the config's other layer rules make layer "
+                                  "%lld %s",
+                                  r->label, (long long)l, t, (long long)l, cfg->layer_is_moe[l] ? "MoE" : "dense");
+            l++;
+        }
+    }
     cfg->num_moe_layers = 0;
     for (int64_t l = 0; l < n; l++) cfg->num_moe_layers += cfg->layer_is_moe[l];
     return MOE_STATUS_OK;
+}
+
+/* Qwen families that renormalise without saying so: Qwen3-Next's config defaults
+ * norm_topk_prob to true; Qwen3-VL-MoE's and Qwen3.5-MoE's router always renormalises (their
+ * configs dropped the key). */
+static bool renormalizes_by_default(const char *type) {
+    static const char *const types[] = {"qwen3_next", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_5_moe",
+                                        "qwen3_5_moe_text"};
+    for (size_t i = 0; type && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(type, types[i]) == 0) return true;
+    return false;
 }
 
 /* Routing, shared experts and the activation variant of a MoE config. */
@@ -254,6 +349,12 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
                           "%s: topk_method = \"%.60s\" is not supported (known: noaux_tc, greedy, group_limited_greedy)",
                           r->label, method);
 
+    /* MiniMax-M2 says use_routing_bias: its router selects on sigmoid + e_score_correction_bias,
+     * as noaux_tc does, without groups. */
+    int32_t routing_bias = 0;
+    if ((st = get_bool(r, "use_routing_bias", &routing_bias, NULL)) != MOE_STATUS_OK) return st;
+    if (routing_bias) spec->use_correction_bias = 1;
+
     int64_t n_group = 0, topk_group = 0;
     bool has_topk_group;
     if ((st = get_int(r, "n_group", 0, &n_group, NULL)) != MOE_STATUS_OK) return st;
@@ -286,7 +387,7 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     /* Renormalisation. Mixtral renormalises its top-k softmax weights (it has no key for it);
      * GPT-OSS takes a softmax over the selected logits, which is the same thing. DeepSeek's
      * code renormalises only for top_k > 1. */
-    int32_t norm = noaux || strcmp(experts_key, "num_local_experts") == 0 || (type && strcmp(type, "qwen3_next") == 0);
+    int32_t norm = noaux || strcmp(experts_key, "num_local_experts") == 0 || renormalizes_by_default(type);
     if ((st = get_bool(r, "norm_topk_prob", &norm, NULL)) != MOE_STATUS_OK) return st;
     if (deepseek_keys && spec->top_k == 1) norm = 0;
     spec->renormalize = norm;
@@ -403,6 +504,7 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
     copy_name(cfg->name, type);
     /* Family rules go by the text model's type when it has one, else the file's. */
     const char *family = text_type ? text_type : type;
+    if ((st = refuse_unread_family(&r, family)) != MOE_STATUS_OK) return st;
 
     int64_t hidden = 0, layers = 0;
     if ((st = require_int(&r, "hidden_size", 1, "the model width", &hidden)) != MOE_STATUS_OK) return st;
