@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -399,9 +401,31 @@ static const bad_case bad_cases[] = {
     {"mlp_layer_types too short", DS_HEAD "\"intermediate_size\": 128, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
                                   "\"mlp_layer_types\": [\"sparse\"]}",
      MOE_STATUS_INVALID_ARGUMENT, "expected an array of num_hidden_layers (4)"},
+    {"duplicate key", "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"intermediate_size\": 128, \"hidden_size\": 128}",
+     MOE_STATUS_PARSE_ERROR, "key \"hidden_size\" appears twice"},
+    {"duplicate key in text_config", "{\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 2, "
+                                     "\"num_experts\": 4, \"num_experts\": 8}}",
+     MOE_STATUS_PARSE_ERROR, "key \"num_experts\" in text_config appears twice"},
     {"missing file", "path:/nonexistent/moefuse/config.json", MOE_STATUS_IO_ERROR, "/nonexistent/moefuse/config.json"},
     {"directory without config.json", "path:/", MOE_STATUS_IO_ERROR, "/config.json"},
 };
+
+/* A FIFO with no writer reads as empty instead of blocking the call forever (fopen did). */
+static void test_fifo_does_not_block(void) {
+    char dir[] = "/tmp/moefuse-fifo-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[64];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    CHECK(mkfifo(path, 0600) == 0, "mkfifo %s", path);
+    alarm(20); /* a hang fails the test (SIGALRM) instead of stalling CI */
+    moe_model_config cfg;
+    moe_status st = moe_config_load(NULL, dir, &cfg);
+    alarm(0);
+    CHECK(st == MOE_STATUS_PARSE_ERROR && strstr(moe_last_error(NULL), "empty input"), "FIFO: %s",
+          moe_last_error(NULL));
+    unlink(path);
+    rmdir(dir);
+}
 
 /* Routing that a family's config leaves unsaid (session 37's review found these read wrongly). */
 static void test_family_defaults(void) {
@@ -608,6 +632,7 @@ int main(void) {
     test_expected_configs();
     test_preset_table();
     test_family_defaults();
+    test_fifo_does_not_block();
     test_bad_inputs();
     test_random_round_trip();
     test_random_mutations();

@@ -450,6 +450,13 @@ static double region_amax(const float *x, int64_t ld, int64_t r0, int64_t r1, in
     return amax;
 }
 
+static bool region_has_inf(const float *x, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = c0; c < c1; c++)
+            if (isinf(x[r * ld + c])) return true;
+    return false;
+}
+
 static int floor_log2(double a) { /* a > 0 */
     int k = 0;
     while (ldexp(1.0, k) > a) k--;
@@ -528,6 +535,7 @@ static void quant_ref_build_with(quant_ref *q, moe_format f, const float *x, int
                 q->scale_codes[b] = (f == MOE_FORMAT_MXFP4 && nan) ? 0xFF : code;
             } else {
                 unsigned code = ref_encode(&T_UE4M3, amax * q->s_enc / 6.0);
+                if (code == 0 && region_has_inf(x, ld, r0, r1, c0, c1)) code = 0x7E; /* inf keeps its sign */
                 q->block_scale[b] = (float)ref_ue4m3(code);
                 q->scale_codes[b] = nan ? 0x7F : code;
             }
@@ -913,6 +921,16 @@ static void case_quantize_nonfinite(void) {
         for (int64_t i = 0; i < rows * cols; i++) nan_count += isnan(o.deq[i]);
         int want_nan = f == MOE_FORMAT_MXFP4 ? 32 : f == MOE_FORMAT_NVFP4 ? 16 : f == MOE_FORMAT_NVFP4_2D ? 256 : 1;
         CHECK(nan_count == want_nan, "%s: %d NaNs out, expected %d", NAMES[f], nan_count, want_nan);
+        quant_out_free(&o);
+        /* +-inf in a block of zeros (a zero scale from its finite values): signs kept, saturated */
+        for (int64_t i = 0; i < rows * cols; i++) x[i] = i % cols < 32 ? 0.0f : x[i];
+        x[5 * cols + 1] = INFINITY;
+        x[5 * cols + 2] = -INFINITY;
+        check_quantized(fm, x, rows, cols, cols, "inf among zeros", &o);
+        if (!is_plain(fm))
+            CHECK(isfinite(o.deq[5 * cols + 1]) && o.deq[5 * cols + 1] > 0 && o.deq[5 * cols + 2] == -o.deq[5 * cols + 1],
+                  "%s: +-inf among zeros decode to %g, %g, expected +-a finite saturation", NAMES[f],
+                  o.deq[5 * cols + 1], o.deq[5 * cols + 2]);
         quant_out_free(&o);
         /* all NaN: no crash, all NaN back, NVFP4 tensor scale 1 */
         for (int64_t i = 0; i < rows * cols; i++) x[i] = NAN;

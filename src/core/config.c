@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Same bound as the layer spec: far beyond any model, and keeps products inside int64. */
 #define DIM_MAX (INT64_C(1) << 40)
@@ -582,6 +584,23 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
 static bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 /* Parses `len` bytes with `label` naming the input in messages. */
+/* A key twice in one object: cJSON finds the first, Python's json (which transformers uses) keeps
+ * the last, so either reading could be the wrong one. Checked in the root and the objects the
+ * reader looks into (text_config). */
+static moe_status refuse_duplicate_keys(moe_context_t *ctx, const char *label, const cJSON *object, const char *where) {
+    for (const cJSON *a = object->child; a; a = a->next) {
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: key \"%.60s\"%s appears twice", label, a->string,
+                                  where);
+        if (!*where && a->string && strcmp(a->string, "text_config") == 0 && cJSON_IsObject(a)) {
+            moe_status st = refuse_duplicate_keys(ctx, label, a, " in text_config");
+            if (st != MOE_STATUS_OK) return st;
+        }
+    }
+    return MOE_STATUS_OK;
+}
+
 static moe_status parse_labelled(moe_context_t *ctx, const char *label, const char *json, size_t len,
                                  moe_model_config *out) {
     size_t start = 0;
@@ -627,7 +646,7 @@ static moe_status parse_labelled(moe_context_t *ctx, const char *label, const ch
         char what[64];
         st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: the JSON root is %s, expected an object", label,
                         describe(root, what, sizeof what));
-    } else {
+    } else if ((st = refuse_duplicate_keys(ctx, label, root, "")) == MOE_STATUS_OK) {
         moe_model_config cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.torch_dtype = MOE_DTYPE_BF16;
@@ -650,8 +669,18 @@ moe_status moe_config_parse(moe_context_t *ctx, const char *json, size_t len, mo
 
 /* Reads a whole file (at most CONFIG_FILE_MAX bytes) into a malloc'd buffer. */
 static moe_status read_file(moe_context_t *ctx, const char *path, char **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
+    /* Opened without blocking: a FIFO with no writer (fopen would wait for one forever) then
+     * reads as empty. Reads block again after the open, so a pipe with a writer (--config
+     * <(...)) is read to its end. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int saved = errno;
+        close(fd);
+        return moe__error(ctx, MOE_STATUS_IO_ERROR, "%s: cannot open: %s", path, strerror(saved));
+    }
     size_t cap = 16384, used = 0;
     char *buf = malloc(cap);
     if (!buf) {

@@ -337,22 +337,25 @@ static float float_from_bits(uint32_t b) {
 
 #define FLOAT_INF_BITS 0x7F800000u /* |x| bits above it are NaN, below it finite */
 
-/* Largest |x| over the finite values of rows [r0, r1) x cols [c0, c1); sets *has_nan.
- * Works on the bits of |x|, which order as the values do, so that the loop has no branches
- * and vectorises (every quantiser reads each element here once more). */
+/* Largest |x| over the finite values of rows [r0, r1) x cols [c0, c1); sets *has_nan and
+ * *has_inf (either may be NULL). Works on the bits of |x|, which order as the values do, so
+ * that the loop has no branches and vectorises (every quantiser reads each element here once
+ * more). */
 static float finite_amax(const float *x, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                         bool *has_nan) {
-    int32_t amax = 0, nan = 0; /* signed: the bits of |x| are below 2^31, and SSE2 compares signed */
+                         bool *has_nan, bool *has_inf) {
+    int32_t amax = 0, nan = 0, inf = 0; /* signed: the bits of |x| are below 2^31, and SSE2 compares signed */
     for (int64_t r = r0; r < r1; r++) {
         const float *row = x + r * ld;
         for (int64_t c = c0; c < c1; c++) {
             const int32_t a = (int32_t)(float_bits(row[c]) & 0x7FFFFFFFu);
             nan |= a > (int32_t)FLOAT_INF_BITS;
+            inf |= a == (int32_t)FLOAT_INF_BITS;
             const int32_t finite = a < (int32_t)FLOAT_INF_BITS ? a : 0;
             amax = finite > amax ? finite : amax;
         }
     }
     if (has_nan) *has_nan = nan != 0;
+    if (has_inf) *has_inf = inf != 0;
     return float_from_bits((uint32_t)amax);
 }
 
@@ -364,7 +367,7 @@ static void quantize_fp8_blocks(const float *x, int64_t rows, int64_t cols, int6
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
         for (int64_t c0 = 0; c0 < cols; c0 += bc) {
             int64_t r1 = min64(r0 + br, rows), c1 = min64(c0 + bc, cols);
-            float s = finite_amax(x, ld, r0, r1, c0, c1, NULL) / 448.0f;
+            float s = finite_amax(x, ld, r0, r1, c0, c1, NULL, NULL) / 448.0f;
             if (!(s > 0.0f)) s = 1.0f;
             scales[(r0 / br) * scale_ld + c0 / bc] = s;
             for (int64_t r = r0; r < r1; r++)
@@ -405,7 +408,7 @@ static void quantize_mx(moe_format format, const float *x, int64_t rows, int64_t
         for (int64_t c0 = 0; c0 < cols; c0 += 32) {
             int64_t c1 = min64(c0 + 32, cols);
             bool has_nan;
-            float amax = finite_amax(x, ld, r, r + 1, c0, c1, &has_nan);
+            float amax = finite_amax(x, ld, r, r + 1, c0, c1, &has_nan, NULL);
             uint8_t code = mx_scale_code(amax, fp4 ? 2 : 8, format == MOE_FORMAT_MXFP8_TE);
             int shift = 127 - (int)code; /* element = x / 2^(code - 127), exact in double */
             for (int64_t c = c0; c < c1; c++) {
@@ -475,7 +478,7 @@ static inline uint8_t nvfp4_code(float x, const uint32_t *t) {
 
 /* NVFP4's tensor scale S_enc = 448*6 / amax of a matrix (1 if amax = 0). */
 static float nvfp4_tensor_scale(const float *x, int64_t rows, int64_t cols, int64_t ld) {
-    float g = finite_amax(x, ld, 0, rows, 0, cols, NULL);
+    float g = finite_amax(x, ld, 0, rows, 0, cols, NULL, NULL);
     float s_enc = g > 0.0f ? (448.0f * 6.0f) / g : 1.0f;
     return isinf(s_enc) ? FLT_MAX : s_enc; /* amax below ~8e-36: keep the scale finite */
 }
@@ -491,9 +494,14 @@ static void quantize_nvfp4(const float *x, int64_t rows, int64_t cols, int64_t l
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
         for (int64_t c0 = 0; c0 < cols; c0 += 16) {
             int64_t r1 = min64(r0 + br, rows), c1 = min64(c0 + 16, cols);
-            bool has_nan;
-            float block_amax = finite_amax(x, ld, r0, r1, c0, c1, &has_nan);
+            bool has_nan, has_inf;
+            float block_amax = finite_amax(x, ld, r0, r1, c0, c1, &has_nan, &has_inf);
             uint8_t scale_code = encode_ue4m3((double)block_amax * s_enc / 6.0);
+            /* An infinity saturates to +-6 s_b. In a block whose finite values give a zero scale
+             * (none, or tiny next to the tensor's amax) it would vanish with its sign: the block
+             * takes the largest scale instead, so it reads as +-the tensor's largest finite
+             * magnitude (the block's finite values are below one step of either scale). */
+            if (scale_code == 0 && has_inf) scale_code = E4M3_MAX_CODE;
             scales[(r0 / br) * scale_ld + c0 / 16] = has_nan ? 0x7F : scale_code;
             for (int64_t r = r0; r < r1; r++) {
                 uint8_t *qr = codes + r * code_ld / 2;

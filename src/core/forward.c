@@ -7,9 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 void moe_forward_args_init(moe_forward_args *args) {
     if (!args) return;
@@ -73,17 +70,11 @@ moe_status moe_forward_workspace_size(moe_context_t *ctx, const moe_weights_t *w
     return MOE_STATUS_OK;
 }
 
-/* The CPU backend's line. The thread rule is src/cpu/forward.c's: the context's count, else
- * OpenMP's default, capped at its 64 per-thread decode slots; 1 without OpenMP. */
+/* The CPU backend's line; its thread count is the CPU forward's (moe__team_size). */
 static int cpu_describe(const moe_context_t *ctx, const moe_weights_t *w, int64_t T, moe_format act_format,
                         size_t workspace, char *buf, size_t size) {
-    enum { CPU_THREAD_SLOTS = 64 };
-    int threads = ctx->threads > 0 ? ctx->threads : 1;
-    const char *source = ctx->threads > 0 ? "moe_context_set_threads" : "no OpenMP: 1";
-#ifdef _OPENMP
-    if (ctx->threads <= 0) threads = omp_get_max_threads(), source = "OpenMP default";
-#endif
-    if (threads > CPU_THREAD_SLOTS) threads = CPU_THREAD_SLOTS;
+    const char *source;
+    int threads = moe__team_size(ctx, 0, &source);
     const moe_layer_spec *s = &w->spec;
     char shared[96] = "none";
     if (w->s13.count > 0)

@@ -16,6 +16,13 @@ struct moe_context {
     char error[MOE__ERROR_MAX];
 };
 
+/* The OpenMP team of a CPU region: the context's thread count (0: OpenMP's default), at most
+ * MOE__TEAM_MAX (a team the OS cannot supply ends the process inside libgomp, and the CPU
+ * forward keeps that many per-thread slots) and, when work > 0, at most work (the items the
+ * region splits). *source (if not NULL) says where the count came from. 1 without OpenMP. */
+#define MOE__TEAM_MAX 64
+int moe__team_size(const moe_context_t *ctx, int64_t work, const char **source);
+
 /* Records a message for `status` on ctx (if any) and on this thread; returns status, so a
  * failing check reads `return moe__error(ctx, MOE_STATUS_..., "x: expected %d", v);`. */
 moe_status moe__error(moe_context_t *ctx, moe_status status, const char *fmt, ...)

@@ -1,6 +1,10 @@
 /* Status strings, the context, and error messages. */
 #include "internal.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +87,19 @@ moe_status moe_context_create(moe_backend backend, int device, moe_context_t **o
 void moe_context_free(moe_context_t *ctx) { free(ctx); }
 
 moe_backend moe_context_backend(const moe_context_t *ctx) { return ctx ? ctx->backend : MOE_BACKEND_CPU; }
+
+int moe__team_size(const moe_context_t *ctx, int64_t work, const char **source) {
+    int threads = 1;
+    const char *from = "no OpenMP: 1";
+    if (ctx && ctx->threads > 0) threads = ctx->threads, from = "moe_context_set_threads";
+#ifdef _OPENMP
+    else threads = omp_get_max_threads(), from = "OpenMP default";
+#endif
+    if (threads > MOE__TEAM_MAX) threads = MOE__TEAM_MAX;
+    if (work > 0 && threads > work) threads = (int)work;
+    if (source) *source = from;
+    return threads;
+}
 
 moe_status moe_context_set_threads(moe_context_t *ctx, int threads) {
     if (!ctx) return moe__error(NULL, MOE_STATUS_NULL_POINTER, "moe_context_set_threads: ctx is NULL");

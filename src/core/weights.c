@@ -26,9 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* ---------------------------------------------------------------------------------------
  * The expert tensors of the descriptor, routed or shared, seen through one struct.
@@ -473,11 +470,7 @@ static moe_status pack_experts(moe_context_t *ctx, const moe_layer_spec *s, moe_
     const source_run down_run = {0, 0, H, 0, 1};
     const bool copy2 = run_copyable(w2->format, x->down, &down_run);
 
-    int threads = ctx->threads > 0 ? ctx->threads : 1;
-#ifdef _OPENMP
-    if (ctx->threads <= 0) threads = omp_get_max_threads();
-#endif
-    if (threads > count) threads = count > 0 ? (int)count : 1;
+    int threads = moe__team_size(ctx, count, NULL);
     (void)threads; /* used only by the OpenMP pragma */
     moe_status failed = MOE_STATUS_OK;
     char message[MOE__ERROR_MAX] = "";

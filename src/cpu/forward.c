@@ -23,6 +23,7 @@
 /* Per-thread row decode buffers live in the workspace, whose size cannot depend on the
  * thread count (the query takes no context), so the thread count is capped at this. */
 #define CPU_THREAD_SLOTS 64
+_Static_assert(CPU_THREAD_SLOTS >= MOE__TEAM_MAX, "a slot for every thread of a team");
 /* Work units per parallel item: GLU pairs (or RELU2 rows) of W13, output rows of W2. */
 #define W13_CHUNK 16
 #define W2_CHUNK 32
@@ -290,12 +291,8 @@ static moe_status cpu_forward(moe_context_t *ctx, const moe_weights_t *w, const 
         st.a2s = (float *)(base + L->a2s), st.outs = (float *)(base + L->outs);
     }
 
-    int threads = ctx->threads > 0 ? ctx->threads : 1;
-#ifdef _OPENMP
-    if (ctx->threads <= 0) threads = omp_get_max_threads();
-#endif
-    if (threads > CPU_THREAD_SLOTS) threads = CPU_THREAD_SLOTS;
-    (void)threads; /* unused without OpenMP */
+    int threads = moe__team_size(ctx, 0, NULL); /* at most CPU_THREAD_SLOTS */
+    (void)threads;                              /* unused without OpenMP */
     moe_status status;
 
     /* (a) x to fp32 rows x_f [T, H]. */

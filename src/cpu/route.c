@@ -30,9 +30,6 @@
 
 #include <math.h>
 #include <stdbool.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* What one token's routing needs to evaluate any expert's score. */
 typedef struct token_router {
@@ -221,7 +218,7 @@ moe_status moe_route(moe_context_t *ctx, const moe_layer_spec *spec, const float
     /* Always host memory, whatever the context's backend. Tokens are independent and each
      * is routed by the same code, so the result does not depend on the thread count. */
 #ifdef _OPENMP
-    int threads = ctx && ctx->threads > 0 ? ctx->threads : omp_get_max_threads();
+    int threads = moe__team_size(ctx, num_tokens, NULL);
 #pragma omp parallel for schedule(static) if (num_tokens >= ROUTE_PARALLEL_MIN_TOKENS) num_threads(threads)
 #endif
     for (int64_t t = 0; t < num_tokens; t++)
