@@ -137,11 +137,12 @@ moe_tensor moe_tensor_none(void);
 int moe_tensor_present(const moe_tensor *t);
 
 /* ---------------------------------------------------------------------------------------
- * Number formats. Scalar codecs (round to nearest even, saturating to the largest finite
- * value, NaN stays NaN) and block quantisers.
+ * Number formats. Scalar codecs (round to nearest even, NaN stays NaN; the 8-bit and 4-bit
+ * ones saturate to the largest finite value, f16 and bf16 overflow to inf) and block
+ * quantisers.
  * ------------------------------------------------------------------------------------- */
 float moe_bf16_to_float(uint16_t v);
-uint16_t moe_float_to_bf16(float f); /* RNE; NaN stays NaN */
+uint16_t moe_float_to_bf16(float f); /* RNE; overflow to inf as IEEE does; NaN stays NaN */
 float moe_f16_to_float(uint16_t v);
 uint16_t moe_float_to_f16(float f); /* RNE; overflow to inf as IEEE does */
 float moe_e4m3_to_float(uint8_t code);
@@ -241,7 +242,7 @@ typedef struct moe_layer_spec {
     int64_t num_experts;  /* E, routed experts, >= 1 */
     int64_t hidden;       /* H */
     int64_t intermediate; /* I, per routed expert */
-    int64_t top_k;        /* k, 1..E */
+    int64_t top_k;        /* k, 1..E and at most 64 (MOE_STATUS_UNSUPPORTED above) */
 
     /* Routing. Scores s = score(logits). Selection uses s + correction_bias when the spec
      * says so (the bias never enters the weights). With n_group > 0, experts form n_group

@@ -1140,6 +1140,9 @@ static void test_load_errors(moe_context_t *ctx) {
               "layer -1: %s", moe_last_error(ctx));
         CHECK(moe_weights_load(ctx, ck, NULL, 1, MOE_FORMAT_F32, &w) == MOE_STATUS_NULL_POINTER, "NULL spec");
         CHECK(moe_weights_load(ctx, ck, &spec, 1, MOE_FORMAT_F32, NULL) == MOE_STATUS_NULL_POINTER, "NULL out");
+        CHECK(moe_weights_load(NULL, ck, &spec, 1, MOE_FORMAT_F32, &w) == MOE_STATUS_NULL_POINTER &&
+                  strstr(moe_last_error(NULL), "moe_weights_load: ctx is NULL"),
+              "NULL ctx, named before any read: %s", moe_last_error(NULL));
     }
     moe_checkpoint_close(ck);
 }

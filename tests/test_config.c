@@ -401,6 +401,11 @@ static const bad_case bad_cases[] = {
     {"mlp_layer_types too short", DS_HEAD "\"intermediate_size\": 128, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
                                   "\"mlp_layer_types\": [\"sparse\"]}",
      MOE_STATUS_INVALID_ARGUMENT, "expected an array of num_hidden_layers (4)"},
+    {"raw control byte", "{\"hidden_size\": 64,\x01 \"num_hidden_layers\": 2, \"intermediate_size\": 128}",
+     MOE_STATUS_PARSE_ERROR, "a raw control byte 0x01 at byte 19"},
+    {"routed_scaling_factor below float", DS_HEAD "\"intermediate_size\": 128, \"n_routed_experts\": 8, "
+                                          "\"num_experts_per_tok\": 2, \"routed_scaling_factor\": 1e-50}",
+     MOE_STATUS_INVALID_ARGUMENT, "routed_scaling_factor = 1e-50 is below fp32's normal range"},
     {"duplicate key", "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"intermediate_size\": 128, \"hidden_size\": 128}",
      MOE_STATUS_PARSE_ERROR, "key \"hidden_size\" appears twice"},
     {"duplicate key in text_config", "{\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 2, "

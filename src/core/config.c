@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,10 +95,16 @@ static moe_status get_number(const reader *r, const char *key, double min, doubl
     if (present) *present = item != NULL;
     if (!item) return MOE_STATUS_OK;
     char what[64];
+    /* The spec holds these as floats: a value below float's normal range (1e-50) would become 0
+     * and be blamed on the spec field. */
     if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < min ||
         item->valuedouble > 1e30)
         return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected a number in %g..1e30",
                           r->label, key, describe(item, what, sizeof what), min);
+    if (item->valuedouble != 0 && fabs(item->valuedouble) < FLT_MIN)
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "%s: %s = %s is below fp32's normal range (%g), expected 0 or a larger value", r->label, key,
+                          describe(item, what, sizeof what), (double)FLT_MIN);
     *out = item->valuedouble;
     return MOE_STATUS_OK;
 }
@@ -605,6 +612,13 @@ static moe_status parse_labelled(moe_context_t *ctx, const char *label, const ch
                                  moe_model_config *out) {
     size_t start = 0;
     if (len >= 3 && memcmp(json, "\xEF\xBB\xBF", 3) == 0) start = 3; /* a UTF-8 byte order mark */
+    /* Raw control bytes are invalid JSON (cJSON would skip them as spaces), as the checkpoint
+     * reader refuses them. */
+    for (size_t i = start; i < len; i++) {
+        unsigned char c = (unsigned char)json[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: a raw control byte 0x%02x at byte %zu", label, c, i);
+    }
     size_t first = start;
     while (first < len && is_json_space(json[first])) first++;
     if (first >= len)

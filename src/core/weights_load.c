@@ -431,6 +431,7 @@ moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, co
     moe__clear_error(ctx);
     if (!out) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_weights_load: out is NULL");
     *out = NULL;
+    if (!ctx) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_weights_load: ctx is NULL"); /* before any I/O */
     if (!ckpt) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_weights_load: ckpt is NULL");
     moe_status st = moe_layer_spec_validate(ctx, spec);
     if (st != MOE_STATUS_OK) return st;
