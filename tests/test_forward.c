@@ -1089,6 +1089,17 @@ static void run_fp8_case(const fp8_case *fc) {
     moe_context_t *ctx = NULL;
     moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
     moe_weights_t *w = NULL;
+    /* A corrupt scale (NaN, inf, negative) is refused by name, not packed into a garbage block. */
+    float *s_last = (float *)d.down_scale.data + (E * ((H + 127) / 128) * ((I + 127) / 128) - 1);
+    const float kept = *s_last;
+    static const float corrupt[] = {NAN, INFINITY, -1.0f};
+    for (int i = 0; i < 3; i++) {
+        *s_last = corrupt[i];
+        CHECK(moe_weights_create(ctx, &spec, &d, MOE_FORMAT_FP8_BLOCK128, &w) == MOE_STATUS_INVALID_ARGUMENT &&
+                  strstr(moe_last_error(ctx), "desc.down_scale[") && strstr(moe_last_error(ctx), "expected a finite scale"),
+              "down_scale %g: %s", (double)corrupt[i], moe_last_error(ctx));
+    }
+    *s_last = kept;
     moe_status st = moe_weights_create(ctx, &spec, &d, MOE_FORMAT_FP8_BLOCK128, &w);
     CHECK(st == MOE_STATUS_OK, "create: %s", moe_last_error(ctx));
     if (!w) {

@@ -23,6 +23,7 @@
  * formats) is decoded to fp32 and quantised. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,20 @@ static moe_status check_matrix(moe_context_t *ctx, const expert_tensors *x, cons
     if (!scale) return MOE_STATUS_OK;
     if (t->dtype != MOE_DTYPE_E4M3) return check_absent(ctx, scale, scale_name, "the weight is not e4m3");
     const int64_t sdims[3] = {x->E, (rows + 127) / 128, (cols + 127) / 128};
-    return check_present(ctx, scale, scale_name, 3, sdims, MOE__DT(MOE_DTYPE_F32));
+    if ((st = check_present(ctx, scale, scale_name, 3, sdims, MOE__DT(MOE_DTYPE_F32))) != MOE_STATUS_OK) return st;
+    /* A NaN, infinite or negative scale (a corrupt checkpoint) would turn its whole block into
+     * garbage with a status of OK. Zero is a zero block's scale. */
+    for (int64_t e = 0; e < sdims[0]; e++)
+        for (int64_t r = 0; r < sdims[1]; r++)
+            for (int64_t c = 0; c < sdims[2]; c++) {
+                const int64_t at[3] = {e, r, c};
+                const float v = moe__tensor_get(scale, at);
+                if (!(v >= 0.0f) || isinf(v))
+                    return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                      "%s[%lld][%lld][%lld] = %g, expected a finite scale >= 0", scale_name,
+                                      (long long)e, (long long)r, (long long)c, (double)v);
+            }
+    return MOE_STATUS_OK;
 }
 
 /* The bias of `field` (desc.<prefix><field>_bias): [E, n], or [n] when E == 0. */
