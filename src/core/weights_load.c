@@ -292,6 +292,14 @@ static moe_status load_mxfp4(loader *L, const char *w, int64_t rows, int64_t col
     name_of(name, L, "experts.%s_scales", w);
     st = load_tensor(L, name, 3, (const int64_t[]){E, rows, cols / 32}, MOE__DT(MOE_DTYPE_U8), &scales);
     if (st != MOE_STATUS_OK) return st;
+    /* e8m0 0xFF is NaN: a corrupt release would decode to whole NaN blocks with status OK. */
+    const uint8_t *codes = scales.data;
+    for (int64_t i = 0; i < E * rows * (cols / 32); i++)
+        if (codes[i] == 0xFF)
+            return moe__error(L->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "moe_weights_load: %s[%lld][%lld][%lld] = 0xff (e8m0 NaN), expected a finite scale",
+                              name, (long long)(i / (rows * (cols / 32))), (long long)(i / (cols / 32) % rows),
+                              (long long)(i % (cols / 32)));
     int64_t per, bytes;
     if (!moe__mul64(rows, cols, &per) || !moe__mul64(per, E * (int64_t)sizeof(float), &bytes))
         return moe__error(L->ctx, MOE_STATUS_OVERFLOW, "moe_weights_load: %s: size overflows", name);
