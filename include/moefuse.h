@@ -415,7 +415,9 @@ moe_status moe_forward_config(moe_context_t *ctx, const moe_weights_t *w, int64_
  * ------------------------------------------------------------------------------------- */
 /* Scores and selects: logits [T, E] fp32 -> ids [T, k] and weights [T, k], slots ordered by
  * descending selection score. correction_bias [E] or NULL (needed iff the spec uses it).
- * Always runs on the host, on host pointers, whatever the context's backend. */
+ * Always runs on the host, on host pointers, whatever the context's backend. Non-finite logits
+ * are not refused: the ids stay valid, and the weights are what the arithmetic gives (a +inf
+ * logit under softmax makes that token's weights NaN, as torch.softmax does). */
 moe_status moe_route(moe_context_t *ctx, const moe_layer_spec *spec, const float *logits, int64_t num_tokens,
                      const float *correction_bias, int32_t *topk_ids, float *topk_weights);
 
