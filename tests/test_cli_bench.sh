@@ -177,6 +177,13 @@ run_error "unknown model" 2 "nosuch" bench --model nosuch --backend cpu
 run_error "missing value" 2 "--tokens needs a value" bench "${C[@]}" --tokens
 run_error "memory check" 1 "--mem-limit" bench --model deepseek-v3 --backend cpu --mem-limit 1G --tokens 1
 run_error "out unwritable" 1 "--out" bench "${C[@]}" --tokens 1 --out "$TMP/no/such/dir/r.json"
+# A run that fails leaves what --out names as it was (it truncated, then removed, an earlier file).
+echo '{"earlier": "results"}' >"$TMP/earlier.json"
+run_error "out kept on failure" 1 "--mem-limit" bench --model deepseek-v3 --backend cpu --mem-limit 1G --tokens 1 \
+    --out "$TMP/earlier.json"
+if [ "$(cat "$TMP/earlier.json" 2>/dev/null)" != '{"earlier": "results"}' ] || ls "$TMP"/earlier.json.* >/dev/null 2>&1; then
+    fail "out kept on failure" "the earlier --out file changed or a temporary file was left"
+else pass "--out: a failed run leaves the earlier file and no temporary"; fi
 
 echo "$PASSED passed, $FAILED failed"
 [ $FAILED -eq 0 ]

@@ -6,9 +6,11 @@
  * between two events, or an eager forward between two events if the capture fails; on the
  * CPU, a forward between two readings of the monotonic clock. Output: a table, or PERF.md's
  * results JSON (--json on stdout, --out FILE). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -446,6 +448,32 @@ static int bench_point(moe_context_t *ctx, const cli_layer *l, bench_run *b, gpu
     return rc;
 }
 
+/* A new file beside `path` (path.XXXXXX, with the permissions a created file gets), so that a
+ * failed run never truncates or removes what --out names; the caller renames it over path. */
+static FILE *open_beside(const char *path, char **tmp) {
+    size_t n = strlen(path) + sizeof ".XXXXXX";
+    if (!(*tmp = malloc(n))) return NULL;
+    snprintf(*tmp, n, "%s.XXXXXX", path);
+    int fd = mkstemp(*tmp);
+    FILE *f = NULL;
+    if (fd >= 0) {
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask) == 0) f = fdopen(fd, "w");
+        if (!f) {
+            int saved = errno;
+            close(fd);
+            unlink(*tmp);
+            errno = saved;
+        }
+    }
+    if (!f) {
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return f;
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_options o;
     int rc = parse_options(argc, argv, &o);
@@ -458,6 +486,7 @@ int cmd_bench(int argc, char **argv) {
     memset(&timer, 0, sizeof timer);
     double *times = NULL;
     FILE *out = NULL;
+    char *out_tmp = NULL; /* the results go here first, and to --out only by a rename once complete */
     moe_status st = moe_context_create(o.backend, 0, &ctx);
     if (st != MOE_STATUS_OK) return cli_fail_status(NULL, st, "--backend");
     if (o.threads > 0 && (st = moe_context_set_threads(ctx, (int)o.threads)) != MOE_STATUS_OK) {
@@ -482,8 +511,8 @@ int cmd_bench(int argc, char **argv) {
     moe_model_config cfg;
     if ((rc = cli_load_model(ctx, o.model, o.config, &cfg))) goto done;
     b.cfg = &cfg;
-    if (o.out_path && !(out = fopen(o.out_path, "w"))) {
-        rc = cli_fail(1, "--out %s: cannot write it", o.out_path);
+    if (o.out_path && !(out = open_beside(o.out_path, &out_tmp))) {
+        rc = cli_fail(1, "--out %s: cannot write beside it: %s", o.out_path, strerror(errno));
         goto done;
     }
     if (!(times = malloc((size_t)b.reps * sizeof *times))) {
@@ -514,12 +543,14 @@ int cmd_bench(int argc, char **argv) {
         int failed = ferror(out);
         failed |= fclose(out) != 0;
         out = NULL;
-        if (failed) rc = cli_fail(1, "--out %s: write failed", o.out_path);
+        if (failed || rename(out_tmp, o.out_path) != 0)
+            rc = cli_fail(1, "--out %s: write failed: %s", o.out_path, strerror(errno));
     }
 done:
-    if (out) {
-        fclose(out);
-        remove(o.out_path); /* no half-written results file */
+    if (out) fclose(out);
+    if (out_tmp) { /* a run that failed leaves --out as it was, whatever it was */
+        unlink(out_tmp);
+        free(out_tmp);
     }
     free(times);
     gpu_timer_free(&timer);

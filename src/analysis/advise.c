@@ -75,8 +75,7 @@ moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, c
     moe_status st = moe__analysis_check_config(ctx, cfg);
     if (st == MOE_STATUS_OK) st = moe__analysis_check_options(ctx, cfg, opt);
     if (st != MOE_STATUS_OK) return st;
-    if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0))
-        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "gpu: ceilings must be positive");
+    if ((st = moe__gpu_check(ctx, gpu)) != MOE_STATUS_OK) return st;
     memset(out, 0, sizeof *out);
     snprintf(out->model, sizeof out->model, "%s", cfg->name);
     out->options = *opt;

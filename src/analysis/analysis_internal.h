@@ -19,6 +19,11 @@ int moe__layer_is_moe(const moe_model_config *cfg, int64_t layer);
  * intermediate for a dense model); 0 when unknown. */
 int64_t moe__dense_intermediate(const moe_model_config *cfg);
 
+/* A GPU spec every model reads (gpu.c): finite ceilings of at least 1 FLOP/s and 1 B/s, whole
+ * SMs and 1..64 CTAs per SM, a finite launch_s >= 0, epilogue_exposed and stream_power_share
+ * in 0..1, kernel rates finite, >= 0 (0: the dtype's peak) and not above their dtype's peak. */
+moe_status moe__gpu_check(moe_context_t *ctx, const moe_gpu_spec *gpu);
+
 /* Checks the config fields the analysis needs; the message names the first missing one. */
 moe_status moe__analysis_check_config(moe_context_t *ctx, const moe_model_config *cfg);
 

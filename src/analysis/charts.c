@@ -9,6 +9,15 @@
 
 static const char pass_letter[MOE_PASS_COUNT_] = {'F', 'D', 'W'};
 
+/* A chart whose data a log axis cannot hold (zero, negative or non-finite: a GPU spec with
+ * extreme or non-finite rates, or a row with none), named with its range. */
+static moe_status undrawable(moe_context_t *ctx, const char *what, const moe__plot *p) {
+    return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                      "%s: the data spans x %g..%g and y %g..%g, expected finite positive values for log axes "
+                      "(non-finite or zero rates in the GPU spec?)",
+                      what, p->xmin, p->xmax, p->ymin, p->ymax);
+}
+
 moe_status moe_roofline_svg(moe_context_t *ctx, const moe_shape_list *list, const moe_roofline *roof, char **svg) {
     moe__clear_error(ctx);
     if (!svg) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_svg: svg is NULL");
@@ -105,6 +114,10 @@ moe_status moe_roofline_svg(moe_context_t *ctx, const moe_shape_list *list, cons
     snprintf(p.notes[p.nnotes++], sizeof p.notes[0],
              "Routed experts: expected tokens per expert %.4g (Binomial routing), padded to the tile height.",
              list->tokens_per_expert);
+    if (!moe__plot_drawable(&p)) {
+        free(pts);
+        return undrawable(ctx, "roofline chart", &p);
+    }
     *svg = moe__plot_svg(&p);
     free(pts);
     if (!*svg) return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "roofline chart: out of host memory");
@@ -116,7 +129,9 @@ moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *a, char **svg) {
     if (!svg) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_advice_svg: svg is NULL");
     *svg = NULL;
     if (!a) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_advice_svg: advice is NULL");
-    if (a->num_decode < 1) return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "advice: no decode points");
+    if (a->num_decode < 1 || a->num_decode > MOE_ADVICE_POINTS_MAX)
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "advice: num_decode = %lld, expected 1..%d",
+                          (long long)a->num_decode, MOE_ADVICE_POINTS_MAX);
     moe__plot_point pts[MOE_ADVICE_POINTS_MAX];
     moe__plot p;
     memset(&p, 0, sizeof p);
@@ -157,6 +172,7 @@ moe_status moe_advice_svg(moe_context_t *ctx, const moe_advice *a, char **svg) {
              "read bandwidth, FLOPs / peak).");
     snprintf(p.notes[p.nnotes++], sizeof p.notes[0],
              "A model, not a measurement: no launch overheads, no communication between GPUs.");
+    if (!moe__plot_drawable(&p)) return undrawable(ctx, "advice chart", &p);
     *svg = moe__plot_svg(&p);
     if (!*svg) return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "advice chart: out of host memory");
     return MOE_STATUS_OK;

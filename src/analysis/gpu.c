@@ -102,12 +102,70 @@ static moe_status get_number(moe_context_t *ctx, const cJSON *root, const char *
     return MOE_STATUS_OK;
 }
 
+moe_status moe__gpu_check(moe_context_t *ctx, const moe_gpu_spec *gpu) {
+    if (!(gpu->bf16_flops >= 1 && isfinite(gpu->bf16_flops)) || !(gpu->fp8_flops >= 1 && isfinite(gpu->fp8_flops)) ||
+        !(gpu->read_bw >= 1 && isfinite(gpu->read_bw)) || gpu->sms < 1 || gpu->ctas_per_sm < 1 ||
+        gpu->ctas_per_sm > 64 || !(gpu->launch_s >= 0 && isfinite(gpu->launch_s)) ||
+        !(gpu->l2_bytes >= 0 && isfinite(gpu->l2_bytes)) ||
+        !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1) ||
+        !(gpu->stream_power_share >= 0 && gpu->stream_power_share <= 1))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                          "gpu: ceilings must be finite and at least 1 (bf16 %g, fp8 %g FLOP/s, read %g B/s), %lld SMs "
+                          ">= 1, %lld CTAs/SM in 1..64, launch_s finite >= 0 (%g), l2_bytes finite >= 0 (%g), "
+                          "epilogue_exposed and stream_power_share in 0..1 (%g, %g)",
+                          gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
+                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->l2_bytes, gpu->epilogue_exposed,
+                          gpu->stream_power_share);
+    const struct {
+        const char *name, *peak_name;
+        double rate, peak;
+    } rates[] = {{"hopper_bf16_flops", "bf16_flops", gpu->hopper_bf16_flops, gpu->bf16_flops},
+                 {"hopper_fp8_flops", "fp8_flops", gpu->hopper_fp8_flops, gpu->fp8_flops},
+                 {"v1_flops", "bf16_flops", gpu->v1_flops, gpu->bf16_flops}};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
+        if (!(rates[i].rate >= 0 && rates[i].rate <= rates[i].peak))
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "gpu: %s = %g FLOP/s, expected 0 (the dtype's peak) to %s (%g): a kernel cannot run "
+                              "above its dtype's peak",
+                              rates[i].name, rates[i].rate, rates[i].peak_name, rates[i].peak);
+    return MOE_STATUS_OK;
+}
+
+/* The keys of a GPU file (the numbers get_number reads, the texts it may carry). */
+static const char *const gpu_keys[] = {"name", "source", "kernels_source", "_comment", "bf16_tflops", "fp8_tflops",
+                                       "read_tbps", "sms", "l2_mb", "ctas_per_sm", "launch_us", "epilogue_exposed",
+                                       "hopper_bf16_tflops", "hopper_fp8_tflops", "v1_tflops", "stream_power_share"};
+
+/* Unknown (a misspelt "launch_usec" would leave launch_us at 0 unnoticed) or repeated keys. */
+static moe_status check_keys(moe_context_t *ctx, const cJSON *root) {
+    for (const cJSON *a = root->child; a; a = a->next) {
+        size_t k = 0;
+        while (k < sizeof gpu_keys / sizeof gpu_keys[0] && strcmp(a->string, gpu_keys[k]) != 0) k++;
+        if (k == sizeof gpu_keys / sizeof gpu_keys[0])
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "GPU file: unknown key \"%.60s\" (known: name, bf16_tflops, fp8_tflops, read_tbps, sms, "
+                              "l2_mb, ctas_per_sm, launch_us, epilogue_exposed, hopper_bf16_tflops, hopper_fp8_tflops, "
+                              "v1_tflops, stream_power_share, source, kernels_source, _comment)",
+                              a->string);
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (strcmp(a->string, b->string) == 0)
+                return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: key \"%.60s\" appears twice", a->string);
+    }
+    return MOE_STATUS_OK;
+}
+
 moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_gpu_spec *out) {
     moe__clear_error(ctx);
     if (!json || !out)
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_gpu_parse: %s is NULL", !json ? "json" : "out");
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: malformed JSON");
+    for (size_t at = (size_t)(end - json); at < len; at++)
+        if (json[at] != ' ' && json[at] != '\t' && json[at] != '\n' && json[at] != '\r') {
+            cJSON_Delete(root);
+            return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: text after the JSON object at byte %zu", at);
+        }
     moe_status st = MOE_STATUS_OK;
     moe_gpu_spec g;
     memset(&g, 0, sizeof g);
@@ -117,6 +175,7 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
         st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: expected a JSON object");
         goto done;
     }
+    if ((st = check_keys(ctx, root)) != MOE_STATUS_OK) goto done;
     if ((st = get_number(ctx, root, "bf16_tflops", 1, 0, &bf16)) || (st = get_number(ctx, root, "fp8_tflops", 1, 0, &fp8)) ||
         (st = get_number(ctx, root, "read_tbps", 1, 0, &read)) || (st = get_number(ctx, root, "sms", 1, 0, &sms)) ||
         (st = get_number(ctx, root, "l2_mb", 0, 0, &l2)) || (st = get_number(ctx, root, "ctas_per_sm", 0, 1, &ctas)) ||
@@ -155,6 +214,20 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     g.hopper_fp8_flops = hopper_fp8 * 1e12;
     g.v1_flops = v1 * 1e12;
     g.stream_power_share = power_share;
+    /* The rates as the models read them: a value that overflows, or rounds to nothing once scaled
+     * (read_tbps below 5e-7 is 0 B/s), is named by its key. */
+    const struct {
+        const char *key;
+        double scaled, given;
+    } scaled[] = {{"bf16_tflops", g.bf16_flops, bf16}, {"fp8_tflops", g.fp8_flops, fp8}, {"read_tbps", g.read_bw, read}};
+    for (size_t i = 0; i < sizeof scaled / sizeof scaled[0]; i++)
+        if (!(scaled[i].scaled >= 1 && isfinite(scaled[i].scaled))) {
+            st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: %s = %g is %s", scaled[i].key, scaled[i].given,
+                            isfinite(scaled[i].scaled) ? "below 1 FLOP/s or 1 B/s (1e-12 TFLOP/s, 1e-6 TB/s)"
+                                                       : "too large for a double once scaled");
+            goto done;
+        }
+    if ((st = moe__gpu_check(ctx, &g)) != MOE_STATUS_OK) goto done;
     *out = g;
 done:
     cJSON_Delete(root);

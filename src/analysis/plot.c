@@ -296,7 +296,25 @@ static int place_points(const moe__plot *p, const frame *f, placer *pl, const in
     return nfoot;
 }
 
+static int positive_finite(double v) { return v > 0 && isfinite(v); }
+
+int moe__plot_drawable(const moe__plot *p) {
+    if (!positive_finite(p->xmin) || !positive_finite(p->xmax) || !positive_finite(p->ymin) ||
+        !positive_finite(p->ymax))
+        return 0;
+    /* log10 of a finite positive double spans about 632 decades: the grid loops stay bounded. */
+    for (int i = 0; i < p->npoints; i++)
+        if (!positive_finite(p->points[i].x) || !positive_finite(p->points[i].y)) return 0;
+    for (int i = 0; i < p->nlines; i++) {
+        const moe__plot_line *L = &p->lines[i];
+        if (!positive_finite(L->x0) || !positive_finite(L->y0) || !positive_finite(L->x1) || !positive_finite(L->y1))
+            return 0;
+    }
+    return 1;
+}
+
 char *moe__plot_svg(const moe__plot *p) {
+    if (!moe__plot_drawable(p)) return NULL; /* an infinite or zero limit would never end the grid loops */
     const double W = 1000, left = 92, right = 28, top = 84, plot_h = 540;
     frame f = {left, top, W - left - right, plot_h, log10(p->xmin), log10(p->xmax), log10(p->ymin), log10(p->ymax)};
     if (!(f.lx1 > f.lx0)) f.lx1 = f.lx0 + 1;

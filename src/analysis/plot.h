@@ -36,7 +36,12 @@ typedef struct moe__plot {
     int nnotes;
 } moe__plot;
 
-/* The SVG document (malloc'd, NUL-terminated; the caller frees it), or NULL when out of memory. */
+/* Whether p can be drawn: finite, positive axis limits (log axes), and every point and line
+ * end finite and positive. Callers check it first and name the bad range. */
+int moe__plot_drawable(const moe__plot *p);
+
+/* The SVG document (malloc'd, NUL-terminated; the caller frees it), or NULL when out of memory
+ * (or when p is not drawable). */
 char *moe__plot_svg(const moe__plot *p);
 
 #endif

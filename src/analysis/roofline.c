@@ -275,22 +275,6 @@ void moe_roofline_free(moe_roofline *roof) {
     free(roof);
 }
 
-static moe_status check_gpu(moe_context_t *ctx, const moe_gpu_spec *gpu) {
-    if (!(gpu->bf16_flops > 0) || !(gpu->fp8_flops > 0) || !(gpu->read_bw > 0) || gpu->sms < 1 ||
-        gpu->ctas_per_sm < 1 || gpu->launch_s < 0 || !(gpu->epilogue_exposed >= 0 && gpu->epilogue_exposed <= 1) ||
-        !(gpu->stream_power_share >= 0 && gpu->stream_power_share <= 1))
-        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "gpu: ceilings must be positive (bf16 %g, fp8 %g FLOP/s, read %g B/s, %lld SMs, %lld CTAs/SM), "
-                          "launch_s >= 0 (%g), epilogue_exposed and stream_power_share in 0..1 (%g, %g)",
-                          gpu->bf16_flops, gpu->fp8_flops, gpu->read_bw, (long long)gpu->sms,
-                          (long long)gpu->ctas_per_sm, gpu->launch_s, gpu->epilogue_exposed, gpu->stream_power_share);
-    if (!(gpu->hopper_bf16_flops >= 0) || !(gpu->hopper_fp8_flops >= 0) || !(gpu->v1_flops >= 0))
-        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "gpu: kernel rates must be >= 0 (0: the dtype's peak); got hopper bf16 %g, hopper fp8 %g, v1 %g "
-                          "FLOP/s",
-                          gpu->hopper_bf16_flops, gpu->hopper_fp8_flops, gpu->v1_flops);
-    return MOE_STATUS_OK;
-}
 
 /* The checks every one-launch prediction (fn) starts with: a public call, its pointers, the GPU,
  * the dtype (bf16 or e4m3); *seconds is 0 until the prediction. */
@@ -299,7 +283,7 @@ static moe_status check_launch(moe_context_t *ctx, const char *fn, const moe_gpu
     moe__clear_error(ctx);
     if (!gpu || !seconds) return moe__error(ctx, MOE_STATUS_NULL_POINTER, "%s: %s is NULL", fn, !gpu ? "gpu" : "seconds");
     *seconds = 0.0;
-    moe_status st = check_gpu(ctx, gpu);
+    moe_status st = moe__gpu_check(ctx, gpu);
     if (st != MOE_STATUS_OK) return st;
     if (dtype != MOE_DTYPE_BF16 && dtype != MOE_DTYPE_E4M3)
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected bf16 or e4m3", fn,
@@ -378,7 +362,7 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
     *out = NULL;
     if (!list || !gpu)
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_create: %s is NULL", !list ? "list" : "gpu");
-    moe_status st = check_gpu(ctx, gpu);
+    moe_status st = moe__gpu_check(ctx, gpu);
     if (st != MOE_STATUS_OK) return st;
     moe_roofline *rf = calloc(1, sizeof *rf);
     if (rf) rf->rows = calloc((size_t)(list->num_rows > 0 ? list->num_rows : 1), sizeof *rf->rows);
