@@ -136,7 +136,9 @@ typedef struct moe_routing_stats {
 } moe_routing_stats;
 moe_status moe_routing_stats_compute(moe_context_t *ctx, int64_t tokens, int64_t num_experts, int64_t top_k,
                                      int64_t block, moe_routing_stats *out);
-/* E[⌈X/block⌉] for X ~ Binomial(n, p), 0 <= p <= 1. */
+/* E[⌈X/block⌉] for X ~ Binomial(n, p), 0 <= p <= 1, n <= MOE_BINOMIAL_N_MAX (2^40: the
+ * analysis' 2^32 tokens times k); NaN for a larger n or a NaN p, 0 for n <= 0 or block <= 0. */
+#define MOE_BINOMIAL_N_MAX (INT64_C(1) << 40)
 double moe_binomial_expected_ceil(int64_t n, double p, int64_t block);
 
 /* ---------------------------------------------------------------------------------------

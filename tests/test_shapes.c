@@ -800,6 +800,32 @@ static void test_gpu_specs(void) {
     CHECK(moe_gpu_parse(NULL, negative, strlen(negative), &g) == MOE_STATUS_INVALID_ARGUMENT, "negative accepted");
     CHECK(moe_gpu_parse(NULL, "{\"bf16", 6, &g) == MOE_STATUS_PARSE_ERROR, "malformed accepted");
     CHECK(moe_gpu_load(NULL, "/nonexistent/gpu.json", &g) == MOE_STATUS_IO_ERROR, "missing file");
+    /* Session 37's review: values a model would turn into inf, 0 or garbage, named by key. */
+    static const struct {
+        const char *json, *needle;
+    } bad[] = {
+        {"{\"bf16_tflops\": 1e300, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100}", "bf16_tflops = 1e+300 is too large"},
+        {"{\"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"read_tbps\": 1e-7, \"sms\": 100}", "read_tbps = 1e-07 is below"},
+        {"{\"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100, \"launch_usec\": 9}",
+         "unknown key \"launch_usec\""},
+        {"{\"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100, \"sms\": 50}", "\"sms\" appears twice"},
+        {"{\"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100} {\"x\": 1}", "text after the JSON"},
+        {"{\"bf16_tflops\": 500, \"fp8_tflops\": 1000, \"read_tbps\": 3, \"sms\": 100, \"hopper_bf16_tflops\": 600}",
+         "hopper_bf16_flops = 6e+14 FLOP/s, expected 0 (the dtype's peak) to bf16_flops"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(moe_gpu_parse(NULL, bad[i].json, strlen(bad[i].json), &g) != MOE_STATUS_OK &&
+                  strstr(moe_last_error(NULL), bad[i].needle),
+              "bad GPU file %zu: %s", i, moe_last_error(NULL));
+    moe_gpu_spec nan_launch;
+    CHECK(moe_gpu_builtin(NULL, "h200", &nan_launch) == MOE_STATUS_OK, "h200");
+    nan_launch.launch_s = NAN;
+    double seconds = 0;
+    CHECK(moe_dense_launch_time(NULL, &nan_launch, MOE_DTYPE_BF16, 128, 128, 128, &seconds) == MOE_STATUS_INVALID_ARGUMENT,
+          "a NaN launch_s accepted: %s", moe_last_error(NULL));
+    CHECK(isnan(moe_binomial_expected_ceil(MOE_BINOMIAL_N_MAX + 1, 0.5, 128)) &&
+              isnan(moe_binomial_expected_ceil(100, NAN, 128)),
+          "moe_binomial_expected_ceil outside its range is not NaN");
 }
 
 /* ---- roofline: hand-built one-row lists ------------------------------------------------- */
@@ -839,6 +865,15 @@ static void test_roofline_dense(void) {
      * wave; split-K and the other tiles only tie. Compute 2*128*128*8192 / rate = 47.18 us >
      * memory 2*(1536*8192 + 8192*1408 + 1536*1408) B / 4.19 TB/s = 12.5 us. */
     moe_shape_list l = one_row(&row, 1536, 8192, 1408, 1);
+    /* A hand-made row out of range is refused (it indexed per-pass arrays); so is a negative count. */
+    row.pass = (moe_gemm_pass)7;
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_INVALID_ARGUMENT && !rf &&
+              strstr(moe_last_error(NULL), "rows[0] has pass 7"),
+          "pass 7: %s", moe_last_error(NULL));
+    row.pass = MOE_PASS_FPROP;
+    l.num_rows = -5;
+    CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_INVALID_ARGUMENT && !rf, "num_rows -5 accepted");
+    l.num_rows = 1;
     CHECK(moe_roofline_create(NULL, &l, &h200, &rf) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
     if (rf) {
         const moe_roofline_row *o = &rf->rows[0];
@@ -1318,6 +1353,17 @@ static void test_advice(void) {
               strstr(svg, "tokens/s per GPU") && strstr(svg, "B=1024"),
           "advice svg");
     free(svg);
+    /* Points the chart cannot hold: more than its table (a stack overflow before), a zero rate (a log
+     * axis from -inf: the grid loop never ended). */
+    static moe_advice bad;
+    bad = a;
+    bad.num_decode = MOE_ADVICE_POINTS_MAX + 1;
+    CHECK(moe_advice_svg(NULL, &bad, &svg) == MOE_STATUS_INVALID_ARGUMENT && !svg, "num_decode past the table accepted");
+    bad = a;
+    bad.decode[0].tokens_per_s_user = 0;
+    CHECK(moe_advice_svg(NULL, &bad, &svg) == MOE_STATUS_INVALID_ARGUMENT && !svg &&
+              strstr(moe_last_error(NULL), "expected finite positive values"),
+          "a zero rate: %s", moe_last_error(NULL));
 }
 
 /* The grouped FP8 kernel's 192-wide tiles read each fragment column's B scale from the row

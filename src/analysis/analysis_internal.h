@@ -24,6 +24,10 @@ int64_t moe__dense_intermediate(const moe_model_config *cfg);
  * in 0..1, kernel rates finite, >= 0 (0: the dtype's peak) and not above their dtype's peak. */
 moe_status moe__gpu_check(moe_context_t *ctx, const moe_gpu_spec *gpu);
 
+/* A shape list's rows, as the models index them (roofline.c): num_rows >= 0, rows present, each
+ * pass and kind in range. A list from moe_shape_list_create passes; a hand-made one may not. */
+moe_status moe__shape_list_check(moe_context_t *ctx, const moe_shape_list *list);
+
 /* Checks the config fields the analysis needs; the message names the first missing one. */
 moe_status moe__analysis_check_config(moe_context_t *ctx, const moe_model_config *cfg);
 

@@ -24,6 +24,8 @@ moe_status moe_roofline_svg(moe_context_t *ctx, const moe_shape_list *list, cons
     *svg = NULL;
     if (!list || !roof)
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_svg: %s is NULL", !list ? "list" : "roof");
+    moe_status st = moe__shape_list_check(ctx, list);
+    if (st != MOE_STATUS_OK) return st;
     if (roof->num_rows != list->num_rows)
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "roof: %lld rows, the list has %lld",
                           (long long)roof->num_rows, (long long)list->num_rows);

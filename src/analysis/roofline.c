@@ -355,6 +355,19 @@ moe_status moe_dense_launch_time(moe_context_t *ctx, const moe_gpu_spec *gpu, mo
     return MOE_STATUS_OK;
 }
 
+moe_status moe__shape_list_check(moe_context_t *ctx, const moe_shape_list *list) {
+    if (list->num_rows < 0 || (list->num_rows > 0 && !list->rows))
+        return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "list: num_rows = %lld with rows %s, expected >= 0 rows",
+                          (long long)list->num_rows, list->rows ? "given" : "NULL");
+    for (int64_t i = 0; i < list->num_rows; i++)
+        if ((unsigned)list->rows[i].pass >= MOE_PASS_COUNT_ || (unsigned)list->rows[i].kind >= MOE_GEMM_KIND_COUNT_)
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "list: rows[%lld] has pass %d and kind %d, expected 0..%d and 0..%d", (long long)i,
+                              (int)list->rows[i].pass, (int)list->rows[i].kind, MOE_PASS_COUNT_ - 1,
+                              MOE_GEMM_KIND_COUNT_ - 1);
+    return MOE_STATUS_OK;
+}
+
 moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, const moe_gpu_spec *gpu,
                                moe_roofline **out) {
     moe__clear_error(ctx);
@@ -364,6 +377,7 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_roofline_create: %s is NULL", !list ? "list" : "gpu");
     moe_status st = moe__gpu_check(ctx, gpu);
     if (st != MOE_STATUS_OK) return st;
+    if ((st = moe__shape_list_check(ctx, list)) != MOE_STATUS_OK) return st;
     moe_roofline *rf = calloc(1, sizeof *rf);
     if (rf) rf->rows = calloc((size_t)(list->num_rows > 0 ? list->num_rows : 1), sizeof *rf->rows);
     if (!rf || !rf->rows) {

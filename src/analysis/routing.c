@@ -50,6 +50,7 @@ static pmf_window pmf_window_find(int64_t n, double p) {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 double moe_binomial_expected_ceil(int64_t n, double p, int64_t block) {
+    if (n > MOE_BINOMIAL_N_MAX || isnan(p)) return NAN; /* outside the range: the sum's time grows as sqrt(n) */
     if (n <= 0 || block <= 0 || !(p > 0.0)) return 0.0;
     if (p >= 1.0) return (double)ceil_div(n, block);
     pmf_window w = pmf_window_find(n, p);
