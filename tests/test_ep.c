@@ -801,6 +801,14 @@ static void test_errors(void) {
     moe_tensor xbad = moe_tensor_2d(x, MOE_DTYPE_F32, 3, 8);
     expect_error(moe_ep_pack(NULL, &plan, &L, &xbad, w, buf, sizeof buf), MOE_STATUS_SHAPE_MISMATCH, "x",
                  "pack: x shape");
+    /* The same layout filled field by field over junk padding bytes is the layout (it was refused). */
+    moe_ep_row_layout by_fields;
+    memset(&by_fields, 0xAB, sizeof by_fields);
+    by_fields.format = L.format, by_fields.hidden = L.hidden, by_fields.payload_bytes = L.payload_bytes;
+    by_fields.scale_offset = L.scale_offset, by_fields.scale_bytes = L.scale_bytes;
+    by_fields.meta_offset = L.meta_offset, by_fields.row_bytes = L.row_bytes;
+    CHECK(moe_ep_pack(NULL, &plan, &by_fields, &xt, w, buf, sizeof buf) == MOE_STATUS_OK, "pack, layout by fields: %s",
+          moe_last_error(NULL));
     moe_ep_row_layout forged = L;
     forged.row_bytes = 8;
     expect_error(moe_ep_pack(NULL, &plan, &forged, &xt, w, buf, sizeof buf), MOE_STATUS_INVALID_ARGUMENT, "layout",

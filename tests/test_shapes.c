@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -632,6 +634,18 @@ static void test_errors(void) {
     moe_context_t *ctx = NULL;
     moe_context_create(MOE_BACKEND_CPU, 0, &ctx);
 
+    /* batch x seq is a step's token count for train and prefill only: decode's is the batch. */
+    opt.batch = 2, opt.seq = INT64_C(1) << 32, opt.mode = MOE_STEP_PREFILL;
+    CHECK(moe_shape_list_create(ctx, &c, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT && !l &&
+              strstr(moe_last_error(ctx), "--batch 2 x --seq 4294967296"),
+          "prefill of 2^33 tokens: %s", moe_last_error(ctx));
+    opt.mode = MOE_STEP_DECODE;
+    CHECK(moe_shape_list_create(ctx, &c, &opt, &l) == MOE_STATUS_OK && l && l->tokens == 2, "decode, batch 2: %s",
+          moe_last_error(ctx));
+    moe_shape_list_free(l);
+    l = NULL;
+    moe_shape_options_init(&opt);
+
     opt.tp = 3; /* 128 heads */
     CHECK(moe_shape_list_create(ctx, &c, &opt, &l) == MOE_STATUS_INVALID_ARGUMENT && !l, "tp 3 accepted");
     CHECK(strstr(moe_last_error(ctx), "--tp 3") && strstr(moe_last_error(ctx), "num_attention_heads"), "message: %s",
@@ -800,6 +814,19 @@ static void test_gpu_specs(void) {
     CHECK(moe_gpu_parse(NULL, negative, strlen(negative), &g) == MOE_STATUS_INVALID_ARGUMENT, "negative accepted");
     CHECK(moe_gpu_parse(NULL, "{\"bf16", 6, &g) == MOE_STATUS_PARSE_ERROR, "malformed accepted");
     CHECK(moe_gpu_load(NULL, "/nonexistent/gpu.json", &g) == MOE_STATUS_IO_ERROR, "missing file");
+    char fifo[] = "/tmp/moefuse-gpu-fifo-XXXXXX"; /* no writer: fopen would wait for one forever */
+    if (mkdtemp(fifo)) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/gpu.json", fifo);
+        if (mkfifo(path, 0600) == 0) {
+            alarm(20);
+            CHECK(moe_gpu_load(NULL, path, &g) == MOE_STATUS_IO_ERROR && strstr(moe_last_error(NULL), "not a regular file"),
+                  "GPU file on a FIFO: %s", moe_last_error(NULL));
+            alarm(0);
+            unlink(path);
+        }
+        rmdir(fifo);
+    }
     /* Session 37's review: values a model would turn into inf, 0 or garbage, named by key. */
     static const struct {
         const char *json, *needle;

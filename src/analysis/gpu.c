@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* H200: the figures measured on the project's machine (shared/PERF.md): cuBLAS bf16 8192^3,
  * torch._scaled_mm fp8 8192^3, streaming read of a 2 GiB tensor. H100 SXM and B200: vendor
@@ -238,6 +239,9 @@ moe_status moe_gpu_load(moe_context_t *ctx, const char *path, moe_gpu_spec *out)
     moe__clear_error(ctx);
     if (!path || !out)
         return moe__error(ctx, MOE_STATUS_NULL_POINTER, "moe_gpu_load: %s is NULL", !path ? "path" : "out");
+    struct stat info; /* a FIFO would block fopen until a writer came */
+    if (stat(path, &info) == 0 && !S_ISREG(info.st_mode))
+        return moe__error(ctx, MOE_STATUS_IO_ERROR, "GPU file %.512s: not a regular file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return moe__error(ctx, MOE_STATUS_IO_ERROR, "GPU file %.512s: cannot open", path);
     char *text = NULL;

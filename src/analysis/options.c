@@ -173,8 +173,8 @@ moe_status moe__analysis_check_options(moe_context_t *ctx, const moe_model_confi
          moe_dtype_name(o->dtype));
     NEED(o->tp >= 1 && o->tp <= 4096, "--tp: got %lld, expected 1..4096", (long long)o->tp);
     NEED(o->ep >= 1 && o->ep <= 4096, "--ep: got %lld, expected 1..4096", (long long)o->ep);
-    int64_t tokens;
-    NEED(moe__mul64(o->batch, o->seq, &tokens) && tokens <= MOE__ANALYSIS_TOKENS_MAX,
+    int64_t tokens; /* a decode step's tokens are the batch (seq is then its context) */
+    NEED(o->mode == MOE_STEP_DECODE || (moe__mul64(o->batch, o->seq, &tokens) && tokens <= MOE__ANALYSIS_TOKENS_MAX),
          "--batch %lld x --seq %lld tokens: expected at most 2^32", (long long)o->batch, (long long)o->seq);
 
     moe_status st;
