@@ -139,6 +139,11 @@ fi
 # ---- bad input: one line, non-zero exit ----------------------------------------------------
 run_error "unknown model" any "unknown model 'no-such-model'" shapes --model no-such-model $STEP
 run_error "batch 0" any "--batch" shapes --model deepseek-v3 --batch 0 --seq 2048 --mode train
+run_error "tp past 4096" any "--tp: got 8192, expected 1..4096" shapes --model deepseek-v3 --tp 8192
+if run_ok "roofline --dtype=both" roofline --gemm 128x128x128 --gpu h200 --dtype=both; then
+    if [ "$(grep -vc '^#' "$OUT")" = 2 ]; then pass "--dtype=both as --dtype both"
+    else fail "roofline --dtype=both" "expected a bf16 and an fp8 line: $(tr '\n' ';' <"$OUT")"; fi
+fi
 run_error "json and csv" any "--csv" shapes --model deepseek-v3 $STEP --json --csv
 run_error "tp not dividing heads" any "--tp 3 does not divide num_attention_heads" shapes --model deepseek-v3 $STEP --tp 3
 run_error "ep not dividing experts" any "--ep 3" shapes --model mixtral-8x7b $STEP --ep 3

@@ -12,7 +12,7 @@ static void usage(FILE *f) {
           "A co-design report: GEMM dimensions that are not multiples of 128/256/512 and their tile efficiency,\n"
           "with the nearest aligned alternatives; the K of the MoE Wgrad GEMMs (tokens per expert) at a training\n"
           "step of B x S tokens (default 1 x 4096); padding waste and load by tokens per step; and the decode\n"
-          "curve, tokens/s per user against tokens/s per GPU for batch 1..1024 at context C (default 4096):\n"
+          "curve, tokens/s per user against tokens/s per GPU for batch 1..1024 at context C (default S):\n"
           "step time = max((GEMM bytes with the experts touched + KV cache bytes) / bandwidth, FLOPs / peak).\n"
           "--svg writes the decode curve. The GPU defaults to h200 (measured ceilings).\n",
           f);

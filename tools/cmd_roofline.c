@@ -785,10 +785,11 @@ int cmd_roofline(int argc, char **argv) {
             return 0;
         }
         /* --dtype both: bf16 for the list, both dtypes for --measure (checked below) */
-        if (!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "both")) {
+        if ((!strcmp(argv[i], "--dtype") && i + 1 < argc && !strcmp(argv[i + 1], "both")) ||
+            !strcmp(argv[i], "--dtype=both")) {
             both = 1;
             opt.dtype = MOE_DTYPE_BF16;
-            i++;
+            i += strcmp(argv[i], "--dtype=both") != 0;
             continue;
         }
         if (analysis_common_option(argc, argv, &i, ctx, &opt, &model, &config, &seen, &rc)) continue;

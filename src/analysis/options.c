@@ -51,17 +51,20 @@ moe_status moe_shape_options_set(moe_context_t *ctx, moe_shape_options *opt, con
     struct {
         const char *name;
         int64_t *field;
-        int64_t min;
-    } ints[] = {{"batch", &opt->batch, 1}, {"seq", &opt->seq, 1}, {"context", &opt->context, 0},
-                {"tp", &opt->tp, 1},       {"ep", &opt->ep, 1}};
+        int64_t min, max;
+    } ints[] = {{"batch", &opt->batch, 1, MOE__ANALYSIS_TOKENS_MAX},
+                {"seq", &opt->seq, 1, MOE__ANALYSIS_TOKENS_MAX},
+                {"context", &opt->context, 0, MOE__ANALYSIS_TOKENS_MAX},
+                {"tp", &opt->tp, 1, 4096},
+                {"ep", &opt->ep, 1, 4096}}; /* the bounds moe__analysis_check_options holds them to */
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(name, ints[i].name)) continue;
         int64_t v;
         if (!parse_int64(value, &v))
             return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "--%s: got '%s', expected a whole number", name, value);
-        if (v < ints[i].min || v > MOE__ANALYSIS_TOKENS_MAX)
+        if (v < ints[i].min || v > ints[i].max)
             return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "--%s: got %lld, expected %lld..%lld", name,
-                              (long long)v, (long long)ints[i].min, (long long)MOE__ANALYSIS_TOKENS_MAX);
+                              (long long)v, (long long)ints[i].min, (long long)ints[i].max);
         *ints[i].field = v;
         return MOE_STATUS_OK;
     }
