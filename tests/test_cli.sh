@@ -284,6 +284,13 @@ if run_ok "info text" info --model deepseek-v3; then
     if grep -q "0-2 dense, 3-60 MoE" "$OUT" && grep -q "sigmoid" "$OUT"; then pass "info text"
     else fail "info text" "no '0-2 dense, 3-60 MoE'"; fi
 fi
+# A name that is not UTF-8 (bytes 0xff 0xfe) still gives valid JSON (U+FFFD in its place).
+printf '{"model_type": "bad\377\376", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}' \
+    >"$TMP/bad_utf8.json"
+if run_ok "info json, name not UTF-8" info --config "$TMP/bad_utf8.json" --json && [ $HAVE_PYTHON -eq 1 ]; then
+    if [ "$(json_get "$OUT" model_type)" = "bad$(printf '\357\277\275\357\277\275')" ]; then pass "info json, name not UTF-8"
+    else fail "info json, name not UTF-8" "$(head -c 200 "$OUT" | od -c | head -3)"; fi
+fi
 if run_ok "info config" info --config "$TMP/tiny_deepseek.json" --json; then
     if [ "$(json_get "$OUT" moe_layers)" = 2 ] && [ "$(json_get "$OUT" topk_group)" = 2 ]; then pass "info config"
     else fail "info config" "$(cut -c1-300 "$OUT")"; fi

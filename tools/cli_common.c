@@ -121,9 +121,28 @@ char *cli_format_bytes(double bytes, char *buf, size_t size) {
     return buf;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (1..4), or 0 (a stray, overlong, surrogate
+ * or out-of-range encoding). */
+static int utf8_sequence(const unsigned char *p) {
+    if (p[0] < 0x80) return 1;
+    int n = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) || (p[0] == 0xF0 && p[1] < 0x90) ||
+        (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return n;
+}
+
 void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_sequence(p);
+        if (n == 0) { /* not UTF-8 (a name from a file): U+FFFD keeps the document valid JSON */
+            fputs("\\ufffd", f);
+            p++;
+            continue;
+        }
         switch (*p) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -132,8 +151,9 @@ void cli_json_string(FILE *f, const char *s) {
         case '\t': fputs("\\t", f); break;
         default:
             if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
+            else fwrite(p, 1, (size_t)n, f);
         }
+        p += n;
     }
     fputc('"', f);
 }
