@@ -177,6 +177,15 @@ run_error "unknown model" 2 "nosuch" bench --model nosuch --backend cpu
 run_error "missing value" 2 "--tokens needs a value" bench "${C[@]}" --tokens
 run_error "memory check" 1 "--mem-limit" bench --model deepseek-v3 --backend cpu --mem-limit 1G --tokens 1
 run_error "out unwritable" 1 "--out" bench "${C[@]}" --tokens 1 --out "$TMP/no/such/dir/r.json"
+# A layer whose output is all zeros (H = I = 1, ReGLU, seed 0: the one product is negative) is a valid
+# run; bench refused it as if the forward had written nothing (y now starts as NaN instead).
+echo '{"model_type": "mixtral", "hidden_act": "relu", "hidden_size": 1, "intermediate_size": 1, "num_local_experts": 4,
+ "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_attention_heads": 1, "num_key_value_heads": 1,
+ "vocab_size": 10}' >"$TMP/zero_out.json"
+if run_ok "all-zero output" bench --config "$TMP/zero_out.json" --backend cpu --tokens 1 --seed 0 --json; then
+    if grep -q '"checksum": 0[,}]' "$OUT"; then pass "bench: an all-zero output is a valid run"
+    else fail "all-zero output" "expected checksum 0 (the case this tests): $(grep -o '"checksum": [^,]*' "$OUT")"; fi
+fi
 # A run that fails leaves what --out names as it was (it truncated, then removed, an earlier file).
 echo '{"earlier": "results"}' >"$TMP/earlier.json"
 run_error "out kept on failure" 1 "--mem-limit" bench --model deepseek-v3 --backend cpu --mem-limit 1G --tokens 1 \

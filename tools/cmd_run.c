@@ -766,9 +766,14 @@ int cli_forward_setup(moe_context_t *ctx, const cli_layer *l, int64_t tokens, ui
     }
     input_job job = {f->host_x, io, T, H, seed};
     parallel_for((T + 255) / 256, l->threads, draw_input_block, &job);
-    if (f->gpu && cli_copy_to_device(f->x, f->host_x, (size_t)f->x_bytes)) {
+    /* y starts as NaN (all bits set, in every io dtype): an element the forward leaves unwritten
+     * shows in the checksum, and a layer whose output is all zeros is told apart from one that
+     * wrote nothing. */
+    memset(f->host_y, 0xFF, (size_t)f->x_bytes);
+    if (f->gpu && (cli_copy_to_device(f->x, f->host_x, (size_t)f->x_bytes) ||
+                   cli_copy_to_device(f->y, f->host_y, (size_t)f->x_bytes))) {
         cli_forward_free(f);
-        return cli_fail(1, "copying x to the GPU: %s", cli_device_error());
+        return cli_fail(1, "copying x and y to the GPU: %s", cli_device_error());
     }
 
     moe_forward_args *args = &f->args;
