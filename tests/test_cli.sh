@@ -284,6 +284,17 @@ if run_ok "info text" info --model deepseek-v3; then
     if grep -q "0-2 dense, 3-60 MoE" "$OUT" && grep -q "sigmoid" "$OUT"; then pass "info text"
     else fail "info text" "no '0-2 dense, 3-60 MoE'"; fi
 fi
+# A long irregular layer list ends with whole runs and a pointer to --json, not cut mid-word.
+dense_layers=$(for l in $(seq 0 1023); do [ $(((l * 7) % 5)) -lt 2 ] && printf '%s,' "$l"; done)
+printf '{"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+ "num_hidden_layers": 1024, "num_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [%s]}' \
+    "${dense_layers%,}" >"$TMP/irregular.json"
+if run_ok "info irregular layers" info --config "$TMP/irregular.json"; then
+    line=$(grep '^  layers' "$OUT")
+    if [[ "$line" == *"... (the rest in --json's moe_layer_ids)"* ]] && ! [[ "$line" =~ (MoE|dense)[a-zA-Z] ]]; then
+        pass "info: a long layer list ends with whole runs"
+    else fail "info irregular layers" "$line"; fi
+fi
 # A name that is not UTF-8 (bytes 0xff 0xfe) still gives valid JSON (U+FFFD in its place).
 printf '{"model_type": "bad\377\376", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}' \
     >"$TMP/bad_utf8.json"

@@ -249,17 +249,23 @@ char *cli_layer_runs(const moe_model_config *cfg, char *buf, size_t size) {
             return buf;
         }
     }
+    static const char more[] = ", ... (the rest in --json's moe_layer_ids)";
     for (int64_t start = 0; start < n;) {
         int kind = cfg->layer_is_moe[start] != 0;
         int64_t end = start;
         while (end + 1 < n && (cfg->layer_is_moe[end + 1] != 0) == kind) end++;
-        size_t used = strlen(buf);
-        if (used + 1 >= size) break;
+        char piece[64];
         if (end == start)
-            snprintf(buf + used, size - used, "%s%lld %s", start ? ", " : "", (long long)start, kind ? "MoE" : "dense");
+            snprintf(piece, sizeof piece, "%s%lld %s", start ? ", " : "", (long long)start, kind ? "MoE" : "dense");
         else
-            snprintf(buf + used, size - used, "%s%lld-%lld %s", start ? ", " : "", (long long)start, (long long)end,
+            snprintf(piece, sizeof piece, "%s%lld-%lld %s", start ? ", " : "", (long long)start, (long long)end,
                      kind ? "MoE" : "dense");
+        size_t used = strlen(buf);
+        if (used + strlen(piece) + (end + 1 < n ? sizeof more : 1) > size) { /* whole runs only, never cut mid-word */
+            if (used + sizeof more <= size) memcpy(buf + used, more, sizeof more);
+            break;
+        }
+        memcpy(buf + used, piece, strlen(piece) + 1);
         start = end + 1;
     }
     return buf;
