@@ -250,13 +250,7 @@ class TorchOps:
                                              f"runs on the host here); route first and call fused_experts")
         c_spec = _api.as_c_spec(spec)
         logits = logits.to(_torch.float32).contiguous()
-        E = c_spec.num_experts  # the library reads T x E logits and E biases
-        if logits.dim() != 2 or logits.shape[1] != E:
-            raise _error(Status.SHAPE_MISMATCH, f"{fn}: gating_output shape {tuple(logits.shape)}, expected [T, {E}]")
-        if correction_bias is not None and tuple(correction_bias.shape) != (E,):
-            raise _error(Status.SHAPE_MISMATCH, f"{fn}: e_score_correction_bias shape "
-                                                f"{tuple(correction_bias.shape)}, expected ({E},)")
-        T, k = logits.shape[0], c_spec.top_k
+        T, k = logits.shape[0], c_spec.top_k  # (shapes checked by _frontend.fused_moe: [T, E] and [E])
         ids = _torch.empty((T, k), dtype=_torch.int32)
         weights = _torch.empty((T, k), dtype=_torch.float32)
         bias = correction_bias.to(_torch.float32).contiguous().cpu() if correction_bias is not None else None

@@ -139,19 +139,20 @@ static const char *const gpu_keys[] = {"name", "source", "kernels_source", "_com
 
 /* Unknown (a misspelt "launch_usec" would leave launch_us at 0 unnoticed) or repeated keys. */
 static moe_status check_keys(moe_context_t *ctx, const cJSON *root) {
+    const size_t n = sizeof gpu_keys / sizeof gpu_keys[0];
     for (const cJSON *a = root->child; a; a = a->next) {
         size_t k = 0;
-        while (k < sizeof gpu_keys / sizeof gpu_keys[0] && strcmp(a->string, gpu_keys[k]) != 0) k++;
-        if (k == sizeof gpu_keys / sizeof gpu_keys[0])
-            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
-                              "GPU file: unknown key \"%.60s\" (known: name, bf16_tflops, fp8_tflops, read_tbps, sms, "
-                              "l2_mb, ctas_per_sm, launch_us, epilogue_exposed, hopper_bf16_tflops, hopper_fp8_tflops, "
-                              "v1_tflops, stream_power_share, source, kernels_source, _comment)",
-                              a->string);
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (strcmp(a->string, b->string) == 0)
-                return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: key \"%.60s\" appears twice", a->string);
+        while (k < n && strcmp(a->string, gpu_keys[k]) != 0) k++;
+        if (k == n) {
+            char known[512] = "";
+            for (size_t i = 0; i < n; i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", gpu_keys[i]);
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "GPU file: unknown key \"%.60s\" (known: %s)",
+                              a->string, known);
+        }
     }
+    const char *repeated = moe__json_repeated_key(root);
+    if (repeated) return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: key \"%.60s\" appears twice", repeated);
     return MOE_STATUS_OK;
 }
 
@@ -163,7 +164,7 @@ moe_status moe_gpu_parse(moe_context_t *ctx, const char *json, size_t len, moe_g
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: malformed JSON");
     for (size_t at = (size_t)(end - json); at < len; at++)
-        if (json[at] != ' ' && json[at] != '\t' && json[at] != '\n' && json[at] != '\r') {
+        if (!moe__json_space(json[at])) {
             cJSON_Delete(root);
             return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "GPU file: text after the JSON object at byte %zu", at);
         }

@@ -275,7 +275,6 @@ void moe_roofline_free(moe_roofline *roof) {
     free(roof);
 }
 
-
 /* The checks every one-launch prediction (fn) starts with: a public call, its pointers, the GPU,
  * the dtype (bf16 or e4m3); *seconds is 0 until the prediction. */
 static moe_status check_launch(moe_context_t *ctx, const char *fn, const moe_gpu_spec *gpu, moe_dtype dtype,

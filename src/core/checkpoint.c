@@ -179,12 +179,10 @@ static moe_status read_at(moe_context_t *ctx, FILE *f, const char *path, int64_t
 static moe_status parse_json(moe_context_t *ctx, const char *path, const char *what, const char *text, size_t len,
                              cJSON **out) {
     *out = NULL;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
-            return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: %s has a raw control byte 0x%02x at byte %zu", path,
-                              what, c, i);
-    }
+    const int64_t control = moe__json_control_byte(text, len);
+    if (control >= 0)
+        return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: %s has a raw control byte 0x%02x at byte %zu", path, what,
+                          (unsigned char)text[control], (size_t)control);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
@@ -193,7 +191,7 @@ static moe_status parse_json(moe_context_t *ctx, const char *path, const char *w
                           what, at, len);
     }
     for (const char *p = end; p && p < text + len; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+        if (!moe__json_space(*p)) {
             cJSON_Delete(root);
             return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: %s has trailing bytes after the JSON value (byte %zu)",
                               path, what, (size_t)(p - text));

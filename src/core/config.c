@@ -145,16 +145,20 @@ static void copy_name(char *dst, const char *src) {
     snprintf(dst, MOE_NAME_MAX, "%s", src ? src : "");
 }
 
+/* Whether model_type `type` (NULL: none) is one of `types`. */
+static bool type_in(const char *type, const char *const *types, size_t count) {
+    for (size_t i = 0; type && i < count; i++)
+        if (strcmp(type, types[i]) == 0) return true;
+    return false;
+}
+
 /* Families whose routing the config does not spell out: DeepSeek-V3's descendants select with
  * sigmoid scores plus the e_score_correction_bias (topk_method noaux_tc) and renormalise by
  * default; GLM-4.5's configs carry no scoring_func or topk_method at all. */
 static bool is_noaux_family(const char *type) {
     static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite",
                                         "glm4v_moe", "glm4v_moe_text"};
-    if (!type) return false;
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(type, types[i]) == 0) return true;
-    return false;
+    return type_in(type, types, sizeof types / sizeof types[0]);
 }
 
 /* MoE families whose routing or layer layout this reader does not model. Their configs look
@@ -320,9 +324,7 @@ static moe_status read_layer_pattern(const reader *r, moe_model_config *cfg) {
 static bool renormalizes_by_default(const char *type) {
     static const char *const types[] = {"qwen3_next", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_5_moe",
                                         "qwen3_5_moe_text"};
-    for (size_t i = 0; type && i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(type, types[i]) == 0) return true;
-    return false;
+    return type_in(type, types, sizeof types / sizeof types[0]);
 }
 
 /* Routing, shared experts and the activation variant of a MoE config. */
@@ -588,39 +590,30 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
     return read_dtype(&r, &cfg->torch_dtype);
 }
 
-static bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-/* Parses `len` bytes with `label` naming the input in messages. */
-/* A key twice in one object: cJSON finds the first, Python's json (which transformers uses) keeps
- * the last, so either reading could be the wrong one. Checked in the root and the objects the
- * reader looks into (text_config). */
-static moe_status refuse_duplicate_keys(moe_context_t *ctx, const char *label, const cJSON *object, const char *where) {
-    for (const cJSON *a = object->child; a; a = a->next) {
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && strcmp(a->string, b->string) == 0)
-                return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: key \"%.60s\"%s appears twice", label, a->string,
-                                  where);
-        if (!*where && a->string && strcmp(a->string, "text_config") == 0 && cJSON_IsObject(a)) {
-            moe_status st = refuse_duplicate_keys(ctx, label, a, " in text_config");
-            if (st != MOE_STATUS_OK) return st;
-        }
-    }
+/* A key twice in the root or in text_config (the objects the reader looks into): cJSON finds
+ * the first, Python's json (which transformers uses) keeps the last, so either reading could be
+ * the wrong one. */
+static moe_status refuse_duplicate_keys(moe_context_t *ctx, const char *label, const cJSON *root) {
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const char *key = moe__json_repeated_key(root), *where = "";
+    if (!key && cJSON_IsObject(text)) key = moe__json_repeated_key(text), where = " in text_config";
+    if (key) return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: key \"%.60s\"%s appears twice", label, key, where);
     return MOE_STATUS_OK;
 }
 
+/* Parses `len` bytes with `label` naming the input in messages. */
 static moe_status parse_labelled(moe_context_t *ctx, const char *label, const char *json, size_t len,
                                  moe_model_config *out) {
     size_t start = 0;
     if (len >= 3 && memcmp(json, "\xEF\xBB\xBF", 3) == 0) start = 3; /* a UTF-8 byte order mark */
     /* Raw control bytes are invalid JSON (cJSON would skip them as spaces), as the checkpoint
      * reader refuses them. */
-    for (size_t i = start; i < len; i++) {
-        unsigned char c = (unsigned char)json[i];
-        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
-            return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: a raw control byte 0x%02x at byte %zu", label, c, i);
-    }
+    const int64_t control = moe__json_control_byte(json + start, len - start);
+    if (control >= 0)
+        return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: a raw control byte 0x%02x at byte %zu", label,
+                          (unsigned char)json[start + (size_t)control], start + (size_t)control);
     size_t first = start;
-    while (first < len && is_json_space(json[first])) first++;
+    while (first < len && moe__json_space(json[first])) first++;
     if (first >= len)
         return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: empty input, expected a JSON object", label);
 
@@ -635,7 +628,7 @@ static moe_status parse_labelled(moe_context_t *ctx, const char *label, const ch
     size_t stop = end ? (size_t)(end - text) : 0;
     if (root) {
         /* Trailing bytes after the value: cJSON stops at the end of the value. */
-        while (stop < len - start && is_json_space(text[stop])) stop++;
+        while (stop < len - start && moe__json_space(text[stop])) stop++;
         if (stop < len - start) {
             cJSON_Delete(root);
             root = NULL;
@@ -660,7 +653,7 @@ static moe_status parse_labelled(moe_context_t *ctx, const char *label, const ch
         char what[64];
         st = moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: the JSON root is %s, expected an object", label,
                         describe(root, what, sizeof what));
-    } else if ((st = refuse_duplicate_keys(ctx, label, root, "")) == MOE_STATUS_OK) {
+    } else if ((st = refuse_duplicate_keys(ctx, label, root)) == MOE_STATUS_OK) {
         moe_model_config cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.torch_dtype = MOE_DTYPE_BF16;

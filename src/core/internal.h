@@ -16,6 +16,16 @@ struct moe_context {
     char error[MOE__ERROR_MAX];
 };
 
+/* JSON checks (json.c) for what cJSON accepts and the readers refuse. moe__json_space: JSON's
+ * whitespace. moe__json_control_byte: the offset of the first raw control byte other than tab,
+ * newline and carriage return (invalid JSON, which cJSON skips as space), or -1.
+ * moe__json_repeated_key: the first key that appears twice in the object (cJSON finds the
+ * first, Python's json keeps the last), or NULL. */
+struct cJSON;
+bool moe__json_space(char c);
+int64_t moe__json_control_byte(const char *text, size_t len);
+const char *moe__json_repeated_key(const struct cJSON *object);
+
 /* The OpenMP team of a CPU region: the context's thread count (0: OpenMP's default), at most
  * MOE__TEAM_MAX (a team the OS cannot supply ends the process inside libgomp, and the CPU
  * forward keeps that many per-thread slots) and, when work > 0, at most work (the items the
