@@ -81,7 +81,9 @@ moe_status moe_context_create(moe_backend backend, int device, moe_context_t **o
 void moe_context_free(moe_context_t *ctx);
 /* The backend the context resolved to (never AUTO). */
 moe_backend moe_context_backend(const moe_context_t *ctx);
-/* CPU threads used by the CPU backend (0 = library default, the OpenMP default). */
+/* CPU threads used by the CPU backend (0 = library default, the OpenMP default). Accepts 0 to
+ * 4096; the backend runs at most 64 (and no more than the work has items), and
+ * moe_forward_config's line says how many it uses. */
 moe_status moe_context_set_threads(moe_context_t *ctx, int threads);
 /* The message of the last failed call on ctx ("" if none); ctx NULL: this thread's last. The
  * string stays valid until the next call on the same context (or thread). */
