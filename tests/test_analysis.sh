@@ -94,6 +94,33 @@ if run_ok "advise json" advise --model deepseek-v3 --tp 8 --ep 8 --context 8192 
         "len(d['decode']) == 11 and d['decode'][0]['batch'] == 1 and d['decode'][-1]['batch'] == 1024 and any(x['value'] == 576 for x in d['dimensions'])"
 fi
 
+# The decode curve's attention FLOPs through the CLI: advise's decode FLOPs minus the same decode
+# step's GEMM FLOPs (shapes). DeepSeek-V3 caches MLA's latent, so attention runs on it with kv_b_proj
+# absorbed: per head and cached token 2*(512 + 64) + 2*512 = 2176 FLOPs; batch 1, context 4096:
+# 61 layers * 4096 * 128 heads * 2176 = 69591891968 (the decompressed-head count, 640 per head,
+# gave 20468203520).
+if run_ok "advise mla attention flops" advise --model deepseek-v3 --context 4096 --json; then
+    cp "$OUT" "$TMP/advise_mla.json"
+    if run_ok "shapes mla decode" shapes --model deepseek-v3 --batch 1 --seq 1 --context 4096 --mode decode --json; then
+        cp "$OUT" "$TMP/shapes_mla.json"
+        json_check "advise mla attention flops" "$TMP/advise_mla.json" \
+            "d['decode'][0]['batch'] == 1 and abs(d['decode'][0]['flops'] - json.load(open('$TMP/shapes_mla.json'))['totals']['flops'] - 69591891968) <= 1e-9 * d['decode'][0]['flops']"
+    fi
+fi
+# the Wgrad note counts k-steps of the dtype's tile: DeepSeek-V3 at 4096 tokens, K = 4096*8/256 = 128
+# tokens per expert: 2 k-steps of 64 (bf16), 128/128 = 1 k-step of 128 (fp8)
+if run_ok "advise wgrad k-steps" advise --model deepseek-v3 --dtype fp8; then
+    if grep -q "(1 k-steps of 128)" "$OUT" && "$BIN" advise --model deepseek-v3 2>"$ERR" | grep -q "(2 k-steps of 64)"; then
+        pass "advise wgrad k-steps"
+    else fail "advise wgrad k-steps" "fp8 must count k-steps of 128, bf16 of 64"; fi
+fi
+# GPT-OSS's sliding-window layers are not modelled: decode lists and the advisor say so
+if run_ok "gpt-oss sliding-window note" shapes --model gpt-oss-120b --batch 8 --seq 1 --context 8192 --mode decode; then
+    if grep -q "sliding window" "$OUT" && "$BIN" advise --model gpt-oss-120b 2>"$ERR" | grep -q "sliding window"; then
+        pass "gpt-oss sliding-window note"
+    else fail "gpt-oss sliding-window note" "shapes (decode) or advise does not say the sliding window is not modelled"; fi
+fi
+
 # ---- the SVGs: well formed, and rendered to PNG --------------------------------------------
 for svg in roof_train roof_decode roof_fp8 advise advise_ds; do
     f="$TMP/$svg.svg"

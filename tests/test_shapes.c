@@ -1393,6 +1393,77 @@ static void test_advice(void) {
           "a zero rate: %s", moe_last_error(NULL));
 }
 
+/* The decode curve's FLOPs are the step's weight GEMMs (the shape list, checked above) plus the
+ * attention score and value products of each new token against the whole context (no causal
+ * halving at decode), 2 FLOPs per multiply-add. Here the attention part alone, hand-derived:
+ * advice FLOPs minus the same decode step's shape-list FLOPs. */
+static double advice_attention_flops(const moe_model_config *c, const moe_shape_options *opt, const moe_advice *a,
+                                     int64_t i) {
+    moe_shape_options d = *opt;
+    d.mode = MOE_STEP_DECODE;
+    d.batch = a->decode[i].batch;
+    d.context = a->options.context;
+    moe_shape_list *l = NULL;
+    CHECK(moe_shape_list_create(NULL, c, &d, &l) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    double gemm = l ? l->total_flops : 0.0;
+    moe_shape_list_free(l);
+    return a->decode[i].flops - gemm;
+}
+
+static void test_advice_attention(void) {
+    moe_gpu_spec h200;
+    moe_gpu_builtin(NULL, "h200", &h200);
+    static moe_advice a;
+    moe_shape_options opt;
+    /* DeepSeek-V3 (MLA): the cache holds the latent and the rope key, 2*(512 + 64) = 1152 bytes per
+     * token and layer, so attention runs on them with kv_b_proj absorbed: per head and cached
+     * position, scores 2*(kv_lora_rank + qk_rope) = 2*(512 + 64) = 1152 and values
+     * 2*kv_lora_rank = 1024 FLOPs, 2176 in all. Batch 1, context 4096, tp 1:
+     * 61 layers * 4096 * 128 heads * 2176 = 69,591,891,968 FLOPs. (Before the fix the advisor
+     * counted decompressed heads, 2*(128 + 64) + 2*128 = 640 per head: 20,468,203,520, with the
+     * compressed cache's bytes: 3.4x too few FLOPs for what it read.) */
+    moe_model_config c;
+    CHECK(moe_config_preset(NULL, "deepseek-v3", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    moe_shape_options_init(&opt);
+    opt.seq = 4096;
+    CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    CHECK(a.num_decode > 0 && a.decode[0].batch == 1, "decode points");
+    double att = advice_attention_flops(&c, &opt, &a, 0);
+    CHECK(close_rel(att, 69591891968.0, 1e-12), "deepseek-v3 B=1 attention FLOPs %.17g, expected 69591891968", att);
+    /* KV: 61 layers * 1 * 4096 * 1152 B = 287,834,112 B */
+    CHECK(close_rel(a.decode[0].kv_bytes, 287834112.0, 1e-12), "deepseek-v3 B=1 kv bytes %.17g", a.decode[0].kv_bytes);
+    /* tp 8: 128/8 = 16 heads per GPU, each still over the whole latent: 61 * 4096 * 16 * 2176 */
+    opt.tp = 8;
+    CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    att = advice_attention_flops(&c, &opt, &a, 0);
+    CHECK(close_rel(att, 69591891968.0 / 8, 1e-12), "deepseek-v3 tp 8 B=1 attention FLOPs %.17g, expected %.17g", att,
+          69591891968.0 / 8);
+
+    /* Qwen3-30B-A3B (GQA): per head and cached position Q.K^T 2*128 + P.V 2*128 = 512 FLOPs.
+     * tp 4: 32/4 = 8 query heads per GPU; batch 2 (decode[1]), context 1024:
+     * 48 layers * 2 * 1024 * 8 * 512 = 402,653,184 FLOPs. KV: 4 kv heads / tp 4 = 1 per GPU,
+     * 48 * 2 * 1024 * (2 * 1 * 128 * 2 B) = 50,331,648 B. */
+    CHECK(moe_config_preset(NULL, "qwen3-30b-a3b", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    moe_shape_options_init(&opt);
+    opt.seq = 4096;
+    opt.context = 1024;
+    opt.tp = 4;
+    CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    CHECK(a.num_decode > 1 && a.decode[1].batch == 2, "decode points");
+    att = advice_attention_flops(&c, &opt, &a, 1);
+    CHECK(close_rel(att, 402653184.0, 1e-12), "qwen3 tp 4 B=2 attention FLOPs %.17g, expected 402653184", att);
+    CHECK(close_rel(a.decode[1].kv_bytes, 50331648.0, 1e-12), "qwen3 tp 4 B=2 kv bytes %.17g", a.decode[1].kv_bytes);
+
+    /* GPT-OSS's sliding-window layers are not in the config struct: the advisor must say so */
+    CHECK(moe_config_preset(NULL, "gpt-oss-120b", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    moe_shape_options_init(&opt);
+    opt.seq = 4096;
+    CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    int said = 0;
+    for (int i = 0; i < a.num_notes; i++) said |= strstr(a.notes[i], "sliding window") != NULL;
+    CHECK(said, "no note on GPT-OSS's sliding-window layers");
+}
+
 /* The grouped FP8 kernel's 192-wide tiles read each fragment column's B scale from the row
  * moe__fp8_wide_b_scale_rows gives for its block (first or second, by split) and parity: here every
  * column of every tile of several expert widths against the column's own scale row (its 128-row
@@ -1459,6 +1530,7 @@ int main(void) {
                      test_roofline_dense_engine);
     harness_run_case("roofline vs PERF.md dense-equiv cuBLAS times on the H200 (+-25%)", test_roofline_vs_perf);
     harness_run_case("advise: alignment, wgrad K, padding, decode curve", test_advice);
+    harness_run_case("advise: decode attention FLOPs, GQA and MLA (hand-derived)", test_advice_attention);
     harness_run_case("grouped FP8 192-wide tiles: every column's B scale row", test_fp8_wide_scale_rows);
     return harness_finish(cases_passed, cases_failed);
 }

@@ -14,6 +14,12 @@ static void usage(FILE *f) {
           "step of B x S tokens (default 1 x 4096); padding waste and load by tokens per step; and the decode\n"
           "curve, tokens/s per user against tokens/s per GPU for batch 1..1024 at context C (default S):\n"
           "step time = max((GEMM bytes with the experts touched + KV cache bytes) / bandwidth, FLOPs / peak).\n"
+          "Decode FLOPs = the weight GEMMs (moefuse shapes --mode decode; a multiply-add is 2 FLOPs) plus attention's\n"
+          "score and value products of each new token against all C cached tokens (no causal halving at decode):\n"
+          "4*head_dim per query head and cached token; MLA on its cached latent, kv_b_proj absorbed:\n"
+          "2*(kv_lora_rank+qk_rope_head_dim) + 2*kv_lora_rank. KV cache: layers x batch x C x (GQA 2*kv_heads*head_dim,\n"
+          "MLA kv_lora_rank+qk_rope_head_dim) elements of 2 bytes (also with --dtype fp8). Sliding-window and chunked\n"
+          "attention layers (GPT-OSS, Llama-4) count as full attention (a note says so).\n"
           "--svg writes the decode curve. The GPU defaults to h200 (measured ceilings).\n",
           f);
 }

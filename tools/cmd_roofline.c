@@ -18,6 +18,9 @@ static void usage(FILE *f) {
           "Per GEMM of the step (moefuse shapes): memory- or compute-bound, predicted time with tile and wave\n"
           "quantisation over the tile menu (128x128, 128x256, 256x128; the best tile wins), MoE padding\n"
           "waste with 128-row blocks, expected max load and experts touched (Binomial routing); a step summary.\n"
+          "ideal = max(FLOPs / peak, bytes / read bandwidth) per row (FLOPs and bytes as moefuse shapes counts them).\n"
+          "decode: the KV cache read, layers x batch x context x (GQA 2*kv_heads*head_dim, MLA kv_lora_rank +\n"
+          "qk_rope_head_dim) elements of 2 bytes (also with --dtype fp8), is reported beside the totals, not in them.\n"
           "Routed-expert Fprop rows run on moefuse's grouped kernel the forward picks (hopper 128x256 bf16,\n"
           "hopper-fp8 128x128, or v1 64x128 with 2 CTAs per SM), at that kernel's sustained rate.\n"
           "GPU file keys: bf16_tflops, fp8_tflops, read_tbps, sms (required), l2_mb, ctas_per_sm, launch_us,\n"
@@ -52,8 +55,8 @@ static void print_table(const moe_shape_list *l, const moe_roofline *rf) {
            "FLOP/B\n",
            g->name, g->source, g->bf16_flops / 1e12, g->fp8_flops / 1e12, g->read_bw / 1e12, (long long)g->sms,
            g->l2_bytes / 1e6, rf->ridge);
-    printf("time = max(waves x tile time, bytes / read bandwidth) per launch, best tile of the menu; ideal = "
-           "max(FLOPs/peak, bytes/bandwidth)\n\n");
+    printf("time = max(waves x tile time, bytes / read bandwidth[, power bound]) + launch per launch, best tile; "
+           "ideal = max(FLOPs/peak, bytes/bandwidth)\n\n");
     printf("%-8s %-18s %-5s %7s %7s %7s %6s %7s %-3s %-10s %7s %5s %5s %5s %9s %9s %7s %5s %7s %7s\n", "layers", "name",
            "pass", "M", "K", "N", "count", "FLOP/B", "bnd", "tile", "tiles", "waves", "tile%", "wave%", "ideal_ms",
            "pred_ms", "TFLOP/s", "pad%", "maxload", "touched");

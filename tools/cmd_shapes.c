@@ -13,7 +13,11 @@ static void usage(FILE *f) {
           "convention (Fprop M=T K=in N=out, Dgrad M=T K=out N=in, Wgrad M=in K=T N=out), with FLOPs, bytes\n"
           "and arithmetic intensity. train lists Fprop, Dgrad and Wgrad; prefill and decode Fprop only.\n"
           "decode: T = batch (one new token per sequence), --context (default --seq) is the KV length.\n"
-          "Routed experts carry the expected tokens per expert T*k/E (uniform routing).\n",
+          "Routed experts carry the expected tokens per expert T*k/E (uniform routing).\n"
+          "FLOPs = 2*M*K*N (a multiply-add is 2 FLOPs); bytes: operands read once, output written once, weights\n"
+          "of routed experts only for the experts expected to be touched, E*(1-(1-k/E)^T). Not counted: attention's\n"
+          "score/value matmuls (not weight GEMMs), the embedding lookup (a row gather, not a GEMM), norms, biases,\n"
+          "softmax and activations. The LM head is counted (tied to the embedding or not).\n",
           f);
 }
 

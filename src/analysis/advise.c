@@ -58,10 +58,17 @@ static void collect_dims(moe_advice *a, const moe_model_config *c, int64_t tp) {
     add_dim(a, "vocab (LM head N)", (c->vocab_size + tp - 1) / tp);
 }
 
-/* Attention score and value FLOPs of one decode step per GPU (not weight GEMMs). */
+/* Attention score and value FLOPs of one decode step per GPU (not weight GEMMs): each new token's
+ * query against all `context` cached positions (no causal halving: the new token sees them all),
+ * 2 FLOPs per multiply-add. GQA: Q.K^T and P.V, 2·head_dim each per head and cached position.
+ * MLA: the cache holds the latent (kv_lora_rank) and the rope key (moe_kv_bytes_per_token_layer),
+ * so attention runs on them with kv_b_proj absorbed into the query and the output (the absorbed
+ * products cost what the kv_b_proj row of the new tokens already counts): scores
+ * 2·(kv_lora_rank + qk_rope_head_dim), values 2·kv_lora_rank per head and cached position. */
 static double attention_flops(const moe_model_config *c, int64_t batch, int64_t context, int64_t tp) {
     double heads = (double)(c->num_heads / tp), per_head;
-    if (c->kv_lora_rank > 0) per_head = 2.0 * (double)(c->qk_nope_head_dim + c->qk_rope_head_dim) + 2.0 * (double)c->v_head_dim;
+    if (c->kv_lora_rank > 0)
+        per_head = 2.0 * (double)(c->kv_lora_rank + c->qk_rope_head_dim) + 2.0 * (double)c->kv_lora_rank;
     else per_head = 4.0 * (double)(c->head_dim > 0 ? c->head_dim : c->layer.hidden / c->num_heads);
     return (double)c->num_layers * (double)batch * (double)context * heads * per_head;
 }
@@ -134,7 +141,8 @@ moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, c
         p->tokens_per_s_gpu = (double)b / p->step_s / (double)gpus;
     }
 
-    /* The notes say what the tables mean for this model. */
+    /* The notes say what the tables mean for this model (the decode curve's limits first). */
+    if (moe__attention_span_note(cfg)) note(out, "%s", moe__attention_span_note(cfg));
     for (int64_t i = 0; i < out->num_dims; i++) {
         const moe_dim_advice *d = &out->dims[i];
         if (d->multiple_of == 0 && d->value >= 64)
@@ -144,11 +152,14 @@ moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, c
                  d->name, (long long)d->value, 100 * d->efficiency_128, 100 * d->efficiency_256,
                  (long long)d->below_128, (long long)d->above_128);
     }
+    int32_t tile_k = 64; /* the k step of the dtype's tiles: 64 bf16, 128 fp8 */
+    moe_tile_menu(opt->dtype, NULL, &tile_k);
     if (has_moe && out->wgrad_k < 256)
         note(out,
-             "MoE Wgrad: K = T*k/E = %.4g tokens per expert at a %lld-token step: short K loops (%.4g k-steps of 64) "
+             "MoE Wgrad: K = T*k/E = %.4g tokens per expert at a %lld-token step: short K loops (%.4g k-steps of %d) "
              "leave the prologue/epilogue exposed; K reaches 256 at T >= %lld",
-             out->wgrad_k, (long long)out->wgrad_tokens, out->wgrad_k / 64.0, (long long)out->wgrad_tokens_for_k[1]);
+             out->wgrad_k, (long long)out->wgrad_tokens, out->wgrad_k / tile_k, (int)tile_k,
+             (long long)out->wgrad_tokens_for_k[1]);
     if (opt->ep > 1 || opt->tp > 1)
         note(out, "parallel model: every GPU sees the whole batch; tp splits heads and widths, ep the experts");
     return MOE_STATUS_OK;

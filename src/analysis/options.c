@@ -84,6 +84,17 @@ int moe__layer_is_moe(const moe_model_config *cfg, int64_t layer) {
            cfg->layer_is_moe[layer] != 0;
 }
 
+const char *moe__attention_span_note(const moe_model_config *cfg) {
+    if (!strcmp(cfg->model_type, "gpt_oss"))
+        return "known limitation: GPT-OSS attends over a 128-token sliding window in every other layer, which the "
+               "config struct cannot express: KV traffic and attention FLOPs count every layer as full attention "
+               "(up to 2x high)";
+    if (!strncmp(cfg->model_type, "llama4", 6))
+        return "known limitation: Llama-4 uses chunked attention (8192-token chunks) in 3 of every 4 layers, which "
+               "the config struct cannot express: KV traffic and attention FLOPs count every layer as full attention";
+    return NULL;
+}
+
 int64_t moe__dense_intermediate(const moe_model_config *cfg) {
     if (cfg->dense_intermediate > 0) return cfg->dense_intermediate;
     return cfg->is_moe ? 0 : cfg->layer.intermediate;
