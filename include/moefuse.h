@@ -154,8 +154,8 @@ uint8_t moe_float_to_e5m2(float f); /* saturates to +-57344; inf saturates too *
 float moe_e2m1_to_float(uint8_t code); /* low 4 bits used */
 uint8_t moe_float_to_e2m1(float f);    /* saturates to +-6; NaN -> +6 (E2M1 has no NaN) */
 float moe_e8m0_to_float(uint8_t code); /* 2^(code-127); 0xFF -> NaN */
-float moe_ue4m3_to_float(uint8_t code);
-uint8_t moe_float_to_ue4m3(float f); /* |f|, saturating to 448 */
+float moe_ue4m3_to_float(uint8_t code); /* e4m3 of code & 0x7F: bit 7 is ignored */
+uint8_t moe_float_to_ue4m3(float f);    /* |f|, saturating to 448 */
 
 /* How a matrix is stored: a plain dtype, or FP8/FP4 codes with block scales. Quantised
  * formats take a row-major [rows, cols] matrix; blocks run along cols (the reduction
@@ -209,10 +209,22 @@ moe_status moe_format_layout_get(moe_format format, int64_t rows, int64_t cols, 
 
 /* Quantises a row-major fp32 [rows, cols] matrix (row stride ld >= cols, in elements).
  * `scales` receives the block scales as described above; `tensor_scale` the NVFP4 tensor
- * scale (may be NULL for other formats). Plain formats convert (F32, F16, BF16). */
+ * scale (may be NULL for other formats). Plain formats convert (F32, F16, BF16).
+ * Rounding: FP8 scales (amax/448) and S_enc are fp32 quotients; each element is then rounded
+ * once (RNE, saturating) from the exact x / s, x / 2^e or x * S_enc / s_b, not from an fp32
+ * quotient (a kernel that divides in fp32 differs in about one element in a million).
+ * Zero blocks: FP8 scale 1, E8M0 code 127 (2^0, both MX rules), UE4M3 code 0 (codes 0); the
+ * MXFP8_TE code is 0 (2^-127) wherever amax/448 <= 2^-127; S_enc is clamped to FLT_MAX where
+ * 2688/amax overflows. Non-finite inputs: block and tensor amaxes are over the finite values;
+ * +-inf saturates to the largest element code; NaN gives the e4m3 NaN code in the FP8 and MXFP8
+ * formats (its neighbours unaffected) and, E2M1 having no NaN, the NaN block scale in MXFP4
+ * (0xFF) and NVFP4 (0x7F), so that whole block decodes to NaN. */
 moe_status moe_quantize(moe_format format, const float *x, int64_t rows, int64_t cols, int64_t ld,
                         void *codes, void *scales, float *tensor_scale);
-/* The inverse: decodes to fp32 [rows, cols] with row stride ld. */
+/* The inverse: decodes to fp32 [rows, cols] with row stride ld: decode(q) * s in fp32; NVFP4
+ * as e2m1(q) * fl(s_b / S_enc) (the block's combined scale rounded to fp32 first, within an
+ * ulp of e2m1(q) * s_b / S_enc). tensor_scale is S_enc, the encode-side scale (the reciprocal
+ * of torchao's per_tensor_scale); INVALID_ARGUMENT unless it is finite and > 0 (NVFP4 only). */
 moe_status moe_dequantize(moe_format format, const void *codes, const void *scales, float tensor_scale,
                           int64_t rows, int64_t cols, float *out, int64_t ld);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python binding's tests (python/tests, pytest) against the library this build made.
 #   ctest runs: bash tests/test_python.sh <build>/moefuse   (MOEFUSE_SOURCE_DIR = the source tree)
-# libmoefuse.so sits beside the CLI. Exit 77 (SKIP) when python3, numpy or pytest is missing.
+# libmoefuse.so sits beside the CLI. Exit 77 (SKIP) when python3, numpy, pytest or ml_dtypes (the format tests' reference) is missing.
 set -uo pipefail
 
 cli="${1:?usage: test_python.sh path/to/moefuse}"
@@ -24,12 +24,12 @@ if ! command -v "$python" >/dev/null 2>&1; then
 fi
 if ! missing=$("$python" -c '
 import importlib.util as u
-print(" ".join(m for m in ("numpy", "pytest") if u.find_spec(m) is None))' 2>&1); then
+print(" ".join(m for m in ("numpy", "pytest", "ml_dtypes") if u.find_spec(m) is None))' 2>&1); then
   echo "SKIP: $python could not be run: $missing"
   exit 77
 fi
 if [ -n "$missing" ]; then
-  echo "SKIP: $python lacks $missing (pip install numpy pytest)"
+  echo "SKIP: $python lacks $missing (pip install numpy pytest ml_dtypes)"
   exit 77
 fi
 

@@ -13,7 +13,7 @@
  * rounded once, to nearest even, into the element format. So an element is the correctly
  * rounded code of the exact quotient (no double rounding through fp32).
  *
- * Non-finite inputs to the quantisers (documented here; the header points at it):
+ * Non-finite inputs to the quantisers (moe_quantize's comment in the header says the same):
  *  - Block amaxes (and the NVFP4 tensor amax) are taken over the finite values only.
  *  - +-inf saturates to the largest element code (+-448 for e4m3, +-6 for e2m1).
  *  - NaN: e4m3 has a NaN code, so in the FP8 and MXFP8 formats a NaN element decodes to NaN
@@ -21,10 +21,11 @@
  *    scale (0xFF) and NVFP4 the NaN UE4M3 scale (0x7F) for a block holding a NaN: the whole
  *    block then decodes to NaN (the OCP MX convention).
  *
- * Other choices the header leaves open: an all-zero block gets FP8 scale 1, E8M0 code 127
- * (2^0) in both MX rules, UE4M3 code 0 in NVFP4 (its elements are then code 0); an empty
- * FP8_TENSOR matrix gets scale 1; moe_quantize writes 1 to a non-NULL tensor_scale for the
- * formats without one; NVFP4's S_enc is clamped to FLT_MAX when 2688 / amax overflows. */
+ * Other choices (also stated at moe_quantize in the header): an all-zero block gets FP8
+ * scale 1, E8M0 code 127 (2^0) in both MX rules, UE4M3 code 0 in NVFP4 (its elements are then
+ * code 0); an empty FP8_TENSOR matrix gets scale 1; moe_quantize writes 1 to a non-NULL
+ * tensor_scale for the formats without one; NVFP4's S_enc is clamped to FLT_MAX when
+ * 2688 / amax overflows. */
 #include "internal.h"
 
 #include <float.h>
@@ -382,13 +383,14 @@ static uint8_t mx_scale_code(float amax, int elem_emax, bool te_rule) {
     if (!(amax > 0.0f)) return 127;
     if (te_rule) {
         /* Transformer Engine: the biased exponent of amax / 448, plus one when its mantissa is
-         * non-zero, so 2^(code-127) >= amax / 448 and nothing clips. (A subnormal quotient
-         * has biased exponent 0 and a non-zero mantissa: code 1, 2^-126, still >= it.) */
+         * non-zero, so 2^(code-127) >= amax / 448 and nothing clips. A subnormal quotient
+         * <= 2^-127 (bits <= 0x00400000) keeps code 0, 2^-127, already >= it: the round-up to
+         * E8M0 that TE's float_to_e8m0 and cvt.rp.satfinite.ue8m0 give. */
         float v = amax / 448.0f;
         uint32_t bits;
         memcpy(&bits, &v, sizeof bits);
         uint32_t code = (bits >> 23) & 0xFF;
-        if (bits & 0x7FFFFF) code++;
+        if ((bits & 0x7FFFFF) && bits > 0x00400000u) code++;
         return (uint8_t)code; /* amax / 448 < 2^119, so code <= 246 */
     }
     /* OCP MX v1.0: shared_exp = floor(log2(amax)) - emax of the element format. */
