@@ -502,8 +502,10 @@ typedef struct moe_model_config {
  * are ignored. MOE_STATUS_PARSE_ERROR for malformed JSON, MOE_STATUS_INVALID_ARGUMENT for a
  * config without the needed fields (named in the message), MOE_STATUS_UNSUPPORTED for a MoE
  * family whose routing or layers the reader does not model (Phi-3.5-MoE, Jamba, Nemotron-H,
- * ERNIE-4.5, DBRX, Hunyuan, Ling, Granite's shared expert, Kimi-Linear: by model_type or by a
- * key of theirs) rather than a layer read with the generic defaults. */
+ * ERNIE-4.5, DBRX, Hunyuan, Ling, Granite's shared expert, Kimi-Linear, JetMoE, LFM2-MoE,
+ * Mistral-4's grouped routing and others: by model_type or by a key of theirs; config.c's table
+ * names each with the reason) rather than a layer read with the generic defaults. Checked end to
+ * end against transformers' own MoE blocks by tools/hf_parity.py. */
 moe_status moe_config_parse(moe_context_t *ctx, const char *json, size_t len, moe_model_config *out);
 /* Reads a file: a config.json, or a directory holding one. */
 moe_status moe_config_load(moe_context_t *ctx, const char *path, moe_model_config *out);
@@ -541,8 +543,14 @@ moe_status moe_checkpoint_read(moe_context_t *ctx, const moe_checkpoint_t *ckpt,
 /* Loads layer `layer`'s MoE weights and packs them as moe_weights_create does. Understands
  *   model.layers.L.mlp.experts.N.{gate,up,down}_proj.weight   (+ .weight_scale_inv for FP8)
  *   model.layers.L.mlp.experts.{gate_up_proj,down_proj}[_bias] (GPT-OSS, interleaved,
- *                                                              [E,H,2I] and [E,I,H])
- *   model.layers.L.mlp.{gate,router}.weight [E,H] (+ bias, e_score_correction_bias)
+ *                                                              [E,H,2I] and [E,I,H]; or the
+ *                                                              MXFP4 release's _blocks/_scales)
+ *   model.layers.L.block_sparse_moe.experts.N.{w1,w3,w2}.weight (Mixtral)
+ *   model.layers.L.feed_forward.experts.{gate_up_proj,down_proj} (Llama-4: [E,H,2I] gate
+ *                                                              columns then up, [E,I,H])
+ *   model.layers.L.mlp.{gate,router}.weight [E,H] (+ bias; the correction bias as
+ *                           gate.e_score_correction_bias, mlp.e_score_correction_bias or
+ *                           gate.expert_bias)
  *   model.layers.L.mlp.shared_expert(s).{gate,up,down}_proj.weight, shared_expert_gate.weight
  * MOE_STATUS_NOT_FOUND names the first tensor that is missing. */
 moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, const moe_layer_spec *spec,

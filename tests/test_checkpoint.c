@@ -1043,6 +1043,90 @@ static void test_load_qwen_shared(moe_context_t *ctx) {
     free(f);
 }
 
+/* Llama-4 (found by tools/hf_parity.py): feed_forward.experts.gate_up_proj [E, H, 2I] with gate in
+ * columns 0..I-1 and up in I..2I-1 (concatenated, not interleaved as GPT-OSS's), down_proj
+ * [E, I, H], feed_forward.router.weight and feed_forward.shared_expert.*, as transformers writes
+ * them and as the Hub checkpoints hold them. */
+static void test_load_llama4(moe_context_t *ctx) {
+    const int64_t E = 3, H = 32, I = 24;
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    float *gu = malloc((size_t)(E * H * 2 * I) * 4), *dn = malloc((size_t)(E * I * H) * 4);
+    void *gu_b = random_encoded("BF16", E * H * 2 * I, gu), *dn_b = random_encoded("BF16", E * I * H, dn);
+    tf_add(f, "model.layers.1.feed_forward.experts.gate_up_proj", "BF16", 3, (int64_t[]){E, H, 2 * I}, gu_b,
+           (size_t)(E * H * 2 * I) * 2);
+    tf_add(f, "model.layers.1.feed_forward.experts.down_proj", "BF16", 3, (int64_t[]){E, I, H}, dn_b,
+           (size_t)(E * I * H) * 2);
+    for (int64_t e = 0; e < E; e++) {
+        x.gate[e] = malloc((size_t)(I * H) * 4), x.up[e] = malloc((size_t)(I * H) * 4);
+        x.down[e] = malloc((size_t)(H * I) * 4);
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++) {
+                x.gate[e][i * H + h] = gu[(e * H + h) * 2 * I + i];
+                x.up[e][i * H + h] = gu[(e * H + h) * 2 * I + I + i];
+                x.down[e][h * I + i] = dn[(e * I + i) * H + h];
+            }
+    }
+    float *router = add_random(f, "model.layers.1.feed_forward.router.weight", "BF16", E, H);
+    x.shared_gate = add_random(f, "model.layers.1.feed_forward.shared_expert.gate_proj.weight", "BF16", I, H);
+    x.shared_up = add_random(f, "model.layers.1.feed_forward.shared_expert.up_proj.weight", "BF16", I, H);
+    x.shared_down = add_random(f, "model.layers.1.feed_forward.shared_expert.down_proj.weight", "BF16", H, I);
+    const char *path = tmp_path("llama4.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 1);
+    spec.score = MOE_SCORE_SIGMOID;
+    spec.weight_on_input = 1;
+    spec.num_shared_experts = 1;
+    spec.shared_intermediate = I;
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) {
+        check_unpacked(ctx, w, &x, I, 0.0f, "llama4");
+        CHECK(w->router && close_enough(w->router, router, E * H, 0.0f, "router"), "llama4 router");
+    }
+    moe_weights_free(w);
+    free(gu), free(dn), free(gu_b), free(dn_b), free(router);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
+/* The correction bias named gate.expert_bias (Sarvam-30B, Param2-MoE as transformers writes them;
+ * found by tools/hf_parity.py) is read, and refused when the spec does not ask for one. */
+static void test_load_expert_bias(moe_context_t *ctx) {
+    const int64_t E = 4, H = 32, I = 16;
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    add_experts(f, "model.layers.1.mlp.", HF_PROJ, "F32", &x);
+    free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
+    float *bias = add_random(f, "model.layers.1.mlp.gate.expert_bias", "F32", E, 0);
+    const char *path = tmp_path("expert_bias.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec;
+    moe_layer_spec_init(&spec, E, H, I, 2);
+    spec.score = MOE_SCORE_SIGMOID;
+    spec.use_correction_bias = 1;
+    spec.renormalize = 1;
+    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+    if (w) {
+        check_unpacked(ctx, w, &x, 0, 0.0f, "expert_bias");
+        CHECK(w->correction_bias && close_enough(w->correction_bias, bias, E, 0.0f, "correction_bias"),
+              "gate.expert_bias read as the correction bias");
+    }
+    moe_weights_free(w);
+    spec.use_correction_bias = 0;
+    moe_status st;
+    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+    CHECK(st == MOE_STATUS_INVALID_ARGUMENT && w == NULL && strstr(moe_last_error(ctx), "gate.expert_bias") &&
+              strstr(moe_last_error(ctx), "use_correction_bias"),
+          "unasked expert_bias: %d %s", (int)st, moe_last_error(ctx));
+    moe_weights_free(w);
+    free(bias);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
 /* Each damaged layer is refused with the right status, naming the tensor. */
 static void test_load_errors(moe_context_t *ctx) {
     const int64_t E = 4, H = 40, I = 24;
@@ -1211,6 +1295,8 @@ static const test_case cases[] = {
     {"load_gpt_oss_mxfp4", test_load_gpt_oss_mxfp4},
     {"load_deepseek_fp8", test_load_deepseek_fp8},
     {"load_qwen_shared", test_load_qwen_shared},
+    {"load_llama4", test_load_llama4},
+    {"load_expert_bias", test_load_expert_bias},
     {"load_errors", test_load_errors},
 };
 

@@ -398,6 +398,15 @@ static const bad_case bad_cases[] = {
                                   "\"first_k_dense_replace\": 1, \"mlp_layer_types\": [\"sparse\", \"sparse\", "
                                   "\"sparse\", \"sparse\"]}",
      MOE_STATUS_INVALID_ARGUMENT, "mlp_layer_types[0] = \"sparse\", but the config's other layer rules make layer 0 dense"},
+    {"mlp_layer_types alone, family not known by model_type",
+     "{\"model_type\": \"minicpm5_moe\", \"num_hidden_layers\": 3, \"hidden_size\": 64, \"intermediate_size\": 128, "
+     "\"moe_intermediate_size\": 32, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+     "\"mlp_layer_types\": [\"dense\", \"sparse\", \"sparse\"]}",
+     MOE_STATUS_INVALID_ARGUMENT, "mlp_layer_types[0] = \"dense\", but the config's other layer rules make layer 0 MoE"},
+    {"Mistral-4 with n_group > 1", "{\"model_type\": \"mistral4\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+                                   "\"moe_intermediate_size\": 32, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+                                   "\"n_group\": 2, \"topk_group\": 1}",
+     MOE_STATUS_UNSUPPORTED, "sum of their two best softmax scores"},
     {"mlp_layer_types too short", DS_HEAD "\"intermediate_size\": 128, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
                                   "\"mlp_layer_types\": [\"sparse\"]}",
      MOE_STATUS_INVALID_ARGUMENT, "expected an array of num_hidden_layers (4)"},
@@ -450,6 +459,16 @@ static void test_family_defaults(void) {
          "\"topk_method\": \"noaux_tc\", \"first_k_dense_replace\": 1, "
          "\"mlp_layer_types\": [\"dense\", \"sparse\", \"sparse\"]}",
          MOE_SCORE_SIGMOID, 1, 1, 2},
+        /* Configs as transformers 5.25 writes them (tools/hf_parity.py): */
+        {"GLM-4.7-Flash: mlp_layer_types alone (no first_k_dense_replace)",
+         "{\"model_type\": \"glm4_moe_lite\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+         "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 3, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+         "\"mlp_layer_types\": [\"dense\", \"sparse\", \"sparse\"]}",
+         MOE_SCORE_SIGMOID, 1, 1, 2},
+        {"MiniMax-M2: neither scoring_func nor use_routing_bias",
+         "{\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 2, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 2}",
+         MOE_SCORE_SIGMOID, 1, 1, 2},
         {"Qwen3.5-MoE: renormalises without norm_topk_prob",
          "{\"model_type\": \"qwen3_5_moe\", \"text_config\": {\"model_type\": \"qwen3_5_moe_text\", \"hidden_size\": 64, "
          "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 2, \"num_experts\": 8, \"num_experts_per_tok\": 2}}",
@@ -464,6 +483,67 @@ static void test_family_defaults(void) {
                   cfg.layer.renormalize == cases[i].renorm && cfg.num_moe_layers == cases[i].moe_layers,
               "%s: score %d corr %d renorm %d moe layers %lld", cases[i].what, (int)cfg.layer.score,
               (int)cfg.layer.use_correction_bias, (int)cfg.layer.renormalize, (long long)cfg.num_moe_layers);
+    }
+}
+
+/* Families that transformers runs with DeepSeek-V3's router (or as Glm4Moe / DeepseekV3 models)
+ * while their configs say nothing of it: sigmoid scores, correction bias, renormalised. */
+static void test_noaux_families(void) {
+    static const char *const types[] = {"glm_moe_dsa", "dots1",     "solar_open",   "sarvam_moe",
+                                        "param2moe",   "sarvam_mla", "mimo_v2_flash"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+                 "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 3, \"n_routed_experts\": 8, "
+                 "\"num_experts_per_tok\": 2, \"n_group\": 1, \"topk_group\": 1, \"first_k_dense_replace\": 1, "
+                 "\"routed_scaling_factor\": 2.5}",
+                 types[i]);
+        moe_model_config cfg;
+        moe_status st = moe_config_parse(NULL, json, strlen(json), &cfg);
+        CHECK(st == MOE_STATUS_OK, "%s: %s", types[i], moe_last_error(NULL));
+        if (st != MOE_STATUS_OK) continue;
+        CHECK(cfg.layer.score == MOE_SCORE_SIGMOID && cfg.layer.use_correction_bias && cfg.layer.renormalize &&
+                  cfg.layer.routed_scale == 2.5f && cfg.num_moe_layers == 2,
+              "%s: score %d corr %d renorm %d scale %g moe layers %lld", types[i], (int)cfg.layer.score,
+              (int)cfg.layer.use_correction_bias, (int)cfg.layer.renormalize, (double)cfg.layer.routed_scale,
+              (long long)cfg.num_moe_layers);
+    }
+    /* GPT-OSS's swiglu_alpha (transformers' GptOssConfig) is read, not fixed at 1.702. */
+    const char *oss = "{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"intermediate_size\": 32, "
+                      "\"num_hidden_layers\": 2, \"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
+                      "\"swiglu_alpha\": 1.25, \"swiglu_limit\": 5.0}";
+    moe_model_config cfg;
+    moe_status st = moe_config_parse(NULL, oss, strlen(oss), &cfg);
+    CHECK(st == MOE_STATUS_OK && cfg.layer.activation == MOE_ACT_SWIGLU_OAI && cfg.layer.act_alpha == 1.25f &&
+              cfg.layer.act_limit == 5.0f,
+          "gpt_oss swiglu_alpha: %s alpha %g limit %g", moe_last_error(NULL), (double)cfg.layer.act_alpha,
+          (double)cfg.layer.act_limit);
+    const char *oss_default = "{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"intermediate_size\": 32, "
+                              "\"num_hidden_layers\": 2, \"num_local_experts\": 8, \"num_experts_per_tok\": 2}";
+    st = moe_config_parse(NULL, oss_default, strlen(oss_default), &cfg);
+    CHECK(st == MOE_STATUS_OK && cfg.layer.act_alpha == 1.702f && cfg.layer.act_limit == 7.0f,
+          "gpt_oss defaults: %s alpha %g limit %g", moe_last_error(NULL), (double)cfg.layer.act_alpha,
+          (double)cfg.layer.act_limit);
+}
+
+/* MoE families transformers 5.25 implements whose routing or experts the layer spec does not
+ * model (tools/hf_parity.py): refused by model_type, not read with the generic defaults. */
+static void test_refused_families(void) {
+    static const char *const types[] = {"jetmoe",       "doge",      "zaya",          "lfm2_moe",
+                                        "kolibri1",     "flint",     "lara_mini",     "inkling_text",
+                                        "inkling2_text", "muse_spark_text", "openai_privacy_filter"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+                 "\"num_hidden_layers\": 2, \"num_experts\": 8, \"num_experts_per_tok\": 2}",
+                 types[i]);
+        moe_model_config cfg;
+        moe_status st = moe_config_parse(NULL, json, strlen(json), &cfg);
+        CHECK(st == MOE_STATUS_UNSUPPORTED && strstr(moe_last_error(NULL), types[i]) &&
+                  strstr(moe_last_error(NULL), "is not supported"),
+              "%s: %d %s", types[i], (int)st, moe_last_error(NULL));
     }
 }
 
@@ -637,6 +717,8 @@ int main(void) {
     test_expected_configs();
     test_preset_table();
     test_family_defaults();
+    test_noaux_families();
+    test_refused_families();
     test_fifo_does_not_block();
     test_bad_inputs();
     test_random_round_trip();

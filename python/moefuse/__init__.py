@@ -16,8 +16,9 @@ moefuse.torch has the same two functions for torch tensors (CPU or CUDA).
 
 from ._lib import (Activation, Backend, DType, Format, Layout, LibraryNotFoundError, Memory, MoeError,
                    MoeForwardArgs, MoeLayerSpec, MoeModelConfig, MoeTensor, MoeWeightsDesc, Score, Status)
-from ._api import (Context, LayerSpec, ModelConfig, Quantized, Weights, default_context, dequantize, format_layout,
-                   format_name, load_config, parse_config, preset, presets, quantize, route, version)
+from ._api import (Checkpoint, Context, LayerSpec, ModelConfig, Quantized, TensorInfo, Weights, default_context,
+                   dequantize, format_layout, format_name, load_config, load_weights, parse_config, preset, presets,
+                   quantize, route, version)
 from ._frontend import cache_info, clear_cache
 from ._numpy_ops import fused_experts, fused_moe, sglang_fused_experts
 
@@ -26,7 +27,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Activation", "Backend", "DType", "Format", "Layout", "LibraryNotFoundError", "Memory", "MoeError",
     "MoeForwardArgs", "MoeLayerSpec", "MoeModelConfig", "MoeTensor", "MoeWeightsDesc", "Score", "Status",
-    "Context", "LayerSpec", "ModelConfig", "Quantized", "Weights", "default_context", "dequantize", "format_layout",
-    "format_name", "load_config", "parse_config", "preset", "presets", "quantize", "route", "version",
+    "Checkpoint", "Context", "LayerSpec", "ModelConfig", "Quantized", "TensorInfo", "Weights", "default_context",
+    "dequantize", "format_layout", "format_name", "load_config", "load_weights", "parse_config", "preset", "presets",
+    "quantize", "route", "version",
     "cache_info", "clear_cache", "fused_experts", "fused_moe", "sglang_fused_experts",
 ]

@@ -532,17 +532,39 @@ class Weights(_Owned):
         self._create(ctx, spec, desc, format)
         return self
 
+    @classmethod
+    def load(cls, ctx, checkpoint, spec, layer, format="bf16"):
+        """Layer `layer`'s MoE weights read from a checkpoint (a Checkpoint, or a path opened
+        and closed here) and packed in `format` (moe_weights_load; the tensor names it reads
+        are listed in moefuse.h). spec: a LayerSpec, a ModelConfig (its layer) or a
+        MoeLayerSpec, and must match the checkpoint (biases, shared expert, correction bias)."""
+        if not isinstance(checkpoint, Checkpoint):
+            with Checkpoint(checkpoint) as ck:
+                return cls.load(ctx, ck, spec, layer, format)
+        self = cls.__new__(cls)
+        self._handle = None
+        c_spec = as_c_spec(spec)
+        handle = ctypes.c_void_p()
+        fmt = format_from(format)
+        ctx.check(_lib.lib().moe_weights_load(ctx.handle, checkpoint.handle, ctypes.byref(c_spec), int(layer),
+                                              int(fmt), ctypes.byref(handle)))
+        self._set(handle, ctx, c_spec, fmt)
+        return self
+
+    def _set(self, handle, ctx, c_spec, fmt):
+        self._handle = handle
+        self._lib = _lib.lib()
+        self.ctx = ctx  # kept alive as long as the weights
+        self.spec = LayerSpec.from_c(c_spec)
+        self.format = fmt
+
     def _create(self, ctx, spec, desc, format):
         c_spec = as_c_spec(spec)
         handle = ctypes.c_void_p()
         fmt = format_from(format)
         ctx.check(_lib.lib().moe_weights_create(ctx.handle, ctypes.byref(c_spec), ctypes.byref(desc), int(fmt),
                                                 ctypes.byref(handle)))
-        self._handle = handle
-        self._lib = _lib.lib()
-        self.ctx = ctx  # kept alive as long as the weights
-        self.spec = LayerSpec.from_c(c_spec)
-        self.format = fmt
+        self._set(handle, ctx, c_spec, fmt)
 
     @property
     def handle(self):
@@ -575,6 +597,114 @@ class Weights(_Owned):
         s = self.spec
         return (f"moefuse.Weights(E={s.num_experts}, H={s.hidden}, I={s.intermediate}, k={s.top_k}, "
                 f"format={format_name(self.format)}, {self.nbytes} bytes)")
+
+
+# ---------------------------------------------------------------------------------------
+# Checkpoints.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """moe_tensor_info of one checkpoint tensor: dtype name ("bf16", "f32", "e4m3", ...), shape,
+    and its size in bytes."""
+
+    dtype: str
+    shape: tuple
+    nbytes: int
+
+
+# Raw checkpoint bytes -> numpy; the 16- and 8-bit float types need ml_dtypes, else their bits.
+def _raw_numpy_dtype(dt):
+    table = {DType.F32: np.float32, DType.F16: np.float16, DType.F64: np.float64, DType.I32: np.int32,
+             DType.I64: np.int64, DType.U8: np.uint8, DType.E8M0: np.uint8, DType.UE4M3: np.uint8,
+             DType.E2M1: np.uint8}
+    if dt in table:
+        return np.dtype(table[dt])
+    exotic = {DType.BF16: ("bfloat16", np.uint16), DType.E4M3: ("float8_e4m3fn", np.uint8),
+              DType.E5M2: ("float8_e5m2", np.uint8)}
+    name, bits = exotic[dt]
+    return np.dtype(getattr(ml_dtypes, name)) if ml_dtypes is not None else np.dtype(bits)
+
+
+class Checkpoint(_Owned):
+    """A safetensors checkpoint (moe_checkpoint_t): a .safetensors file, an index .json, or a
+    directory holding either (a save_pretrained directory). Only the headers are read at open;
+    tensors are read on demand. Closed by close(), `with`, or when collected.
+
+        with moefuse.Checkpoint("path/to/model") as ck:
+            print(len(ck), ck.info("model.layers.0.mlp.gate.weight"))
+            w = ck.load_weights(ctx, config, layer=3, format="bf16")   # a moefuse.Weights
+
+    Calls leave their error message in the calling thread's buffer (no context), so one
+    checkpoint may be read from several threads."""
+
+    _FREE = "moe_checkpoint_close"
+
+    def __init__(self, path):
+        self._handle = None
+        self._lib = _lib.lib()
+        handle = ctypes.c_void_p()
+        self.path = os.fspath(path)
+        check(self._lib.moe_checkpoint_open(None, _c(self.path), ctypes.byref(handle)))
+        self._handle = handle
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ValueError("moefuse.Checkpoint: used after close()")
+        return self._handle
+
+    def __len__(self):
+        return int(self._lib.moe_checkpoint_tensor_count(self.handle))
+
+    def names(self):
+        """Every tensor name, sorted."""
+        return [_lib.text(self._lib.moe_checkpoint_tensor_name(self.handle, i)) for i in range(len(self))]
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __contains__(self, name):
+        info = _lib.MoeTensorInfo()
+        return self._lib.moe_checkpoint_tensor_info(None, self.handle, _c(name), ctypes.byref(info)) != \
+            Status.NOT_FOUND
+
+    def _info(self, name):
+        info = _lib.MoeTensorInfo()
+        check(self._lib.moe_checkpoint_tensor_info(None, self.handle, _c(name), ctypes.byref(info)))
+        return info
+
+    def info(self, name):
+        """A TensorInfo; MoeError(NOT_FOUND) when there is no such tensor."""
+        info = self._info(name)
+        return TensorInfo(_lib.text(self._lib.moe_dtype_name(info.dtype)), tuple(info.shape[: info.ndim]),
+                          int(info.bytes))
+
+    def read(self, name):
+        """The tensor as a numpy array of its dtype (bf16 / e4m3 / e5m2 as ml_dtypes types when
+        installed, else their raw uint16 / uint8 bits)."""
+        _need_numpy()
+        info = self._info(name)
+        out = np.empty(tuple(info.shape[: info.ndim]), dtype=_raw_numpy_dtype(DType(info.dtype)))
+        if out.nbytes != info.bytes:  # e2m1: two codes a byte
+            out = np.empty(info.bytes, dtype=np.uint8)
+        check(self._lib.moe_checkpoint_read(None, self.handle, _c(name), out.ctypes.data or None, out.nbytes))
+        return out
+
+    def load_weights(self, ctx, spec, layer, format="bf16"):
+        """Weights.load(ctx, self, spec, layer, format)."""
+        return Weights.load(ctx, self, spec, layer, format)
+
+    def __repr__(self):
+        if self._handle is None:
+            return "moefuse.Checkpoint(closed)"
+        return f"moefuse.Checkpoint({self.path!r}, {len(self)} tensors)"
+
+
+def load_weights(ctx, checkpoint, spec, layer, format="bf16"):
+    """Weights.load: layer `layer`'s MoE weights from a checkpoint (Checkpoint or path)."""
+    return Weights.load(ctx, checkpoint, spec, layer, format)
 
 
 # ---------------------------------------------------------------------------------------

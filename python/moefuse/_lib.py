@@ -353,6 +353,13 @@ _PROTOTYPES = {
     "moe_config_parse": (_st, [_p, ctypes.c_char_p, ctypes.c_size_t, _PTR(MoeModelConfig)]),
     "moe_config_load": (_st, [_p, ctypes.c_char_p, _PTR(MoeModelConfig)]),
     "moe_config_preset": (_st, [_p, ctypes.c_char_p, _PTR(MoeModelConfig)]),
+    "moe_checkpoint_open": (_st, [_p, ctypes.c_char_p, _PTR(_p)]),
+    "moe_checkpoint_close": (None, [_p]),
+    "moe_checkpoint_tensor_count": (_i64, [_p]),
+    "moe_checkpoint_tensor_name": (ctypes.c_char_p, [_p, _i64]),
+    "moe_checkpoint_tensor_info": (_st, [_p, _p, ctypes.c_char_p, _PTR(MoeTensorInfo)]),
+    "moe_checkpoint_read": (_st, [_p, _p, ctypes.c_char_p, _p, ctypes.c_size_t]),
+    "moe_weights_load": (_st, [_p, _p, _PTR(MoeLayerSpec), _i64, _enum, _PTR(_p)]),
     "moe_preset_count": (ctypes.c_int, []),
     "moe_preset_name": (ctypes.c_char_p, [ctypes.c_int]),
 }

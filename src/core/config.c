@@ -154,10 +154,14 @@ static bool type_in(const char *type, const char *const *types, size_t count) {
 
 /* Families whose routing the config does not spell out: DeepSeek-V3's descendants select with
  * sigmoid scores plus the e_score_correction_bias (topk_method noaux_tc) and renormalise by
- * default; GLM-4.5's configs carry no scoring_func or topk_method at all. */
+ * default; GLM-4.5's configs carry no scoring_func or topk_method at all. transformers runs the
+ * same router (DeepseekV3TopkRouter's code) for GLM-5 (glm_moe_dsa), dots.llm1, Solar-Open and
+ * MiMo-V2-Flash, and runs Sarvam-30B, Param2-MoE (as Glm4Moe) and Sarvam-105B (sarvam_mla, as
+ * DeepseekV3) with those models' code. */
 static bool is_noaux_family(const char *type) {
     static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite",
-                                        "glm4v_moe", "glm4v_moe_text"};
+                                        "glm4v_moe", "glm4v_moe_text", "glm_moe_dsa", "dots1", "solar_open",
+                                        "sarvam_moe", "param2moe", "sarvam_mla", "mimo_v2_flash"};
     return type_in(type, types, sizeof types / sizeof types[0]);
 }
 
@@ -181,6 +185,23 @@ static moe_status refuse_unread_family(const reader *r, const char *family) {
         {"granitemoeshared", "Granite's ungated shared expert (shared_intermediate_size)"},
         {"granitemoehybrid", "Granite's ungated shared expert (shared_intermediate_size)"},
         {"kimi_linear", "Kimi-Linear's moe_router_activation_func and shared experts"},
+        /* Found by tools/hf_parity.py against transformers 5.25, which accepts these configs: */
+        {"jetmoe", "JetMoE's output bias on the expert sum"},
+        {"doge", "Doge's product-key retrieval experts"},
+        {"zaya", "ZAYA's MLP router"},
+        {"lfm2_moe", "LFM2-MoE's sigmoid routing with expert_bias and num_dense_layers"},
+        {"kolibri1", "Kolibri's selection on logits plus e_score_correction_bias and ungated shared expert"},
+        {"flint", "Flint's sigmoid top-k and ungated shared expert"},
+        {"lara_mini", "Lara's ungated shared expert"},
+        {"inkling_text", "Inkling's shared experts scored inside the router"},
+        {"inkling_mm_model", "Inkling's shared experts scored inside the router"},
+        {"inkling2", "Inkling-2's always-renormalised biased sigmoid routing"},
+        {"inkling2_text", "Inkling-2's always-renormalised biased sigmoid routing"},
+        {"inkling2_loop", "Inkling-2's always-renormalised biased sigmoid routing"},
+        {"inkling2_loop_text", "Inkling-2's always-renormalised biased sigmoid routing"},
+        {"muse_spark", "Muse-Spark's router output_multiplier and post-expert norm"},
+        {"muse_spark_text", "Muse-Spark's router output_multiplier and post-expert norm"},
+        {"openai_privacy_filter", "the privacy filter's clamped SwiGLU over concatenated gate/up"},
     };
     static const struct {
         const char *key, *family;
@@ -245,7 +266,7 @@ static moe_status read_activation(const reader *r, moe_layer_spec *spec) {
 }
 
 /* Which layers hold the MoE block; every rule the config states must agree. */
-static moe_status read_layer_pattern(const reader *r, moe_model_config *cfg) {
+static moe_status read_layer_pattern(const reader *r, const char *family, moe_model_config *cfg) {
     int64_t n = cfg->num_layers;
     for (int64_t l = 0; l < n; l++) cfg->layer_is_moe[l] = (uint8_t)cfg->is_moe;
     if (!cfg->is_moe) return MOE_STATUS_OK;
@@ -288,7 +309,16 @@ static moe_status read_layer_pattern(const reader *r, moe_model_config *cfg) {
             cfg->layer_is_moe[layer] = is_moe_list ? 1 : 0;
         }
     }
-    /* transformers' per-layer list ("dense" / "sparse"; GLM-4.7-Flash) must say the same. */
+    /* transformers' per-layer list ("dense" / "sparse"; GLM-4.7-Flash) must say the same as the
+     * rules above where the config states any. Where it states none, the list alone decides for
+     * the families whose router this reader knows by model_type (transformers 5 writes only
+     * mlp_layer_types for glm4_moe_lite); for any other family such a config stays refused, since
+     * transformers writes it for families (MiniCPM5-MoE, Step-3.5, ...) whose routing the generic
+     * defaults here would get wrong. */
+    static const char *const rule_keys[] = {"first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
+                                            "interleave_moe_layer_step", "moe_layers", "mlp_only_layers"};
+    const bool must_agree =
+        first_key(r, rule_keys, sizeof rule_keys / sizeof rule_keys[0]) != NULL || !is_noaux_family(family);
     const cJSON *types = find(r, "mlp_layer_types");
     if (types) {
         char what[64];
@@ -305,6 +335,7 @@ static moe_status read_layer_pattern(const reader *r, moe_model_config *cfg) {
                 return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
                                   "%s: mlp_layer_types[%lld] = %s, expected \"dense\" or \"sparse\"", r->label,
                                   (long long)l, describe(item, what, sizeof what));
+            if (!must_agree) cfg->layer_is_moe[l] = strcmp(t, "sparse") == 0 ? 1 : 0;
             if ((strcmp(t, "sparse") == 0) != (cfg->layer_is_moe[l] != 0))
                 return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
                                   "%s: mlp_layer_types[%lld] = \"%s\", but the config's other layer rules make layer "
@@ -332,13 +363,14 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     bool llama4 = type && strncmp(type, "llama4", 6) == 0;
     bool gpt_oss = type && strcmp(type, "gpt_oss") == 0;
     bool noaux = is_noaux_family(type);
+    bool minimax_m2 = type && strcmp(type, "minimax_m2") == 0;
     bool deepseek_keys = strcmp(experts_key, "n_routed_experts") == 0;
     moe_status st;
 
     /* Score function. */
     const char *scoring = NULL;
     if ((st = get_string(r, "scoring_func", &scoring)) != MOE_STATUS_OK) return st;
-    if (!scoring) scoring = (noaux || llama4) ? "sigmoid" : "softmax";
+    if (!scoring) scoring = (noaux || llama4 || minimax_m2) ? "sigmoid" : "softmax";
     if (strcmp(scoring, "softmax") == 0) spec->score = MOE_SCORE_SOFTMAX;
     else if (strcmp(scoring, "sigmoid") == 0) spec->score = MOE_SCORE_SIGMOID;
     else if (strcmp(scoring, "sqrtsoftplus") == 0) spec->score = MOE_SCORE_SQRTSOFTPLUS;
@@ -361,8 +393,9 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
                           r->label, method);
 
     /* MiniMax-M2 says use_routing_bias: its router selects on sigmoid + e_score_correction_bias,
-     * as noaux_tc does, without groups. */
-    int32_t routing_bias = 0;
+     * as noaux_tc does, without groups. transformers' MiniMaxM2Config has neither key (its router
+     * always does that), so a config it writes says nothing: the family decides. */
+    int32_t routing_bias = minimax_m2;
     if ((st = get_bool(r, "use_routing_bias", &routing_bias, NULL)) != MOE_STATUS_OK) return st;
     if (routing_bias) spec->use_correction_bias = 1;
 
@@ -371,6 +404,14 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     if ((st = get_int(r, "n_group", 0, &n_group, NULL)) != MOE_STATUS_OK) return st;
     if ((st = get_int(r, "topk_group", 0, &topk_group, &has_topk_group)) != MOE_STATUS_OK) return st;
     if (grouped && n_group > 1) {
+        /* Mistral-4 / Mistral-Large-3 rank groups by the sum of their two best softmax scores;
+         * the spec sums two only with a correction bias. */
+        if (type && (strcmp(type, "mistral4") == 0 || strncmp(type, "mistral_large4", 14) == 0) &&
+            !spec->use_correction_bias)
+            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                              "%s: n_group = %lld: model_type \"%s\" ranks expert groups by the sum of their two "
+                              "best softmax scores, which the layer spec does not model (n_group 1 is supported)",
+                              r->label, (long long)n_group, type);
         if (spec->num_experts % n_group != 0)
             return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: n_group = %lld does not divide %s = %lld",
                               r->label, (long long)n_group, experts_key, (long long)spec->num_experts);
@@ -446,8 +487,11 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
         spec->shared_gate = 0;
     }
     if (gpt_oss) {
+        /* transformers' GptOssConfig has swiglu_alpha (1.702 unless said) beside swiglu_limit. */
+        double alpha = 1.702;
+        if ((st = get_number(r, "swiglu_alpha", 0.0, &alpha, NULL)) != MOE_STATUS_OK) return st;
         spec->activation = MOE_ACT_SWIGLU_OAI;
-        spec->act_alpha = 1.702f;
+        spec->act_alpha = (float)alpha;
         spec->act_limit = 7.0f;
         spec->expert_has_bias = 1;
         spec->router_has_bias = 1;
@@ -579,7 +623,7 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
     if (cfg->is_moe && (st = read_routing(&r, family, experts_key, spec)) != MOE_STATUS_OK) return st;
     if (limit > 0.0) spec->act_limit = (float)limit;
 
-    if ((st = read_layer_pattern(&r, cfg)) != MOE_STATUS_OK) return st;
+    if ((st = read_layer_pattern(&r, family, cfg)) != MOE_STATUS_OK) return st;
     if (cfg->num_moe_layers < cfg->num_layers && cfg->dense_intermediate == 0)
         return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                           "%s: %lld of %lld layers are dense but the config gives no dense MLP width "

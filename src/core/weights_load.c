@@ -12,6 +12,9 @@
  *                handed over as strided views, not copied. The MXFP4 release
  *                (experts.*_blocks / *_scales) is decoded to fp32 here, since
  *                moe_weights_create takes no FP4 input.
+ *   Llama-4      model.layers.L.feed_forward.experts.{gate_up_proj [E, H, 2I] (columns gate
+ *                then up), down_proj [E, I, H]}, router feed_forward.router.weight, shared
+ *                expert feed_forward.shared_expert.*; strided views as for GPT-OSS
  *   shared       P shared_experts.* (DeepSeek) or P shared_expert.* + shared_expert_gate.weight
  *                (Qwen); FP8 shared weights are decoded to fp32 (the descriptor has no scales
  *                for the shared expert).
@@ -247,8 +250,9 @@ static moe_status load_per_expert(loader *L, const char *gate, const char *up, c
 
 /* ---- GPT-OSS fused experts ---------------------------------------------------------------- */
 
-/* The [E, H, R] / [E, I, H] bf16 (or f32/f16) tensors, as strided views of what was read. */
-static moe_status load_fused(loader *L, moe_weights_desc *desc) {
+/* The [E, H, R] / [E, I, H] bf16 (or f32/f16) tensors, as strided views of what was read. The
+ * R = 2I columns are gate/up interleaved (GPT-OSS) or gate then up (concat: Llama-4). */
+static moe_status load_fused(loader *L, int concat, moe_weights_desc *desc) {
     const moe_layer_spec *s = L->spec;
     int64_t E = s->num_experts, H = s->hidden, I = s->intermediate, R = moe__w13_rows(s, I);
     int gated = moe_activation_is_gated(s->activation);
@@ -260,13 +264,19 @@ static moe_status load_fused(loader *L, moe_weights_desc *desc) {
     name_of(name, L, "experts.down_proj");
     st = load_tensor(L, name, 3, (const int64_t[]){E, I, H}, FLOATS, &down);
     if (st != MOE_STATUS_OK) return st;
-    /* gate_up[e][h][r] is W13[e][r][h]: shape [E, R, H], strides {H*R, 1, R}. */
-    moe_tensor *w13 = gated ? &desc->gate_up : &desc->gate;
-    *w13 = moe_tensor_3d(gate_up.data, gate_up.dtype, E, R, H);
+    /* gate_up[e][h][r] is W13[e][r][h]: shape [E, R, H], strides {H*R, 1, R}. Concatenated
+     * columns are handed over as two such views, gate (columns 0..I-1) and up (I..2I-1), in the
+     * SEPARATE layout, so that a shared expert's separate gate and up fit beside them. */
+    moe_tensor *w13 = gated && !concat ? &desc->gate_up : &desc->gate;
+    *w13 = moe_tensor_3d(gate_up.data, gate_up.dtype, E, gated && concat ? I : R, H);
     w13->strides[0] = H * R;
     w13->strides[1] = 1;
     w13->strides[2] = R;
-    desc->layout = gated ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_SEPARATE;
+    if (gated && concat) {
+        desc->up = *w13;
+        desc->up.data = (uint8_t *)gate_up.data + (size_t)I * (size_t)(moe_dtype_bits(gate_up.dtype) / 8);
+    }
+    desc->layout = gated && !concat ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_SEPARATE;
     /* down[e][i][h] is W2[e][h][i]: shape [E, H, I], strides {I*H, 1, H}. */
     desc->down = moe_tensor_3d(down.data, down.dtype, E, H, I);
     desc->down.strides[0] = I * H;
@@ -313,7 +323,7 @@ static moe_status load_mxfp4(loader *L, const char *w, int64_t rows, int64_t col
     return MOE_STATUS_OK;
 }
 
-static moe_status load_gpt_oss(loader *L, int mxfp4, moe_weights_desc *desc) {
+static moe_status load_gpt_oss(loader *L, int mxfp4, int concat, moe_weights_desc *desc) {
     const moe_layer_spec *s = L->spec;
     int64_t E = s->num_experts, H = s->hidden, I = s->intermediate, R = moe__w13_rows(s, I);
     int gated = moe_activation_is_gated(s->activation);
@@ -323,12 +333,16 @@ static moe_status load_gpt_oss(loader *L, int mxfp4, moe_weights_desc *desc) {
         if (st == MOE_STATUS_OK) st = load_mxfp4(L, "down_proj", H, I, &desc->down);
         desc->layout = gated ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_SEPARATE;
     } else {
-        st = load_fused(L, desc);
+        st = load_fused(L, concat, desc);
     }
     if (st != MOE_STATUS_OK) return st;
     char name[NAME_LEN];
     name_of(name, L, "experts.gate_up_proj_bias");
     if (!s->expert_has_bias) return has(L, name) ? refuse_unasked(L, name, "expert_has_bias") : MOE_STATUS_OK;
+    if (concat) /* Llama-4 has no expert biases; this loader does not split a concatenated one */
+        return moe__error(L->ctx, MOE_STATUS_UNSUPPORTED,
+                          "moe_weights_load: layer %lld: expert biases with Llama-4's concatenated gate_up_proj",
+                          (long long)L->layer);
     st = load_tensor(L, name, 2, (const int64_t[]){E, R}, FLOATS, gated ? &desc->gate_up_bias : &desc->gate_bias);
     if (st != MOE_STATUS_OK) return st;
     name_of(name, L, "experts.down_proj_bias");
@@ -358,11 +372,13 @@ static moe_status load_router(loader *L, moe_weights_desc *desc) {
         st = refuse_unasked(L, name, "router_has_bias");
     if (st != MOE_STATUS_OK) return st;
 
-    /* DeepSeek-V3 keeps it beside the router weight; some checkpoints put it in the mlp. */
+    /* DeepSeek-V3 keeps it beside the router weight; some checkpoints put it in the mlp (MiniMax);
+     * Ling's descendants (Sarvam-30B, Param2-MoE) call it gate.expert_bias. */
     name_of(name, L, "%s.e_score_correction_bias", base);
     if (!has(L, name)) {
         char alt[NAME_LEN];
         name_of(alt, L, "e_score_correction_bias");
+        if (!has(L, alt)) name_of(alt, L, "%s.expert_bias", base);
         if (has(L, alt)) memcpy(name, alt, sizeof name);
     }
     if (s->use_correction_bias) return load_tensor(L, name, 1, &E, FLOATS, &desc->correction_bias);
@@ -460,7 +476,7 @@ moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, co
     char mlp[NAME_LEN], probe[NAME_LEN];
     snprintf(mlp, sizeof mlp, "model.layers.%lld.mlp.", (long long)layer);
     memcpy(L.prefix, mlp, sizeof mlp);
-    int per_expert = 0, fused = 0, mxfp4 = 0, mixtral = 0;
+    int per_expert = 0, fused = 0, mxfp4 = 0, mixtral = 0, llama4 = 0;
     name_of(probe, &L, "experts.0.down_proj.weight");
     per_expert = has(&L, probe);
     name_of(probe, &L, "experts.down_proj");
@@ -471,21 +487,29 @@ moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, co
         snprintf(L.prefix, sizeof L.prefix, "model.layers.%lld.block_sparse_moe.", (long long)layer);
         name_of(probe, &L, "experts.0.w2.weight");
         mixtral = has(&L, probe);
-        if (!mixtral) memcpy(L.prefix, mlp, sizeof mlp);
+        if (!mixtral) {
+            snprintf(L.prefix, sizeof L.prefix, "model.layers.%lld.feed_forward.", (long long)layer);
+            name_of(probe, &L, "experts.down_proj");
+            llama4 = has(&L, probe);
+        }
+        if (!mixtral && !llama4) memcpy(L.prefix, mlp, sizeof mlp);
     }
 
     if (mixtral)
         st = load_per_expert(&L, "w1", "w3", "w2", &desc);
+    else if (llama4)
+        st = load_gpt_oss(&L, 0, 1, &desc);
     else if (fused || mxfp4)
-        st = load_gpt_oss(&L, mxfp4 && !fused, &desc);
+        st = load_gpt_oss(&L, mxfp4 && !fused, 0, &desc);
     else if (per_expert)
         st = load_per_expert(&L, "gate_proj", "up_proj", "down_proj", &desc);
     else
         st = moe__error(ctx, MOE_STATUS_NOT_FOUND,
                         "moe_weights_load: layer %lld: tensor '%sexperts.0.down_proj.weight' not found in the "
                         "checkpoint (nor GPT-OSS '%sexperts.down_proj[_blocks]', nor Mixtral "
-                        "'model.layers.%lld.block_sparse_moe.experts.0.w2.weight')",
-                        (long long)layer, mlp, mlp, (long long)layer);
+                        "'model.layers.%lld.block_sparse_moe.experts.0.w2.weight', nor Llama-4 "
+                        "'model.layers.%lld.feed_forward.experts.down_proj')",
+                        (long long)layer, mlp, mlp, (long long)layer, (long long)layer);
     if (st == MOE_STATUS_OK) st = load_router(&L, &desc);
     if (st == MOE_STATUS_OK) st = load_shared(&L, &desc);
     if (st == MOE_STATUS_OK) st = moe_weights_create(ctx, spec, &desc, format, out);
