@@ -469,6 +469,11 @@ static void test_family_defaults(void) {
          "{\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 2, "
          "\"num_local_experts\": 8, \"num_experts_per_tok\": 2}",
          MOE_SCORE_SIGMOID, 1, 1, 2},
+        {"DeepSeek-V3 at top-1: norm_topk_prob still renormalises (transformers, vLLM)",
+         "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+         "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 2, \"n_routed_experts\": 8, \"num_experts_per_tok\": 1, "
+         "\"norm_topk_prob\": true}",
+         MOE_SCORE_SIGMOID, 1, 1, 2},
         {"Qwen3.5-MoE: renormalises without norm_topk_prob",
          "{\"model_type\": \"qwen3_5_moe\", \"text_config\": {\"model_type\": \"qwen3_5_moe_text\", \"hidden_size\": 64, "
          "\"moe_intermediate_size\": 32, \"num_hidden_layers\": 2, \"num_experts\": 8, \"num_experts_per_tok\": 2}}",
@@ -650,7 +655,7 @@ static void test_random_round_trip(void) {
                  cfg.dense_intermediate == dense_I && cfg.num_layers == L && cfg.num_moe_layers == want_moe &&
                  pattern_ok && (n_group > 1 ? s->n_group == n_group && s->topk_group == topk_group : s->n_group <= 1) &&
                  s->use_correction_bias == sigmoid && s->score == (sigmoid ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX) &&
-                 s->renormalize == (norm && k > 1) && fabs(s->routed_scale - scale) < 1e-6 &&
+                 s->renormalize == norm && fabs(s->routed_scale - scale) < 1e-6 &&
                  s->num_shared_experts == shared && (shared == 0 || s->shared_intermediate == shared * I) &&
                  cfg.num_heads == heads && cfg.num_kv_heads == heads && cfg.head_dim == H / heads &&
                  cfg.vocab_size == vocab && cfg.q_lora_rank == 0;

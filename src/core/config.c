@@ -364,7 +364,6 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     bool gpt_oss = type && strcmp(type, "gpt_oss") == 0;
     bool noaux = is_noaux_family(type);
     bool minimax_m2 = type && strcmp(type, "minimax_m2") == 0;
-    bool deepseek_keys = strcmp(experts_key, "n_routed_experts") == 0;
     moe_status st;
 
     /* Score function. */
@@ -437,11 +436,12 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     }
 
     /* Renormalisation. Mixtral renormalises its top-k softmax weights (it has no key for it);
-     * GPT-OSS takes a softmax over the selected logits, which is the same thing. DeepSeek's
-     * code renormalises only for top_k > 1. */
+     * GPT-OSS takes a softmax over the selected logits, which is the same thing. norm_topk_prob
+     * holds at every top_k, top-1 included, as transformers' DeepSeek/GLM routers and vLLM's
+     * grouped_topk apply it (DeepSeek's own remote code skips it at top-1; no released model of
+     * theirs is top-1, and tools/hf_parity.py compares with transformers). */
     int32_t norm = noaux || strcmp(experts_key, "num_local_experts") == 0 || renormalizes_by_default(type);
     if ((st = get_bool(r, "norm_topk_prob", &norm, NULL)) != MOE_STATUS_OK) return st;
-    if (deepseek_keys && spec->top_k == 1) norm = 0;
     spec->renormalize = norm;
 
     double scale = 1.0;
