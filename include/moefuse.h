@@ -496,6 +496,14 @@ typedef struct moe_model_config {
     /* Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); all 0 otherwise. */
     int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
     moe_dtype torch_dtype; /* checkpoint dtype; BF16 if unsaid */
+    /* Attention span, for the decode analysis: the layers with layer_is_windowed[l] = 1 attend at
+     * most attention_window past tokens (a sliding window: GPT-OSS, Mistral, Qwen's
+     * use_sliding_window; or a chunk: Llama-4's chunked layers). 0 and all zero when every layer
+     * attends the whole context. Read from layer_types ("sliding_attention", "chunked_attention";
+     * other types count as full), sliding_window, attention_chunk_size, no_rope_layers,
+     * use_sliding_window and max_window_layers, with each family's defaults. */
+    int64_t attention_window;
+    uint8_t layer_is_windowed[MOE_MAX_LAYERS];
 } moe_model_config;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated); fields it does not need

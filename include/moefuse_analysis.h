@@ -283,6 +283,12 @@ void moe_roofline_free(moe_roofline *roof);
 /* Bytes of KV cache one token keeps in one layer (GQA: 2·kv_heads·head_dim; MLA: the
  * latent kv_lora_rank + rope dim), per GPU under tp, at 2 bytes per element. */
 double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp);
+/* Cached tokens one new token attends, summed over the layers, at `context` tokens of context:
+ * context in a full-attention layer, min(context, attention_window) in a windowed one
+ * (moe_model_config.layer_is_windowed; for a chunked layer that is its bound, the chunk then
+ * holding 1..window of them). num_layers x context when no layer is windowed. The decode KV
+ * read is this x batch x moe_kv_bytes_per_token_layer. */
+double moe_attended_tokens(const moe_model_config *cfg, int64_t context);
 
 /* ---------------------------------------------------------------------------------------
  * The co-design advisor.

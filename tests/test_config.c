@@ -714,6 +714,93 @@ static void test_random_mutations(void) {
     printf("%s random mutations (%d of %d still parsed)\n", checks_failed == before ? "PASS" : "FAIL", ok_count, total);
 }
 
+/* Which layers attend a bounded span: layer_types, the family defaults, Qwen's use_sliding_window /
+ * max_window_layers, and the refusals. The real configs in tests/data/configs first. */
+static void test_attention_span(void) {
+    int before = checks_failed;
+    static const struct {
+        const char *file;
+        int64_t window, windowed, first_windowed, first_full;
+    } files[] = {
+        {"gpt_oss_120b.json", 128, 18, 0, 1},   /* layer_types: sliding, full, sliding, ... */
+        {"llama4_scout.json", 8192, 36, 0, 3},  /* no_rope_layers []: layers 3, 7, ... are full */
+        {"mixtral_8x7b.json", 0, 0, -1, 0},     /* sliding_window null */
+        {"qwen1_5_moe_a2_7b.json", 0, 0, -1, 0}, /* sliding_window 32768 but use_sliding_window false */
+        {"deepseek_v3.json", 0, 0, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        moe_model_config cfg;
+        moe_status st = moe_config_load(NULL, fixture(files[i].file), &cfg);
+        CHECK(st == MOE_STATUS_OK, "%s: %s", files[i].file, moe_last_error(NULL));
+        if (st != MOE_STATUS_OK) continue;
+        int64_t windowed = 0;
+        for (int64_t l = 0; l < cfg.num_layers; l++) windowed += cfg.layer_is_windowed[l];
+        CHECK(cfg.attention_window == files[i].window && windowed == files[i].windowed &&
+                  (files[i].first_windowed < 0 || cfg.layer_is_windowed[files[i].first_windowed]) &&
+                  !cfg.layer_is_windowed[files[i].first_full],
+              "%s: window %lld, %lld windowed layers", files[i].file, (long long)cfg.attention_window,
+              (long long)windowed);
+    }
+    static const struct {
+        const char *what, *json;
+        moe_status status;
+        int64_t window;
+        const char *mask; /* layer_is_windowed of layers 0-3 */
+    } cases[] = {
+        {"Qwen: windows from max_window_layers on",
+         "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"use_sliding_window\": true, \"sliding_window\": 4096, "
+         "\"max_window_layers\": 2}",
+         MOE_STATUS_OK, 4096, "0011"},
+        {"Mixtral with a window: every layer",
+         "{\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": 4096}",
+         MOE_STATUS_OK, 4096, "1111"},
+        {"another family's unused sliding_window is ignored",
+         "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": 4096}",
+         MOE_STATUS_OK, 0, "0000"},
+        {"Llama-4's explicit no_rope_layers",
+         "{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 1, \"attention_chunk_size\": 512, "
+         "\"no_rope_layers\": [0, 1, 1, 0]}",
+         MOE_STATUS_OK, 512, "0110"},
+        {"layer_types: chunked, full and linear (counted full)",
+         "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"attention_chunk_size\": 256, \"layer_types\": "
+         "[\"chunked_attention\", \"full_attention\", \"linear_attention\", \"chunked_attention\"]}",
+         MOE_STATUS_OK, 256, "1001"},
+        {"layer_types of the wrong length",
+         "{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": 128, "
+         "\"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
+         MOE_STATUS_INVALID_ARGUMENT, 0, NULL},
+        {"sliding layers without sliding_window",
+         "{\"model_type\": \"gpt_oss\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 2, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
+         "\"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
+         MOE_STATUS_INVALID_ARGUMENT, 0, NULL},
+        {"sliding and chunked layers of different spans",
+         "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 2, "
+         "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": 128, \"attention_chunk_size\": 256, "
+         "\"layer_types\": [\"sliding_attention\", \"chunked_attention\"]}",
+         MOE_STATUS_UNSUPPORTED, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        moe_model_config cfg;
+        moe_status st = moe_config_parse(NULL, cases[i].json, strlen(cases[i].json), &cfg);
+        CHECK(st == cases[i].status, "%s: %s (%s), expected %s", cases[i].what, moe_status_string(st),
+              moe_last_error(NULL), moe_status_string(cases[i].status));
+        if (st != MOE_STATUS_OK || !cases[i].mask) continue;
+        char mask[5] = {0};
+        for (int l = 0; l < 4; l++) mask[l] = cfg.layer_is_windowed[l] ? '1' : '0';
+        CHECK(cfg.attention_window == cases[i].window && strcmp(mask, cases[i].mask) == 0,
+              "%s: window %lld, layers %s, expected %lld, %s", cases[i].what, (long long)cfg.attention_window, mask,
+              (long long)cases[i].window, cases[i].mask);
+    }
+    printf("%s attention span\n", checks_failed == before ? "PASS" : "FAIL");
+}
+
 int main(void) {
     harness_seed("test_config");
     find_fixtures();
@@ -724,6 +811,7 @@ int main(void) {
     test_family_defaults();
     test_noaux_families();
     test_refused_families();
+    test_attention_span();
     test_fifo_does_not_block();
     test_bad_inputs();
     test_random_round_trip();

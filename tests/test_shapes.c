@@ -1365,9 +1365,9 @@ static void test_advice(void) {
         double mem = (d->gemm_bytes + d->kv_bytes) / 4.19e12, comp = d->flops / 751e12;
         CHECK(close_rel(d->step_s, fmax(mem, comp), 1e-12), "B=%lld: step %g", (long long)d->batch, d->step_s);
         CHECK(close_rel(d->tokens_per_s_gpu * d->step_s, (double)d->batch, 1e-12), "B=%lld: tok/s/GPU", (long long)d->batch);
-        /* KV: 36 layers x B x 4096 x (2 x 8 heads x 64 x 2 bytes) */
-        CHECK(close_rel(d->kv_bytes, 36.0 * d->batch * 4096 * 2048, 1e-12), "B=%lld: kv %g", (long long)d->batch,
-              d->kv_bytes);
+        /* KV: (18 full layers x 4096 + 18 sliding layers x 128) x B x (2 x 8 heads x 64 x 2 bytes) */
+        CHECK(close_rel(d->kv_bytes, (18.0 * 4096 + 18.0 * 128) * d->batch * 2048, 1e-12), "B=%lld: kv %g",
+              (long long)d->batch, d->kv_bytes);
         if (i > 0) {
             CHECK(d->tokens_per_s_user < a.decode[i - 1].tokens_per_s_user, "per-user rate rises with batch");
             CHECK(d->tokens_per_s_gpu > a.decode[i - 1].tokens_per_s_gpu, "per-GPU rate falls with batch");
@@ -1454,14 +1454,38 @@ static void test_advice_attention(void) {
     CHECK(close_rel(att, 402653184.0, 1e-12), "qwen3 tp 4 B=2 attention FLOPs %.17g, expected 402653184", att);
     CHECK(close_rel(a.decode[1].kv_bytes, 50331648.0, 1e-12), "qwen3 tp 4 B=2 kv bytes %.17g", a.decode[1].kv_bytes);
 
-    /* GPT-OSS's sliding-window layers are not in the config struct: the advisor must say so */
+    /* GPT-OSS: 128-token sliding windows in its 18 even layers, full attention in the 18 odd ones.
+     * Batch 1, context 4096, tp 1: 64 query heads x 4*64 = 256 FLOPs per head and cached token over
+     * (18 x 4096 + 18 x 128) = 76,032 attended tokens: 1,245,708,288 FLOPs; KV 76,032 x 2048 B
+     * (2 x 8 kv heads x 64 x 2 B) = 155,713,536 B. The advisor says which layers are windowed. */
     CHECK(moe_config_preset(NULL, "gpt-oss-120b", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    CHECK(c.attention_window == 128 && c.layer_is_windowed[0] && !c.layer_is_windowed[1] && c.layer_is_windowed[34] &&
+              !c.layer_is_windowed[35],
+          "gpt-oss window %lld", (long long)c.attention_window);
     moe_shape_options_init(&opt);
     opt.seq = 4096;
     CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    att = advice_attention_flops(&c, &opt, &a, 0);
+    CHECK(close_rel(att, 1245708288.0, 1e-12), "gpt-oss B=1 attention FLOPs %.17g, expected 1245708288", att);
+    CHECK(close_rel(a.decode[0].kv_bytes, 155713536.0, 1e-12), "gpt-oss B=1 kv bytes %.17g", a.decode[0].kv_bytes);
     int said = 0;
-    for (int i = 0; i < a.num_notes; i++) said |= strstr(a.notes[i], "sliding window") != NULL;
+    for (int i = 0; i < a.num_notes; i++) said |= strstr(a.notes[i], "18 of 36 layers attend at most 128") != NULL;
     CHECK(said, "no note on GPT-OSS's sliding-window layers");
+    /* Llama-4-Scout: chunks of 8192 in layers 0-2 of every 4 (36 of 48), full in the other 12.
+     * Context 32768, batch 1: attended (36 x 8192 + 12 x 32768) = 688,128 tokens; 40 heads x
+     * 4*128 = 512 FLOPs each: 14,092,861,440 FLOPs; KV 688,128 x (2 x 8 x 128 x 2 B = 4096 B) =
+     * 2,818,572,288 B. At context 4096 no chunk binds: 48 x 4096 = 196,608 tokens. */
+    CHECK(moe_config_preset(NULL, "llama-4-scout", &c) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    CHECK(c.attention_window == 8192 && c.layer_is_windowed[0] && c.layer_is_windowed[2] && !c.layer_is_windowed[3] &&
+              !c.layer_is_windowed[47],
+          "llama-4 window %lld", (long long)c.attention_window);
+    CHECK(close_rel(moe_attended_tokens(&c, 4096), 196608.0, 1e-12), "llama-4 ctx 4096: %g", moe_attended_tokens(&c, 4096));
+    moe_shape_options_init(&opt);
+    opt.seq = 32768;
+    CHECK(moe_advice_compute(NULL, &c, &opt, &h200, &a) == MOE_STATUS_OK, "%s", moe_last_error(NULL));
+    att = advice_attention_flops(&c, &opt, &a, 0);
+    CHECK(close_rel(att, 14092861440.0, 1e-12), "llama-4 B=1 attention FLOPs %.17g, expected 14092861440", att);
+    CHECK(close_rel(a.decode[0].kv_bytes, 2818572288.0, 1e-12), "llama-4 B=1 kv bytes %.17g", a.decode[0].kv_bytes);
 }
 
 /* The grouped FP8 kernel's 192-wide tiles read each fragment column's B scale from the row

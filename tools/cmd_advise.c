@@ -15,11 +15,11 @@ static void usage(FILE *f) {
           "curve, tokens/s per user against tokens/s per GPU for batch 1..1024 at context C (default S):\n"
           "step time = max((GEMM bytes with the experts touched + KV cache bytes) / bandwidth, FLOPs / peak).\n"
           "Decode FLOPs = the weight GEMMs (moefuse shapes --mode decode; a multiply-add is 2 FLOPs) plus attention's\n"
-          "score and value products of each new token against all C cached tokens (no causal halving at decode):\n"
+          "score and value products of each new token against the C cached tokens it attends (no causal halving at\n"
+          "decode; at most the window in a sliding-window or chunked layer, as the config marks them):\n"
           "4*head_dim per query head and cached token; MLA on its cached latent, kv_b_proj absorbed:\n"
-          "2*(kv_lora_rank+qk_rope_head_dim) + 2*kv_lora_rank. KV cache: layers x batch x C x (GQA 2*kv_heads*head_dim,\n"
-          "MLA kv_lora_rank+qk_rope_head_dim) elements of 2 bytes (also with --dtype fp8). Sliding-window and chunked\n"
-          "attention layers (GPT-OSS, Llama-4) count as full attention (a note says so).\n"
+          "2*(kv_lora_rank+qk_rope_head_dim) + 2*kv_lora_rank. KV cache: attended tokens summed over the layers x batch\n"
+          "x (GQA 2*kv_heads*head_dim, MLA kv_lora_rank+qk_rope_head_dim) elements of 2 bytes (also with --dtype fp8).\n"
           "--svg writes the decode curve. The GPU defaults to h200 (measured ceilings).\n",
           f);
 }

@@ -417,6 +417,8 @@ class ModelConfig:
     qk_rope_head_dim: int
     v_head_dim: int
     torch_dtype: str  # "bf16", "f16", "f32", ...
+    attention_window: int  # 0, or the span of the windowed layers (sliding window or chunk)
+    layer_is_windowed: list
 
     @classmethod
     def from_c(cls, c):
@@ -427,7 +429,7 @@ class ModelConfig:
                 value = _lib.text(value)
             elif f.name == "layer":
                 value = LayerSpec.from_c(value)
-            elif f.name == "layer_is_moe":
+            elif f.name in ("layer_is_moe", "layer_is_windowed"):
                 value = [bool(v) for v in list(value)[: max(0, min(c.num_layers, _lib.MAX_LAYERS))]]
             elif f.name in ("is_moe", "tie_word_embeddings"):
                 value = bool(value)

@@ -271,6 +271,8 @@ class MoeModelConfig(ctypes.Structure):
         ("qk_rope_head_dim", ctypes.c_int64),
         ("v_head_dim", ctypes.c_int64),
         ("torch_dtype", _enum),
+        ("attention_window", ctypes.c_int64),
+        ("layer_is_windowed", ctypes.c_uint8 * MAX_LAYERS),
     ]
 
 

@@ -33,6 +33,10 @@ def test_presets_deepseek_v3():
     assert c.is_moe and c.num_layers == 61 and len(c.layer_is_moe) == 61
     assert c.layer_is_moe[:4] == [False, False, False, True] and c.num_moe_layers == 58
     assert c.torch_dtype == "bf16" and c.model_type == "deepseek_v3"
+    assert c.attention_window == 0 and c.layer_is_windowed == [False] * 61
+    # The struct's tail crosses ctypes intact: GPT-OSS's sliding window in its even layers.
+    g = moefuse.preset("gpt-oss-120b")
+    assert g.attention_window == 128 and g.layer_is_windowed == [l % 2 == 0 for l in range(36)]
 
 
 MIXTRAL_LIKE = {

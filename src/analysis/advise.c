@@ -59,7 +59,8 @@ static void collect_dims(moe_advice *a, const moe_model_config *c, int64_t tp) {
 }
 
 /* Attention score and value FLOPs of one decode step per GPU (not weight GEMMs): each new token's
- * query against all `context` cached positions (no causal halving: the new token sees them all),
+ * query against the cached positions it attends (moe_attended_tokens: all `context` of them in a
+ * full-attention layer, no causal halving at decode; at most the window in a windowed one),
  * 2 FLOPs per multiply-add. GQA: Q.K^T and P.V, 2·head_dim each per head and cached position.
  * MLA: the cache holds the latent (kv_lora_rank) and the rope key (moe_kv_bytes_per_token_layer),
  * so attention runs on them with kv_b_proj absorbed into the query and the output (the absorbed
@@ -70,7 +71,7 @@ static double attention_flops(const moe_model_config *c, int64_t batch, int64_t 
     if (c->kv_lora_rank > 0)
         per_head = 2.0 * (double)(c->kv_lora_rank + c->qk_rope_head_dim) + 2.0 * (double)c->kv_lora_rank;
     else per_head = 4.0 * (double)(c->head_dim > 0 ? c->head_dim : c->layer.hidden / c->num_heads);
-    return (double)c->num_layers * (double)batch * (double)context * heads * per_head;
+    return moe_attended_tokens(c, context) * (double)batch * heads * per_head;
 }
 
 moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, const moe_shape_options *opt,
@@ -131,7 +132,7 @@ moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, c
         moe_decode_point *p = &out->decode[out->num_decode++];
         p->batch = b;
         p->gemm_bytes = list->total_bytes;
-        p->kv_bytes = (double)cfg->num_layers * (double)b * (double)context * moe_kv_bytes_per_token_layer(cfg, opt->tp);
+        p->kv_bytes = moe_attended_tokens(cfg, context) * (double)b * moe_kv_bytes_per_token_layer(cfg, opt->tp);
         p->flops = list->total_flops + attention_flops(cfg, b, context, opt->tp);
         moe_shape_list_free(list);
         double memory = (p->gemm_bytes + p->kv_bytes) / gpu->read_bw, compute = p->flops / peak;
@@ -142,7 +143,8 @@ moe_status moe_advice_compute(moe_context_t *ctx, const moe_model_config *cfg, c
     }
 
     /* The notes say what the tables mean for this model (the decode curve's limits first). */
-    if (moe__attention_span_note(cfg)) note(out, "%s", moe__attention_span_note(cfg));
+    char span[256];
+    if (moe__attention_span_note(cfg, span, sizeof span)) note(out, "%s", span);
     for (int64_t i = 0; i < out->num_dims; i++) {
         const moe_dim_advice *d = &out->dims[i];
         if (d->multiple_of == 0 && d->value >= 64)

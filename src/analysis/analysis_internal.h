@@ -15,9 +15,9 @@ double moe__experts_touched(double tokens, double num_experts, double top_k);
 /* The model's MoE layer mask: 1 where layer l runs routed experts. */
 int moe__layer_is_moe(const moe_model_config *cfg, int64_t layer);
 
-/* A note on attention the config struct cannot express and the KV / attention-FLOP terms
- * therefore overstate (GPT-OSS's sliding-window layers, Llama-4's chunked layers); NULL if none. */
-const char *moe__attention_span_note(const moe_model_config *cfg);
+/* The note on windowed attention layers (moe_model_config.layer_is_windowed), written to buf; 0
+ * (and buf untouched) when every layer attends the whole context. */
+int moe__attention_span_note(const moe_model_config *cfg, char *buf, size_t size);
 
 /* Intermediate width of the dense MLP layers (dense_intermediate, or the layer's own
  * intermediate for a dense model); 0 when unknown. */

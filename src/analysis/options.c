@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,15 +85,16 @@ int moe__layer_is_moe(const moe_model_config *cfg, int64_t layer) {
            cfg->layer_is_moe[layer] != 0;
 }
 
-const char *moe__attention_span_note(const moe_model_config *cfg) {
-    if (!strcmp(cfg->model_type, "gpt_oss"))
-        return "known limitation: GPT-OSS attends over a 128-token sliding window in every other layer, which the "
-               "config struct cannot express: KV traffic and attention FLOPs count every layer as full attention "
-               "(up to 2x high)";
-    if (!strncmp(cfg->model_type, "llama4", 6))
-        return "known limitation: Llama-4 uses chunked attention (8192-token chunks) in 3 of every 4 layers, which "
-               "the config struct cannot express: KV traffic and attention FLOPs count every layer as full attention";
-    return NULL;
+int moe__attention_span_note(const moe_model_config *cfg, char *buf, size_t size) {
+    int64_t windowed = 0;
+    for (int64_t l = 0; l < cfg->num_layers && l < MOE_MAX_LAYERS; l++) windowed += cfg->layer_is_windowed[l] != 0;
+    if (windowed == 0 || cfg->attention_window <= 0) return 0;
+    snprintf(buf, size,
+             "%lld of %lld layers attend at most %lld cached tokens (sliding window or chunk, from the config): KV "
+             "traffic and attention FLOPs count min(context, %lld) for them (a chunked layer's bound)",
+             (long long)windowed, (long long)cfg->num_layers, (long long)cfg->attention_window,
+             (long long)cfg->attention_window);
+    return 1;
 }
 
 int64_t moe__dense_intermediate(const moe_model_config *cfg) {

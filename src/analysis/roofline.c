@@ -50,6 +50,16 @@ moe_kernel_family moe_grouped_kernel_select(moe_dtype dtype, int64_t routed_rows
     return moe__fp8_swap_select(routed_rows, experts) ? MOE_KERNEL_HOPPER_FP8_DECODE : MOE_KERNEL_HOPPER_FP8;
 }
 
+double moe_attended_tokens(const moe_model_config *cfg, int64_t context) {
+    if (!cfg || context <= 0) return 0.0;
+    double sum = 0.0;
+    for (int64_t l = 0; l < cfg->num_layers && l < MOE_MAX_LAYERS; l++)
+        sum += (double)(cfg->layer_is_windowed[l] && cfg->attention_window > 0 && cfg->attention_window < context
+                            ? cfg->attention_window
+                            : context);
+    return sum;
+}
+
 double moe_kv_bytes_per_token_layer(const moe_model_config *cfg, int64_t tp) {
     if (!cfg) return 0.0;
     if (tp < 1) tp = 1;
@@ -451,7 +461,7 @@ moe_status moe_roofline_create(moe_context_t *ctx, const moe_shape_list *list, c
         rf->kind_time_s[r->kind] += o->time_s;
     }
     if (list->options.mode == MOE_STEP_DECODE) {
-        rf->kv_cache_bytes = (double)c->num_layers * (double)list->options.batch * (double)list->options.context *
+        rf->kv_cache_bytes = moe_attended_tokens(c, list->options.context) * (double)list->options.batch *
                              moe_kv_bytes_per_token_layer(c, list->options.tp);
         rf->kv_cache_s = rf->kv_cache_bytes / gpu->read_bw;
     }

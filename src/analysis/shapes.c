@@ -250,7 +250,8 @@ static void add_notes(moe_shape_list *l) {
     if (c->kv_lora_rank == 0 && c->num_kv_heads < o->tp)
         add_note(l, "tp %lld > kv heads %lld: each rank keeps one replicated kv head", (long long)o->tp,
                  (long long)c->num_kv_heads);
-    if (o->mode == MOE_STEP_DECODE && moe__attention_span_note(c)) add_note(l, "%s", moe__attention_span_note(c));
+    char span[256];
+    if (o->mode == MOE_STEP_DECODE && moe__attention_span_note(c, span, sizeof span)) add_note(l, "%s", span);
     if (is_qwen3_next(c))
         add_note(l,
                  "known limitation: Qwen3-Next uses linear attention (Gated DeltaNet) in 3 of every 4 layers, which "

@@ -539,6 +539,84 @@ static moe_status read_attention(const reader *r, moe_model_config *cfg) {
     return MOE_STATUS_OK;
 }
 
+/* Which layers attend a bounded span (moe_model_config.attention_window). transformers' rules:
+ * layer_types when given; else GPT-OSS alternates sliding (even layers) and full; Llama-4 chunks
+ * the layers that use RoPE (no_rope_layers[l] = 1; an empty list means 3 of every 4, the last of
+ * each no_rope_layer_interval being full); Qwen's use_sliding_window windows layers from
+ * max_window_layers on; Mistral and Mixtral window every layer when sliding_window is set. */
+static moe_status read_attention_span(const reader *r, const char *family, moe_model_config *cfg) {
+    moe_status st;
+    if (!family) family = ""; /* no model_type */
+    int64_t n = cfg->num_layers, window = 0, chunk = 0;
+    bool has_window, has_chunk;
+    if ((st = get_int(r, "sliding_window", 1, &window, &has_window)) != MOE_STATUS_OK) return st;
+    if ((st = get_int(r, "attention_chunk_size", 1, &chunk, &has_chunk)) != MOE_STATUS_OK) return st;
+    cfg->attention_window = 0;
+    memset(cfg->layer_is_windowed, 0, sizeof cfg->layer_is_windowed);
+    char what[64];
+    const cJSON *types = find(r, "layer_types");
+    if (types) {
+        if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != n)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: layer_types = %s, expected an array of num_hidden_layers = %lld strings", r->label,
+                              describe(types, what, sizeof what), (long long)n);
+        bool sliding = false, chunked = false;
+        for (int64_t l = 0; l < n; l++) {
+            const cJSON *item = cJSON_GetArrayItem(types, (int)l);
+            if (!cJSON_IsString(item))
+                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: layer_types[%lld] = %s, expected a string",
+                                  r->label, (long long)l, describe(item, what, sizeof what));
+            bool s = strcmp(item->valuestring, "sliding_attention") == 0;
+            bool c = strcmp(item->valuestring, "chunked_attention") == 0;
+            sliding |= s, chunked |= c;
+            cfg->layer_is_windowed[l] = (uint8_t)(s || c);
+        }
+        if ((sliding && !has_window) || (chunked && !has_chunk))
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: layer_types has %s layers but no %s", r->label,
+                              sliding ? "sliding_attention" : "chunked_attention",
+                              sliding ? "sliding_window" : "attention_chunk_size");
+        if (sliding && chunked && window != chunk)
+            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                              "%s: layer_types mixes sliding (sliding_window = %lld) and chunked (attention_chunk_size = "
+                              "%lld) layers; one span per model is modelled",
+                              r->label, (long long)window, (long long)chunk);
+        cfg->attention_window = sliding ? window : chunked ? chunk : 0;
+    } else if (strcmp(family, "gpt_oss") == 0 && has_window) {
+        for (int64_t l = 0; l < n; l++) cfg->layer_is_windowed[l] = l % 2 == 0;
+        cfg->attention_window = window;
+    } else if (strncmp(family, "llama4", 6) == 0 && has_chunk) {
+        int64_t interval = 4;
+        if ((st = get_int(r, "no_rope_layer_interval", 1, &interval, NULL)) != MOE_STATUS_OK) return st;
+        const cJSON *rope = find(r, "no_rope_layers");
+        int count = rope && cJSON_IsArray(rope) ? cJSON_GetArraySize(rope) : 0;
+        if (rope && (!cJSON_IsArray(rope) || (count != 0 && count != n)))
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: no_rope_layers = %s, expected an empty array or num_hidden_layers = %lld flags",
+                              r->label, describe(rope, what, sizeof what), (long long)n);
+        for (int64_t l = 0; l < n; l++) {
+            int64_t uses_rope = (l + 1) % interval != 0;
+            if (count) {
+                const cJSON *item = cJSON_GetArrayItem(rope, (int)l);
+                if ((st = to_int(r, "no_rope_layers[]", item, 0, &uses_rope)) != MOE_STATUS_OK) return st;
+            }
+            cfg->layer_is_windowed[l] = uses_rope != 0;
+        }
+        cfg->attention_window = chunk;
+    } else if (has_window) {
+        int32_t use = 0;
+        bool has_use;
+        if ((st = get_bool(r, "use_sliding_window", &use, &has_use)) != MOE_STATUS_OK) return st;
+        bool mistral = strcmp(family, "mistral") == 0 || strcmp(family, "mixtral") == 0;
+        if (has_use ? use : mistral) {
+            int64_t from = 0;
+            if (has_use && (st = get_int(r, "max_window_layers", 0, &from, NULL)) != MOE_STATUS_OK) return st;
+            for (int64_t l = from; l < n; l++) cfg->layer_is_windowed[l] = 1;
+            cfg->attention_window = from < n ? window : 0;
+        }
+    }
+    return MOE_STATUS_OK;
+}
+
 /* Fills cfg from the parsed root object. */
 static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON *root, moe_model_config *cfg) {
     reader r = {ctx, label, root, NULL};
@@ -631,6 +709,7 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
                           label, (long long)(cfg->num_layers - cfg->num_moe_layers), (long long)cfg->num_layers);
 
     if ((st = read_attention(&r, cfg)) != MOE_STATUS_OK) return st;
+    if ((st = read_attention_span(&r, family, cfg)) != MOE_STATUS_OK) return st;
     return read_dtype(&r, &cfg->torch_dtype);
 }
 

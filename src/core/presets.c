@@ -86,20 +86,23 @@ static const char qwen3_next_80b_a3b[] =
     " \"hidden_act\": \"silu\", \"num_attention_heads\": 16, \"num_key_value_heads\": 2, \"head_dim\": 256,"
     " \"vocab_size\": 151936, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
 
-/* GPT-OSS (openai/gpt-oss-20b, openai/gpt-oss-120b): clamped SwiGLU with biases. */
+/* GPT-OSS (openai/gpt-oss-20b, openai/gpt-oss-120b): clamped SwiGLU with biases; a 128-token sliding
+ * window in every other layer (the family default of layer_types). */
 static const char gpt_oss_20b[] =
     "{\"model_type\": \"gpt_oss\", \"architectures\": [\"GptOssForCausalLM\"],"
     " \"hidden_size\": 2880, \"intermediate_size\": 2880, \"num_hidden_layers\": 24,"
     " \"num_local_experts\": 32, \"num_experts_per_tok\": 4, \"experts_per_token\": 4,"
     " \"swiglu_limit\": 7.0, \"hidden_act\": \"silu\", \"num_attention_heads\": 64, \"num_key_value_heads\": 8,"
-    " \"head_dim\": 64, \"vocab_size\": 201088, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
+    " \"head_dim\": 64, \"sliding_window\": 128, \"vocab_size\": 201088, \"tie_word_embeddings\": false,"
+    " \"torch_dtype\": \"bfloat16\"}";
 
 static const char gpt_oss_120b[] =
     "{\"model_type\": \"gpt_oss\", \"architectures\": [\"GptOssForCausalLM\"],"
     " \"hidden_size\": 2880, \"intermediate_size\": 2880, \"num_hidden_layers\": 36,"
     " \"num_local_experts\": 128, \"num_experts_per_tok\": 4, \"experts_per_token\": 4,"
     " \"swiglu_limit\": 7.0, \"hidden_act\": \"silu\", \"num_attention_heads\": 64, \"num_key_value_heads\": 8,"
-    " \"head_dim\": 64, \"vocab_size\": 201088, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
+    " \"head_dim\": 64, \"sliding_window\": 128, \"vocab_size\": 201088, \"tie_word_embeddings\": false,"
+    " \"torch_dtype\": \"bfloat16\"}";
 
 /* Mixtral-8x7B (mistralai/Mixtral-8x7B-v0.1). */
 static const char mixtral_8x7b[] =
@@ -110,13 +113,15 @@ static const char mixtral_8x7b[] =
     " \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
 
 /* Llama-4 (meta-llama/Llama-4-Scout-17B-16E, Llama-4-Maverick-17B-128E): multimodal configs
- * with the text model under text_config. */
+ * with the text model under text_config; chunked attention (8192 tokens) in 3 of every 4 layers (the
+ * family default of no_rope_layers). */
 static const char llama_4_scout[] =
     "{\"model_type\": \"llama4\", \"architectures\": [\"Llama4ForConditionalGeneration\"],"
     " \"text_config\": {\"model_type\": \"llama4_text\", \"hidden_size\": 5120, \"intermediate_size\": 8192,"
     " \"intermediate_size_mlp\": 16384, \"num_hidden_layers\": 48, \"interleave_moe_layer_step\": 1,"
     " \"num_local_experts\": 16, \"num_experts_per_tok\": 1, \"hidden_act\": \"silu\","
-    " \"num_attention_heads\": 40, \"num_key_value_heads\": 8, \"head_dim\": 128, \"vocab_size\": 202048,"
+    " \"num_attention_heads\": 40, \"num_key_value_heads\": 8, \"head_dim\": 128, \"attention_chunk_size\": 8192,"
+    " \"vocab_size\": 202048,"
     " \"torch_dtype\": \"bfloat16\"},"
     " \"vision_config\": {\"model_type\": \"llama4_vision_model\", \"hidden_size\": 1408},"
     " \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
@@ -126,7 +131,8 @@ static const char llama_4_maverick[] =
     " \"text_config\": {\"model_type\": \"llama4_text\", \"hidden_size\": 5120, \"intermediate_size\": 8192,"
     " \"intermediate_size_mlp\": 16384, \"num_hidden_layers\": 48, \"interleave_moe_layer_step\": 2,"
     " \"num_local_experts\": 128, \"num_experts_per_tok\": 1, \"hidden_act\": \"silu\","
-    " \"num_attention_heads\": 40, \"num_key_value_heads\": 8, \"head_dim\": 128, \"vocab_size\": 202048,"
+    " \"num_attention_heads\": 40, \"num_key_value_heads\": 8, \"head_dim\": 128, \"attention_chunk_size\": 8192,"
+    " \"vocab_size\": 202048,"
     " \"torch_dtype\": \"bfloat16\"},"
     " \"vision_config\": {\"model_type\": \"llama4_vision_model\", \"hidden_size\": 1408},"
     " \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}";
