@@ -280,6 +280,15 @@ if run_ok "info json" info --model deepseek-v3 --json; then
         then pass "info moe_layer_ids"; else fail "info moe_layer_ids" "not 3..60"; fi
     fi
 fi
+# GPT-OSS-20b: a 128-token sliding window in its 12 even layers (0, 2, ..., 22)
+if run_ok "info attention span" info --model gpt-oss-20b --json; then
+    if [ "$(json_get "$OUT" attention_window)" != 128 ]; then fail "info attention_window" "$(cut -c1-300 "$OUT")"
+    elif [ $HAVE_PYTHON -eq 1 ] && ! python3 -c 'import json,sys; ids=json.load(open(sys.argv[1]))["windowed_layer_ids"]; sys.exit(ids != list(range(0, 24, 2)))' "$OUT"
+    then fail "info windowed_layer_ids" "not 0, 2, ..., 22"
+    elif ! "$BIN" info --model gpt-oss-20b 2>"$ERR" | grep -q "12 of 24 layers attend at most 128 tokens"; then
+        fail "info attention span text" "no span line"
+    else pass "info attention span"; fi
+fi
 if run_ok "info text" info --model deepseek-v3; then
     if grep -q "0-2 dense, 3-60 MoE" "$OUT" && grep -q "sigmoid" "$OUT"; then pass "info text"
     else fail "info text" "no '0-2 dense, 3-60 MoE'"; fi

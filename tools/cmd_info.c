@@ -17,6 +17,13 @@ static void usage(FILE *f) {
 
 static const char *yes_no(int v) { return v ? "yes" : "no"; }
 
+/* Layers that attend at most attention_window tokens. */
+static int64_t windowed_layers(const moe_model_config *cfg) {
+    int64_t count = 0;
+    for (int64_t l = 0; l < cfg->num_layers && l < MOE_MAX_LAYERS; l++) count += cfg->layer_is_windowed[l] != 0;
+    return cfg->attention_window > 0 ? count : 0;
+}
+
 static void print_text(const moe_model_config *cfg) {
     const moe_layer_spec *s = &cfg->layer;
     char runs[512];
@@ -57,6 +64,10 @@ static void print_text(const moe_model_config *cfg) {
         printf("  MLA            q_lora_rank %lld, kv_lora_rank %lld, qk_nope %lld, qk_rope %lld, v_head %lld\n",
                (long long)cfg->q_lora_rank, (long long)cfg->kv_lora_rank, (long long)cfg->qk_nope_head_dim,
                (long long)cfg->qk_rope_head_dim, (long long)cfg->v_head_dim);
+    int64_t windowed = windowed_layers(cfg);
+    if (windowed > 0)
+        printf("  attention span %lld of %lld layers attend at most %lld tokens (sliding window or chunk)\n",
+               (long long)windowed, (long long)cfg->num_layers, (long long)cfg->attention_window);
     printf("  vocab          %lld%s\n", (long long)cfg->vocab_size, cfg->tie_word_embeddings ? " (tied embeddings)" : "");
     printf("  dtype          %s\n", moe_dtype_name(cfg->torch_dtype));
 }
@@ -104,7 +115,14 @@ static void print_json(const moe_model_config *cfg) {
            ", \"v_head_dim\": %lld",
            (long long)cfg->q_lora_rank, (long long)cfg->kv_lora_rank, (long long)cfg->qk_nope_head_dim,
            (long long)cfg->qk_rope_head_dim, (long long)cfg->v_head_dim);
-    printf(", \"torch_dtype\": \"%s\"}\n", moe_dtype_name(cfg->torch_dtype));
+    printf(", \"attention_window\": %lld, \"windowed_layer_ids\": [", (long long)cfg->attention_window);
+    first = 1;
+    for (int64_t i = 0; i < n; i++)
+        if (cfg->layer_is_windowed[i]) {
+            printf("%s%lld", first ? "" : ", ", (long long)i);
+            first = 0;
+        }
+    printf("], \"torch_dtype\": \"%s\"}\n", moe_dtype_name(cfg->torch_dtype));
 }
 
 int cmd_info(int argc, char **argv) {
