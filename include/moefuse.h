@@ -548,18 +548,23 @@ moe_status moe_checkpoint_tensor_info(moe_context_t *ctx, const moe_checkpoint_t
 moe_status moe_checkpoint_read(moe_context_t *ctx, const moe_checkpoint_t *ckpt, const char *name, void *dst,
                                size_t dst_bytes);
 
-/* Loads layer `layer`'s MoE weights and packs them as moe_weights_create does. Understands
- *   model.layers.L.mlp.experts.N.{gate,up,down}_proj.weight   (+ .weight_scale_inv for FP8)
- *   model.layers.L.mlp.experts.{gate_up_proj,down_proj}[_bias] (GPT-OSS, interleaved,
- *                                                              [E,H,2I] and [E,I,H]; or the
- *                                                              MXFP4 release's _blocks/_scales)
- *   model.layers.L.block_sparse_moe.experts.N.{w1,w3,w2}.weight (Mixtral)
- *   model.layers.L.feed_forward.experts.{gate_up_proj,down_proj} (Llama-4: [E,H,2I] gate
- *                                                              columns then up, [E,I,H])
- *   model.layers.L.mlp.{gate,router}.weight [E,H] (+ bias; the correction bias as
- *                           gate.e_score_correction_bias, mlp.e_score_correction_bias or
- *                           gate.expert_bias)
- *   model.layers.L.mlp.shared_expert(s).{gate,up,down}_proj.weight, shared_expert_gate.weight
+/* Loads layer `layer`'s MoE weights and packs them as moe_weights_create does. The layer's
+ * root R is model.layers.L., model.language_model.layers.L. (Qwen3-VL-MoE, GLM-4.5V),
+ * language_model.model.layers.L. (Llama-4, Kimi-K2.5, Mistral-3 Hub files) or
+ * language_model.model.blocks.L. (Kimi-K2.5 as transformers 5 saves it), whichever holds its
+ * experts (more than one: MOE_STATUS_INVALID_ARGUMENT). Understands, under R:
+ *   mlp.experts.N.{gate,up,down}_proj.weight        (+ .weight_scale_inv for FP8)
+ *   block_sparse_moe.experts.N.{w1,w3,w2}.weight    (Mixtral)
+ *   {mlp,feed_forward,block_sparse_moe}.experts.{gate_up_proj,down_proj}[_bias], or
+ *   block_sparse_moe.{input,output}_linear.weight   (Granite): [E,2I,H] and [E,H,I] (out x in,
+ *       transformers 5's experts) or [E,H,2I] and [E,I,H] (in x out: GPT-OSS, Llama-4,
+ *       Qwen3-VL-MoE's Hub files), told by shape (a square one by the other; ungated with
+ *       H == I: MOE_STATUS_UNSUPPORTED); gate rows then up, except in x out with
+ *       MOE_ACT_SWIGLU_OAI (GPT-OSS: interleaved); or the MXFP4 release's _blocks/_scales
+ *   <block>.{gate,router,router.layer}.weight [E,H] (+ bias; the correction bias as
+ *       gate.e_score_correction_bias, mlp.e_score_correction_bias or gate.expert_bias)
+ *   <block>.shared_expert(s).{gate,up,down}_proj.weight, shared_expert_gate.weight
+ * A tensor the spec does not ask for (biases, correction bias, shared expert) is refused.
  * MOE_STATUS_NOT_FOUND names the first tensor that is missing. */
 moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, const moe_layer_spec *spec,
                             int64_t layer, moe_format format, moe_weights_t **out);

@@ -1127,6 +1127,369 @@ static void test_load_expert_bias(moe_context_t *ctx) {
     free(f);
 }
 
+/* ---- transformers 5's fused experts, Granite, multimodal roots (found by tools/hf_parity.py) -- */
+
+/* Fused gate_up / down of x->E experts, random in dtype. out_in: [E, R, H] and [E, H, I]
+ * (transformers 5's experts modules: Mistral-4, Granite, Qwen3-VL-MoE as it saves them), else
+ * [E, H, R] and [E, I, H] (GPT-OSS, Llama-4, Qwen3-VL-MoE's Hub files). R = 2I rows gate then
+ * up (concatenated), or interleaved (GPT-OSS); ungated (gated 0): R = I, x->up stays NULL. */
+static void add_fused(tfile *f, const char *gu_name, const char *dn_name, const char *dtype, int out_in,
+                      int interleaved, int gated, expected *x) {
+    const int64_t E = x->E, H = x->H, I = x->I, R = gated ? 2 * I : I;
+    float *gu = malloc((size_t)(E * R * H) * 4), *dn = malloc((size_t)(E * H * I) * 4);
+    void *gu_b = random_encoded(dtype, E * R * H, gu), *dn_b = random_encoded(dtype, E * H * I, dn);
+    int64_t gu_shape[3] = {E, out_in ? R : H, out_in ? H : R}, dn_shape[3] = {E, out_in ? H : I, out_in ? I : H};
+    tf_add(f, gu_name, dtype, 3, gu_shape, gu_b, (size_t)(E * R * H) * dtype_size(dtype));
+    tf_add(f, dn_name, dtype, 3, dn_shape, dn_b, (size_t)(E * H * I) * dtype_size(dtype));
+    for (int64_t e = 0; e < E; e++) {
+        x->gate[e] = malloc((size_t)(I * H) * 4);
+        if (gated) x->up[e] = malloc((size_t)(I * H) * 4);
+        x->down[e] = malloc((size_t)(H * I) * 4);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t h = 0; h < H; h++) {
+                float v = out_in ? gu[(e * R + r) * H + h] : gu[(e * H + h) * R + r];
+                if (!gated)
+                    x->gate[e][r * H + h] = v;
+                else if (interleaved)
+                    (r % 2 ? x->up : x->gate)[e][(r / 2) * H + h] = v;
+                else
+                    (r < I ? x->gate : x->up)[e][(r % I) * H + h] = v;
+            }
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < I; i++)
+                x->down[e][h * I + i] = out_in ? dn[(e * H + h) * I + i] : dn[(e * I + i) * H + h];
+    }
+    free(gu), free(dn), free(gu_b), free(dn_b);
+}
+
+/* Stacks [n][rows * cols] floats into one [n, rows, cols] buffer. */
+static float *stack_of(float *const *m, int64_t n, int64_t each) {
+    float *out = malloc((size_t)(n * each) * 4);
+    for (int64_t e = 0; e < n; e++) memcpy(out + e * each, m[e], (size_t)each * 4);
+    return out;
+}
+
+/* The loaded layer against the same weights given to moe_weights_create directly (SEPARATE,
+ * contiguous fp32): unpacked experts equal, and a forward on random tokens with the router's
+ * own logits gives the same output and top-k. router [E, H]; correction [E] or NULL; the shared
+ * expert from x when spec->num_shared_experts. */
+static void check_direct(moe_context_t *ctx, const moe_weights_t *w, const moe_layer_spec *spec, const expected *x,
+                         const float *router, const float *correction, const char *label) {
+    const int64_t E = x->E, H = x->H, I = x->I, Is = spec->num_shared_experts ? spec->shared_intermediate : 0, T = 11;
+    check_unpacked(ctx, w, x, Is, 0.0f, label);
+    moe_weights_desc d;
+    memset(&d, 0, sizeof d);
+    d.layout = MOE_LAYOUT_SEPARATE;
+    float *g = stack_of(x->gate, E, I * H), *u = stack_of(x->up, E, I * H), *dn = stack_of(x->down, E, H * I);
+    d.gate = moe_tensor_3d(g, MOE_DTYPE_F32, E, I, H);
+    d.up = moe_tensor_3d(u, MOE_DTYPE_F32, E, I, H);
+    d.down = moe_tensor_3d(dn, MOE_DTYPE_F32, E, H, I);
+    d.router = moe_tensor_2d((void *)router, MOE_DTYPE_F32, E, H);
+    if (correction) d.correction_bias = moe_tensor_1d((void *)correction, MOE_DTYPE_F32, E);
+    if (Is) {
+        d.shared_gate = moe_tensor_2d(x->shared_gate, MOE_DTYPE_F32, Is, H);
+        d.shared_up = moe_tensor_2d(x->shared_up, MOE_DTYPE_F32, Is, H);
+        d.shared_down = moe_tensor_2d(x->shared_down, MOE_DTYPE_F32, H, Is);
+    }
+    moe_weights_t *direct = NULL;
+    moe_status st = moe_weights_create(ctx, spec, &d, MOE_FORMAT_F32, &direct);
+    CHECK(st == MOE_STATUS_OK, "%s: direct create: %s", label, moe_last_error(ctx));
+    float *xs = malloc((size_t)(T * H) * 4), *y[2] = {malloc((size_t)(T * H) * 4), malloc((size_t)(T * H) * 4)};
+    int32_t *ids[2] = {malloc((size_t)(T * spec->top_k) * 4), malloc((size_t)(T * spec->top_k) * 4)};
+    float *tw[2] = {malloc((size_t)(T * spec->top_k) * 4), malloc((size_t)(T * spec->top_k) * 4)};
+    for (int64_t i = 0; i < T * H; i++) xs[i] = rng_float(-1, 1);
+    for (int k = 0; k < 2 && st == MOE_STATUS_OK; k++) {
+        const moe_weights_t *which = k ? direct : w;
+        moe_forward_args a;
+        moe_forward_args_init(&a);
+        a.x = moe_tensor_2d(xs, MOE_DTYPE_F32, T, H);
+        a.y = moe_tensor_2d(y[k], MOE_DTYPE_F32, T, H);
+        a.out_topk_ids = moe_tensor_2d(ids[k], MOE_DTYPE_I32, T, spec->top_k);
+        a.out_topk_weights = moe_tensor_2d(tw[k], MOE_DTYPE_F32, T, spec->top_k);
+        size_t bytes = 0;
+        st = moe_forward_workspace_size(ctx, which, T, MOE_FORMAT_F32, &bytes);
+        if (st == MOE_STATUS_OK) {
+            a.workspace = malloc(bytes ? bytes : 1);
+            a.workspace_size = bytes;
+            st = moe_forward(ctx, which, &a);
+            free(a.workspace);
+        }
+        CHECK(st == MOE_STATUS_OK, "%s: forward %d: %s", label, k, moe_last_error(ctx));
+    }
+    if (st == MOE_STATUS_OK) {
+        CHECK(memcmp(ids[0], ids[1], (size_t)(T * spec->top_k) * 4) == 0, "%s: top-k ids differ from direct", label);
+        CHECK(memcmp(tw[0], tw[1], (size_t)(T * spec->top_k) * 4) == 0, "%s: top-k weights differ", label);
+        CHECK(memcmp(y[0], y[1], (size_t)(T * H) * 4) == 0, "%s: forward differs from the direct weights", label);
+    }
+    moe_weights_free(direct);
+    free(g), free(u), free(dn), free(xs);
+    for (int k = 0; k < 2; k++) free(y[k]), free(ids[k]), free(tw[k]);
+}
+
+/* Mistral-4 as transformers 5 writes it: mlp.experts.gate_up_proj [E, 2I, H] (gate rows then up
+ * rows) and down_proj [E, H, I], out x in, beside DeepSeek-style shared_experts.*. Case 0 has
+ * H == 2I, so gate_up_proj [E, H, H] fits both orientations and down_proj decides (the sizes of
+ * the harness's mistral4 line); case 1 is unambiguous. HEAD read [E, H, 2I] only (GPT-OSS's). */
+static void test_load_fused_out_in(moe_context_t *ctx) {
+    const int64_t sizes[2][2] = {{32, 16}, {40, 24}}; /* H, I */
+    for (int c = 0; c < 2; c++) {
+        const int64_t E = 4, H = sizes[c][0], I = sizes[c][1], Is = 24;
+        expected x = {.E = E, .H = H, .I = I};
+        tfile *f = calloc(1, sizeof *f);
+        add_fused(f, "model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj", "BF16", 1, 0,
+                  1, &x);
+        float *router = add_random(f, "model.layers.1.mlp.gate.weight", "BF16", E, H);
+        x.shared_gate = add_random(f, "model.layers.1.mlp.shared_experts.gate_proj.weight", "BF16", Is, H);
+        x.shared_up = add_random(f, "model.layers.1.mlp.shared_experts.up_proj.weight", "BF16", Is, H);
+        x.shared_down = add_random(f, "model.layers.1.mlp.shared_experts.down_proj.weight", "BF16", H, Is);
+        const char *path = tmp_path(c ? "mistral4.safetensors" : "mistral4_square.safetensors");
+        write_safetensors(path, f->t, f->n);
+        moe_layer_spec spec;
+        moe_layer_spec_init(&spec, E, H, I, 2);
+        spec.renormalize = 1;
+        spec.routed_scale = 1.5f;
+        spec.num_shared_experts = 1;
+        spec.shared_intermediate = Is;
+        moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+        if (w) check_direct(ctx, w, &spec, &x, router, NULL, c ? "mistral4" : "mistral4 H == 2I");
+        moe_weights_free(w);
+        /* Biases the spec does not ask for are refused in this layout too. */
+        free(add_random(f, "model.layers.1.mlp.experts.down_proj_bias", "BF16", E, H));
+        write_safetensors(path, f->t, f->n);
+        moe_status st;
+        w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+        CHECK(st == MOE_STATUS_INVALID_ARGUMENT && w == NULL && strstr(moe_last_error(ctx), "experts.down_proj_bias") &&
+                  strstr(moe_last_error(ctx), "expert_has_bias"),
+              "unasked down_proj_bias: %s", moe_last_error(ctx));
+        moe_weights_free(w);
+        free(router);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
+    }
+}
+
+/* Granite-MoE: block_sparse_moe.input_linear.weight [E, 2I, H] (gate rows then up rows),
+ * output_linear.weight [E, H, I] and router.layer.weight, as on the Hub and as transformers 5
+ * writes them back; Granite-MoE-SWA: block_sparse_moe.experts.{gate_up,down}_proj and
+ * router.weight. Granite-MoE-Shared's shared_mlp beside the block is refused when unasked. */
+static void test_load_granite(moe_context_t *ctx) {
+    static const char *const names[2][3] = {
+        {"block_sparse_moe.input_linear.weight", "block_sparse_moe.output_linear.weight",
+         "block_sparse_moe.router.layer.weight"},
+        {"block_sparse_moe.experts.gate_up_proj", "block_sparse_moe.experts.down_proj",
+         "block_sparse_moe.router.weight"}};
+    for (int c = 0; c < 2; c++) {
+        const int64_t E = 4, H = 32, I = 24;
+        expected x = {.E = E, .H = H, .I = I};
+        tfile *f = calloc(1, sizeof *f);
+        char gu[128], dn[128], rt[128];
+        snprintf(gu, sizeof gu, "model.layers.2.%s", names[c][0]);
+        snprintf(dn, sizeof dn, "model.layers.2.%s", names[c][1]);
+        snprintf(rt, sizeof rt, "model.layers.2.%s", names[c][2]);
+        add_fused(f, gu, dn, "BF16", 1, 0, 1, &x);
+        float *router = add_random(f, rt, "BF16", E, H);
+        const char *path = tmp_path(c ? "granite_swa.safetensors" : "granite.safetensors");
+        write_safetensors(path, f->t, f->n);
+        moe_layer_spec spec;
+        moe_layer_spec_init(&spec, E, H, I, 2);
+        spec.renormalize = 1; /* softmax over the top-k logits */
+        moe_weights_t *w = open_and_load(ctx, path, &spec, 2, MOE_FORMAT_F32, NULL);
+        if (w) check_direct(ctx, w, &spec, &x, router, NULL, c ? "granite-swa" : "granite");
+        moe_weights_free(w);
+        if (c == 0) {
+            free(add_random(f, "model.layers.2.shared_mlp.input_linear.weight", "BF16", 2 * 16, H));
+            free(add_random(f, "model.layers.2.shared_mlp.output_linear.weight", "BF16", H, 16));
+            write_safetensors(path, f->t, f->n);
+            moe_status st;
+            w = open_and_load(ctx, path, &spec, 2, MOE_FORMAT_F32, &st);
+            CHECK(st == MOE_STATUS_INVALID_ARGUMENT && strstr(moe_last_error(ctx), "shared_mlp.input_linear.weight") &&
+                      strstr(moe_last_error(ctx), "num_shared_experts"),
+                  "unasked Granite shared_mlp: %s", moe_last_error(ctx));
+            moe_weights_free(w);
+        }
+        free(router);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
+    }
+}
+
+/* Multimodal wrappers and the fused Hub orientation, each read from its root:
+ *   Qwen3-VL-MoE, Hub     model.language_model.layers.L.mlp.experts.gate_up_proj [E, H, 2I], gate
+ *                         columns then up (not GPT-OSS's interleaving: the activation is SiLU)
+ *   Qwen3-VL-MoE, saved   the same root, [E, 2I, H] / [E, H, I]
+ *   Qwen3-VL-MoE text     [E, H, 2I] gate then up under model.layers.L.mlp. (HEAD: interleaved)
+ *   GLM-4.5V              per-expert names under model.language_model.layers.L.mlp., sigmoid with
+ *                         gate.e_score_correction_bias and shared_experts
+ *   Kimi-K2.5, Hub        per-expert names under language_model.model.layers.L.mlp.
+ *   Kimi-K2.5, saved      under language_model.model.blocks.L.mlp. (transformers 5's save)
+ *   Llama-4, Hub          language_model.model.layers.L.feed_forward.experts.*, H == I: down_proj
+ *                         [E, H, H] fits both orientations and gate_up_proj [E, H, 2I] decides */
+static void test_load_multimodal(moe_context_t *ctx) {
+    enum { QWEN_HUB, QWEN_SAVED, QWEN_TEXT, GLM, KIMI_HUB, KIMI_SAVED, LLAMA4_HUB, CASES };
+    static const char *const root[CASES] = {"model.language_model.layers.3.", "model.language_model.layers.3.",
+                                            "model.layers.3.",                "model.language_model.layers.3.",
+                                            "language_model.model.layers.3.", "language_model.model.blocks.3.",
+                                            "language_model.model.layers.3."};
+    static const char *const label[CASES] = {"qwen3-vl-moe hub", "qwen3-vl-moe saved", "qwen3-vl-moe text",
+                                             "glm-4.5v",         "kimi-k2.5 hub",      "kimi-k2.5 saved",
+                                             "llama-4 hub"};
+    for (int c = 0; c < CASES; c++) {
+        const int64_t E = 4, H = 32, I = c == LLAMA4_HUB ? 32 : 24, Is = 16;
+        expected x = {.E = E, .H = H, .I = I};
+        tfile *f = calloc(1, sizeof *f);
+        char p[64], sp[96], a[160], b[160];
+        snprintf(p, sizeof p, "%s%s", root[c], c == LLAMA4_HUB ? "feed_forward." : "mlp.");
+        moe_layer_spec spec;
+        moe_layer_spec_init(&spec, E, H, I, c == LLAMA4_HUB ? 1 : 2);
+        float *correction = NULL;
+        snprintf(a, sizeof a, "%sexperts.gate_up_proj", p);
+        snprintf(b, sizeof b, "%sexperts.down_proj", p);
+        if (c == QWEN_HUB || c == QWEN_TEXT || c == LLAMA4_HUB)
+            add_fused(f, a, b, "BF16", 0, 0, 1, &x);
+        else if (c == QWEN_SAVED)
+            add_fused(f, a, b, "F32", 1, 0, 1, &x);
+        else
+            add_experts(f, p, HF_PROJ, "BF16", &x);
+        snprintf(a, sizeof a, "%s%s.weight", p, c == LLAMA4_HUB ? "router" : "gate");
+        float *router = add_random(f, a, "BF16", E, H);
+        if (c == GLM || c >= KIMI_HUB) {
+            snprintf(sp, sizeof sp, "%s%s", p, c == LLAMA4_HUB ? "shared_expert." : "shared_experts.");
+            snprintf(b, sizeof b, "%sgate_proj.weight", sp);
+            x.shared_gate = add_random(f, b, "BF16", Is, H);
+            snprintf(b, sizeof b, "%sup_proj.weight", sp);
+            x.shared_up = add_random(f, b, "BF16", Is, H);
+            snprintf(b, sizeof b, "%sdown_proj.weight", sp);
+            x.shared_down = add_random(f, b, "BF16", H, Is);
+            spec.num_shared_experts = 1;
+            spec.shared_intermediate = Is;
+        }
+        if (c == GLM || c == KIMI_HUB || c == KIMI_SAVED) {
+            snprintf(a, sizeof a, "%sgate.e_score_correction_bias", p);
+            correction = add_random(f, a, "F32", E, 0);
+            spec.score = MOE_SCORE_SIGMOID;
+            spec.use_correction_bias = 1;
+            spec.renormalize = 1;
+            spec.routed_scale = 2.5f;
+        } else if (c == LLAMA4_HUB) {
+            spec.score = MOE_SCORE_SIGMOID;
+            spec.weight_on_input = 1;
+        } else {
+            spec.renormalize = 1;
+        }
+        /* the vision tower beside it: blocks and layers that are not the text model's */
+        free(add_random(f, "model.visual.blocks.3.mlp.linear_fc1.weight", "BF16", 8, H));
+        free(add_random(f, "vision_model.model.layers.3.mlp.fc1.weight", "BF16", 8, H));
+        char file[64];
+        snprintf(file, sizeof file, "multimodal%d.safetensors", c);
+        const char *path = tmp_path(file);
+        write_safetensors(path, f->t, f->n);
+        moe_weights_t *w = open_and_load(ctx, path, &spec, 3, MOE_FORMAT_F32, NULL);
+        if (w) check_direct(ctx, w, &spec, &x, router, correction, label[c]);
+        moe_weights_free(w);
+        if (correction) { /* still refused when the spec forgets it, under any root */
+            spec.use_correction_bias = 0;
+            moe_status st;
+            w = open_and_load(ctx, path, &spec, 3, MOE_FORMAT_F32, &st);
+            CHECK(st == MOE_STATUS_INVALID_ARGUMENT && strstr(moe_last_error(ctx), root[c]) &&
+                      strstr(moe_last_error(ctx), "use_correction_bias"),
+                  "%s: unasked correction bias: %s", label[c], moe_last_error(ctx));
+            moe_weights_free(w);
+        }
+        free(router), free(correction);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
+    }
+}
+
+/* What the loader refuses rather than guess, each with a message naming the tensors. */
+static void test_load_layout_refusals(moe_context_t *ctx) {
+    enum { TWO_ROOTS, SQUARE_UNGATED, MIXED, NEITHER, NOT_FOUND_ROOTS, CASES };
+    static const char *const labels[CASES] = {"two roots", "ungated H == I", "mixed orientations", "fits neither",
+                                              "no root"};
+    for (int c = 0; c < CASES; c++) {
+        const int64_t E = 4, H = 32, I = c == SQUARE_UNGATED ? 32 : 24;
+        expected x = {.E = E, .H = H, .I = I};
+        tfile *f = calloc(1, sizeof *f);
+        moe_layer_spec spec;
+        moe_layer_spec_init(&spec, E, H, I, 2);
+        moe_status want = MOE_STATUS_OK;
+        const char *needles[4] = {NULL, NULL, NULL, NULL};
+        int64_t layer = 1;
+        switch (c) {
+        case TWO_ROOTS: /* a text model and a multimodal wrapper in one file */
+            add_experts(f, "model.layers.1.mlp.", HF_PROJ, "F32", &x);
+            expected_free(&x);
+            x = (expected){.E = E, .H = H, .I = I};
+            add_experts(f, "model.language_model.layers.1.mlp.", HF_PROJ, "F32", &x);
+            free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
+            want = MOE_STATUS_INVALID_ARGUMENT;
+            needles[0] = "'model.layers.1.mlp.experts.0.down_proj.weight'";
+            needles[1] = "'model.language_model.layers.1.mlp.experts.0.down_proj.weight'";
+            break;
+        case SQUARE_UNGATED: /* relu2, H == I: [E, 32, 32] both, nothing decides */
+            spec.activation = MOE_ACT_RELU2;
+            add_fused(f, "model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj", "F32", 1, 0,
+                      0, &x);
+            free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
+            want = MOE_STATUS_UNSUPPORTED;
+            needles[0] = "'model.layers.1.mlp.experts.gate_up_proj' [4, 32, 32]";
+            needles[1] = "'model.layers.1.mlp.experts.down_proj' [4, 32, 32]";
+            needles[2] = "H == I";
+            break;
+        case MIXED: { /* gate_up out x in, down in x out */
+            float *v = calloc((size_t)(E * 2 * I * H), 4);
+            tf_add(f, "model.layers.1.mlp.experts.gate_up_proj", "F32", 3, (int64_t[]){E, 2 * I, H}, v,
+                   (size_t)(E * 2 * I * H) * 4);
+            tf_add(f, "model.layers.1.mlp.experts.down_proj", "F32", 3, (int64_t[]){E, I, H}, v,
+                   (size_t)(E * I * H) * 4);
+            free(v);
+            free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
+            want = MOE_STATUS_SHAPE_MISMATCH;
+            needles[0] = "'model.layers.1.mlp.experts.gate_up_proj' [4, 48, 32] is out x in";
+            needles[1] = "'model.layers.1.mlp.experts.down_proj' [4, 24, 32] is in x out";
+            break;
+        }
+        case NEITHER: /* gate_up of the wrong width */
+            x.I = I + 2;
+            add_fused(f, "model.language_model.layers.1.mlp.experts.gate_up_proj",
+                      "model.language_model.layers.1.mlp.experts.down_proj", "F32", 1, 0, 1, &x);
+            free(add_random(f, "model.language_model.layers.1.mlp.gate.weight", "F32", E, H));
+            want = MOE_STATUS_SHAPE_MISMATCH;
+            needles[0] = "'model.language_model.layers.1.mlp.experts.gate_up_proj' has shape [4, 52, 32]";
+            needles[1] = "expected [4, 48, 32] (out x in) or [4, 32, 48] (in x out)";
+            break;
+        case NOT_FOUND_ROOTS: /* layer 2 is not there under any root */
+            add_experts(f, "model.language_model.layers.1.mlp.", HF_PROJ, "F32", &x);
+            layer = 2;
+            want = MOE_STATUS_NOT_FOUND;
+            needles[0] = "'model.layers.2.mlp.experts.0.down_proj.weight'";
+            needles[1] = "'model.language_model.layers.2.'";
+            needles[2] = "'language_model.model.layers.2.'";
+            needles[3] = "block_sparse_moe.{experts.down_proj,output_linear.weight}";
+            break;
+        }
+        char file[64];
+        snprintf(file, sizeof file, "refusal%d.safetensors", c);
+        const char *path = tmp_path(file);
+        write_safetensors(path, f->t, f->n);
+        moe_status st;
+        moe_weights_t *w = open_and_load(ctx, path, &spec, layer, MOE_FORMAT_F32, &st);
+        const char *msg = moe_last_error(ctx);
+        CHECK(st == want && w == NULL, "%s: status %s, expected %s (%s)", labels[c], moe_status_string(st),
+              moe_status_string(want), msg);
+        for (int k = 0; k < 4; k++)
+            CHECK(!needles[k] || strstr(msg, needles[k]), "%s: message \"%s\" lacks \"%s\"", labels[c], msg,
+                  needles[k]);
+        moe_weights_free(w);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
+    }
+}
+
 /* Each damaged layer is refused with the right status, naming the tensor. */
 static void test_load_errors(moe_context_t *ctx) {
     const int64_t E = 4, H = 40, I = 24;
@@ -1297,6 +1660,10 @@ static const test_case cases[] = {
     {"load_qwen_shared", test_load_qwen_shared},
     {"load_llama4", test_load_llama4},
     {"load_expert_bias", test_load_expert_bias},
+    {"load_fused_out_in", test_load_fused_out_in},
+    {"load_granite", test_load_granite},
+    {"load_multimodal", test_load_multimodal},
+    {"load_layout_refusals", test_load_layout_refusals},
     {"load_errors", test_load_errors},
 };
 

@@ -756,6 +756,11 @@ static void test_attention_span(void) {
          "{\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 4, "
          "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": 4096}",
          MOE_STATUS_OK, 4096, "1111"},
+        {"Qwen2-MoE as transformers writes it: sliding_window 0, use_sliding_window false",
+         "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"use_sliding_window\": false, \"sliding_window\": 0, "
+         "\"max_window_layers\": 2}",
+         MOE_STATUS_OK, 0, "0000"},
         {"another family's unused sliding_window is ignored",
          "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
          "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": 4096}",

@@ -19,9 +19,14 @@ weights; moefuse accumulates in double and HF in fp32, so the gap is a few fp32 
 largest partial sums (observed ~1e-7..1e-6); a wrong routing decision, weight or activation
 detail gives O(1e-2..1).
 
-Families: FAMILIES (hand-written tiny configs, variants marked -name), AUTO (further families the
-reader accepts, from transformers' default config shrunk), REFUSED (families the reader must refuse:
-only their config.json is written, and the line PASSes when moefuse says MOE_STATUS_UNSUPPORTED).
+Families: FAMILIES (hand-written tiny configs, variants marked -name; llama4-vlm and mistral3-mistral4
+wrap the text model in its multimodal model, as the Hub checkpoints of Llama-4 and Mistral-Small-4
+are), AUTO (further families the reader accepts, from transformers' default config shrunk), HUB (AUTO
+families whose Hub checkpoints differ from what save_pretrained writes: the saved file is rewritten
+the Hub's way, Qwen3-VL-MoE's fused experts transposed, Kimi-K2.5's language_model.model.blocks back
+to layers, and the reference model is read from it by transformers' own conversion mapping), REFUSED
+(families the reader must refuse: only their config.json is written, and the line PASSes when moefuse
+says MOE_STATUS_UNSUPPORTED).
 
 One line per (family, MoE layer): family, layer, tokens, max rel err (routing by moefuse's
 router / by HF logits), top-k ids agree, max top-k weight error, PASS/FAIL. A config.json the
@@ -69,6 +74,9 @@ BASE = dict(vocab_size=128, hidden_size=64, num_attention_heads=4, num_key_value
 #   dtype        torch dtype of the saved model (the reference runs in fp32 from those weights)
 #   w_std        std of the random MoE weights (GPT-OSS: large, so the swiglu clamp is reached)
 #   bias_std     std of the random correction / router bias
+#   wrapper      (model_type, overrides): build the multimodal model of that type around this text
+#                config (its text model then lives under language_model.model.layers.L)
+TINY_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
 FAMILIES = {
     "mixtral": ("mixtral", dict(intermediate_size=96, num_hidden_layers=2, num_local_experts=8,
                                 num_experts_per_tok=2), {}),
@@ -118,11 +126,29 @@ FAMILIES = {
     "llama4-interleave": ("llama4_text", dict(intermediate_size=64, intermediate_size_mlp=128, num_hidden_layers=4,
                                               num_local_experts=4, num_experts_per_tok=1,
                                               interleave_moe_layer_step=2), {}),
+    # Llama-4 as released: Llama4ForConditionalGeneration, text model under language_model.model.layers
+    # (H == I here, so down_proj's orientation is told by gate_up_proj's)
+    "llama4-vlm": ("llama4_text", dict(intermediate_size=64, intermediate_size_mlp=128, num_hidden_layers=2,
+                                       num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=1),
+                   {"wrapper": ("llama4", dict(vision_config=dict(TINY_VISION, vision_output_dim=32,
+                                                                  projector_input_dim=32,
+                                                                  projector_output_dim=32)))}),
+    # transformers 5's fused experts [E, 2I, H] / [E, H, I]; H == 2I here, so gate_up_proj's
+    # orientation is told by down_proj's
     "mistral4": ("mistral4", dict(intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
                                   n_routed_experts=16, num_experts_per_tok=4, n_group=1, topk_group=1,
                                   n_shared_experts=1, first_k_dense_replace=0, routed_scaling_factor=1.5,
                                   q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
                                   qk_head_dim=24, head_dim=24, v_head_dim=16, num_key_value_heads=4), {}),
+    # Mistral-Small-4's shape: Mistral3ForConditionalGeneration around a mistral4 text model
+    "mistral3-mistral4": ("mistral4", dict(intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+                                           n_routed_experts=16, num_experts_per_tok=4, n_group=1, topk_group=1,
+                                           n_shared_experts=1, first_k_dense_replace=0, routed_scaling_factor=1.5,
+                                           q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16,
+                                           qk_rope_head_dim=8, qk_head_dim=24, head_dim=24, v_head_dim=16,
+                                           num_key_value_heads=4),
+                          {"wrapper": ("mistral3", dict(vision_config=dict(TINY_VISION, model_type="pixtral",
+                                                                           head_dim=16)))}),
     "minimax": ("minimax", dict(intermediate_size=48, num_hidden_layers=2, num_local_experts=8,
                                 num_experts_per_tok=2, block_size=16,
                                 layer_types=["linear_attention", "full_attention"]), {}),
@@ -149,10 +175,24 @@ AUTO = {
                            linear_num_value_heads=4),
     "deepseek_v32": {}, "glm_moe_dsa": {}, "dots1": dict(n_routed_experts=8, n_shared_experts=1), "solar_open": {},
     "sarvam_moe": {}, "param2moe": {}, "sarvam_mla": {}, "mimo_v2_flash": {},
-    # read by the config reader, but their checkpoints are in layouts moe_weights_load does not know:
-    "granitemoe": {}, "granitemoe_swa": {}, "qwen3_vl_moe": dict(moe_intermediate_size=48), "glm4v_moe": {},
-    "kimi_k25": {},
+    # Granite: block_sparse_moe.input_linear / output_linear (the Hub's names, which transformers 5 writes
+    # back) and router.layer; Granite-MoE-SWA: block_sparse_moe.experts.{gate_up,down}_proj, router
+    "granitemoe": {}, "granitemoe_swa": {},
+    # multimodal wrappers: the text model under model.language_model.layers (Qwen3-VL-MoE's fused experts
+    # [E, 2I, H], GLM-4.5V's per-expert names) or, as transformers 5 saves Kimi-K2.5, language_model.model.blocks
+    "qwen3_vl_moe": dict(moe_intermediate_size=48), "glm4v_moe": {}, "kimi_k25": {},
 }
+
+# The same families with the checkpoint rewritten as the Hub holds it where that differs from what
+# save_pretrained writes; from_pretrained then reads the rewritten file through transformers' own
+# conversion mapping, so the reference is transformers' reading of the Hub layout.
+#   transpose_fused   experts.gate_up_proj / down_proj transposed to [E, H, 2I] / [E, I, H]: Qwen3-VL-MoE's
+#                     Hub checkpoints (transformers' qwen3_vl_moe mapping transposes them when the shape
+#                     differs from the module's)
+#   blocks_to_layers  language_model.model.blocks.L -> language_model.model.layers.L: Kimi-K2.5's Hub
+#                     names (transformers' kimi_k25 mapping renames blocks to layers, for the vision tower,
+#                     and its reversal at save renames the text layers to blocks)
+HUB = {"qwen3_vl_moe-hub": ("qwen3_vl_moe", "transpose_fused"), "kimi_k25-hub": ("kimi_k25", "blocks_to_layers")}
 
 # Families the reader must refuse with MOE_STATUS_UNSUPPORTED: only their config.json is written and read.
 # Entries "family" use transformers' default config; ("name", model_type, overrides) a modified one.
@@ -201,12 +241,16 @@ def shrink_defaults(model_type, extra):
 MOE_BLOCK_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "moe")
 
 
-def model_class(cfg):
+def model_class(cfg, multimodal=False):
     """The transformers class that builds a model for this config: a causal LM where there is one,
-    else the other heads that hold the text decoder (token classifier, vision-language model)."""
+    else the other heads that hold the text decoder (token classifier, vision-language model);
+    the vision-language model first when multimodal."""
     from transformers.models.auto import modeling_auto as auto
-    for table in ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
-                  "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_MAPPING_NAMES"):
+    tables = ["MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+              "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_MAPPING_NAMES"]
+    if multimodal:
+        tables.insert(0, tables.pop(2))
+    for table in tables:
         name = getattr(auto, table, {}).get(cfg.model_type)
         if isinstance(name, (list, tuple)):
             name = name[0]
@@ -259,6 +303,25 @@ def randomize(model, opts, gen):
                 elif p.dtype.is_floating_point:
                     std = 0.3 if ("gate" in name or "router" in name) and "proj" not in name else w_std
                     p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+
+def to_hub_layout(path, how):
+    """Rewrites the save_pretrained checkpoint in `path` as the Hub holds it (see HUB)."""
+    from safetensors.torch import load_file, save_file
+    files = [f for f in os.listdir(path) if f.endswith(".safetensors")]
+    if files != ["model.safetensors"]:
+        raise ValueError(f"expected one model.safetensors, found {files}")
+    f = os.path.join(path, "model.safetensors")
+    sd, out, changed = load_file(f), {}, 0
+    for k, v in sd.items():
+        if how == "transpose_fused" and re.search(r"\.experts\.(gate_up|down)_proj$", k):
+            v, changed = v.transpose(1, 2).contiguous(), changed + 1
+        elif how == "blocks_to_layers" and k.startswith("language_model.model.blocks."):
+            k, changed = "language_model.model.layers." + k[len("language_model.model.blocks."):], changed + 1
+        out[k] = v
+    if not changed:
+        raise ValueError(f"{how}: nothing to rewrite")
+    save_file(out, f, metadata={"format": "pt"})
 
 
 def safetensors_names(path):
@@ -330,23 +393,35 @@ def run_refused(family, tokens, keep):
 def run_family(family, tokens, seed, keep):
     if family in REFUSED_BY_NAME:
         return run_refused(family, tokens, keep)
-    if family in AUTO:
+    hub = None
+    if family in HUB:
+        base, hub = HUB[family]
+        model_type, opts = base, {"bias_std": 0.2}
+        kw = shrink_defaults(base, AUTO[base])
+    elif family in AUTO:
         model_type, opts = family, {"bias_std": 0.2}
         kw = shrink_defaults(family, AUTO[family])
     else:
         model_type, overrides, opts = FAMILIES[family]
         kw = dict(BASE)
         kw.update(overrides)
-    cfg = AutoConfig.for_model(model_type, **kw)
+    if "wrapper" in opts:
+        wrapper_type, wrapper_kw = opts["wrapper"]
+        kw.pop("tie_word_embeddings", None)
+        cfg = AutoConfig.for_model(wrapper_type, text_config=dict(kw, model_type=model_type), **wrapper_kw)
+    else:
+        cfg = AutoConfig.for_model(model_type, **kw)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    cls = model_class(cfg)
+    cls = model_class(cfg, multimodal="wrapper" in opts)
     model = cls._from_config(cfg, dtype=torch.float32)
     randomize(model, opts, gen)
     dtype = opts.get("dtype", torch.float32)
     model = model.to(dtype)
     out_dir = tempfile.mkdtemp(prefix=f"hfpar-{family}-", dir=keep)
     model.save_pretrained(out_dir)
+    if hub:
+        to_hub_layout(out_dir, hub)
     names = safetensors_names(out_dir)
     ref_model = cls.from_pretrained(out_dir, dtype=torch.float32).eval()
 
@@ -413,7 +488,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--keep", help="write the tiny models under this directory (kept)")
     args = ap.parse_args()
-    known = list(FAMILIES) + list(AUTO) + list(REFUSED_BY_NAME)
+    known = list(FAMILIES) + list(AUTO) + list(HUB) + list(REFUSED_BY_NAME)
     families = args.families or known
     print(f"# hf_parity: transformers {transformers.__version__}, torch {torch.__version__}, moefuse "
           f"{moefuse.version()}, tokens {args.tokens}, seed {args.seed}, tolerance {TOL:g} (max abs err / max |ref|)")

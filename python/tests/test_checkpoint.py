@@ -189,3 +189,33 @@ def test_errors(tmp_path, rng, ctx):
     with pytest.raises(MoeError) as e:
         moefuse.Checkpoint(path)
     assert e.value.status == Status.PARSE_ERROR
+
+
+@pytest.mark.parametrize("root, out_in", [
+    ("model.language_model.layers.1.mlp.", False),  # Qwen3-VL-MoE's Hub files: [E, H, 2I], [E, I, H]
+    ("model.language_model.layers.1.mlp.", True),   # as transformers 5 saves it: [E, 2I, H], [E, H, I]
+    ("language_model.model.layers.1.mlp.", True),   # Mistral-Small-4 (Mistral3 around mistral4)
+    ("model.layers.1.block_sparse_moe.", True),     # Granite-MoE-SWA
+])
+def test_fused_experts_gate_then_up(tmp_path, rng, ctx, root, out_in):
+    """transformers' fused experts hold gate rows then up rows (not GPT-OSS's interleaving), in either
+    orientation and under a multimodal wrapper's root: the loaded layer equals the same weights
+    given to Weights directly."""
+    gate, up = (rng.standard_normal((E, I, H)).astype(np.float32) * 0.2 for _ in range(2))
+    down = rng.standard_normal((E, H, I)).astype(np.float32) * 0.2
+    router = rng.standard_normal((E, H)).astype(np.float32)
+    gate_up = np.concatenate([gate, up], axis=1)  # [E, 2I, H]
+    tensors = {
+        root + "experts.gate_up_proj": ("F32", gate_up if out_in else gate_up.transpose(0, 2, 1)),
+        root + "experts.down_proj": ("F32", down if out_in else down.transpose(0, 2, 1)),
+        root + ("router.weight" if "block_sparse_moe" in root else "gate.weight"): ("F32", router),
+    }
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    spec = moefuse.LayerSpec(E, H, I, K, renormalize=True)
+    direct = moefuse.Weights(ctx, spec, gate=gate, up=up, w2=down, layout="separate", format="f32", router=router)
+    loaded = moefuse.Weights.load(ctx, tmp_path, spec, 1, "f32")
+    for e in range(E):
+        for got, want in zip(loaded.unpack(e), direct.unpack(e)):
+            np.testing.assert_array_equal(got, want)
+    x = rng.standard_normal((9, H)).astype(np.float32)
+    np.testing.assert_array_equal(ctx.forward(loaded, x), ctx.forward(direct, x))

@@ -182,8 +182,8 @@ static moe_status refuse_unread_family(const reader *r, const char *family) {
         {"hunyuan_v1_moe", "Hunyuan's per-layer expert lists"},
         {"bailing_moe", "Ling's score_function and expert bias"},
         {"bailing_moe_v2", "Ling's score_function and expert bias"},
-        {"granitemoeshared", "Granite's ungated shared expert (shared_intermediate_size)"},
-        {"granitemoehybrid", "Granite's ungated shared expert (shared_intermediate_size)"},
+        {"granitemoeshared", "Granite's shared expert (shared_intermediate_size)"},
+        {"granitemoehybrid", "Granite's shared expert (shared_intermediate_size)"},
         {"kimi_linear", "Kimi-Linear's moe_router_activation_func and shared experts"},
         /* Found by tools/hf_parity.py against transformers 5.25, which accepts these configs: */
         {"jetmoe", "JetMoE's output bias on the expert sum"},
@@ -549,7 +549,9 @@ static moe_status read_attention_span(const reader *r, const char *family, moe_m
     if (!family) family = ""; /* no model_type */
     int64_t n = cfg->num_layers, window = 0, chunk = 0;
     bool has_window, has_chunk;
-    if ((st = get_int(r, "sliding_window", 1, &window, &has_window)) != MOE_STATUS_OK) return st;
+    /* transformers writes "sliding_window": 0 beside use_sliding_window false (Qwen2-MoE): no window */
+    if ((st = get_int(r, "sliding_window", 0, &window, &has_window)) != MOE_STATUS_OK) return st;
+    has_window = has_window && window > 0;
     if ((st = get_int(r, "attention_chunk_size", 1, &chunk, &has_chunk)) != MOE_STATUS_OK) return st;
     cfg->attention_window = 0;
     memset(cfg->layer_is_windowed, 0, sizeof cfg->layer_is_windowed);

@@ -1,25 +1,49 @@
 /* moe_weights_load: finds one MoE layer's tensors in a checkpoint, reads them into host buffers
  * and hands them to moe_weights_create, which packs them.
  *
- * Layouts understood (P = "model.layers.L.mlp."):
- *   per expert   P experts.N.{gate,up,down}_proj.weight (+ .weight_scale_inv for FP8 E4M3,
- *                + .bias), router P gate.weight; stacked here into [E, rows, cols] buffers in
+ * Where: the layer's root is one of
+ *   model.layers.L.                  text models
+ *   model.language_model.layers.L.   transformers 5's multimodal wrappers (Qwen3-VL-MoE,
+ *                                    GLM-4.5V) as they save them and as the Hub holds them
+ *   language_model.model.layers.L.   llava-style Hub checkpoints and what transformers 5 writes
+ *                                    for them (Llama-4, Kimi-K2.5, Mistral-3 / Mistral-Small-4)
+ *   language_model.model.blocks.L.   Kimi-K2.5 as transformers 5 saves it (its rename of the
+ *                                    vision tower's blocks to layers is reverted over the text
+ *                                    layers too)
+ * whichever holds the layer's experts; a checkpoint with experts under more than one is refused.
+ * Under the root, P is the MoE block: mlp., block_sparse_moe. or feed_forward.
+ *
+ * Layouts understood:
+ *   per expert   mlp.experts.N.{gate,up,down}_proj.weight (+ .weight_scale_inv for FP8 E4M3,
+ *                + .bias), router mlp.gate.weight; stacked here into [E, rows, cols] buffers in
  *                the checkpoint's dtype (nothing is converted)
- *   Mixtral      model.layers.L.block_sparse_moe.experts.N.{w1,w3,w2}.weight, router
- *                block_sparse_moe.gate.weight
- *   GPT-OSS      P experts.gate_up_proj [E, H, 2I] (columns interleaved gate/up) and
- *                P experts.down_proj [E, I, H], with _bias, router P router.{weight,bias};
- *                handed over as strided views, not copied. The MXFP4 release
- *                (experts.*_blocks / *_scales) is decoded to fp32 here, since
- *                moe_weights_create takes no FP4 input.
- *   Llama-4      model.layers.L.feed_forward.experts.{gate_up_proj [E, H, 2I] (columns gate
- *                then up), down_proj [E, I, H]}, router feed_forward.router.weight, shared
- *                expert feed_forward.shared_expert.*; strided views as for GPT-OSS
- *   shared       P shared_experts.* (DeepSeek) or P shared_expert.* + shared_expert_gate.weight
- *                (Qwen); FP8 shared weights are decoded to fp32 (the descriptor has no scales
- *                for the shared expert).
+ *   Mixtral      block_sparse_moe.experts.N.{w1,w3,w2}.weight, router block_sparse_moe.gate.weight
+ *   fused        P experts.gate_up_proj and P experts.down_proj (mlp.: GPT-OSS, Mistral-4,
+ *                Qwen3-VL-MoE; feed_forward.: Llama-4; block_sparse_moe.: Granite-MoE-SWA), or
+ *                block_sparse_moe.{input,output}_linear.weight (Granite-MoE as on the Hub and
+ *                as transformers 5 writes it), with P experts.{gate_up,down}_proj_bias, router
+ *                P {gate,router,router.layer}.weight; handed over as strided views, not copied.
+ *                Two orientations:
+ *                  out x in  gate_up [E, 2I, H], down [E, H, I]: transformers 5's own experts
+ *                            modules (Mistral-4, Granite, Qwen3-VL-MoE as it saves them)
+ *                  in x out  gate_up [E, H, 2I], down [E, I, H]: GPT-OSS, Llama-4, and
+ *                            Qwen3-VL-MoE's Hub checkpoints
+ *                told apart by shape; where one tensor fits both (H == 2I for gate_up, H == I
+ *                for down) the other decides, and where neither can (ungated, H == I) or they
+ *                disagree the layer is refused. gate/up are gate then up (concatenated) except
+ *                in x out with spec.activation SWIGLU_OAI, which is GPT-OSS's interleaved
+ *                layout (gate in even, up in odd columns): transformers 5 writes every other
+ *                family concatenated (use_experts_implementation's is_concatenated), and GPT-OSS
+ *                is its only interleaved one. (OpenAI's privacy filter, concatenated with the
+ *                same activation and names, cannot be told apart; the config reader refuses it.)
+ *                The MXFP4 release (mlp.experts.*_blocks / *_scales) is decoded to fp32 here,
+ *                since moe_weights_create takes no FP4 input.
+ *   shared       P shared_experts.* (DeepSeek), P shared_expert.* + shared_expert_gate.weight
+ *                (Qwen, Llama-4); FP8 shared weights are decoded to fp32 (the descriptor has no
+ *                scales for the shared expert).
  * A tensor the spec does not ask for but the checkpoint has (biases, correction bias, shared
- * expert, shared gate) is refused: loading without it would silently compute something else. */
+ * expert, shared gate, Granite's shared_mlp) is refused: loading without it would silently
+ * compute something else. */
 #include "internal.h"
 
 #include <stdarg.h>
@@ -28,6 +52,7 @@
 #include <string.h>
 
 #define NAME_LEN 512
+#define ROOT_LEN 64 /* "language_model.model.blocks.L." with L < MOE_MAX_LAYERS */
 #define MAX_BUFFERS 48
 #define FLOATS (MOE__DT(MOE_DTYPE_F32) | MOE__DT(MOE_DTYPE_F16) | MOE__DT(MOE_DTYPE_BF16))
 #define WEIGHTS (FLOATS | MOE__DT(MOE_DTYPE_E4M3))
@@ -37,7 +62,8 @@ typedef struct loader {
     const moe_checkpoint_t *ck;
     const moe_layer_spec *spec;
     int64_t layer;
-    char prefix[NAME_LEN]; /* "model.layers.L.mlp." or "model.layers.L.block_sparse_moe." */
+    char root[ROOT_LEN];   /* the layer's root: "model.layers.L.", "model.language_model.layers.L.", ... */
+    char prefix[NAME_LEN]; /* root + the MoE block: "model.layers.L.mlp.", "...block_sparse_moe.", ... */
     void *buffers[MAX_BUFFERS]; /* everything allocated here, freed at the end */
     int buffer_count;
 } loader;
@@ -103,6 +129,16 @@ static void dtype_list(char *out, size_t cap, uint32_t mask) {
         if (mask & MOE__DT(d)) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " or " : "", moe_dtype_name(d));
 }
 
+/* MOE_STATUS_DTYPE_MISMATCH, naming the dtypes `mask` allows, unless dtype is one of them. */
+static moe_status dtype_checked(loader *L, const char *name, moe_dtype dtype, uint32_t mask) {
+    if (mask & MOE__DT(dtype)) return MOE_STATUS_OK;
+    char want[96];
+    dtype_list(want, sizeof want, mask);
+    return moe__error(L->ctx, MOE_STATUS_DTYPE_MISMATCH,
+                      "moe_weights_load: layer %lld: tensor '%s' has dtype %s, expected %s", (long long)L->layer, name,
+                      moe_dtype_name(dtype), want);
+}
+
 /* Describes a tensor and checks its shape (dims[i] == -1: any) and dtype. */
 static moe_status info_checked(loader *L, const char *name, int32_t ndim, const int64_t *dims, uint32_t mask,
                                moe_tensor_info *info) {
@@ -121,14 +157,7 @@ static moe_status info_checked(loader *L, const char *name, int32_t ndim, const 
                           "moe_weights_load: layer %lld: tensor '%s' has shape %s, expected %s", (long long)L->layer,
                           name, got, want);
     }
-    if (!(mask & MOE__DT(info->dtype))) {
-        char want[96];
-        dtype_list(want, sizeof want, mask);
-        return moe__error(L->ctx, MOE_STATUS_DTYPE_MISMATCH,
-                          "moe_weights_load: layer %lld: tensor '%s' has dtype %s, expected %s", (long long)L->layer,
-                          name, moe_dtype_name(info->dtype), want);
-    }
-    return MOE_STATUS_OK;
+    return dtype_checked(L, name, info->dtype, mask);
 }
 
 /* Reads a whole tensor of the expected shape into a new buffer. */
@@ -248,40 +277,127 @@ static moe_status load_per_expert(loader *L, const char *gate, const char *up, c
     return st;
 }
 
-/* ---- GPT-OSS fused experts ---------------------------------------------------------------- */
+/* ---- fused experts (GPT-OSS, Llama-4, transformers 5's experts, Granite) ----------------- */
 
-/* The [E, H, R] / [E, I, H] bf16 (or f32/f16) tensors, as strided views of what was read. The
- * R = 2I columns are gate/up interleaved (GPT-OSS) or gate then up (concat: Llama-4). */
-static moe_status load_fused(loader *L, int concat, moe_weights_desc *desc) {
+/* The tensor names of a fused layout, after the block prefix. */
+typedef struct fused_names {
+    const char *gate_up, *down, *gate_up_bias, *down_bias;
+} fused_names;
+
+static const fused_names EXPERTS_NAMES = {"experts.gate_up_proj", "experts.down_proj", "experts.gate_up_proj_bias",
+                                          "experts.down_proj_bias"};
+static const fused_names GRANITE_NAMES = {"input_linear.weight", "output_linear.weight", "input_linear.bias",
+                                          "output_linear.bias"};
+
+/* How a [E, a, b] tensor fits a weight of `rows` outputs and `cols` inputs. */
+enum { FIT_NONE = 0, FIT_OUT_IN = 1, FIT_IN_OUT = 2, FIT_BOTH = 3 };
+
+static int fit_of(const moe_tensor_info *t, int64_t E, int64_t rows, int64_t cols) {
+    if (t->ndim != 3 || t->shape[0] != E) return FIT_NONE;
+    return (t->shape[1] == rows && t->shape[2] == cols ? FIT_OUT_IN : 0) |
+           (t->shape[1] == cols && t->shape[2] == rows ? FIT_IN_OUT : 0);
+}
+
+/* Describes a fused tensor (any float dtype, shape checked by the caller). */
+static moe_status fused_info(loader *L, const char *name, moe_tensor_info *info) {
+    moe_status st = moe_checkpoint_tensor_info(L->ctx, L->ck, name, info);
+    if (st == MOE_STATUS_NOT_FOUND)
+        return moe__error(L->ctx, st, "moe_weights_load: layer %lld: tensor '%s' not found in the checkpoint",
+                          (long long)L->layer, name);
+    if (st != MOE_STATUS_OK) return st;
+    return dtype_checked(L, name, info->dtype, FLOATS);
+}
+
+static moe_status fit_error(loader *L, const char *name, const moe_tensor_info *t, int64_t E, int64_t rows,
+                            int64_t cols) {
+    char got[160], a[160], b[160];
+    shape_text(got, sizeof got, t->ndim, t->shape);
+    shape_text(a, sizeof a, 3, (const int64_t[]){E, rows, cols});
+    shape_text(b, sizeof b, 3, (const int64_t[]){E, cols, rows});
+    return moe__error(L->ctx, MOE_STATUS_SHAPE_MISMATCH,
+                      "moe_weights_load: layer %lld: tensor '%s' has shape %s, expected %s (out x in) or %s (in x out)",
+                      (long long)L->layer, name, got, a, b);
+}
+
+/* Which orientation the pair is stored in: FIT_OUT_IN (gate_up [E, R, H], down [E, H, I]) or
+ * FIT_IN_OUT ([E, H, R], [E, I, H]); a tensor that fits both (square) takes the other's. */
+static moe_status orientation(loader *L, const char *gu_name, const moe_tensor_info *gu, const char *dn_name,
+                              const moe_tensor_info *dn, int *out) {
+    const moe_layer_spec *s = L->spec;
+    int64_t E = s->num_experts, H = s->hidden, I = s->intermediate, R = moe__w13_rows(s, I);
+    int fg = fit_of(gu, E, R, H), fd = fit_of(dn, E, H, I);
+    if (fg == FIT_NONE) return fit_error(L, gu_name, gu, E, R, H);
+    if (fd == FIT_NONE) return fit_error(L, dn_name, dn, E, H, I);
+    int both = fg & fd;
+    if (both == FIT_OUT_IN || both == FIT_IN_OUT) {
+        *out = both;
+        return MOE_STATUS_OK;
+    }
+    char g[160], d[160];
+    shape_text(g, sizeof g, gu->ndim, gu->shape);
+    shape_text(d, sizeof d, dn->ndim, dn->shape);
+    if (both == FIT_BOTH) /* ungated with H == I: both square */
+        return moe__error(L->ctx, MOE_STATUS_UNSUPPORTED,
+                          "moe_weights_load: layer %lld: tensors '%s' %s and '%s' %s each fit both [E, I, H] (out x "
+                          "in) and [E, H, I] (in x out), as H == I = %lld; the orientation cannot be told from the "
+                          "checkpoint (give the tensors to moe_weights_create)",
+                          (long long)L->layer, gu_name, g, dn_name, d, (long long)H);
+    return moe__error(L->ctx, MOE_STATUS_SHAPE_MISMATCH,
+                      "moe_weights_load: layer %lld: tensor '%s' %s is %s but '%s' %s is %s; expected both out x in "
+                      "([E, %lld, %lld] and [E, %lld, %lld]) or both in x out ([E, %lld, %lld] and [E, %lld, %lld])",
+                      (long long)L->layer, gu_name, g, fg == FIT_OUT_IN ? "out x in" : "in x out", dn_name, d,
+                      fd == FIT_OUT_IN ? "out x in" : "in x out", (long long)R, (long long)H, (long long)H,
+                      (long long)I, (long long)H, (long long)R, (long long)I, (long long)H);
+}
+
+/* Reads a whole tensor already described (shape checked by the caller) into a new buffer. */
+static moe_status read_described(loader *L, const char *name, const moe_tensor_info *info, void **data) {
+    void *buf = owned_alloc(L, (int64_t)info->bytes, name);
+    if (!buf) return alloc_status(L);
+    *data = buf;
+    return moe_checkpoint_read(L->ctx, L->ck, name, buf, info->bytes);
+}
+
+/* The gate_up / down pair, as strided views of what was read. Sets *interleaved when the
+ * layout is GPT-OSS's (see the header comment for the rule). */
+static moe_status load_fused(loader *L, const fused_names *n, moe_weights_desc *desc, int *interleaved) {
     const moe_layer_spec *s = L->spec;
     int64_t E = s->num_experts, H = s->hidden, I = s->intermediate, R = moe__w13_rows(s, I);
     int gated = moe_activation_is_gated(s->activation);
-    char name[NAME_LEN];
-    moe_tensor gate_up, down;
-    name_of(name, L, "experts.gate_up_proj");
-    moe_status st = load_tensor(L, name, 3, (const int64_t[]){E, H, R}, FLOATS, &gate_up);
+    char gu_name[NAME_LEN], dn_name[NAME_LEN];
+    name_of(gu_name, L, "%s", n->gate_up);
+    name_of(dn_name, L, "%s", n->down);
+    moe_tensor_info gu, dn;
+    moe_status st = fused_info(L, gu_name, &gu);
+    if (st == MOE_STATUS_OK) st = fused_info(L, dn_name, &dn);
+    int orient = 0;
+    if (st == MOE_STATUS_OK) st = orientation(L, gu_name, &gu, dn_name, &dn, &orient);
+    void *gu_data = NULL, *dn_data = NULL;
+    if (st == MOE_STATUS_OK) st = read_described(L, gu_name, &gu, &gu_data);
+    if (st == MOE_STATUS_OK) st = read_described(L, dn_name, &dn, &dn_data);
     if (st != MOE_STATUS_OK) return st;
-    name_of(name, L, "experts.down_proj");
-    st = load_tensor(L, name, 3, (const int64_t[]){E, I, H}, FLOATS, &down);
-    if (st != MOE_STATUS_OK) return st;
-    /* gate_up[e][h][r] is W13[e][r][h]: shape [E, R, H], strides {H*R, 1, R}. Concatenated
-     * columns are handed over as two such views, gate (columns 0..I-1) and up (I..2I-1), in the
-     * SEPARATE layout, so that a shared expert's separate gate and up fit beside them. */
-    moe_tensor *w13 = gated && !concat ? &desc->gate_up : &desc->gate;
-    *w13 = moe_tensor_3d(gate_up.data, gate_up.dtype, E, gated && concat ? I : R, H);
+    size_t esz = (size_t)(moe_dtype_bits(gu.dtype) / 8);
+    *interleaved = gated && orient == FIT_IN_OUT && s->activation == MOE_ACT_SWIGLU_OAI;
+    /* gate_up as W13 [E, R, H]: in x out, element [e][h][r] is W13[e][r][h] (strides {H*R, 1,
+     * R}); out x in, it is W13 itself (strides {R*H, H, 1}). Concatenated rows are handed over
+     * as two such views, gate (rows 0..I-1) and up (I..2I-1), in the SEPARATE layout, so that a
+     * shared expert's separate gate and up fit beside them. */
+    int64_t row_stride = orient == FIT_IN_OUT ? 1 : H, col_stride = orient == FIT_IN_OUT ? R : 1;
+    moe_tensor *w13 = *interleaved ? &desc->gate_up : &desc->gate;
+    *w13 = moe_tensor_3d(gu_data, gu.dtype, E, gated && !*interleaved ? I : R, H);
     w13->strides[0] = H * R;
-    w13->strides[1] = 1;
-    w13->strides[2] = R;
-    if (gated && concat) {
+    w13->strides[1] = row_stride;
+    w13->strides[2] = col_stride;
+    if (gated && !*interleaved) {
         desc->up = *w13;
-        desc->up.data = (uint8_t *)gate_up.data + (size_t)I * (size_t)(moe_dtype_bits(gate_up.dtype) / 8);
+        desc->up.data = (uint8_t *)gu_data + (size_t)(I * row_stride) * esz;
     }
-    desc->layout = gated && !concat ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_SEPARATE;
-    /* down[e][i][h] is W2[e][h][i]: shape [E, H, I], strides {I*H, 1, H}. */
-    desc->down = moe_tensor_3d(down.data, down.dtype, E, H, I);
+    desc->layout = *interleaved ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_SEPARATE;
+    /* down as W2 [E, H, I]: in x out, element [e][i][h] is W2[e][h][i] (strides {I*H, 1, H}). */
+    desc->down = moe_tensor_3d(dn_data, dn.dtype, E, H, I);
     desc->down.strides[0] = I * H;
-    desc->down.strides[1] = 1;
-    desc->down.strides[2] = H;
+    desc->down.strides[1] = orient == FIT_IN_OUT ? 1 : I;
+    desc->down.strides[2] = orient == FIT_IN_OUT ? H : 1;
     return MOE_STATUS_OK;
 }
 
@@ -323,30 +439,36 @@ static moe_status load_mxfp4(loader *L, const char *w, int64_t rows, int64_t col
     return MOE_STATUS_OK;
 }
 
-static moe_status load_gpt_oss(loader *L, int mxfp4, int concat, moe_weights_desc *desc) {
+/* Fused experts and their biases; mxfp4: GPT-OSS's MXFP4 release (names n are EXPERTS_NAMES). */
+static moe_status load_fused_experts(loader *L, int mxfp4, const fused_names *n, moe_weights_desc *desc) {
     const moe_layer_spec *s = L->spec;
     int64_t E = s->num_experts, H = s->hidden, I = s->intermediate, R = moe__w13_rows(s, I);
     int gated = moe_activation_is_gated(s->activation);
+    int interleaved = gated;
     moe_status st;
     if (mxfp4) {
         st = load_mxfp4(L, "gate_up_proj", R, H, gated ? &desc->gate_up : &desc->gate);
         if (st == MOE_STATUS_OK) st = load_mxfp4(L, "down_proj", H, I, &desc->down);
         desc->layout = gated ? MOE_LAYOUT_INTERLEAVED : MOE_LAYOUT_SEPARATE;
     } else {
-        st = load_fused(L, concat, desc);
+        st = load_fused(L, n, desc, &interleaved);
     }
     if (st != MOE_STATUS_OK) return st;
-    char name[NAME_LEN];
-    name_of(name, L, "experts.gate_up_proj_bias");
-    if (!s->expert_has_bias) return has(L, name) ? refuse_unasked(L, name, "expert_has_bias") : MOE_STATUS_OK;
-    if (concat) /* Llama-4 has no expert biases; this loader does not split a concatenated one */
+    char name[NAME_LEN], down_bias[NAME_LEN];
+    name_of(name, L, "%s", n->gate_up_bias);
+    name_of(down_bias, L, "%s", n->down_bias);
+    if (!s->expert_has_bias) {
+        if (has(L, name)) return refuse_unasked(L, name, "expert_has_bias");
+        return has(L, down_bias) ? refuse_unasked(L, down_bias, "expert_has_bias") : MOE_STATUS_OK;
+    }
+    if (gated && !interleaved) /* no family has them (the privacy filter's are refused by the config reader) */
         return moe__error(L->ctx, MOE_STATUS_UNSUPPORTED,
-                          "moe_weights_load: layer %lld: expert biases with Llama-4's concatenated gate_up_proj",
-                          (long long)L->layer);
+                          "moe_weights_load: layer %lld: expert biases with concatenated gate/up ('%s'): this loader "
+                          "does not split a concatenated bias",
+                          (long long)L->layer, name);
     st = load_tensor(L, name, 2, (const int64_t[]){E, R}, FLOATS, gated ? &desc->gate_up_bias : &desc->gate_bias);
     if (st != MOE_STATUS_OK) return st;
-    name_of(name, L, "experts.down_proj_bias");
-    return load_tensor(L, name, 2, (const int64_t[]){E, H}, FLOATS, &desc->down_bias);
+    return load_tensor(L, down_bias, 2, (const int64_t[]){E, H}, FLOATS, &desc->down_bias);
 }
 
 /* ---- router and shared expert ----------------------------------------------------------- */
@@ -355,11 +477,15 @@ static moe_status load_router(loader *L, moe_weights_desc *desc) {
     const moe_layer_spec *s = L->spec;
     int64_t E = s->num_experts, H = s->hidden;
     char name[NAME_LEN];
-    const char *base = "gate";
-    name_of(name, L, "gate.weight");
-    if (!has(L, name)) {
-        name_of(name, L, "router.weight");
-        if (has(L, name)) base = "router"; /* GPT-OSS */
+    /* gate (most), router (GPT-OSS, Llama-4, Granite-MoE-SWA) or router.layer (Granite-MoE) */
+    static const char *const bases[] = {"gate", "router", "router.layer"};
+    const char *base = bases[0];
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+        name_of(name, L, "%s.weight", bases[i]);
+        if (has(L, name)) {
+            base = bases[i];
+            break;
+        }
     }
     name_of(name, L, "%s.weight", base);
     moe_status st = load_tensor(L, name, 2, (const int64_t[]){E, H}, FLOATS, &desc->router);
@@ -426,6 +552,15 @@ static moe_status load_shared(loader *L, moe_weights_desc *desc) {
     if (!has(L, probe)) base = "shared_expert"; /* Qwen */
     name_of(probe, L, "%s.down_proj.weight", base);
     name_of(gate_w, L, "shared_expert_gate.weight");
+    /* Granite-MoE-Shared keeps its shared MLP beside the MoE block: not read here. */
+    char granite[NAME_LEN];
+    snprintf(granite, sizeof granite, "%sshared_mlp.input_linear.weight", L->root);
+    if (has(L, granite))
+        return s->num_shared_experts == 0
+                   ? refuse_unasked(L, granite, "num_shared_experts")
+                   : moe__error(L->ctx, MOE_STATUS_UNSUPPORTED,
+                                "moe_weights_load: layer %lld: Granite's shared MLP '%s' is not read by this loader",
+                                (long long)L->layer, granite);
     if (s->num_shared_experts == 0) {
         if (has(L, probe)) return refuse_unasked(L, probe, "num_shared_experts");
         if (has(L, gate_w)) return refuse_unasked(L, gate_w, "shared_gate");
@@ -450,6 +585,42 @@ static moe_status load_shared(loader *L, moe_weights_desc *desc) {
 
 /* ---- entry point --------------------------------------------------------------------------- */
 
+/* Where a layer may live (the root is ROOTS[r] + "L.") and which layouts are probed under it,
+ * in order: the first tensor found decides. */
+static const char *const ROOTS[] = {"model.layers.", "model.language_model.layers.", "language_model.model.layers.",
+                                    "language_model.model.blocks."};
+enum { ROOT_COUNT = (int)(sizeof ROOTS / sizeof ROOTS[0]) };
+
+typedef enum { LAY_PER_EXPERT, LAY_MIXTRAL, LAY_FUSED, LAY_MXFP4, LAY_GRANITE } layout_kind;
+
+typedef struct layout_probe {
+    const char *block; /* the MoE block under the root */
+    const char *probe; /* a tensor only that layout has */
+    layout_kind kind;
+} layout_probe;
+
+static const layout_probe PROBES[] = {
+    {"mlp.", "experts.down_proj", LAY_FUSED}, /* GPT-OSS, Mistral-4, Qwen3-VL-MoE */
+    {"mlp.", "experts.down_proj_blocks", LAY_MXFP4},
+    {"mlp.", "experts.0.down_proj.weight", LAY_PER_EXPERT},
+    {"block_sparse_moe.", "experts.0.w2.weight", LAY_MIXTRAL},
+    {"block_sparse_moe.", "experts.down_proj", LAY_FUSED},     /* Granite-MoE-SWA */
+    {"block_sparse_moe.", "output_linear.weight", LAY_GRANITE}, /* Granite-MoE */
+    {"feed_forward.", "experts.down_proj", LAY_FUSED},         /* Llama-4 */
+};
+enum { PROBE_COUNT = (int)(sizeof PROBES / sizeof PROBES[0]) };
+
+/* The first layout found under root r of the layer, or -1. */
+static int probe_root(const loader *L, int r, int64_t layer) {
+    char root[ROOT_LEN], name[NAME_LEN];
+    snprintf(root, sizeof root, "%s%lld.", ROOTS[r], (long long)layer);
+    for (int p = 0; p < PROBE_COUNT; p++) {
+        snprintf(name, sizeof name, "%s%s%s", root, PROBES[p].block, PROBES[p].probe);
+        if (has(L, name)) return p;
+    }
+    return -1;
+}
+
 moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, const moe_layer_spec *spec,
                             int64_t layer, moe_format format, moe_weights_t **out) {
     moe__clear_error(ctx);
@@ -472,44 +643,52 @@ moe_status moe_weights_load(moe_context_t *ctx, const moe_checkpoint_t *ckpt, co
     moe_weights_desc desc;
     memset(&desc, 0, sizeof desc);
 
-    /* Which layout: probe the first tensor of each. */
-    char mlp[NAME_LEN], probe[NAME_LEN];
-    snprintf(mlp, sizeof mlp, "model.layers.%lld.mlp.", (long long)layer);
-    memcpy(L.prefix, mlp, sizeof mlp);
-    int per_expert = 0, fused = 0, mxfp4 = 0, mixtral = 0, llama4 = 0;
-    name_of(probe, &L, "experts.0.down_proj.weight");
-    per_expert = has(&L, probe);
-    name_of(probe, &L, "experts.down_proj");
-    fused = has(&L, probe);
-    name_of(probe, &L, "experts.down_proj_blocks");
-    mxfp4 = has(&L, probe);
-    if (!per_expert && !fused && !mxfp4) {
-        snprintf(L.prefix, sizeof L.prefix, "model.layers.%lld.block_sparse_moe.", (long long)layer);
-        name_of(probe, &L, "experts.0.w2.weight");
-        mixtral = has(&L, probe);
-        if (!mixtral) {
-            snprintf(L.prefix, sizeof L.prefix, "model.layers.%lld.feed_forward.", (long long)layer);
-            name_of(probe, &L, "experts.down_proj");
-            llama4 = has(&L, probe);
+    /* Which root holds the layer, and in which layout: probe each. */
+    int found_root = -1, found = -1;
+    for (int r = 0; r < ROOT_COUNT; r++) {
+        int p = probe_root(&L, r, layer);
+        if (p < 0) continue;
+        if (found_root >= 0) {
+            char a[ROOT_LEN], b[ROOT_LEN];
+            snprintf(a, sizeof a, "%s%lld.", ROOTS[found_root], (long long)layer);
+            snprintf(b, sizeof b, "%s%lld.", ROOTS[r], (long long)layer);
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "moe_weights_load: layer %lld: the checkpoint has experts of this layer under both "
+                              "'%s%s%s' and '%s%s%s'; it holds more than one model, and this loader does not choose",
+                              (long long)layer, a, PROBES[found].block, PROBES[found].probe, b, PROBES[p].block,
+                              PROBES[p].probe);
         }
-        if (!mixtral && !llama4) memcpy(L.prefix, mlp, sizeof mlp);
+        found_root = r;
+        found = p;
     }
+    if (found < 0) {
+        char tried[512];
+        size_t n = 0;
+        tried[0] = '\0';
+        for (int r = 0; r < ROOT_COUNT && n < sizeof tried; r++) {
+            char root[ROOT_LEN];
+            snprintf(root, sizeof root, "%s%lld.", ROOTS[r], (long long)layer);
+            n += (size_t)snprintf(tried + n, sizeof tried - n, "%s'%s'", r ? ", " : "", root);
+        }
+        return moe__error(ctx, MOE_STATUS_NOT_FOUND,
+                          "moe_weights_load: layer %lld: tensor 'model.layers.%lld.mlp.experts.0.down_proj.weight' "
+                          "not found in the checkpoint, nor any other layout of the layer: tried under %s each of "
+                          "mlp.experts.0.down_proj.weight, mlp.experts.down_proj[_blocks] (GPT-OSS, transformers 5's "
+                          "fused experts), block_sparse_moe.experts.0.w2.weight (Mixtral), "
+                          "block_sparse_moe.{experts.down_proj,output_linear.weight} (Granite), "
+                          "feed_forward.experts.down_proj (Llama-4)",
+                          (long long)layer, (long long)layer, tried);
+    }
+    snprintf(L.root, sizeof L.root, "%s%lld.", ROOTS[found_root], (long long)layer);
+    snprintf(L.prefix, sizeof L.prefix, "%s%s", L.root, PROBES[found].block);
 
-    if (mixtral)
-        st = load_per_expert(&L, "w1", "w3", "w2", &desc);
-    else if (llama4)
-        st = load_gpt_oss(&L, 0, 1, &desc);
-    else if (fused || mxfp4)
-        st = load_gpt_oss(&L, mxfp4 && !fused, 0, &desc);
-    else if (per_expert)
-        st = load_per_expert(&L, "gate_proj", "up_proj", "down_proj", &desc);
-    else
-        st = moe__error(ctx, MOE_STATUS_NOT_FOUND,
-                        "moe_weights_load: layer %lld: tensor '%sexperts.0.down_proj.weight' not found in the "
-                        "checkpoint (nor GPT-OSS '%sexperts.down_proj[_blocks]', nor Mixtral "
-                        "'model.layers.%lld.block_sparse_moe.experts.0.w2.weight', nor Llama-4 "
-                        "'model.layers.%lld.feed_forward.experts.down_proj')",
-                        (long long)layer, mlp, mlp, (long long)layer, (long long)layer);
+    switch (PROBES[found].kind) {
+    case LAY_MIXTRAL: st = load_per_expert(&L, "w1", "w3", "w2", &desc); break;
+    case LAY_PER_EXPERT: st = load_per_expert(&L, "gate_proj", "up_proj", "down_proj", &desc); break;
+    case LAY_FUSED: st = load_fused_experts(&L, 0, &EXPERTS_NAMES, &desc); break;
+    case LAY_MXFP4: st = load_fused_experts(&L, 1, &EXPERTS_NAMES, &desc); break;
+    case LAY_GRANITE: st = load_fused_experts(&L, 0, &GRANITE_NAMES, &desc); break;
+    }
     if (st == MOE_STATUS_OK) st = load_router(&L, &desc);
     if (st == MOE_STATUS_OK) st = load_shared(&L, &desc);
     if (st == MOE_STATUS_OK) st = moe_weights_create(ctx, spec, &desc, format, out);
