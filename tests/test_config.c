@@ -770,6 +770,16 @@ static void test_attention_span(void) {
          "\"num_local_experts\": 8, \"num_experts_per_tok\": 1, \"attention_chunk_size\": 512, "
          "\"no_rope_layers\": [0, 1, 1, 0]}",
          MOE_STATUS_OK, 512, "0110"},
+        {"Llama-4 whose no_rope_layers use no RoPE anywhere: no span",
+         "{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_local_experts\": 8, \"num_experts_per_tok\": 1, \"attention_chunk_size\": 512, "
+         "\"no_rope_layers\": [0, 0, 0, 0]}",
+         MOE_STATUS_OK, 0, "0000"},
+        {"Qwen: max_window_layers past the last layer: no span",
+         "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
+         "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"use_sliding_window\": true, \"sliding_window\": 4096, "
+         "\"max_window_layers\": 9}",
+         MOE_STATUS_OK, 0, "0000"},
         {"layer_types: chunked, full and linear (counted full)",
          "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_hidden_layers\": 4, "
          "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"attention_chunk_size\": 256, \"layer_types\": "

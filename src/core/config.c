@@ -613,9 +613,12 @@ static moe_status read_attention_span(const reader *r, const char *family, moe_m
             int64_t from = 0;
             if (has_use && (st = get_int(r, "max_window_layers", 0, &from, NULL)) != MOE_STATUS_OK) return st;
             for (int64_t l = from; l < n; l++) cfg->layer_is_windowed[l] = 1;
-            cfg->attention_window = from < n ? window : 0;
+            cfg->attention_window = window;
         }
     }
+    bool any = false; /* a span only where some layer has one */
+    for (int64_t l = 0; l < n; l++) any |= cfg->layer_is_windowed[l] != 0;
+    if (!any) cfg->attention_window = 0;
     return MOE_STATUS_OK;
 }
 
