@@ -528,7 +528,9 @@ const char *moe_preset_name(int index); /* NULL past the end */
 typedef struct moe_checkpoint moe_checkpoint_t;
 
 /* `path` is a .safetensors file, an index .json, or a directory holding either. Reads and
- * checks the headers only; tensor data is read on demand. */
+ * checks the headers only, as the safetensors reference reader does (UTF-8 JSON; tensors
+ * covering the data exactly, no holes; sizes matching dtype and shape): MOE_STATUS_PARSE_ERROR
+ * naming the file and tensor otherwise. Tensor data is read on demand. */
 moe_status moe_checkpoint_open(moe_context_t *ctx, const char *path, moe_checkpoint_t **out);
 void moe_checkpoint_close(moe_checkpoint_t *ckpt);
 
@@ -541,7 +543,10 @@ typedef struct moe_tensor_info {
 
 int64_t moe_checkpoint_tensor_count(const moe_checkpoint_t *ckpt);
 const char *moe_checkpoint_tensor_name(const moe_checkpoint_t *ckpt, int64_t index); /* NULL past the end */
-/* MOE_STATUS_NOT_FOUND when the checkpoint has no tensor of that name. */
+/* MOE_STATUS_NOT_FOUND when the checkpoint has no tensor of that name. MOE_STATUS_UNSUPPORTED,
+ * naming the dtype or rank, for a tensor of a dtype with no moe_dtype (BOOL, I8, I16, U16, U32,
+ * U64, C64, F4, F6_E2M3, F6_E3M2, F8_E4M3FNUZ, F8_E5M2FNUZ) or of more than MOE_MAX_DIMS
+ * dimensions (also from moe_checkpoint_read); such tensors are listed and the rest reads. */
 moe_status moe_checkpoint_tensor_info(moe_context_t *ctx, const moe_checkpoint_t *ckpt, const char *name,
                                       moe_tensor_info *info);
 /* Copies the raw little-endian bytes of a tensor into dst (dst_bytes >= info.bytes). */

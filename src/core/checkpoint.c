@@ -23,7 +23,7 @@
 
 #define ST_MAX_HEADER INT64_C(100000000) /* header bytes; the limit of the reference reader */
 #define ST_MAX_INDEX INT64_C(100000000)  /* index json bytes */
-#define ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: JSON numbers arrive as doubles */
+#define ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: JSON numbers arrive as doubles, exact below it */
 
 /* The dtypes a safetensors header may name. Those moefuse has no enum for (moe = -1) are
  * accepted at open (their sizes still checked) and refused by info/read as UNSUPPORTED, so one
@@ -41,7 +41,8 @@ static const st_dtype st_dtypes[] = {
     {"U8", 8, MOE_DTYPE_U8},       {"BOOL", 8, -1},                    {"I8", 8, -1},
     {"I16", 16, -1},               {"U16", 16, -1},                    {"U32", 32, -1},
     {"U64", 64, -1},               {"C64", 64, -1},                    {"F4", 4, -1},
-    {"F6_E2M3", 6, -1},            {"F6_E3M2", 6, -1},
+    {"F6_E2M3", 6, -1},            {"F6_E3M2", 6, -1},                 {"F8_E4M3FNUZ", 8, -1},
+    {"F8_E5M2FNUZ", 8, -1},
 };
 #define ST_DTYPE_COUNT ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
 
@@ -145,7 +146,7 @@ static const char *json_to_size(const cJSON *item, int64_t *out) {
     if (!cJSON_IsNumber(item)) return "is not a number";
     double d = item->valuedouble;
     if (d < 0) return "is negative";
-    if (!(d <= ST_MAX_JSON_INT)) return "is too large (above 2^53)";
+    if (!(d < ST_MAX_JSON_INT)) return "is too large (2^53 or more)"; /* 2^53 + 1 would read as 2^53 */
     if ((double)(int64_t)d != d) return "is not an integer";
     *out = (int64_t)d;
     return NULL;
@@ -173,6 +174,62 @@ static moe_status read_at(moe_context_t *ctx, FILE *f, const char *path, int64_t
     return MOE_STATUS_OK;
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if there is none: no overlong
+ * forms, no surrogates, nothing above U+10FFFF (what Rust's from_utf8 accepts). */
+static size_t utf8_sequence(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80) return 1;
+    size_t k;
+    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+        k = 2;
+    } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+        k = 3;
+        if (s[0] == 0xE0) lo = 0xA0; /* overlong */
+        if (s[0] == 0xED) hi = 0x9F; /* surrogates */
+    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+        k = 4;
+        if (s[0] == 0xF0) lo = 0x90; /* overlong */
+        if (s[0] == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < k || s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < k; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return k;
+}
+
+/* What cJSON lets through and the reference reader (the safetensors crate: from_utf8, then
+ * serde_json) refuses. numbers = 0: bytes that are not UTF-8, a byte order mark, a raw tab,
+ * newline or CR inside a string (other control bytes are refused before), and a \u0000 escape
+ * (a C string ends there: the name would be cut short). numbers = 1: a number outside
+ * strings written other than as plain digits ("1.0", "1e0", "-0": serde wants a usize). NULL,
+ * or the problem, found at byte *at. */
+static const char *json_text_problem(const char *text, size_t len, int numbers, size_t *at) {
+    const unsigned char *s = (const unsigned char *)text;
+    *at = 0;
+    if (!numbers && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) return "starts with a UTF-8 byte order mark";
+    int in_string = 0;
+    for (size_t i = 0; i < len;) {
+        *at = i;
+        size_t k = utf8_sequence(s + i, len - i);
+        if (k == 0) return "has a byte that is not UTF-8";
+        if (in_string && s[i] < 0x20) return "has a raw tab, newline or carriage return inside a string";
+        if (in_string && s[i] == '\\' && i + 1 < len) {
+            if (!numbers && s[i + 1] == 'u' && i + 6 <= len && memcmp(s + i + 2, "0000", 4) == 0)
+                return "has a \\u0000 escape (a NUL, which a name cannot hold)";
+            k = 2;
+        } else if (s[i] == '"') {
+            in_string = !in_string;
+        } else if (!in_string && numbers && (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))) {
+            for (k = 0; i + k < len && s[i + k] && strchr("0123456789+-.eE", s[i + k]); k++)
+                if (s[i + k] < '0' || s[i + k] > '9') return "has a number that is not written as a plain integer";
+        }
+        i += k;
+    }
+    return NULL;
+}
+
 /* Parses JSON text of `len` bytes (text[len] must be NUL). Only whitespace may follow the value
  * (the format pads headers with spaces). Raw control bytes are refused up front: they are
  * invalid JSON and a NUL would cut a name short. */
@@ -183,6 +240,9 @@ static moe_status parse_json(moe_context_t *ctx, const char *path, const char *w
     if (control >= 0)
         return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: %s has a raw control byte 0x%02x at byte %zu", path, what,
                           (unsigned char)text[control], (size_t)control);
+    size_t at;
+    const char *problem = json_text_problem(text, len, 0, &at);
+    if (problem) return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: %s %s (byte %zu)", path, what, problem, at);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
@@ -263,10 +323,14 @@ static moe_status parse_entry(moe_context_t *ctx, const char *path, const cJSON 
     }
     t->ndim = ndim;
     int64_t bits, bytes;
-    if (!moe__mul64(elems, st_dtypes[t->dtype].bits, &bits) || bits > INT64_MAX - 7)
+    if (!moe__mul64(elems, st_dtypes[t->dtype].bits, &bits))
         return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: tensor '%s': shape's byte count overflows int64", path,
                           name);
-    bytes = (bits + 7) / 8;
+    if (bits % 8 != 0) /* F4 / F6: the reference refuses a tensor that ends inside a byte */
+        return moe__error(ctx, MOE_STATUS_PARSE_ERROR,
+                          "%s: tensor '%s': %lld elements of %s are %lld bits, not a whole number of bytes", path, name,
+                          (long long)elems, st_dtypes[t->dtype].name, (long long)bits);
+    bytes = bits / 8;
 
     /* data_offsets: [begin, end], begin <= end <= data size, end - begin == bytes */
     if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2)
@@ -289,8 +353,9 @@ static moe_status parse_entry(moe_context_t *ctx, const char *path, const cJSON 
     return MOE_STATUS_OK;
 }
 
-/* "__metadata__": an object whose values are all strings. */
+/* "__metadata__": an object whose values are all strings, or null (the reference reads it as none). */
 static moe_status check_metadata(moe_context_t *ctx, const char *path, const cJSON *meta) {
+    if (cJSON_IsNull(meta)) return MOE_STATUS_OK;
     if (!cJSON_IsObject(meta))
         return moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: __metadata__ is not a JSON object", path);
     for (const cJSON *k = meta->child; k; k = k->next)
@@ -300,20 +365,31 @@ static moe_status check_metadata(moe_context_t *ctx, const char *path, const cJS
     return MOE_STATUS_OK;
 }
 
-/* Refuses overlapping tensors (zero-byte tensors overlap nothing) and duplicate names; leaves
- * the tensors sorted by name. */
-static moe_status check_layout(moe_context_t *ctx, const char *path, ck_tensor *t, int64_t n) {
+/* The tensors must cover the data section exactly, as the format requires ("the byte buffer
+ * needs to be entirely indexed, and cannot contain holes") and the reference reader checks:
+ * in (begin, end) order each begins where the one before ended, zero-byte tensors included,
+ * and the last ends at the end of the file. Refuses duplicate names too; leaves the tensors
+ * sorted by name. */
+static moe_status check_layout(moe_context_t *ctx, const char *path, ck_tensor *t, int64_t n, int64_t data_size) {
     if (n > 1) qsort(t, (size_t)n, sizeof *t, cmp_tensor_offset);
-    int64_t reach = -1; /* index of the non-empty tensor that ends furthest so far */
-    for (int64_t i = 0; i < n; i++) {
-        if (t[i].begin == t[i].end) continue;
-        if (reach >= 0 && t[i].begin < t[reach].end)
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; at = t[i].end, i++) {
+        if (t[i].begin < at)
             return moe__error(ctx, MOE_STATUS_PARSE_ERROR,
                               "%s: tensor '%s' (bytes %lld..%lld) overlaps tensor '%s' (bytes %lld..%lld)", path,
-                              t[i].name, (long long)t[i].begin, (long long)t[i].end, t[reach].name,
-                              (long long)t[reach].begin, (long long)t[reach].end);
-        if (reach < 0 || t[i].end > t[reach].end) reach = i;
+                              t[i].name, (long long)t[i].begin, (long long)t[i].end, t[i - 1].name,
+                              (long long)t[i - 1].begin, (long long)t[i - 1].end);
+        if (t[i].begin > at)
+            return moe__error(ctx, MOE_STATUS_PARSE_ERROR,
+                              "%s: data bytes %lld..%lld, before tensor '%s', belong to no tensor (the format allows "
+                              "no holes)",
+                              path, (long long)at, (long long)t[i].begin, t[i].name);
     }
+    if (at != data_size)
+        return moe__error(ctx, MOE_STATUS_PARSE_ERROR,
+                          "%s: data bytes %lld..%lld, at the end of the file, belong to no tensor (the format allows "
+                          "no holes)",
+                          path, (long long)at, (long long)data_size);
     if (n > 1) qsort(t, (size_t)n, sizeof *t, cmp_tensor_name);
     for (int64_t i = 1; i < n; i++)
         if (strcmp(t[i - 1].name, t[i].name) == 0)
@@ -345,10 +421,6 @@ static moe_status parse_header(moe_context_t *ctx, const char *path, const char 
                 st = check_metadata(ctx, path, k);
             continue;
         }
-        if (k->string[0] == '\0') {
-            st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: a tensor has an empty name", path);
-            break;
-        }
         ck_tensor *t = &tensors[count];
         t->name = dup_string(k->string);
         if (!t->name) {
@@ -360,7 +432,10 @@ static moe_status parse_header(moe_context_t *ctx, const char *path, const char 
         st = parse_entry(ctx, path, k, data_size, t);
     }
     cJSON_Delete(root);
-    if (st == MOE_STATUS_OK) st = check_layout(ctx, path, tensors, count);
+    size_t at;
+    const char *problem = st == MOE_STATUS_OK ? json_text_problem(text, len, 1, &at) : NULL;
+    if (problem) st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: header %s (byte %zu)", path, problem, at);
+    if (st == MOE_STATUS_OK) st = check_layout(ctx, path, tensors, count, data_size);
     if (st != MOE_STATUS_OK) {
         free_tensors(tensors, count);
         return st;
@@ -484,9 +559,7 @@ static moe_status open_index(moe_context_t *ctx, const char *path, moe_checkpoin
     if (st == MOE_STATUS_OK) {
         for (const cJSON *k = map->child; k && st == MOE_STATUS_OK; k = k->next, entries++) {
             const char *bad = cJSON_IsString(k) ? bad_shard_name(k->valuestring) : "is not a string";
-            if (k->string[0] == '\0')
-                st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: weight_map has a tensor with an empty name", path);
-            else if (bad)
+            if (bad)
                 st = moe__error(ctx, MOE_STATUS_PARSE_ERROR, "%s: weight_map entry for tensor '%s': shard file %s",
                                 path, k->string, bad);
         }
