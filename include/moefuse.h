@@ -527,7 +527,9 @@ const char *moe_preset_name(int index); /* NULL past the end */
  * ------------------------------------------------------------------------------------- */
 typedef struct moe_checkpoint moe_checkpoint_t;
 
-/* `path` is a .safetensors file, an index .json, or a directory holding either. Reads and
+/* `path` is a .safetensors file, an index .json, or a directory holding either (model.safetensors
+ * first, then model.safetensors.index.json, as transformers loads them; else its only
+ * *.safetensors file). Reads and
  * checks the headers only, as the safetensors reference reader does (UTF-8 JSON; tensors
  * covering the data exactly, no holes; sizes matching dtype and shape): MOE_STATUS_PARSE_ERROR
  * naming the file and tensor otherwise. Tensor data is read on demand. */

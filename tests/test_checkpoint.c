@@ -351,10 +351,31 @@ static void test_directories(moe_context_t *ctx) {
         }
         moe_checkpoint_close(ck);
     }
+    /* model.safetensors beside an index (a stale one, say): model.safetensors, the file transformers'
+     * from_pretrained loads first. */
+    const char *both = tmp_path("dir_both");
+    mkdir(both, 0700);
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", both);
+    write_safetensors(path, &t, 1);
+    float other[4] = {9, 9, 9, 9};
+    wtensor shard = {"w_sharded", "F32", 1, {4}, other, sizeof other};
+    snprintf(path, sizeof path, "%s/model-00001-of-00001.safetensors", both);
+    write_safetensors(path, &shard, 1);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", both);
+    write_text(path, "{\"weight_map\": {\"w_sharded\": \"model-00001-of-00001.safetensors\"}}");
+    moe_checkpoint_t *ck = NULL;
+    moe_status st = moe_checkpoint_open(ctx, both, &ck);
+    moe_tensor_info info;
+    CHECK(st == MOE_STATUS_OK && moe_checkpoint_tensor_info(ctx, ck, "w", &info) == MOE_STATUS_OK &&
+              moe_checkpoint_tensor_count(ck) == 1,
+          "model.safetensors beside an index: %d %s", (int)st, moe_last_error(ctx));
+    moe_checkpoint_close(ck);
+    ck = NULL;
+
     const char *empty = tmp_path("dir_empty");
     mkdir(empty, 0700);
-    moe_checkpoint_t *ck = NULL;
-    moe_status st = moe_checkpoint_open(ctx, empty, &ck);
+    st = moe_checkpoint_open(ctx, empty, &ck);
     CHECK(st == MOE_STATUS_IO_ERROR && strstr(moe_last_error(ctx), empty), "empty dir: %d %s", (int)st,
           moe_last_error(ctx));
     const char *missing = tmp_path("does_not_exist.safetensors");

@@ -638,10 +638,11 @@ static moe_status open_index(moe_context_t *ctx, const char *path, moe_checkpoin
     return st;
 }
 
-/* A directory: its model.safetensors.index.json, else model.safetensors, else its only
- * *.safetensors file. Returns the chosen path (malloc'd). */
+/* A directory: its model.safetensors, else model.safetensors.index.json (the order of
+ * transformers' from_pretrained), else its only *.safetensors file. Returns the chosen path
+ * (malloc'd). */
 static moe_status resolve_directory(moe_context_t *ctx, const char *dir, char **out) {
-    static const char *const preferred[] = {"model.safetensors.index.json", "model.safetensors"};
+    static const char *const preferred[] = {"model.safetensors", "model.safetensors.index.json"};
     for (int i = 0; i < 2; i++) {
         char *p = join_path(dir, preferred[i]);
         if (!p) return moe__error(ctx, MOE_STATUS_OUT_OF_MEMORY, "%s: out of memory", dir);
