@@ -12,6 +12,13 @@ message) with the library's message.
     y = moefuse.fused_moe(x, w1, w2, router_logits, topk=8, renormalize=True)
 
 moefuse.torch has the same two functions for torch tensors (CPU or CUDA).
+
+A real model's layer, from its config.json and safetensors (any layout moe_weights_load reads):
+
+    ctx = moefuse.Context("cpu")
+    config = moefuse.load_config("path/to/model")
+    with moefuse.Checkpoint("path/to/model") as ck:
+        weights = moefuse.load_weights(ctx, ck, config, layer=3, format="bf16")
 """
 
 from ._lib import (Activation, Backend, DType, Format, Layout, LibraryNotFoundError, Memory, MoeError,
