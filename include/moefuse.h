@@ -560,14 +560,19 @@ moe_status moe_checkpoint_read(moe_context_t *ctx, const moe_checkpoint_t *ckpt,
  * language_model.model.layers.L. (Llama-4, Kimi-K2.5, Mistral-3 Hub files) or
  * language_model.model.blocks.L. (Kimi-K2.5 as transformers 5 saves it), whichever holds its
  * experts (more than one: MOE_STATUS_INVALID_ARGUMENT). Understands, under R:
- *   mlp.experts.N.{gate,up,down}_proj.weight        (+ .weight_scale_inv for FP8)
+ *   mlp.experts.N.{gate,up,down}_proj.weight        (+ .weight_scale_inv for FP8: F32
+ *       [ceil(rows/128), ceil(cols/128)], x = q * s, the last block partial as DeepSeek's
+ *       weight_dequant reads it)
  *   block_sparse_moe.experts.N.{w1,w3,w2}.weight    (Mixtral)
  *   {mlp,feed_forward,block_sparse_moe}.experts.{gate_up_proj,down_proj}[_bias], or
  *   block_sparse_moe.{input,output}_linear.weight   (Granite): [E,2I,H] and [E,H,I] (out x in,
  *       transformers 5's experts) or [E,H,2I] and [E,I,H] (in x out: GPT-OSS, Llama-4,
  *       Qwen3-VL-MoE's Hub files), told by shape (a square one by the other; ungated with
  *       H == I: MOE_STATUS_UNSUPPORTED); gate rows then up, except in x out with
- *       MOE_ACT_SWIGLU_OAI (GPT-OSS: interleaved); or the MXFP4 release's _blocks/_scales
+ *       MOE_ACT_SWIGLU_OAI (GPT-OSS: interleaved); or the MXFP4 release's _blocks
+ *       [E, rows, cols/32, 16] and _scales [E, rows, cols/32] (out x in, gate_up rows
+ *       interleaved; element 2j in the low nibble of byte j, scale 2^(s - 127)), decoded to
+ *       fp32 bit for bit as transformers' convert_moe_packed_tensors does
  *   <block>.{gate,router,router.layer}.weight [E,H] (+ bias; the correction bias as
  *       gate.e_score_correction_bias, mlp.e_score_correction_bias or gate.expert_bias)
  *   <block>.shared_expert(s).{gate,up,down}_proj.weight, shared_expert_gate.weight

@@ -951,6 +951,85 @@ static void test_load_gpt_oss_mxfp4(moe_context_t *ctx) {
     free(f);
 }
 
+/* The MXFP4 release's bytes decoded as transformers reads them (integrations/mxfp4.py,
+ * convert_moe_packed_tensors), written here from that convention and not from moefuse's
+ * codecs, which the test above uses on both sides: byte j of a 16-byte block holds element
+ * 2j in its low nibble and 2j + 1 in its high one, each an index into FP4_VALUES (bit 3 the
+ * sign, so code 8 is -0.0), times 2^(scale - 127) (scale 0: 2^-127, giving fp32 subnormals);
+ * gate_up's rows are gate, up, gate, up, ... (GptOssExperts' gate_up_proj[..., ::2] after the
+ * transpose). Random codes and scales 0..200, compared bit for bit (so -0.0 must stay -0.0),
+ * packed as F32 and as MXFP4. */
+static void test_load_gpt_oss_mxfp4_bytes(moe_context_t *ctx) {
+    static const float fp4_values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
+                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    const int64_t E = 2, H = 64, I = 96, R = 2 * I;
+    expected x = {.E = E, .H = H, .I = I};
+    tfile *f = calloc(1, sizeof *f);
+    const int64_t rows[2] = {R, H}, cols[2] = {H, I};
+    const char *const names[2] = {"gate_up_proj", "down_proj"};
+    for (int p = 0; p < 2; p++) {
+        const int64_t n = E * rows[p] * cols[p];
+        uint8_t *blocks = malloc((size_t)(n / 2)), *scales = malloc((size_t)(n / 32));
+        float *deq = malloc((size_t)n * 4);
+        rng_bytes(blocks, (size_t)(n / 2));
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint32_t r = (uint32_t)rng_next();
+            scales[b] = (uint8_t)(r % 8 == 0 ? r / 8 % 3 : 100 + r / 8 % 101); /* 0..2, or 100..200 */
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const uint8_t byte = blocks[i / 2];
+            deq[i] = ldexpf(fp4_values[i % 2 ? byte >> 4 : byte & 15], (int)scales[i / 32] - 127);
+        }
+        for (int64_t e = 0; e < E; e++) {
+            const float *m = deq + e * rows[p] * cols[p];
+            if (p == 0) {
+                x.gate[e] = malloc((size_t)(I * H) * 4), x.up[e] = malloc((size_t)(I * H) * 4);
+                for (int64_t i = 0; i < I; i++) {
+                    memcpy(x.gate[e] + i * H, m + (2 * i) * H, (size_t)H * 4);
+                    memcpy(x.up[e] + i * H, m + (2 * i + 1) * H, (size_t)H * 4);
+                }
+            } else {
+                x.down[e] = malloc((size_t)(H * I) * 4);
+                memcpy(x.down[e], m, (size_t)(H * I) * 4);
+            }
+        }
+        char name[160];
+        snprintf(name, sizeof name, "model.layers.0.mlp.experts.%s_blocks", names[p]);
+        tf_add(f, name, "U8", 4, (int64_t[]){E, rows[p], cols[p] / 32, 16}, blocks, (size_t)(n / 2));
+        snprintf(name, sizeof name, "model.layers.0.mlp.experts.%s_scales", names[p]);
+        tf_add(f, name, "U8", 3, (int64_t[]){E, rows[p], cols[p] / 32}, scales, (size_t)(n / 32));
+        free(blocks), free(scales), free(deq);
+    }
+    free(add_random(f, "model.layers.0.mlp.experts.gate_up_proj_bias", "BF16", E, R));
+    free(add_random(f, "model.layers.0.mlp.experts.down_proj_bias", "BF16", E, H));
+    free(add_random(f, "model.layers.0.mlp.router.weight", "BF16", E, H));
+    free(add_random(f, "model.layers.0.mlp.router.bias", "BF16", E, 0));
+    const char *path = tmp_path("gpt_oss_mxfp4_bytes.safetensors");
+    write_safetensors(path, f->t, f->n);
+    moe_layer_spec spec = gpt_oss_spec(E, H, I);
+    const moe_format formats[2] = {MOE_FORMAT_F32, MOE_FORMAT_MXFP4};
+    float *g = malloc((size_t)(I * H) * 4), *u = malloc((size_t)(I * H) * 4), *d = malloc((size_t)(H * I) * 4);
+    for (int fi = 0; fi < 2; fi++) {
+        moe_weights_t *w = open_and_load(ctx, path, &spec, 0, formats[fi], NULL);
+        for (int64_t e = 0; w && e < E; e++) {
+            moe_status st = moe_weights_unpack(ctx, w, e, g, u, d);
+            CHECK(st == MOE_STATUS_OK, "unpack: %s", moe_last_error(ctx));
+            const float *got[3] = {g, u, d}, *want[3] = {x.gate[e], x.up[e], x.down[e]};
+            for (int p = 0; st == MOE_STATUS_OK && p < 3; p++) {
+                const bool exact = memcmp(got[p], want[p], (size_t)(I * H) * 4) == 0;
+                if (!exact) close_enough(got[p], want[p], I * H, 0.0f, "mxfp4"); /* the first difference */
+                CHECK(exact, "mxfp4 bytes as %s: expert %lld %s not bit-exact", moe_format_name(formats[fi]),
+                      (long long)e, p == 0 ? "gate" : p == 1 ? "up" : "down");
+            }
+        }
+        moe_weights_free(w);
+    }
+    free(g), free(u), free(d);
+    expected_free(&x);
+    tf_free(f);
+    free(f);
+}
+
 /* DeepSeek-V3 style: e4m3 experts with 128x128 weight_scale_inv (sizes not multiples of 128;
  * power-of-two scales for the routed experts, amax / 448 for the shared one), bf16 router,
  * fp32 e_score_correction_bias, an FP8 shared expert. */
@@ -1677,6 +1756,7 @@ static const test_case cases[] = {
     {"load_mixtral", test_load_mixtral},
     {"load_gpt_oss", test_load_gpt_oss},
     {"load_gpt_oss_mxfp4", test_load_gpt_oss_mxfp4},
+    {"load_gpt_oss_mxfp4_bytes", test_load_gpt_oss_mxfp4_bytes},
     {"load_deepseek_fp8", test_load_deepseek_fp8},
     {"load_qwen_shared", test_load_qwen_shared},
     {"load_llama4", test_load_llama4},

@@ -24,9 +24,13 @@ wrap the text model in its multimodal model, as the Hub checkpoints of Llama-4 a
 are), AUTO (further families the reader accepts, from transformers' default config shrunk), HUB (AUTO
 families whose Hub checkpoints differ from what save_pretrained writes: the saved file is rewritten
 the Hub's way, Qwen3-VL-MoE's fused experts transposed, Kimi-K2.5's language_model.model.blocks back
-to layers, and the reference model is read from it by transformers' own conversion mapping), REFUSED
-(families the reader must refuse: only their config.json is written, and the line PASSes when moefuse
-says MOE_STATUS_UNSUPPORTED).
+to layers, and the reference model is read from it by transformers' own conversion mapping), QUANT
+(quantised releases: GPT-OSS's MXFP4 experts and DeepSeek-V3's FP8 ones, quantised here and written
+with the release's names, dtypes and quantization_config; a 'weights' line per layer compares the
+weights moe_weights_load decodes, unpacked, with transformers' own dequantisation of the same bytes,
+bit for bit, before the forward line; the forward's reference is the HF block on the dequantised
+weights), REFUSED (families the reader must refuse: only their config.json is written, and the line
+PASSes when moefuse says MOE_STATUS_UNSUPPORTED).
 
 One line per (family, MoE layer): family, layer, tokens, max rel err (routing by moefuse's
 router / by HF logits), top-k ids agree, max top-k weight error, PASS/FAIL. A config.json the
@@ -193,6 +197,49 @@ AUTO = {
 #                     names (transformers' kimi_k25 mapping renames blocks to layers, for the vision tower,
 #                     and its reversal at save renames the text layers to blocks)
 HUB = {"qwen3_vl_moe-hub": ("qwen3_vl_moe", "transpose_fused"), "kimi_k25-hub": ("kimi_k25", "blocks_to_layers")}
+
+# Quantised releases: the tiny model's experts are quantised here the way the release ships them, the
+# checkpoint rewritten with the release's tensor names, shapes and dtypes and its config.json given the
+# release's quantization_config; moe_weights_load's decoding is compared with transformers' own
+# dequantisation of the same bytes (bit for bit, fp32), then the forward with the HF block run on it.
+#   mxfp4   GPT-OSS's release: mlp.experts.{gate_up,down}_proj_blocks [E, rows, cols/32, 16] u8 (two E2M1
+#           codes a byte, low nibble first) and _scales [E, rows, cols/32] u8 (E8M0, bias 127), out x in
+#           (gate_up's rows interleaved gate, up), biases and router bf16; encoded by mx_encode (OCP MX
+#           v1.0); transformers' reference: convert_moe_packed_tensors, and from_pretrained with
+#           Mxfp4Config(dequantize=True) (its CPU path) for the block. A few scale codes of the last MoE
+#           layer are set to 0..2 (2^-127..2^-125: fp32 subnormal weights) to test the decoder's low end.
+#   fp8     DeepSeek-V3's release: experts.N.{gate,up,down}_proj.weight and shared_experts.*.weight F8_E4M3
+#           with .weight_scale_inv F32 [ceil(rows/128), ceil(cols/128)] (x = q * s; the last block partial
+#           where a dimension is not a multiple of 128, as DeepSeek's weight_dequant reads it), encoded by
+#           fp8_block_encode (s = amax/448, DeepSeek's rule); transformers' reference: _dequantize_fp8_weight
+#           (the same ceil grid), and from_pretrained with FineGrainedFP8Config(dequantize=True) for the block
+#           where its loader accepts the file (fp8_loader_reference; fp8_loader_note says what its
+#           Fp8Dequantize makes of the rest). moefuse packs "f32" and "fp8-block128".
+QUANT = {
+    "gpt_oss-mxfp4": ("gpt_oss", dict(intermediate_size=96, num_hidden_layers=2, num_local_experts=8,
+                                      num_experts_per_tok=2, sliding_window=32),
+                      {"quant": "mxfp4", "w_std": 0.5, "bias_std": 1.0}),
+    "deepseek_v3-fp8": ("deepseek_v3", dict(hidden_size=256, intermediate_size=256, moe_intermediate_size=128,
+                                            num_hidden_layers=3, n_routed_experts=16, num_experts_per_tok=4,
+                                            n_group=4, topk_group=2, routed_scaling_factor=2.5, n_shared_experts=2,
+                                            first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=32,
+                                            qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                                            num_key_value_heads=4), {"quant": "fp8", "bias_std": 0.2}),
+    # -p: H = 192, I = 160, shared 2 * 160 = 320: every matrix has partial 128x128 blocks
+    "deepseek_v3-fp8-p": ("deepseek_v3", dict(hidden_size=192, intermediate_size=256,
+                                                    moe_intermediate_size=160, num_hidden_layers=2,
+                                                    n_routed_experts=16, num_experts_per_tok=4, n_group=4,
+                                                    topk_group=2, routed_scaling_factor=2.5, n_shared_experts=2,
+                                                    first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=32,
+                                                    qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                                                    num_key_value_heads=4), {"quant": "fp8", "bias_std": 0.2}),
+}
+# The releases' config.json quantization_config (openai/gpt-oss-20b, deepseek-ai/DeepSeek-V3).
+QUANT_CONFIG = {
+    "mxfp4": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                         "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"},
+    "fp8": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]},
+}
 
 # Families the reader must refuse with MOE_STATUS_UNSUPPORTED: only their config.json is written and read.
 # Entries "family" use transformers' default config; ("name", model_type, overrides) a modified one.
@@ -390,9 +437,39 @@ def run_refused(family, tokens, keep):
             f"MOE_STATUS_UNSUPPORTED  FAIL"], False
 
 
+def forward_line(family, layer, ctx, w, spec, block, x):
+    """moefuse's forward on weights w against the HF block on x [T, H]: routing by moefuse's
+    router and by the HF router's logits, and the top-k ids / weights. (line, ok)."""
+    tokens = x.shape[0]
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        ref = block(xt[None])
+        ref = (ref[0] if isinstance(ref, tuple) else ref).reshape(tokens, -1).numpy()
+        routed = hf_route(block, xt)
+    k = spec.top_k
+    ids = np.empty((tokens, k), np.int32)
+    tw = np.empty((tokens, k), np.float32)
+    y = ctx.forward(w, x, out_topk_ids=ids, out_topk_weights=tw)
+    scale = float(np.abs(ref).max())
+    err = float(np.abs(y - ref).max()) / scale
+    err_l = float("nan")
+    topk_ok, w_err, bad_tokens = None, float("nan"), 0
+    if routed[0] is not None:
+        ref_ids, ref_w, logits = routed
+        y2 = ctx.forward(w, x, router_logits=np.ascontiguousarray(logits.float().numpy()))
+        err_l = float(np.abs(y2 - ref).max()) / scale
+        topk_ok, w_err, bad_tokens = compare_topk(ids, tw, ref_ids.numpy(), ref_w.float().numpy())
+    good = err <= TOL and (np.isnan(err_l) or err_l <= TOL) and topk_ok is not False
+    agree = "n/a" if topk_ok is None else ("yes" if topk_ok else f"no ({bad_tokens} tokens)")
+    return (f"{family:18s} {layer:5d} {tokens:6d}  rel_err {err:.2e} (router) {err_l:.2e} (HF logits)  "
+            f"topk_ids {agree:>4s}  topk_w_err {w_err:.1e}  {'PASS' if good else 'FAIL'}"), good
+
+
 def run_family(family, tokens, seed, keep):
     if family in REFUSED_BY_NAME:
         return run_refused(family, tokens, keep)
+    if family in QUANT:
+        return run_quant(family, tokens, seed, keep)
     hub = None
     if family in HUB:
         base, hub = HUB[family]
@@ -455,29 +532,311 @@ def run_family(family, tokens, seed, keep):
                 ok = False
                 continue
             x = rng.standard_normal((tokens, spec.hidden)).astype(np.float32)
-            xt = torch.from_numpy(x)
-            with torch.no_grad():
-                ref = block(xt[None])
-                ref = (ref[0] if isinstance(ref, tuple) else ref).reshape(tokens, -1).numpy()
-                routed = hf_route(block, xt)
-            k = spec.top_k
-            ids = np.empty((tokens, k), np.int32)
-            tw = np.empty((tokens, k), np.float32)
-            y = ctx.forward(w, x, out_topk_ids=ids, out_topk_weights=tw)
-            scale = float(np.abs(ref).max())
-            err = float(np.abs(y - ref).max()) / scale
-            err_l = float("nan")
-            topk_ok, w_err, bad_tokens = None, float("nan"), 0
-            if routed[0] is not None:
-                ref_ids, ref_w, logits = routed
-                y2 = ctx.forward(w, x, router_logits=np.ascontiguousarray(logits.float().numpy()))
-                err_l = float(np.abs(y2 - ref).max()) / scale
-                topk_ok, w_err, bad_tokens = compare_topk(ids, tw, ref_ids.numpy(), ref_w.float().numpy())
-            good = err <= TOL and (np.isnan(err_l) or err_l <= TOL) and topk_ok is not False
+            line, good = forward_line(family, layer, ctx, w, spec, block, x)
             ok &= good
-            agree = "n/a" if topk_ok is None else ("yes" if topk_ok else f"no ({bad_tokens} tokens)")
-            lines.append(f"{family:18s} {layer:5d} {tokens:6d}  rel_err {err:.2e} (router) {err_l:.2e} (HF logits)  "
-                         f"topk_ids {agree:>4s}  topk_w_err {w_err:.1e}  {'PASS' if good else 'FAIL'}")
+            lines.append(line)
+    return lines, ok
+
+
+E2M1_GRID = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def mx_encode(w):
+    """MXFP4 of w [..., cols] (cols % 32 == 0) by the OCP MX v1.0 rule, written here without moefuse or
+    transformers: each 32-element block along cols gets the shared exponent e = floor(log2(amax)) - 2
+    (E2M1's emax), clamped to E8M0's -127..127 (e = 0 for an all-zero block), stored as e + 127; each
+    element x / 2^e rounds to the nearest E2M1 magnitude (ties to the even code), saturating at 6, with
+    x's sign in bit 3. Returns (blocks [..., cols/32, 16] u8, element 2j in the low nibble of byte j;
+    scales [..., cols/32] u8)."""
+    x = np.asarray(w, np.float64)
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+    amax = np.abs(xb).max(-1)
+    e = np.where(amax > 0, np.frexp(amax)[1] - 1 - 2, 0).clip(-127, 127)
+    y = np.abs(xb) / np.exp2(e)[..., None]
+    d = np.abs(y[..., None] - E2M1_GRID)
+    near = d == d.min(-1, keepdims=True)  # one code, or two neighbours (one even) on a tie
+    even = near & (np.arange(8) % 2 == 0)
+    code = np.where(even.any(-1), even.argmax(-1), near.argmax(-1)).astype(np.uint8)
+    code |= np.where(np.signbit(xb), 8, 0).astype(np.uint8)
+    blocks = code[..., 0::2] | (code[..., 1::2] << 4)
+    return blocks.astype(np.uint8), (e + 127).astype(np.uint8)
+
+
+def fp8_block_encode(w):
+    """DeepSeek-V3's FP8 weight quantisation of w [rows, cols] (torch fp32): per 128x128 block (the last
+    ones partial) s = amax / 448 (1 for an all-zero block), q = e4m3(x / s) (RNE, clamped to +-448).
+    Returns (q float8_e4m3fn [rows, cols], weight_scale_inv fp32 [ceil(rows/128), ceil(cols/128)])."""
+    rows, cols = w.shape
+    q = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    s = torch.empty((rows + 127) // 128, (cols + 127) // 128, dtype=torch.float32)
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            blk = w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128].float()
+            amax = float(blk.abs().max())
+            s[i, j] = amax / 448.0 if amax > 0 else 1.0
+            q[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = (blk / s[i, j]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return q, s
+
+
+def ds_weight_dequant(q, s):
+    """DeepSeek's weight_dequant (inference/kernel.py) in numpy: y[i, j] = fp32(q[i, j]) * s[i // 128, j // 128]."""
+    qf = q.float().numpy()
+    return qf * np.repeat(np.repeat(s.numpy(), 128, 0), 128, 1)[:qf.shape[0], :qf.shape[1]]
+
+
+def bits_equal(a, b):
+    """Whether two fp32 arrays are the same bit for bit (so -0 differs from +0), and max |a - b|."""
+    a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+    if a.shape != b.shape:
+        return False, float("inf")
+    return bool((a.view(np.uint32) == b.view(np.uint32)).all()), float(np.abs(a - b).max(initial=0.0))
+
+
+def quantize_checkpoint(out_dir, how, moe_layers, layer_prefix, gen):
+    """Rewrites save_pretrained's model.safetensors in out_dir as the release ships its experts (see QUANT)
+    and adds the release's quantization_config to config.json. Returns the reference weights of each MoE
+    layer, {layer: {"gate": [E, I, H], "up": [E, I, H], "down": [E, H, I], ("shared": (g, u, d))}} fp32,
+    dequantised by transformers (mxfp4: convert_moe_packed_tensors; fp8: _dequantize_fp8_weight), and
+    notes on the reference (a disagreement with the independent decoder here is a FAIL)."""
+    from safetensors.torch import load_file, save_file
+    f = os.path.join(out_dir, "model.safetensors")
+    sd, refs, notes = load_file(f), {}, []
+    for layer in moe_layers:
+        p = f"{layer_prefix}.{layer}.mlp."
+        ref = {}
+        if how == "mxfp4":
+            from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+            for proj in ("gate_up_proj", "down_proj"):
+                w = sd.pop(p + f"experts.{proj}").float().transpose(1, 2)  # [E, H, 2I] / [E, I, H] -> out x in
+                blocks, scales = (torch.from_numpy(np.ascontiguousarray(a)) for a in mx_encode(w.numpy()))
+                if proj == "gate_up_proj" and layer == moe_layers[-1]:  # 2^-127..2^-125 blocks
+                    idx = torch.randint(0, scales.numel(), (6,), generator=gen)
+                    scales.view(-1)[idx] = torch.tensor([0, 0, 1, 1, 2, 2], dtype=torch.uint8)
+                sd[p + f"experts.{proj}_blocks"], sd[p + f"experts.{proj}_scales"] = blocks, scales
+                deq = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)  # in x out, as GptOssExperts
+                deq16 = convert_moe_packed_tensors(blocks, scales)  # transformers' default, bf16
+                if not torch.equal(deq16.float(), deq):
+                    notes.append(f"layer {layer} {proj}: bf16 and fp32 dequantisation differ")
+                if proj == "gate_up_proj":
+                    ref["gate"] = deq[:, :, 0::2].transpose(1, 2).numpy()
+                    ref["up"] = deq[:, :, 1::2].transpose(1, 2).numpy()
+                else:
+                    ref["down"] = deq.transpose(1, 2).numpy()
+        else:
+            from transformers.integrations.finegrained_fp8 import _dequantize_fp8_weight
+
+            def quant(name):
+                q, s = fp8_block_encode(sd[name])
+                sd[name], sd[name[:-len("weight")] + "weight_scale_inv"] = q, s
+                deq = _dequantize_fp8_weight(q, s, [128, 128], torch.float32).numpy()
+                if not bits_equal(deq, ds_weight_dequant(q, s))[0]:
+                    notes.append(f"{name}: transformers' _dequantize_fp8_weight differs from weight_dequant")
+                return deq
+            E = 1 + max(int(m.group(1)) for k in sd for m in [re.match(re.escape(p) + r"experts\.(\d+)\.", k)] if m)
+            for proj, key in (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down")):
+                ref[key] = np.stack([quant(p + f"experts.{e}.{proj}.weight") for e in range(E)])
+            if p + "shared_experts.down_proj.weight" in sd:
+                ref["shared"] = tuple(quant(p + f"shared_experts.{proj}.weight")
+                                      for proj in ("gate_proj", "up_proj", "down_proj"))
+            if p + "gate.e_score_correction_bias" in sd:  # F32 in the release
+                sd[p + "gate.e_score_correction_bias"] = sd[p + "gate.e_score_correction_bias"].float()
+        refs[layer] = ref
+    save_file(sd, f, metadata={"format": "pt"})
+    cfg_path = os.path.join(out_dir, "config.json")
+    with open(cfg_path) as fh:
+        cfg = json.load(fh)
+    cfg["quantization_config"] = QUANT_CONFIG[how]
+    with open(cfg_path, "w") as fh:
+        json.dump(cfg, fh, indent=2)
+    return refs, notes
+
+
+def set_block_weights(block, ref):
+    """Puts a layer's reference weights (quantize_checkpoint) into a DeepSeek-V3 HF MoE block."""
+    with torch.no_grad():
+        ex = block.experts
+        ex.gate_up_proj.copy_(torch.from_numpy(np.concatenate([ref["gate"], ref["up"]], 1)))
+        ex.down_proj.copy_(torch.from_numpy(ref["down"]))
+        if "shared" in ref:
+            for proj, wt in zip(("gate_proj", "up_proj", "down_proj"), ref["shared"]):
+                getattr(block.shared_experts, proj).weight.copy_(torch.from_numpy(wt))
+
+
+def hf_block_weights(block):
+    """A DeepSeek-V3 / GPT-OSS HF block's expert weights in quantize_checkpoint's reference form."""
+    ex, out = block.experts, {}
+    if hasattr(ex, "gate_up_proj_bias"):  # GPT-OSS: in x out, interleaved
+        gu = ex.gate_up_proj.detach()
+        out.update(gate=gu[:, :, 0::2].transpose(1, 2).numpy(), up=gu[:, :, 1::2].transpose(1, 2).numpy(),
+                   down=ex.down_proj.detach().transpose(1, 2).numpy())
+    else:  # transformers 5's experts: [E, 2I, H] gate rows then up, [E, H, I]
+        gu = ex.gate_up_proj.detach().numpy()
+        i = gu.shape[1] // 2
+        out.update(gate=gu[:, :i], up=gu[:, i:], down=ex.down_proj.detach().numpy())
+        if getattr(block, "shared_experts", None) is not None:
+            out["shared"] = tuple(getattr(block.shared_experts, p).weight.detach().numpy()
+                                  for p in ("gate_proj", "up_proj", "down_proj"))
+    return out
+
+
+def same_weights(a, b):
+    """Whether two reference-weight dicts agree bit for bit."""
+    keys = ("gate", "up", "down")
+    return all(bits_equal(a[k], b[k])[0] for k in keys) and (
+        ("shared" in a) == ("shared" in b) and all(bits_equal(x, y)[0] for x, y in zip(a.get("shared", ()),
+                                                                                        b.get("shared", ()))))
+
+
+def fp8_loader_reference(cls, out_dir):
+    """transformers' FP8 loader on the quantised checkpoint, dequantising (its CPU path), or the reason it
+    cannot read it. Its availability check asks for accelerate, which the dequantising path does not use."""
+    from transformers import FineGrainedFP8Config
+    import transformers.quantizers.quantizer_finegrained_fp8 as qfp8
+    had = qfp8.is_accelerate_available
+    qfp8.is_accelerate_available = lambda *a, **k: True
+    try:
+        return cls.from_pretrained(out_dir, dtype=torch.float32,
+                                   quantization_config=FineGrainedFP8Config(dequantize=True)).eval(), None
+    except Exception as e:  # noqa: BLE001 (what transformers says goes into the line)
+        return None, f"{type(e).__name__}"
+    finally:
+        qfp8.is_accelerate_available = had
+
+
+def fp8_loader_note(out_dir, layers_path, layer, refs):
+    """What transformers' Fp8Dequantize (the from_pretrained(dequantize=True) path) makes of a routed and
+    the shared gate_proj of `layer`: it takes the block size from the scale grid (rows // scale_rows), so
+    where a dimension is not a multiple of 128 it raises, or reads blocks of the wrong size."""
+    from safetensors import safe_open
+    from transformers.integrations.finegrained_fp8 import Fp8Dequantize
+    out = []
+    with safe_open(os.path.join(out_dir, "model.safetensors"), "pt") as fh:
+        for what, name, want in (("experts.0.gate_proj", "experts.0.gate_proj.", refs[layer]["gate"][0]),
+                                 ("shared_experts.gate_proj", "shared_experts.gate_proj.",
+                                  refs[layer].get("shared", (None,))[0])):
+            if want is None:
+                continue
+            q = fh.get_tensor(f"{layers_path}.{layer}.mlp.{name}weight")
+            sc = fh.get_tensor(f"{layers_path}.{layer}.mlp.{name}weight_scale_inv")
+            shape = f"{list(q.shape)} (scales {list(sc.shape)})"
+            try:
+                got = Fp8Dequantize(None)._dequantize_one(q, sc, output_dtype=torch.float32).numpy()
+            except Exception as e:  # noqa: BLE001
+                out.append(f"{what} {shape}: {type(e).__name__}")
+                continue
+            same, diff = bits_equal(got, want)
+            out.append(f"{what} {shape}: " + ("bit-exact" if same else f"{q.shape[0] // sc.shape[0]}x"
+                                              f"{q.shape[1] // sc.shape[1]} blocks, max abs diff {diff:.1e}"))
+    return "transformers' Fp8Dequantize on " + "; ".join(out)
+
+
+def run_quant(family, tokens, seed, keep):
+    """One QUANT family: per MoE layer a 'weights' line (moefuse's decoded weights against transformers'
+    dequantisation, bit for bit, per format) and the usual forward line (format f32)."""
+    model_type, overrides, opts = QUANT[family]
+    how = opts["quant"]
+    kw = dict(BASE)
+    kw.update(overrides)
+    cfg = AutoConfig.for_model(model_type, **kw)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    cls = model_class(cfg)
+    model = cls._from_config(cfg, dtype=torch.float32)
+    randomize(model, opts, gen)
+    model = model.to(torch.bfloat16)  # both releases ship bf16 beside the quantised experts
+    plain_dir = tempfile.mkdtemp(prefix=f"hfpar-{family}-bf16-", dir=keep)
+    out_dir = tempfile.mkdtemp(prefix=f"hfpar-{family}-", dir=keep)
+    model.save_pretrained(plain_dir)
+    model.save_pretrained(out_dir)
+    layers_path, layers = decoder_layers(model)
+    hf_moe_layers = [l for l in range(len(layers)) if moe_block(model, l)[1] is not None]
+    refs, notes = quantize_checkpoint(out_dir, how, hf_moe_layers, layers_path, gen)
+    lines, ok = [], not notes
+    for n in notes:
+        lines.append(f"{family:18s} {'-':>5s} {tokens:6d}  reference: {n}  FAIL")
+    try:
+        mcfg = moefuse.load_config(out_dir)
+    except moefuse.MoeError as e:
+        return lines + [f"{family:18s} {'-':>5s} {tokens:6d}  config.json (quantization_config "
+                        f"{QUANT_CONFIG[how]['quant_method']}) refused: {e.name}: {e.message}  FAIL"], False
+    spec = mcfg.layer
+    mf_moe_layers = [l for l in range(mcfg.num_layers) if mcfg.layer_is_moe[l]]
+    if hf_moe_layers != mf_moe_layers:
+        lines.append(f"{family:18s} {'-':>5s} {tokens:6d}  MoE layers differ: HF {hf_moe_layers}, moefuse "
+                     f"{mf_moe_layers}  FAIL")
+        ok = False
+    # The reference model: transformers' own loader dequantising the release where it reads it (its weights
+    # must then be the reference weights), else the bf16 model with the reference weights put in.
+    if how == "mxfp4":
+        from transformers import Mxfp4Config
+        ref_model = cls.from_pretrained(out_dir, dtype=torch.float32,
+                                        quantization_config=Mxfp4Config(dequantize=True)).eval()
+        source, why = "transformers' MXFP4 loader (dequantize=True)", None
+    else:
+        ref_model, why = fp8_loader_reference(cls, out_dir)
+        source = "transformers' FP8 loader (dequantize=True)"
+        if ref_model is None:
+            ref_model = cls.from_pretrained(plain_dir, dtype=torch.float32).eval()
+            for layer in hf_moe_layers:
+                set_block_weights(moe_block(ref_model, layer)[1], refs[layer])
+            source = f"_dequantize_fp8_weight (transformers' FP8 loader refuses the file: {why})"
+    for layer in hf_moe_layers:
+        if not same_weights(hf_block_weights(moe_block(ref_model, layer)[1]), refs[layer]):
+            lines.append(f"{family:18s} {layer:5d} {tokens:6d}  {source}: weights differ from the reference "
+                         f"dequantisation  FAIL")
+            ok = False
+    formats = ["f32", "mxfp4"] if how == "mxfp4" else ["f32", "fp8-block128"]
+    ctx = moefuse.Context("cpu")
+    rng = np.random.default_rng(seed)
+    with moefuse.Checkpoint(out_dir) as ck:
+        for layer in hf_moe_layers:
+            ref = refs[layer]
+            parts, good, w32 = [], True, None
+            for fmt in formats:
+                try:
+                    w = moefuse.Weights.load(ctx, ck, spec, layer, fmt)
+                except moefuse.MoeError as e:
+                    parts.append(f"{fmt}: not read: {e.name}: {e.message}")
+                    good = False
+                    continue
+                exact, total, worst = 0, 0, 0.0
+                pairs = []
+                for e in range(spec.num_experts):
+                    g, u, d = w.unpack(e)
+                    pairs += [(g, ref["gate"][e]), (u, ref["up"][e]), (d, ref["down"][e])]
+                shared_exact, shared_err = None, 0.0
+                if "shared" in ref:
+                    got = w.unpack(-1)
+                    res = [bits_equal(a, b) for a, b in zip(got, ref["shared"])]
+                    shared_exact = all(r[0] for r in res)
+                    shared_err = max(r[1] / float(np.abs(b).max()) for r, b in zip(res, ref["shared"]))
+                for a, b in pairs:
+                    same, err = bits_equal(a, b)
+                    exact, total, worst = exact + same, total + 1, max(worst, err / float(np.abs(b).max()))
+                # Routed experts: exact in every format (the MXFP4 grid survives re-quantisation; E4M3 codes
+                # and scales are copied). The shared expert is re-quantised in the FP8 formats (the
+                # descriptor has no shared scales): within half an e4m3 step (2^-4 relative) of the block max.
+                fine = exact == total and (shared_exact is None or shared_exact or
+                                           (fmt != "f32" and shared_err <= 2.0 ** -4))
+                good &= fine
+                text = f"{fmt}: {exact}/{total} bit-exact" + (f" (max rel {worst:.1e})" if exact != total else "")
+                if shared_exact is not None:
+                    text += ", shared " + ("bit-exact" if shared_exact else f"max rel {shared_err:.1e}")
+                parts.append(text)
+                if fmt == "f32":
+                    w32 = w
+            ok &= good
+            lines.append(f"{family:18s} {layer:5d} {tokens:6d}  weights vs transformers' dequantisation: "
+                         f"{'; '.join(parts)}  {'PASS' if good else 'FAIL'}")
+            if w32 is None:
+                continue
+            x = rng.standard_normal((tokens, spec.hidden)).astype(np.float32)
+            line, good = forward_line(family, layer, ctx, w32, spec, moe_block(ref_model, layer)[1], x)
+            ok &= good
+            lines.append(line)
+    if how == "fp8":
+        note = fp8_loader_note(out_dir, layers_path, hf_moe_layers[0], refs)
+        lines.append(f"# {family}: reference model from {source}; {note}")
     return lines, ok
 
 
@@ -488,7 +847,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--keep", help="write the tiny models under this directory (kept)")
     args = ap.parse_args()
-    known = list(FAMILIES) + list(AUTO) + list(HUB) + list(REFUSED_BY_NAME)
+    known = list(FAMILIES) + list(AUTO) + list(HUB) + list(QUANT) + list(REFUSED_BY_NAME)
     families = args.families or known
     print(f"# hf_parity: transformers {transformers.__version__}, torch {torch.__version__}, moefuse "
           f"{moefuse.version()}, tokens {args.tokens}, seed {args.seed}, tolerance {TOL:g} (max abs err / max |ref|)")
