@@ -169,6 +169,13 @@ FAMILIES = {
                                               topk_method="group_limited_greedy", n_group=4, topk_group=2,
                                               q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16,
                                               qk_rope_head_dim=8, v_head_dim=16, num_key_value_heads=4), {}),
+    # transformers' DeepseekV2 router ignores norm_topk_prob: moefuse follows it
+    "deepseek_v2-norm": ("deepseek_v2", dict(intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+                                             n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=2,
+                                             first_k_dense_replace=1, routed_scaling_factor=1.5, topk_method="greedy",
+                                             norm_topk_prob=True, q_lora_rank=32, kv_lora_rank=32,
+                                             qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                                             num_key_value_heads=4), {}),
 }
 
 # Further families the config reader accepts, built from transformers' default config shrunk
@@ -185,6 +192,10 @@ AUTO = {
     # multimodal wrappers: the text model under model.language_model.layers (Qwen3-VL-MoE's fused experts
     # [E, 2I, H], GLM-4.5V's per-expert names) or, as transformers 5 saves Kimi-K2.5, language_model.model.blocks
     "qwen3_vl_moe": dict(moe_intermediate_size=48), "glm4v_moe": {}, "kimi_k25": {},
+    # DeepSeek-V3's router and block under other names; glm5_next clamps its SwiGLU everywhere
+    "axk2": {}, "beam": {}, "minicpm5_moe": {}, "dots3_note_text": dict(num_key_value_heads=4, pad_token_id=None),
+    "glm5_next": dict(num_key_value_heads=4, pad_token_id=None, swiglu_limit=0.5), "unlimited_ocr": {},
+    "qwen3_omni_moe_thinker": {},
 }
 
 # The same families with the checkpoint rewritten as the Hub holds it where that differs from what
@@ -248,7 +259,13 @@ REFUSED = ["phimoe", "jamba", "nemotron_h", "ernie4_5_moe", "dbrx", "hunyuan_v1_
            "minimax_m3_vl_text", "jetmoe", "doge", "zaya", "lfm2_moe", "kolibri1", "flint", "lara_mini",
            "inkling_text", "inkling2", "muse_spark", "openai_privacy_filter",
            ("mistral4-group", "mistral4", dict(n_group=2, topk_group=1)),
-           ("mistral_large4-group", "mistral_large4", {"text_config": dict(n_group=2, topk_group=1)})]
+           ("mistral_large4-group", "mistral_large4", {"text_config": dict(n_group=2, topk_group=1)}),
+           "axk1", "hy_v4", "hy_v4_vl", "qwen3_omni_moe", ("deepseek_v4-hash", "deepseek_v4", {}),
+           ("axk2-group", "axk2", dict(n_group=2, topk_group=1)),
+           ("laguna-softcap", "laguna", dict(moe_router_logit_softcapping=30.0)),
+           ("step3p5-clamp", "step3p5", dict(swiglu_limits=[0.0] * 44 + [7.0])),
+           ("step3p5-bias", "step3p5", dict(mlp_bias=True)),
+           ("deepseek_v2-bias", "deepseek_v2", dict(mlp_bias=True, num_experts_per_tok=2))]
 REFUSED_BY_NAME = {(r if isinstance(r, str) else r[0]): ((r, r, {}) if isinstance(r, str) else r) for r in REFUSED}
 
 SHRINK = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_attention_heads=4,

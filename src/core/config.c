@@ -157,12 +157,195 @@ static bool type_in(const char *type, const char *const *types, size_t count) {
  * default; GLM-4.5's configs carry no scoring_func or topk_method at all. transformers runs the
  * same router (DeepseekV3TopkRouter's code) for GLM-5 (glm_moe_dsa), dots.llm1, Solar-Open and
  * MiMo-V2-Flash, and runs Sarvam-30B, Param2-MoE (as Glm4Moe) and Sarvam-105B (sarvam_mla, as
- * DeepseekV3) with those models' code. */
+ * DeepseekV3) with those models' code. transformers 5.25 also runs that router and MoE block for
+ * A.X-K2 (axk2: without groups; grouped configs are refused in read_routing), Beam (its
+ * routed_scaling_factor applied to the expert sum, the same product), MiniCPM5-MoE, dots3-note
+ * (its shared width is shared_experts_intermediate_size, read_routing) and GLM-5-Next (SwiGLU
+ * clamped at swiglu_limit in the routed and the shared experts alike). */
 static bool is_noaux_family(const char *type) {
     static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite",
                                         "glm4v_moe", "glm4v_moe_text", "glm_moe_dsa", "dots1", "solar_open",
-                                        "sarvam_moe", "param2moe", "sarvam_mla", "mimo_v2_flash"};
+                                        "sarvam_moe", "param2moe", "sarvam_mla", "mimo_v2_flash", "axk2",
+                                        "beam", "minicpm5_moe", "dots3_note", "dots3_note_text", "glm5_next",
+                                        "glm5_next_text"};
     return type_in(type, types, sizeof types / sizeof types[0]);
+}
+
+/* Families whose MoE block transformers 5.25 runs with DeepSeek-V2's router: softmax scores,
+ * greedy (or group_limited_greedy) selection, routed_scaling_factor, and no renormalisation
+ * whatever norm_topk_prob says (see read_routing). */
+static bool is_v2_router_family(const char *type) {
+    static const char *const types[] = {"deepseek_v2", "unlimited_ocr", "unlimited_ocr_text"};
+    return type_in(type, types, sizeof types / sizeof types[0]);
+}
+
+/* Laguna and Step-3.5 / 3.7 (text model "step3p5"): sigmoid scores selected with
+ * e_score_correction_bias, always renormalised, their own routed-scale key, and one shared
+ * expert without a gate. */
+static bool is_laguna(const char *type) { return type && strcmp(type, "laguna") == 0; }
+static bool is_step3p5(const char *type) {
+    static const char *const types[] = {"step3p5", "step3p7"};
+    return type_in(type, types, sizeof types / sizeof types[0]);
+}
+static bool is_deepseek_v4(const char *type) { return type && strcmp(type, "deepseek_v4") == 0; }
+static bool is_dots3_note(const char *type) {
+    static const char *const types[] = {"dots3_note", "dots3_note_text"};
+    return type_in(type, types, sizeof types / sizeof types[0]);
+}
+
+/* transformers' defaults of the families above for the routing keys a config may leave out
+ * (-1 / 0: none, the generic reading's): experts per token, n_shared_experts, n_group /
+ * topk_group, and the routed scale (under that family's key). */
+static const struct family_default {
+    const char *type;
+    int64_t top_k, n_shared, n_group, topk_group;
+    double scale;
+} family_defaults[] = {
+    {"axk2", 8, 1, -1, -1, 2.5},
+    {"beam", 8, -1, 8, 4, 2.5},
+    {"minicpm5_moe", 16, 1, 1, 1, 3.66},
+    {"dots3_note", 8, -1, 1, 1, 1.0},
+    {"dots3_note_text", 8, -1, 1, 1, 1.0},
+    {"glm5_next", 8, 1, 1, 1, 2.5},
+    {"glm5_next_text", 8, 1, 1, 1, 2.5},
+    {"unlimited_ocr", 6, 2, 1, 1, 1.0},
+    {"unlimited_ocr_text", 6, 2, 1, 1, 1.0},
+    {"laguna", 8, -1, -1, -1, 1.0},
+    {"step3p5", 8, -1, -1, -1, 1.0},
+    {"step3p7", 8, -1, -1, -1, 1.0},
+    {"deepseek_v4", 6, -1, -1, -1, 1.5},
+    {"qwen3_omni_moe_text", 8, -1, -1, -1, 1.0},
+};
+
+static const struct family_default *find_family_default(const char *type) {
+    for (size_t i = 0; type && i < sizeof family_defaults / sizeof family_defaults[0]; i++)
+        if (strcmp(type, family_defaults[i].type) == 0) return &family_defaults[i];
+    return NULL;
+}
+
+/* Families whose experts transformers clamps at swiglu_limit unconditionally (10 when the config
+ * does not say): the layer spec's SWIGLU clamp, in the shared expert too. */
+static bool clamps_always(const char *type) {
+    static const char *const types[] = {"deepseek_v4", "glm5_next", "glm5_next_text"};
+    return type_in(type, types, sizeof types / sizeof types[0]);
+}
+
+/* The refusal of a variant of a family this reader knows: a config value of that family asks
+ * for what the layer spec does not model. */
+static moe_status refuse_variant(const reader *r, const char *family, const char *key, const cJSON *item,
+                                 const char *why) {
+    char what[64];
+    return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                      "%s: model_type \"%s\" with %s = %s is not supported (this reader does not model %s)", r->label,
+                      family, key, describe(item, what, sizeof what), why);
+}
+
+/* Whether a JSON value turns a feature on: true, or a number other than 0. */
+static bool is_on(const cJSON *item) {
+    return item && (cJSON_IsTrue(item) || (cJSON_IsNumber(item) && item->valuedouble != 0));
+}
+
+/* Variants of the families read by model_type whose config asks for what the layer spec does not
+ * model (transformers 5.25's code for each). */
+static moe_status refuse_unread_variant(const reader *r, const char *family) {
+    if (!family) return MOE_STATUS_OK;
+    const cJSON *item;
+    /* The number of layers, to look at per-layer lists (checked again, with its message, later). */
+    int64_t n = MOE_MAX_LAYERS;
+    item = find(r, "num_hidden_layers");
+    if (cJSON_IsNumber(item) && item->valuedouble >= 1 && item->valuedouble < MOE_MAX_LAYERS)
+        n = (int64_t)item->valuedouble;
+
+    /* transformers' DeepSeek-V2 (and its OCR descendants), DeepSeek-V4 and Step-3.5 MLPs take
+     * mlp_bias for the shared expert only: their routed experts have no bias. */
+    if ((is_v2_router_family(family) || is_deepseek_v4(family) || is_step3p5(family)) &&
+        is_on(item = find(r, "mlp_bias")))
+        return refuse_variant(r, family, "mlp_bias", item, "biases on the shared expert but not on the routed ones");
+
+    /* Step-3.5: swiglu_limits[l] / swiglu_limits_shared[l] clamp silu(gate) (after the activation;
+     * the spec's SWIGLU clamps the gate before it) and up, one limit per layer; 0 or null is none. */
+    if (is_step3p5(family)) {
+        static const char *const lists[] = {"swiglu_limits", "swiglu_limits_shared"};
+        for (int i = 0; i < 2; i++) {
+            const cJSON *list = find(r, lists[i]);
+            if (!list) continue;
+            if (!cJSON_IsArray(list)) {
+                char what[64];
+                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected an array of per-layer "
+                                  "limits", r->label, lists[i], describe(list, what, sizeof what));
+            }
+            int64_t l = 0;
+            cJSON_ArrayForEach(item, list) {
+                if (l++ < n && is_on(item))
+                    return refuse_variant(r, family, lists[i], list,
+                                          "Step-3.5's per-layer SwiGLU clamp of silu(gate) and up, after the "
+                                          "activation");
+            }
+        }
+    }
+
+    /* DeepSeek-V4's hash_moe layers pick their experts from the token id (a tid2eid table), not
+     * from the scores; transformers makes the first num_hash_layers (3 unless said) layers so
+     * when the config has no mlp_layer_types. */
+    if (is_deepseek_v4(family)) {
+        const cJSON *types = find(r, "mlp_layer_types");
+        if (cJSON_IsArray(types)) {
+            int l = 0;
+            cJSON_ArrayForEach(item, types) {
+                if (cJSON_IsString(item) && strcmp(item->valuestring, "hash_moe") == 0) {
+                    char key[48];
+                    snprintf(key, sizeof key, "mlp_layer_types[%d]", l);
+                    return refuse_variant(r, family, key, item,
+                                          "DeepSeek-V4's hash_moe layers, whose experts a token-id table picks");
+                }
+                l++;
+            }
+        } else if (!types) {
+            item = find(r, "num_hash_layers");
+            if (is_on(item))
+                return refuse_variant(r, family, "num_hash_layers", item,
+                                      "DeepSeek-V4's hash_moe layers, whose experts a token-id table picks");
+            if (!item)
+                return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                                  "%s: model_type \"%s\" without mlp_layer_types or num_hash_layers (3 hash_moe "
+                                  "layers in transformers) is not supported (this reader does not model DeepSeek-V4's "
+                                  "hash_moe layers, whose experts a token-id table picks)",
+                                  r->label, family);
+        }
+    }
+
+    /* transformers clamps these experts at swiglu_limit whatever its value; the spec's 0 is no clamp. */
+    if (clamps_always(family) && cJSON_IsNumber(item = find(r, "swiglu_limit")) && item->valuedouble == 0)
+        return refuse_variant(r, family, "swiglu_limit", item,
+                              "a SwiGLU clamped at 0 (the layer spec's 0 is no clamp)");
+
+    /* GLM-5-Next's routed experts apply silu whatever hidden_act says; its shared expert applies
+     * hidden_act. */
+    if ((strcmp(family, "glm5_next") == 0 || strcmp(family, "glm5_next_text") == 0) &&
+        cJSON_IsString(item = find(r, "hidden_act")) && strcmp(item->valuestring, "silu") != 0 &&
+        strcmp(item->valuestring, "swish") != 0)
+        return refuse_variant(r, family, "hidden_act", item, "routed experts (always silu) and a shared expert with "
+                                                             "different activations");
+
+    /* Laguna: tanh soft-capping of the router logits; the routing weight on the expert input
+     * (transformers itself refuses it). */
+    if (is_laguna(family)) {
+        if (cJSON_IsNumber(item = find(r, "moe_router_logit_softcapping")) && item->valuedouble > 0)
+            return refuse_variant(r, family, "moe_router_logit_softcapping", item,
+                                  "Laguna's tanh soft-capped router logits");
+        if (is_on(item = find(r, "moe_apply_router_weight_on_input")))
+            return refuse_variant(r, family, "moe_apply_router_weight_on_input", item,
+                                  "Laguna's routing weight on the expert input at top-k > 1");
+    }
+
+    /* A.X-K2 with groups: its router sets the scores of the dropped groups to 0 instead of
+     * excluding them, so an expert there can still win over a kept one whose biased score is below
+     * 0 (DeepSeek-V3's router, and the layer spec, exclude them). */
+    if (strcmp(family, "axk2") == 0 && cJSON_IsNumber(item = find(r, "n_group")) && item->valuedouble > 1)
+        return refuse_variant(r, family, "n_group", item,
+                              "A.X-K2's grouped routing, which scores the dropped groups' experts 0 instead of "
+                              "excluding them");
+    return MOE_STATUS_OK;
 }
 
 /* MoE families whose routing or layer layout this reader does not model. Their configs look
@@ -202,6 +385,14 @@ static moe_status refuse_unread_family(const reader *r, const char *family) {
         {"muse_spark", "Muse-Spark's router output_multiplier and post-expert norm"},
         {"muse_spark_text", "Muse-Spark's router output_multiplier and post-expert norm"},
         {"openai_privacy_filter", "the privacy filter's clamped SwiGLU over concatenated gate/up"},
+        /* transformers 5.25's own code for these, read against the layer spec: */
+        {"axk1", "A.X-K1's RMSNorm on the MoE block's output (post_mlp_layernorm, on the MoE layers only)"},
+        {"hy_v4", "HY-V4's routed SwiGLU clamped at swiglu_limit beside an unclamped shared expert"},
+        {"hy_v4_vl", "HY-V4's routed SwiGLU clamped at swiglu_limit beside an unclamped shared expert"},
+        {"hy_v4_vl_text", "HY-V4's routed SwiGLU clamped at swiglu_limit beside an unclamped shared expert"},
+        {"qwen3_omni_moe", "Qwen3-Omni's two MoE stacks, the thinker's (thinker_config.text_config) and the "
+                           "talker's with a gated shared expert (talker_config.text_config); a thinker config "
+                           "saved alone (qwen3_omni_moe_thinker) is read"},
     };
     static const struct {
         const char *key, *family;
@@ -219,7 +410,12 @@ static moe_status refuse_unread_family(const reader *r, const char *family) {
             return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
                               "%s: model_type \"%s\" is not supported (this reader does not model %s)", r->label,
                               family, types[i].why);
+    moe_status st = refuse_unread_variant(r, family);
+    if (st != MOE_STATUS_OK) return st;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        /* dots3-note's released configs name its shared width so (transformers reads it) */
+        if (is_dots3_note(family) && strcmp(keys[i].key, "moe_shared_expert_intermediate_size") == 0) continue;
+        if (is_step3p5(family) && strcmp(keys[i].key, "moe_num_experts") == 0) continue; /* an alias there */
         const cJSON *item = find(r, keys[i].key); /* 0 or false: the feature is off (MiniMax-M2's 0) */
         if (item && !cJSON_IsFalse(item) && !(cJSON_IsNumber(item) && item->valuedouble == 0))
             return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
@@ -265,11 +461,154 @@ static moe_status read_activation(const reader *r, moe_layer_spec *spec) {
                       r->label, key, name);
 }
 
+/* transformers' layer rule for the families whose config builds mlp_layer_types itself: given,
+ * mlp_layer_types alone decides (transformers reads nothing else then); absent, the config's
+ * legacy keys that transformers reads for that family, with its defaults: the first `dense`
+ * layers dense (first_k_dense_replace where it reads that key), moe_layer_freq where it reads it
+ * (dots3-note: also a per-layer list), Step-3.5's moe_layers_enum (the MoE layers' indices),
+ * DeepSeek-V4: every layer MoE ("moe"; hash_moe layers are refused in refuse_unread_variant). */
+enum { LEGACY_FIRST = 1, LEGACY_FREQ = 2, LEGACY_FREQ_LIST = 4, LEGACY_ENUM = 8, ALL_MOE = 16 };
+static const struct layer_rule {
+    const char *type;
+    int dense, legacy;
+} layer_rules[] = {
+    {"axk2", 1, LEGACY_FIRST | LEGACY_FREQ},
+    {"minicpm5_moe", 1, LEGACY_FIRST},
+    {"unlimited_ocr", 1, LEGACY_FIRST},
+    {"unlimited_ocr_text", 1, LEGACY_FIRST},
+    {"dots3_note", 1, LEGACY_FIRST | LEGACY_FREQ | LEGACY_FREQ_LIST},
+    {"dots3_note_text", 1, LEGACY_FIRST | LEGACY_FREQ | LEGACY_FREQ_LIST},
+    {"beam", 3, 0},
+    {"laguna", 1, 0},
+    {"glm5_next", 3, 0},
+    {"glm5_next_text", 3, 0},
+    {"step3p5", 3, LEGACY_ENUM},
+    {"step3p7", 3, LEGACY_ENUM},
+    {"deepseek_v4", 0, ALL_MOE},
+};
+
+static const struct layer_rule *find_layer_rule(const char *family) {
+    for (size_t i = 0; family && i < sizeof layer_rules / sizeof layer_rules[0]; i++)
+        if (strcmp(family, layer_rules[i].type) == 0) return &layer_rules[i];
+    return NULL;
+}
+
+static moe_status read_family_layers(const reader *r, const struct layer_rule *rule, moe_model_config *cfg) {
+    const int64_t n = cfg->num_layers;
+    char what[64];
+    moe_status st;
+    const cJSON *types = find(r, "mlp_layer_types");
+    if (types) {
+        /* Step-3.5's released configs add num_nextn_predict_layers MTP entries, which transformers
+         * cuts off. */
+        int64_t extra = 0;
+        if ((rule->legacy & LEGACY_ENUM) &&
+            (st = get_int(r, "num_nextn_predict_layers", 0, &extra, NULL)) != MOE_STATUS_OK)
+            return st;
+        const int count = cJSON_IsArray(types) ? cJSON_GetArraySize(types) : -1;
+        const bool all_moe = (rule->legacy & ALL_MOE) != 0;
+        const char *sparse = all_moe ? "moe" : "sparse", *dense = all_moe ? NULL : "dense";
+        if (count != n && (extra == 0 || count != n + extra))
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: mlp_layer_types = %s, expected an array of num_hidden_layers (%lld) \"%s\"%s%s%s "
+                              "strings",
+                              r->label, describe(types, what, sizeof what), (long long)n, sparse,
+                              dense ? " / \"" : "", dense ? dense : "", dense ? "\"" : "");
+        for (int64_t l = 0; l < n; l++) {
+            const cJSON *item = cJSON_GetArrayItem(types, (int)l);
+            const char *t = cJSON_IsString(item) ? item->valuestring : "";
+            bool is_sparse = strcmp(t, sparse) == 0;
+            if (!is_sparse && !(dense && strcmp(t, dense) == 0))
+                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                  "%s: mlp_layer_types[%lld] = %s, expected \"%s\"%s%s%s", r->label, (long long)l,
+                                  describe(item, what, sizeof what), sparse, dense ? " or \"" : "", dense ? dense : "",
+                                  dense ? "\"" : "");
+            cfg->layer_is_moe[l] = is_sparse ? 1 : 0;
+        }
+    } else if (rule->legacy & ALL_MOE) {
+        for (int64_t l = 0; l < n; l++) cfg->layer_is_moe[l] = 1;
+    } else if ((rule->legacy & LEGACY_ENUM) && find(r, "moe_layers_enum")) {
+        /* "3,4,5,..." (or a list of indices): the MoE layers; indices past the last layer are MTP ones. */
+        const cJSON *list = find(r, "moe_layers_enum");
+        for (int64_t l = 0; l < n; l++) cfg->layer_is_moe[l] = 0;
+        if (cJSON_IsString(list)) {
+            /* as transformers splits it: entries between commas, blank ones skipped */
+            for (const char *p = list->valuestring; *p;) {
+                const char *comma = strchr(p, ',');
+                size_t len = comma ? (size_t)(comma - p) : strlen(p);
+                char token[32];
+                size_t a = 0, b = len;
+                while (a < b && (p[a] == ' ' || p[a] == '\t')) a++;
+                while (b > a && (p[b - 1] == ' ' || p[b - 1] == '\t')) b--;
+                if (b > a) {
+                    char *end = NULL;
+                    if (b - a < sizeof token) {
+                        memcpy(token, p + a, b - a);
+                        token[b - a] = '\0';
+                        errno = 0;
+                        long long v = strtoll(token, &end, 10);
+                        if (*end == '\0' && errno == 0 && v >= 0 && v < n) cfg->layer_is_moe[v] = 1;
+                    }
+                    if (!end || *end != '\0')
+                        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                          "%s: moe_layers_enum = %s, expected comma-separated layer indices",
+                                          r->label, describe(list, what, sizeof what));
+                }
+                p += len + (comma ? 1 : 0);
+            }
+        } else if (cJSON_IsArray(list)) {
+            const cJSON *item;
+            cJSON_ArrayForEach(item, list) {
+                int64_t v = 0;
+                if ((st = to_int(r, "moe_layers_enum[]", item, 0, &v)) != MOE_STATUS_OK) return st;
+                if (v < n) cfg->layer_is_moe[v] = 1;
+            }
+        } else {
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: moe_layers_enum = %s, expected comma-separated layer indices", r->label,
+                              describe(list, what, sizeof what));
+        }
+    } else {
+        int64_t first = rule->dense, freq = 1;
+        if ((rule->legacy & LEGACY_FIRST) &&
+            (st = get_int(r, "first_k_dense_replace", 0, &first, NULL)) != MOE_STATUS_OK)
+            return st;
+        const cJSON *freqs = find(r, "moe_layer_freq");
+        bool per_layer = (rule->legacy & LEGACY_FREQ_LIST) && cJSON_IsArray(freqs);
+        if (per_layer && cJSON_GetArraySize(freqs) < n)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: moe_layer_freq has %d entries, expected one per layer (num_hidden_layers = %lld)",
+                              r->label, cJSON_GetArraySize(freqs), (long long)n);
+        if (!per_layer && (rule->legacy & LEGACY_FREQ) &&
+            (st = get_int(r, "moe_layer_freq", 1, &freq, NULL)) != MOE_STATUS_OK)
+            return st;
+        for (int64_t l = 0; l < n; l++) {
+            bool moe = l >= first;
+            if (per_layer) {
+                const cJSON *item = cJSON_GetArrayItem(freqs, (int)l);
+                if (!cJSON_IsBool(item) && !cJSON_IsNumber(item))
+                    return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                                      "%s: moe_layer_freq[%lld] = %s, expected 0 / 1 or false / true", r->label,
+                                      (long long)l, describe(item, what, sizeof what));
+                moe = moe && (cJSON_IsTrue(item) || (cJSON_IsNumber(item) && item->valuedouble != 0));
+            } else {
+                moe = moe && l % freq == 0;
+            }
+            cfg->layer_is_moe[l] = moe ? 1 : 0;
+        }
+    }
+    cfg->num_moe_layers = 0;
+    for (int64_t l = 0; l < n; l++) cfg->num_moe_layers += cfg->layer_is_moe[l];
+    return MOE_STATUS_OK;
+}
+
 /* Which layers hold the MoE block; every rule the config states must agree. */
 static moe_status read_layer_pattern(const reader *r, const char *family, moe_model_config *cfg) {
     int64_t n = cfg->num_layers;
     for (int64_t l = 0; l < n; l++) cfg->layer_is_moe[l] = (uint8_t)cfg->is_moe;
     if (!cfg->is_moe) return MOE_STATUS_OK;
+    const struct layer_rule *rule = find_layer_rule(family);
+    if (rule) return read_family_layers(r, rule, cfg);
 
     /* DeepSeek, GLM: layer l is MoE when l >= first_k_dense_replace and l % moe_layer_freq == 0. */
     int64_t first_dense = 0, freq = 1, sparse_step = 1, interleave = 1;
@@ -312,13 +651,14 @@ static moe_status read_layer_pattern(const reader *r, const char *family, moe_mo
     /* transformers' per-layer list ("dense" / "sparse"; GLM-4.7-Flash) must say the same as the
      * rules above where the config states any. Where it states none, the list alone decides for
      * the families whose router this reader knows by model_type (transformers 5 writes only
-     * mlp_layer_types for glm4_moe_lite); for any other family such a config stays refused, since
-     * transformers writes it for families (MiniCPM5-MoE, Step-3.5, ...) whose routing the generic
-     * defaults here would get wrong. */
+     * mlp_layer_types for glm4_moe_lite); for any other family a list with dense layers is refused
+     * as a family this reader does not know (MOE_STATUS_UNSUPPORTED), since transformers writes it
+     * for families whose routing the generic defaults here may get wrong. The families read with
+     * their own layer rule (layer_rules: MiniCPM5-MoE, Step-3.5, ...) do not get here. */
     static const char *const rule_keys[] = {"first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
                                             "interleave_moe_layer_step", "moe_layers", "mlp_only_layers"};
-    const bool must_agree =
-        first_key(r, rule_keys, sizeof rule_keys / sizeof rule_keys[0]) != NULL || !is_noaux_family(family);
+    const bool has_rules = first_key(r, rule_keys, sizeof rule_keys / sizeof rule_keys[0]) != NULL;
+    const bool must_agree = has_rules || !is_noaux_family(family);
     const cJSON *types = find(r, "mlp_layer_types");
     if (types) {
         char what[64];
@@ -336,6 +676,13 @@ static moe_status read_layer_pattern(const reader *r, const char *family, moe_mo
                                   "%s: mlp_layer_types[%lld] = %s, expected \"dense\" or \"sparse\"", r->label,
                                   (long long)l, describe(item, what, sizeof what));
             if (!must_agree) cfg->layer_is_moe[l] = strcmp(t, "sparse") == 0 ? 1 : 0;
+            /* No rule of the config's own to disagree with: the family is one this reader does not
+             * know, whose transformers config makes the layers (and likely the routing) its way. */
+            if (!has_rules && (strcmp(t, "sparse") == 0) != (cfg->layer_is_moe[l] != 0))
+                return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
+                                  "%s: model_type \"%s\" is not supported (this reader does not model a family whose "
+                                  "dense layers only mlp_layer_types gives: mlp_layer_types[%lld] = \"%s\")",
+                                  r->label, family ? family : "absent", (long long)l, t);
             if ((strcmp(t, "sparse") == 0) != (cfg->layer_is_moe[l] != 0))
                 return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
                                   "%s: mlp_layer_types[%lld] = \"%s\", but the config's other layer rules make layer "
@@ -354,7 +701,7 @@ static moe_status read_layer_pattern(const reader *r, const char *family, moe_mo
  * configs dropped the key). */
 static bool renormalizes_by_default(const char *type) {
     static const char *const types[] = {"qwen3_next", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_5_moe",
-                                        "qwen3_5_moe_text"};
+                                        "qwen3_5_moe_text", "qwen3_omni_moe_text"};
     return type_in(type, types, sizeof types / sizeof types[0]);
 }
 
@@ -364,12 +711,23 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     bool gpt_oss = type && strcmp(type, "gpt_oss") == 0;
     bool noaux = is_noaux_family(type);
     bool minimax_m2 = type && strcmp(type, "minimax_m2") == 0;
+    bool v2 = is_v2_router_family(type), v4 = is_deepseek_v4(type);
+    /* Routers that take no topk_method, groups or norm_topk_prob: selection on the scores plus
+     * e_score_correction_bias, always renormalised (DeepSeek-V4: sqrtsoftplus unless scoring_func
+     * says otherwise; Laguna, Step-3.5: sigmoid). */
+    bool fixed = v4 || is_laguna(type) || is_step3p5(type);
     moe_status st;
 
     /* Score function. */
     const char *scoring = NULL;
-    if ((st = get_string(r, "scoring_func", &scoring)) != MOE_STATUS_OK) return st;
-    if (!scoring) scoring = (noaux || llama4 || minimax_m2) ? "sigmoid" : "softmax";
+    if (!fixed || v4)
+        if ((st = get_string(r, "scoring_func", &scoring)) != MOE_STATUS_OK) return st;
+    if (!scoring) scoring = v4 ? "sqrtsoftplus" : (noaux || llama4 || minimax_m2 || fixed) ? "sigmoid" : "softmax";
+    /* transformers' DeepSeek-V2 router takes a softmax whatever scoring_func says (DeepSeek's own
+     * code refuses anything else, vLLM honours it): such a config is not read. */
+    if (v2 && strcmp(scoring, "softmax") != 0)
+        return refuse_variant(r, type, "scoring_func", find(r, "scoring_func"),
+                              "a scoring_func other than softmax (transformers' DeepSeek-V2 router ignores it)");
     if (strcmp(scoring, "softmax") == 0) spec->score = MOE_SCORE_SOFTMAX;
     else if (strcmp(scoring, "sigmoid") == 0) spec->score = MOE_SCORE_SIGMOID;
     else if (strcmp(scoring, "sqrtsoftplus") == 0) spec->score = MOE_SCORE_SQRTSOFTPLUS;
@@ -381,9 +739,13 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     /* Selection: noaux_tc adds e_score_correction_bias for selection only; greedy ignores
      * the groups; group_limited_greedy uses them with a group's best score. */
     const char *method = NULL;
-    if ((st = get_string(r, "topk_method", &method)) != MOE_STATUS_OK) return st;
-    if (!method) method = noaux ? "noaux_tc" : "group_limited_greedy";
-    bool grouped = true;
+    if (!fixed && (st = get_string(r, "topk_method", &method)) != MOE_STATUS_OK) return st;
+    if (!method) method = fixed || noaux ? "noaux_tc" : v2 ? "greedy" : "group_limited_greedy";
+    if (v2 && strcmp(method, "noaux_tc") == 0)
+        return refuse_variant(r, type, "topk_method", find(r, "topk_method"),
+                              "noaux_tc under transformers' DeepSeek-V2 router, which has only greedy and "
+                              "group_limited_greedy");
+    bool grouped = !fixed;
     if (strcmp(method, "noaux_tc") == 0) spec->use_correction_bias = 1;
     else if (strcmp(method, "greedy") == 0) grouped = false;
     else if (strcmp(method, "group_limited_greedy") != 0)
@@ -395,13 +757,17 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
      * as noaux_tc does, without groups. transformers' MiniMaxM2Config has neither key (its router
      * always does that), so a config it writes says nothing: the family decides. */
     int32_t routing_bias = minimax_m2;
-    if ((st = get_bool(r, "use_routing_bias", &routing_bias, NULL)) != MOE_STATUS_OK) return st;
+    if (!fixed && (st = get_bool(r, "use_routing_bias", &routing_bias, NULL)) != MOE_STATUS_OK) return st;
     if (routing_bias) spec->use_correction_bias = 1;
 
-    int64_t n_group = 0, topk_group = 0;
-    bool has_topk_group;
-    if ((st = get_int(r, "n_group", 0, &n_group, NULL)) != MOE_STATUS_OK) return st;
-    if ((st = get_int(r, "topk_group", 0, &topk_group, &has_topk_group)) != MOE_STATUS_OK) return st;
+    const struct family_default *fd = find_family_default(type);
+    int64_t n_group = fd && fd->n_group > 0 ? fd->n_group : 0;
+    int64_t topk_group = fd && fd->topk_group > 0 ? fd->topk_group : 0;
+    bool has_topk_group = topk_group > 0;
+    if (grouped && (st = get_int(r, "n_group", 0, &n_group, NULL)) != MOE_STATUS_OK) return st;
+    bool said_topk_group = false;
+    if (grouped && (st = get_int(r, "topk_group", 0, &topk_group, &said_topk_group)) != MOE_STATUS_OK) return st;
+    has_topk_group |= said_topk_group;
     if (grouped && n_group > 1) {
         /* Mistral-4 / Mistral-Large-3 rank groups by the sum of their two best softmax scores;
          * the spec sums two only with a correction bias. */
@@ -440,19 +806,30 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
      * holds at every top_k, top-1 included, as transformers' DeepSeek/GLM routers and vLLM's
      * grouped_topk apply it (DeepSeek's own remote code skips it at top-1; no released model of
      * theirs is top-1, and tools/hf_parity.py compares with transformers). */
-    int32_t norm = noaux || strcmp(experts_key, "num_local_experts") == 0 || renormalizes_by_default(type);
-    if ((st = get_bool(r, "norm_topk_prob", &norm, NULL)) != MOE_STATUS_OK) return st;
-    spec->renormalize = norm;
+    int32_t norm = noaux || fixed || strcmp(experts_key, "num_local_experts") == 0 || renormalizes_by_default(type);
+    /* DeepSeek-V2: transformers' DeepseekV2TopkRouter never renormalises (its config keeps
+     * norm_topk_prob, default false, but the router does not read it) and always multiplies by
+     * routed_scaling_factor. DeepSeek's own V2 code renormalises at top_k > 1 when it is true and
+     * then skips routed_scaling_factor; vLLM renormalises and scales. The released V2 / V2-Lite /
+     * V2.5 configs all say false, where the three agree; this reader follows transformers, which
+     * tools/hf_parity.py checks against. The routers of fixed families ignore the key too. */
+    if (!v2 && !fixed && (st = get_bool(r, "norm_topk_prob", &norm, NULL)) != MOE_STATUS_OK) return st;
+    spec->renormalize = v2 ? 0 : norm;
 
-    double scale = 1.0;
-    if ((st = get_number(r, "routed_scaling_factor", 0.0, &scale, NULL)) != MOE_STATUS_OK) return st;
+    /* Laguna and Step-3.5 name the routed scale their own way (applied to the expert sum: the
+     * same product). */
+    const char *scale_key = is_laguna(type)    ? "moe_routed_scaling_factor"
+                            : is_step3p5(type) ? "moe_router_scaling_factor"
+                                               : "routed_scaling_factor";
+    double scale = fd ? fd->scale : 1.0;
+    if ((st = get_number(r, scale_key, 0.0, &scale, NULL)) != MOE_STATUS_OK) return st;
     if (!(scale > 0.0))
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: routed_scaling_factor = %g, expected > 0", r->label,
+        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %g, expected > 0", r->label, scale_key,
                           scale);
     spec->routed_scale = (float)scale;
 
     /* Shared experts. */
-    int64_t n_shared = 0, shared_width = 0;
+    int64_t n_shared = fd && fd->n_shared > 0 ? fd->n_shared : 0, shared_width = 0;
     if ((st = get_int(r, "n_shared_experts", 0, &n_shared, NULL)) != MOE_STATUS_OK) return st;
     if ((st = get_int(r, "shared_expert_intermediate_size", 0, &shared_width, NULL)) != MOE_STATUS_OK) return st;
     if (n_shared > 0) {
@@ -469,6 +846,39 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
         spec->num_shared_experts = 1;
         spec->shared_intermediate = shared_width;
         spec->shared_gate = 1;
+    }
+
+    /* Shared experts of the families with their own keys: one ungated MLP. DeepSeek-V4 always has
+     * one as wide as a routed expert (transformers ignores n_shared_experts); Laguna's is
+     * shared_expert_intermediate_size wide (512 unless said), Step-3.5's share_expert_dim (1280
+     * unless said); dots3-note's is n_shared_experts times shared_experts_intermediate_size (its
+     * released configs: moe_shared_expert_intermediate_size; 1536 unless said). */
+    int64_t own_width = -1, own_count = 1;
+    if (v4) own_width = spec->intermediate;
+    if (is_laguna(type))
+        own_width = (shared_width > 0 || find(r, "shared_expert_intermediate_size")) ? shared_width : 512;
+    if (is_step3p5(type)) {
+        own_width = 1280;
+        const char *key = find(r, "share_expert_dim") ? "share_expert_dim" : "share_expert_dims";
+        if ((st = get_int(r, key, 0, &own_width, NULL)) != MOE_STATUS_OK) return st;
+    }
+    if (is_dots3_note(type)) {
+        own_width = 1536;
+        own_count = 1; /* DeepseekV32Config's default */
+        const char *key = find(r, "moe_shared_expert_intermediate_size") ? "moe_shared_expert_intermediate_size"
+                                                                         : "shared_experts_intermediate_size";
+        if ((st = get_int(r, key, 0, &own_width, NULL)) != MOE_STATUS_OK) return st;
+        if ((st = get_int(r, "n_shared_experts", 0, &own_count, NULL)) != MOE_STATUS_OK) return st;
+        if (!moe__mul64(own_count, own_width, &own_width) || own_width > DIM_MAX)
+            return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
+                              "%s: n_shared_experts = %lld times %s exceeds 2^40", r->label, (long long)own_count,
+                              key);
+    }
+    if (own_width >= 0) {
+        spec->num_shared_experts = own_width > 0 ? 1 : 0;
+        spec->shared_intermediate = own_width;
+        spec->shared_gate = 0;
+        if (is_dots3_note(type) && own_width > 0) spec->num_shared_experts = own_count;
     }
 
     if (llama4) {
@@ -515,13 +925,18 @@ static moe_status read_dtype(const reader *r, moe_dtype *out) {
     return MOE_STATUS_OK;
 }
 
-static moe_status read_attention(const reader *r, moe_model_config *cfg) {
+static moe_status read_attention(const reader *r, const char *family, moe_model_config *cfg) {
     moe_status st;
-    bool has_heads, has_kv, has_head_dim;
+    bool has_heads, has_kv, has_head_dim = false;
     if ((st = get_int(r, "num_attention_heads", 1, &cfg->num_heads, &has_heads)) != MOE_STATUS_OK) return st;
     if ((st = get_int(r, "num_key_value_heads", 1, &cfg->num_kv_heads, &has_kv)) != MOE_STATUS_OK) return st;
     if (!has_kv) cfg->num_kv_heads = cfg->num_heads;
-    if ((st = get_int(r, "head_dim", 1, &cfg->head_dim, &has_head_dim)) != MOE_STATUS_OK) return st;
+    /* GLM-5-Next's config drops the head_dim it is given (transformers writes 0: its MLA layers
+     * have no RoPE part); its head size is not that key's. */
+    static const char *const no_head_dim[] = {"glm5_next", "glm5_next_text"};
+    if (!type_in(family, no_head_dim, 2) &&
+        (st = get_int(r, "head_dim", 1, &cfg->head_dim, &has_head_dim)) != MOE_STATUS_OK)
+        return st;
     if (!has_head_dim && has_heads) cfg->head_dim = cfg->layer.hidden / cfg->num_heads;
     if ((st = get_int(r, "vocab_size", 1, &cfg->vocab_size, NULL)) != MOE_STATUS_OK) return st;
     if ((st = get_bool(r, "tie_word_embeddings", &cfg->tie_word_embeddings, NULL)) != MOE_STATUS_OK) return st;
@@ -652,8 +1067,11 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
                           (long long)layers, MOE_MAX_LAYERS);
     cfg->num_layers = layers;
 
-    static const char *const expert_keys[] = {"n_routed_experts", "num_experts", "num_local_experts"};
-    const char *experts_key = first_key(&r, expert_keys, 3);
+    /* Step-3.5's released configs say moe_num_experts / moe_top_k (aliases in transformers'
+     * config); elsewhere they are other families' keys (refused above). */
+    static const char *const expert_keys[] = {"n_routed_experts", "num_experts", "num_local_experts",
+                                              "moe_num_experts"};
+    const char *experts_key = first_key(&r, expert_keys, is_step3p5(family) ? 4 : 3);
     int64_t experts = 0;
     if (experts_key && (st = get_int(&r, experts_key, 0, &experts, NULL)) != MOE_STATUS_OK) return st;
     cfg->is_moe = experts > 0;
@@ -675,16 +1093,19 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
             dense_width = 0; /* Mixtral, GPT-OSS, Llama-4: intermediate_size is the experts' */
         }
         if (has_width_mlp) dense_width = width_mlp;
-        static const char *const k_keys[] = {"num_experts_per_tok", "experts_per_token"};
-        const char *k_key = first_key(&r, k_keys, 2);
-        if (!k_key)
+        static const char *const k_keys[] = {"num_experts_per_tok", "experts_per_token", "moe_top_k"};
+        const char *k_key = first_key(&r, k_keys, is_step3p5(family) ? 3 : 2);
+        const struct family_default *fd = find_family_default(family);
+        if (!k_key && fd && fd->top_k > 0) top_k = fd->top_k; /* transformers' default for the family */
+        else if (!k_key)
             return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
                               "%s: missing num_experts_per_tok (experts per token; the config has %s = %lld)", label,
                               experts_key, (long long)experts);
-        if ((st = get_int(&r, k_key, 1, &top_k, NULL)) != MOE_STATUS_OK) return st;
+        if (k_key && (st = get_int(&r, k_key, 1, &top_k, NULL)) != MOE_STATUS_OK) return st;
         if (top_k > experts)
-            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %lld exceeds %s = %lld", label, k_key,
-                              (long long)top_k, experts_key, (long long)experts);
+            return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %lld exceeds %s = %lld", label,
+                              k_key ? k_key : "num_experts_per_tok (the family's default)", (long long)top_k,
+                              experts_key, (long long)experts);
     } else {
         /* A dense model is one expert as wide as its MLP, top-1, weight 1. */
         if (!has_width)
@@ -698,9 +1119,11 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
 
     moe_layer_spec *spec = &cfg->layer;
     moe_layer_spec_init(spec, experts, hidden, expert_width, top_k);
-    if ((st = read_activation(&r, spec)) != MOE_STATUS_OK) return st;
+    /* Step-3.5's configs say "swigluoai", which transformers replaces by silu (its experts are a
+     * plain SwiGLU; the clamps are refused above). */
+    if (!is_step3p5(family) && (st = read_activation(&r, spec)) != MOE_STATUS_OK) return st;
     /* DeepSeek-V4 clamps its SwiGLU; GPT-OSS's limit is set with its activation below. */
-    double limit = 0.0;
+    double limit = clamps_always(family) ? 10.0 : 0.0; /* transformers' default for those */
     if ((st = get_number(&r, "swiglu_limit", 0.0, &limit, NULL)) != MOE_STATUS_OK) return st;
     spec->act_limit = (float)limit;
     if (cfg->is_moe && (st = read_routing(&r, family, experts_key, spec)) != MOE_STATUS_OK) return st;
@@ -713,7 +1136,7 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
                           "(intermediate_size)",
                           label, (long long)(cfg->num_layers - cfg->num_moe_layers), (long long)cfg->num_layers);
 
-    if ((st = read_attention(&r, cfg)) != MOE_STATUS_OK) return st;
+    if ((st = read_attention(&r, family, cfg)) != MOE_STATUS_OK) return st;
     if ((st = read_attention_span(&r, family, cfg)) != MOE_STATUS_OK) return st;
     return read_dtype(&r, &cfg->torch_dtype);
 }
