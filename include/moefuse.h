@@ -574,7 +574,8 @@ moe_status moe_checkpoint_read(moe_context_t *ctx, const moe_checkpoint_t *ckpt,
  *       interleaved; element 2j in the low nibble of byte j, scale 2^(s - 127)), decoded to
  *       fp32 bit for bit as transformers' convert_moe_packed_tensors does
  *   <block>.{gate,router,router.layer}.weight [E,H] (+ bias; the correction bias as
- *       gate.e_score_correction_bias, mlp.e_score_correction_bias or gate.expert_bias)
+ *       gate.e_score_correction_bias, mlp.e_score_correction_bias,
+ *       mlp.experts.e_score_correction_bias (Laguna) or gate.expert_bias)
  *   <block>.shared_expert(s).{gate,up,down}_proj.weight, shared_expert_gate.weight
  * A tensor the spec does not ask for (biases, correction bias, shared expert) is refused.
  * MOE_STATUS_NOT_FOUND names the first tensor that is missing. */

@@ -1193,38 +1193,46 @@ static void test_load_llama4(moe_context_t *ctx) {
 
 /* The correction bias named gate.expert_bias (Sarvam-30B, Param2-MoE as transformers writes them;
  * found by tools/hf_parity.py) is read, and refused when the spec does not ask for one. */
+/* The correction bias under the names other families give it: Ling's descendants' gate.expert_bias
+ * (Sarvam-30B, Param2-MoE) and Laguna's experts.e_score_correction_bias. */
 static void test_load_expert_bias(moe_context_t *ctx) {
     const int64_t E = 4, H = 32, I = 16;
-    expected x = {.E = E, .H = H, .I = I};
-    tfile *f = calloc(1, sizeof *f);
-    add_experts(f, "model.layers.1.mlp.", HF_PROJ, "F32", &x);
-    free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
-    float *bias = add_random(f, "model.layers.1.mlp.gate.expert_bias", "F32", E, 0);
-    const char *path = tmp_path("expert_bias.safetensors");
-    write_safetensors(path, f->t, f->n);
-    moe_layer_spec spec;
-    moe_layer_spec_init(&spec, E, H, I, 2);
-    spec.score = MOE_SCORE_SIGMOID;
-    spec.use_correction_bias = 1;
-    spec.renormalize = 1;
-    moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
-    if (w) {
-        check_unpacked(ctx, w, &x, 0, 0.0f, "expert_bias");
-        CHECK(w->correction_bias && close_enough(w->correction_bias, bias, E, 0.0f, "correction_bias"),
-              "gate.expert_bias read as the correction bias");
+    static const char *const names[] = {"gate.expert_bias", "experts.e_score_correction_bias"};
+    for (int n = 0; n < 2; n++) {
+        expected x = {.E = E, .H = H, .I = I};
+        tfile *f = calloc(1, sizeof *f);
+        add_experts(f, "model.layers.1.mlp.", HF_PROJ, "F32", &x);
+        free(add_random(f, "model.layers.1.mlp.gate.weight", "F32", E, H));
+        char name[128], file[64];
+        snprintf(name, sizeof name, "model.layers.1.mlp.%s", names[n]);
+        float *bias = add_random(f, name, "F32", E, 0);
+        snprintf(file, sizeof file, "expert_bias%d.safetensors", n);
+        const char *path = tmp_path(file);
+        write_safetensors(path, f->t, f->n);
+        moe_layer_spec spec;
+        moe_layer_spec_init(&spec, E, H, I, 2);
+        spec.score = MOE_SCORE_SIGMOID;
+        spec.use_correction_bias = 1;
+        spec.renormalize = 1;
+        moe_weights_t *w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, NULL);
+        if (w) {
+            check_unpacked(ctx, w, &x, 0, 0.0f, names[n]);
+            CHECK(w->correction_bias && close_enough(w->correction_bias, bias, E, 0.0f, "correction_bias"),
+                  "%s read as the correction bias", names[n]);
+        }
+        moe_weights_free(w);
+        spec.use_correction_bias = 0;
+        moe_status st;
+        w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
+        CHECK(st == MOE_STATUS_INVALID_ARGUMENT && w == NULL && strstr(moe_last_error(ctx), names[n]) &&
+                  strstr(moe_last_error(ctx), "use_correction_bias"),
+              "unasked %s: %d %s", names[n], (int)st, moe_last_error(ctx));
+        moe_weights_free(w);
+        free(bias);
+        expected_free(&x);
+        tf_free(f);
+        free(f);
     }
-    moe_weights_free(w);
-    spec.use_correction_bias = 0;
-    moe_status st;
-    w = open_and_load(ctx, path, &spec, 1, MOE_FORMAT_F32, &st);
-    CHECK(st == MOE_STATUS_INVALID_ARGUMENT && w == NULL && strstr(moe_last_error(ctx), "gate.expert_bias") &&
-              strstr(moe_last_error(ctx), "use_correction_bias"),
-          "unasked expert_bias: %d %s", (int)st, moe_last_error(ctx));
-    moe_weights_free(w);
-    free(bias);
-    expected_free(&x);
-    tf_free(f);
-    free(f);
 }
 
 /* ---- transformers 5's fused experts, Granite, multimodal roots (found by tools/hf_parity.py) -- */

@@ -196,6 +196,8 @@ AUTO = {
     "axk2": {}, "beam": {}, "minicpm5_moe": {}, "dots3_note_text": dict(num_key_value_heads=4, pad_token_id=None),
     "glm5_next": dict(num_key_value_heads=4, pad_token_id=None, swiglu_limit=0.5), "unlimited_ocr": {},
     "qwen3_omni_moe_thinker": {},
+    # Laguna: its correction bias sits with the experts (mlp.experts.e_score_correction_bias)
+    "laguna": {},
 }
 
 # The same families with the checkpoint rewritten as the Hub holds it where that differs from what

@@ -498,15 +498,16 @@ static moe_status load_router(loader *L, moe_weights_desc *desc) {
         st = refuse_unasked(L, name, "router_has_bias");
     if (st != MOE_STATUS_OK) return st;
 
-    /* DeepSeek-V3 keeps it beside the router weight; some checkpoints put it in the mlp (MiniMax);
-     * Ling's descendants (Sarvam-30B, Param2-MoE) call it gate.expert_bias. */
+    /* DeepSeek-V3 keeps it beside the router weight; some checkpoints put it in the mlp (MiniMax)
+     * or with the experts (Laguna); Ling's descendants (Sarvam-30B, Param2-MoE) call it
+     * gate.expert_bias. */
     name_of(name, L, "%s.e_score_correction_bias", base);
-    if (!has(L, name)) {
-        char alt[NAME_LEN];
-        name_of(alt, L, "e_score_correction_bias");
-        if (!has(L, alt)) name_of(alt, L, "%s.expert_bias", base);
-        if (has(L, alt)) memcpy(name, alt, sizeof name);
-    }
+    char alt[3][NAME_LEN];
+    name_of(alt[0], L, "e_score_correction_bias");
+    name_of(alt[1], L, "experts.e_score_correction_bias");
+    name_of(alt[2], L, "%s.expert_bias", base);
+    for (int i = 0; i < 3 && !has(L, name); i++)
+        if (has(L, alt[i])) memcpy(name, alt[i], sizeof name);
     if (s->use_correction_bias) return load_tensor(L, name, 1, &E, FLOATS, &desc->correction_bias);
     if (has(L, name)) return refuse_unasked(L, name, "use_correction_bias");
     return MOE_STATUS_OK;
