@@ -1,6 +1,7 @@
 /* The config.json reader: a Hugging Face model config of any MoE family we know (or a dense
- * one) into a moe_model_config. This file is the one place that knows the field aliases of
- * the families; the built-in presets (presets.c) are config.json text read by it too.
+ * one) into a moe_model_config. This file knows the field aliases; config_family.c what each
+ * family means where its config is silent, and which it refuses; config_reader.h holds the
+ * lookup both use. The built-in presets (presets.c) are config.json text read here too.
  *
  * The aliases (REFERENCE.md section 5):
  *   routed experts   n_routed_experts | num_experts | num_local_experts   (absent or 0: dense)
@@ -12,8 +13,8 @@
  *   shared experts   n_shared_experts (x expert width) | shared_expert_intermediate_size (gated)
  *   MoE layers, too  mlp_layer_types ("dense" / "sparse"), which must agree with the rules above
  * Multimodal configs hold the text model under "text_config". Families whose routing or layers
- * this file does not model are refused (refuse_unread_family), not read with the defaults. */
-#include "internal.h"
+ * this reader does not model are refused (config_family.c), not read with the defaults. */
+#include "config_reader.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -26,414 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Same bound as the layer spec: far beyond any model, and keeps products inside int64. */
-#define DIM_MAX (INT64_C(1) << 40)
 /* Real config.json files are a few KiB; anything this big is not one. */
 #define CONFIG_FILE_MAX ((size_t)64 << 20)
-
-/* Fields are looked up in `first` (the text model's object), then in `second` (the other
- * level of a multimodal config, which holds e.g. torch_dtype or tie_word_embeddings). */
-typedef struct reader {
-    moe_context_t *ctx;
-    const char *label; /* names the input in messages: "config.json" or the file's path */
-    const cJSON *first, *second;
-} reader;
-
-/* The value of key, or NULL when absent or JSON null (configs write null for "not set"). */
-static const cJSON *find(const reader *r, const char *key) {
-    const cJSON *objects[2] = {r->first, r->second};
-    for (int i = 0; i < 2; i++) {
-        if (!objects[i]) continue;
-        const cJSON *item = cJSON_GetObjectItemCaseSensitive(objects[i], key);
-        if (item && !cJSON_IsNull(item)) return item;
-    }
-    return NULL;
-}
-
-/* A short text for a JSON value, for messages. */
-static const char *describe(const cJSON *item, char *buf, size_t size) {
-    if (cJSON_IsNumber(item)) snprintf(buf, size, "%.15g", item->valuedouble);
-    else if (cJSON_IsString(item)) snprintf(buf, size, "\"%.40s%s\"", item->valuestring,
-                                            strlen(item->valuestring) > 40 ? "..." : "");
-    else if (cJSON_IsBool(item)) snprintf(buf, size, "%s", cJSON_IsTrue(item) ? "true" : "false");
-    else if (cJSON_IsArray(item)) snprintf(buf, size, "an array");
-    else if (cJSON_IsObject(item)) snprintf(buf, size, "an object");
-    else snprintf(buf, size, "null");
-    return buf;
-}
-
-/* Checks that a JSON value is an integer in min..2^40 (JSON numbers are doubles: 2.5, -1 and
- * 1e30 are all numbers, none a size). */
-static moe_status to_int(const reader *r, const char *key, const cJSON *item, int64_t min, int64_t *out) {
-    char what[64];
-    double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-    if (!isfinite(v) || v != floor(v) || v < (double)min || v > (double)DIM_MAX)
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected an integer in %lld..2^40",
-                          r->label, key, describe(item, what, sizeof what), (long long)min);
-    *out = (int64_t)v;
-    return MOE_STATUS_OK;
-}
-
-/* An optional integer field: *out is left alone (the caller's default) when absent. */
-static moe_status get_int(const reader *r, const char *key, int64_t min, int64_t *out, bool *present) {
-    const cJSON *item = find(r, key);
-    if (present) *present = item != NULL;
-    return item ? to_int(r, key, item, min, out) : MOE_STATUS_OK;
-}
-
-static moe_status require_int(const reader *r, const char *key, int64_t min, const char *meaning, int64_t *out) {
-    bool present;
-    moe_status st = get_int(r, key, min, out, &present);
-    if (st == MOE_STATUS_OK && !present)
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: missing %s (%s)", r->label, key, meaning);
-    return st;
-}
-
-/* An optional finite number >= min. */
-static moe_status get_number(const reader *r, const char *key, double min, double *out, bool *present) {
-    const cJSON *item = find(r, key);
-    if (present) *present = item != NULL;
-    if (!item) return MOE_STATUS_OK;
-    char what[64];
-    /* The spec holds these as floats: a value below float's normal range (1e-50) would become 0
-     * and be blamed on the spec field. */
-    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < min ||
-        item->valuedouble > 1e30)
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected a number in %g..1e30",
-                          r->label, key, describe(item, what, sizeof what), min);
-    if (item->valuedouble != 0 && fabs(item->valuedouble) < FLT_MIN)
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT,
-                          "%s: %s = %s is below fp32's normal range (%g), expected 0 or a larger value", r->label, key,
-                          describe(item, what, sizeof what), (double)FLT_MIN);
-    *out = item->valuedouble;
-    return MOE_STATUS_OK;
-}
-
-static moe_status get_bool(const reader *r, const char *key, int32_t *out, bool *present) {
-    const cJSON *item = find(r, key);
-    if (present) *present = item != NULL;
-    if (!item) return MOE_STATUS_OK;
-    char what[64];
-    if (!cJSON_IsBool(item))
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected true or false", r->label,
-                          key, describe(item, what, sizeof what));
-    *out = cJSON_IsTrue(item) ? 1 : 0;
-    return MOE_STATUS_OK;
-}
-
-/* An optional string field; *out stays NULL when absent. */
-static moe_status get_string(const reader *r, const char *key, const char **out) {
-    const cJSON *item = find(r, key);
-    *out = NULL;
-    if (!item) return MOE_STATUS_OK;
-    char what[64];
-    if (!cJSON_IsString(item))
-        return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected a string", r->label, key,
-                          describe(item, what, sizeof what));
-    *out = item->valuestring;
-    return MOE_STATUS_OK;
-}
-
-/* The first of several alias keys that is present (NULL if none). */
-static const char *first_key(const reader *r, const char *const *keys, size_t count) {
-    for (size_t i = 0; i < count; i++)
-        if (find(r, keys[i])) return keys[i];
-    return NULL;
-}
 
 static void copy_name(char *dst, const char *src) {
     snprintf(dst, MOE_NAME_MAX, "%s", src ? src : "");
 }
 
-/* Whether model_type `type` (NULL: none) is one of `types`. */
-static bool type_in(const char *type, const char *const *types, size_t count) {
-    for (size_t i = 0; type && i < count; i++)
-        if (strcmp(type, types[i]) == 0) return true;
-    return false;
-}
-
-/* Families whose routing the config does not spell out: DeepSeek-V3's descendants select with
- * sigmoid scores plus the e_score_correction_bias (topk_method noaux_tc) and renormalise by
- * default; GLM-4.5's configs carry no scoring_func or topk_method at all. transformers runs the
- * same router (DeepseekV3TopkRouter's code) for GLM-5 (glm_moe_dsa), dots.llm1, Solar-Open and
- * MiMo-V2-Flash, and runs Sarvam-30B, Param2-MoE (as Glm4Moe) and Sarvam-105B (sarvam_mla, as
- * DeepseekV3) with those models' code. transformers 5.25 also runs that router and MoE block for
- * A.X-K2 (axk2: without groups; grouped configs are refused in read_routing), Beam (its
- * routed_scaling_factor applied to the expert sum, the same product), MiniCPM5-MoE, dots3-note
- * (its shared width is shared_experts_intermediate_size, read_routing) and GLM-5-Next (SwiGLU
- * clamped at swiglu_limit in the routed and the shared experts alike). */
-static bool is_noaux_family(const char *type) {
-    static const char *const types[] = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite",
-                                        "glm4v_moe", "glm4v_moe_text", "glm_moe_dsa", "dots1", "solar_open",
-                                        "sarvam_moe", "param2moe", "sarvam_mla", "mimo_v2_flash", "axk2",
-                                        "beam", "minicpm5_moe", "dots3_note", "dots3_note_text", "glm5_next",
-                                        "glm5_next_text"};
-    return type_in(type, types, sizeof types / sizeof types[0]);
-}
-
-/* Families whose MoE block transformers 5.25 runs with DeepSeek-V2's router: softmax scores,
- * greedy (or group_limited_greedy) selection, routed_scaling_factor, and no renormalisation
- * whatever norm_topk_prob says (see read_routing). */
-static bool is_v2_router_family(const char *type) {
-    static const char *const types[] = {"deepseek_v2", "unlimited_ocr", "unlimited_ocr_text"};
-    return type_in(type, types, sizeof types / sizeof types[0]);
-}
-
-/* Laguna and Step-3.5 / 3.7 (text model "step3p5"): sigmoid scores selected with
- * e_score_correction_bias, always renormalised, their own routed-scale key, and one shared
- * expert without a gate. */
-static bool is_laguna(const char *type) { return type && strcmp(type, "laguna") == 0; }
-static bool is_step3p5(const char *type) {
-    static const char *const types[] = {"step3p5", "step3p7"};
-    return type_in(type, types, sizeof types / sizeof types[0]);
-}
-static bool is_deepseek_v4(const char *type) { return type && strcmp(type, "deepseek_v4") == 0; }
-static bool is_dots3_note(const char *type) {
-    static const char *const types[] = {"dots3_note", "dots3_note_text"};
-    return type_in(type, types, sizeof types / sizeof types[0]);
-}
-
-/* transformers' defaults of the families above for the routing keys a config may leave out
- * (-1 / 0: none, the generic reading's): experts per token, n_shared_experts, n_group /
- * topk_group, and the routed scale (under that family's key). */
-static const struct family_default {
-    const char *type;
-    int64_t top_k, n_shared, n_group, topk_group;
-    double scale;
-} family_defaults[] = {
-    {"axk2", 8, 1, -1, -1, 2.5},
-    {"beam", 8, -1, 8, 4, 2.5},
-    {"minicpm5_moe", 16, 1, 1, 1, 3.66},
-    {"dots3_note", 8, -1, 1, 1, 1.0},
-    {"dots3_note_text", 8, -1, 1, 1, 1.0},
-    {"glm5_next", 8, 1, 1, 1, 2.5},
-    {"glm5_next_text", 8, 1, 1, 1, 2.5},
-    {"unlimited_ocr", 6, 2, 1, 1, 1.0},
-    {"unlimited_ocr_text", 6, 2, 1, 1, 1.0},
-    {"laguna", 8, -1, -1, -1, 1.0},
-    {"step3p5", 8, -1, -1, -1, 1.0},
-    {"step3p7", 8, -1, -1, -1, 1.0},
-    {"deepseek_v4", 6, -1, -1, -1, 1.5},
-    {"qwen3_omni_moe_text", 8, -1, -1, -1, 1.0},
-};
-
-static const struct family_default *find_family_default(const char *type) {
-    for (size_t i = 0; type && i < sizeof family_defaults / sizeof family_defaults[0]; i++)
-        if (strcmp(type, family_defaults[i].type) == 0) return &family_defaults[i];
-    return NULL;
-}
-
-/* Families whose experts transformers clamps at swiglu_limit unconditionally (10 when the config
- * does not say): the layer spec's SWIGLU clamp, in the shared expert too. */
-static bool clamps_always(const char *type) {
-    static const char *const types[] = {"deepseek_v4", "glm5_next", "glm5_next_text"};
-    return type_in(type, types, sizeof types / sizeof types[0]);
-}
-
-/* The refusal of a variant of a family this reader knows: a config value of that family asks
- * for what the layer spec does not model. */
-static moe_status refuse_variant(const reader *r, const char *family, const char *key, const cJSON *item,
-                                 const char *why) {
-    char what[64];
-    return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                      "%s: model_type \"%s\" with %s = %s is not supported (this reader does not model %s)", r->label,
-                      family, key, describe(item, what, sizeof what), why);
-}
-
-/* Whether a JSON value turns a feature on: true, or a number other than 0. */
-static bool is_on(const cJSON *item) {
-    return item && (cJSON_IsTrue(item) || (cJSON_IsNumber(item) && item->valuedouble != 0));
-}
-
-/* Variants of the families read by model_type whose config asks for what the layer spec does not
- * model (transformers 5.25's code for each). */
-static moe_status refuse_unread_variant(const reader *r, const char *family) {
-    if (!family) return MOE_STATUS_OK;
-    const cJSON *item;
-    /* The number of layers, to look at per-layer lists (checked again, with its message, later). */
-    int64_t n = MOE_MAX_LAYERS;
-    item = find(r, "num_hidden_layers");
-    if (cJSON_IsNumber(item) && item->valuedouble >= 1 && item->valuedouble < MOE_MAX_LAYERS)
-        n = (int64_t)item->valuedouble;
-
-    /* transformers' DeepSeek-V2 (and its OCR descendants), DeepSeek-V4 and Step-3.5 MLPs take
-     * mlp_bias for the shared expert only: their routed experts have no bias. */
-    if ((is_v2_router_family(family) || is_deepseek_v4(family) || is_step3p5(family)) &&
-        is_on(item = find(r, "mlp_bias")))
-        return refuse_variant(r, family, "mlp_bias", item, "biases on the shared expert but not on the routed ones");
-
-    /* Step-3.5: swiglu_limits[l] / swiglu_limits_shared[l] clamp silu(gate) (after the activation;
-     * the spec's SWIGLU clamps the gate before it) and up, one limit per layer; 0 or null is none. */
-    if (is_step3p5(family)) {
-        static const char *const lists[] = {"swiglu_limits", "swiglu_limits_shared"};
-        for (int i = 0; i < 2; i++) {
-            const cJSON *list = find(r, lists[i]);
-            if (!list) continue;
-            if (!cJSON_IsArray(list)) {
-                char what[64];
-                return moe__error(r->ctx, MOE_STATUS_INVALID_ARGUMENT, "%s: %s = %s, expected an array of per-layer "
-                                  "limits", r->label, lists[i], describe(list, what, sizeof what));
-            }
-            int64_t l = 0;
-            cJSON_ArrayForEach(item, list) {
-                if (l++ < n && is_on(item))
-                    return refuse_variant(r, family, lists[i], list,
-                                          "Step-3.5's per-layer SwiGLU clamp of silu(gate) and up, after the "
-                                          "activation");
-            }
-        }
-    }
-
-    /* DeepSeek-V4's hash_moe layers pick their experts from the token id (a tid2eid table), not
-     * from the scores; transformers makes the first num_hash_layers (3 unless said) layers so
-     * when the config has no mlp_layer_types. */
-    if (is_deepseek_v4(family)) {
-        const cJSON *types = find(r, "mlp_layer_types");
-        if (cJSON_IsArray(types)) {
-            int l = 0;
-            cJSON_ArrayForEach(item, types) {
-                if (cJSON_IsString(item) && strcmp(item->valuestring, "hash_moe") == 0) {
-                    char key[48];
-                    snprintf(key, sizeof key, "mlp_layer_types[%d]", l);
-                    return refuse_variant(r, family, key, item,
-                                          "DeepSeek-V4's hash_moe layers, whose experts a token-id table picks");
-                }
-                l++;
-            }
-        } else if (!types) {
-            item = find(r, "num_hash_layers");
-            if (is_on(item))
-                return refuse_variant(r, family, "num_hash_layers", item,
-                                      "DeepSeek-V4's hash_moe layers, whose experts a token-id table picks");
-            if (!item)
-                return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                                  "%s: model_type \"%s\" without mlp_layer_types or num_hash_layers (3 hash_moe "
-                                  "layers in transformers) is not supported (this reader does not model DeepSeek-V4's "
-                                  "hash_moe layers, whose experts a token-id table picks)",
-                                  r->label, family);
-        }
-    }
-
-    /* transformers clamps these experts at swiglu_limit whatever its value; the spec's 0 is no clamp. */
-    if (clamps_always(family) && cJSON_IsNumber(item = find(r, "swiglu_limit")) && item->valuedouble == 0)
-        return refuse_variant(r, family, "swiglu_limit", item,
-                              "a SwiGLU clamped at 0 (the layer spec's 0 is no clamp)");
-
-    /* GLM-5-Next's routed experts apply silu whatever hidden_act says; its shared expert applies
-     * hidden_act. */
-    if ((strcmp(family, "glm5_next") == 0 || strcmp(family, "glm5_next_text") == 0) &&
-        cJSON_IsString(item = find(r, "hidden_act")) && strcmp(item->valuestring, "silu") != 0 &&
-        strcmp(item->valuestring, "swish") != 0)
-        return refuse_variant(r, family, "hidden_act", item, "routed experts (always silu) and a shared expert with "
-                                                             "different activations");
-
-    /* Laguna: tanh soft-capping of the router logits; the routing weight on the expert input
-     * (transformers itself refuses it). */
-    if (is_laguna(family)) {
-        if (cJSON_IsNumber(item = find(r, "moe_router_logit_softcapping")) && item->valuedouble > 0)
-            return refuse_variant(r, family, "moe_router_logit_softcapping", item,
-                                  "Laguna's tanh soft-capped router logits");
-        if (is_on(item = find(r, "moe_apply_router_weight_on_input")))
-            return refuse_variant(r, family, "moe_apply_router_weight_on_input", item,
-                                  "Laguna's routing weight on the expert input at top-k > 1");
-    }
-
-    /* A.X-K2 with groups: its router sets the scores of the dropped groups to 0 instead of
-     * excluding them, so an expert there can still win over a kept one whose biased score is below
-     * 0 (DeepSeek-V3's router, and the layer spec, exclude them). */
-    if (strcmp(family, "axk2") == 0 && cJSON_IsNumber(item = find(r, "n_group")) && item->valuedouble > 1)
-        return refuse_variant(r, family, "n_group", item,
-                              "A.X-K2's grouped routing, which scores the dropped groups' experts 0 instead of "
-                              "excluding them");
-    return MOE_STATUS_OK;
-}
-
-/* MoE families whose routing or layer layout this reader does not model. Their configs look
- * like the ones it reads (an expert count, a top-k, a width), so reading them with the generic
- * defaults would give a layer other than the model's, silently: they are refused. By
- * model_type where the keys alone do not tell (Phi-3.5-MoE's sparsemixer weights and Jamba's
- * layers use Mixtral's keys), else by a key of their own. */
-static moe_status refuse_unread_family(const reader *r, const char *family) {
-    static const struct {
-        const char *type, *why;
-    } types[] = {
-        {"phimoe", "Phi-3.5-MoE's sparsemixer routing weights"},
-        {"jamba", "Jamba's every-other-layer experts (expert_layer_period)"},
-        {"nemotron_h", "Nemotron-H's hybrid layers and ungated relu2 experts"},
-        {"ernie4_5_moe", "ERNIE-4.5's moe_* keys and expert bias"},
-        {"dbrx", "DBRX's ffn_config"},
-        {"hunyuan_v1_moe", "Hunyuan's per-layer expert lists"},
-        {"bailing_moe", "Ling's score_function and expert bias"},
-        {"bailing_moe_v2", "Ling's score_function and expert bias"},
-        {"granitemoeshared", "Granite's shared expert (shared_intermediate_size)"},
-        {"granitemoehybrid", "Granite's shared expert (shared_intermediate_size)"},
-        {"kimi_linear", "Kimi-Linear's moe_router_activation_func and shared experts"},
-        /* Found by tools/hf_parity.py against transformers 5.25, which accepts these configs: */
-        {"jetmoe", "JetMoE's output bias on the expert sum"},
-        {"doge", "Doge's product-key retrieval experts"},
-        {"zaya", "ZAYA's MLP router"},
-        {"lfm2_moe", "LFM2-MoE's sigmoid routing with expert_bias and num_dense_layers"},
-        {"kolibri1", "Kolibri's selection on logits plus e_score_correction_bias and ungated shared expert"},
-        {"flint", "Flint's sigmoid top-k and ungated shared expert"},
-        {"lara_mini", "Lara's ungated shared expert"},
-        {"inkling_text", "Inkling's shared experts scored inside the router"},
-        {"inkling_mm_model", "Inkling's shared experts scored inside the router"},
-        {"inkling2", "Inkling-2's always-renormalised biased sigmoid routing"},
-        {"inkling2_text", "Inkling-2's always-renormalised biased sigmoid routing"},
-        {"inkling2_loop", "Inkling-2's always-renormalised biased sigmoid routing"},
-        {"inkling2_loop_text", "Inkling-2's always-renormalised biased sigmoid routing"},
-        {"muse_spark", "Muse-Spark's router output_multiplier and post-expert norm"},
-        {"muse_spark_text", "Muse-Spark's router output_multiplier and post-expert norm"},
-        {"openai_privacy_filter", "the privacy filter's clamped SwiGLU over concatenated gate/up"},
-        /* transformers 5.25's own code for these, read against the layer spec: */
-        {"axk1", "A.X-K1's RMSNorm on the MoE block's output (post_mlp_layernorm, on the MoE layers only)"},
-        {"hy_v4", "HY-V4's routed SwiGLU clamped at swiglu_limit beside an unclamped shared expert"},
-        {"hy_v4_vl", "HY-V4's routed SwiGLU clamped at swiglu_limit beside an unclamped shared expert"},
-        {"hy_v4_vl_text", "HY-V4's routed SwiGLU clamped at swiglu_limit beside an unclamped shared expert"},
-        {"qwen3_omni_moe", "Qwen3-Omni's two MoE stacks, the thinker's (thinker_config.text_config) and the "
-                           "talker's with a gated shared expert (talker_config.text_config); a thinker config "
-                           "saved alone (qwen3_omni_moe_thinker) is read"},
-    };
-    static const struct {
-        const char *key, *family;
-    } keys[] = {
-        {"moe_num_experts", "ERNIE-4.5 or DBRX"}, {"moe_k", "ERNIE-4.5"},
-        {"ffn_config", "DBRX"},                   {"hybrid_override_pattern", "Nemotron-H"},
-        {"mlp_hidden_act", "Nemotron-H"},         {"moe_shared_expert_intermediate_size", "Nemotron-H"},
-        {"shared_intermediate_size", "Granite"},  {"score_function", "Ling"},
-        {"moe_router_enable_expert_bias", "Ling"}, {"num_shared_experts", "Ling or Kimi-Linear"},
-        {"expert_layer_period", "Jamba"},         {"num_experts_per_token", "Kimi-Linear"},
-        {"moe_router_activation_func", "Kimi-Linear"}, {"moe_topk", "Hunyuan"},
-    };
-    for (size_t i = 0; family && i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(family, types[i].type) == 0)
-            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                              "%s: model_type \"%s\" is not supported (this reader does not model %s)", r->label,
-                              family, types[i].why);
-    moe_status st = refuse_unread_variant(r, family);
-    if (st != MOE_STATUS_OK) return st;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        /* dots3-note's released configs name its shared width so (transformers reads it) */
-        if (is_dots3_note(family) && strcmp(keys[i].key, "moe_shared_expert_intermediate_size") == 0) continue;
-        if (is_step3p5(family) && strcmp(keys[i].key, "moe_num_experts") == 0) continue; /* an alias there */
-        const cJSON *item = find(r, keys[i].key); /* 0 or false: the feature is off (MiniMax-M2's 0) */
-        if (item && !cJSON_IsFalse(item) && !(cJSON_IsNumber(item) && item->valuedouble == 0))
-            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                              "%s: %s is a key of %s's MoE configs, which this reader does not model (model_type "
-                              "\"%s\")",
-                              r->label, keys[i].key, keys[i].family, family ? family : "absent");
-    }
-    /* Multimodal wrappers other than text_config (Qwen3-Omni's thinker, DeepSeek-VL2's language
-     * model) would otherwise end in "missing hidden_size". */
-    static const char *const wrappers[] = {"thinker_config", "language_config", "llm_config"};
-    for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++)
-        if (!find(r, "hidden_size") && cJSON_IsObject(find(r, wrappers[i])))
-            return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                              "%s: the text model sits under %s, which this reader does not open (it reads the "
-                              "top level or text_config)",
-                              r->label, wrappers[i]);
-    return MOE_STATUS_OK;
-}
 
 static moe_status read_activation(const reader *r, moe_layer_spec *spec) {
     static const struct {
@@ -466,7 +66,7 @@ static moe_status read_activation(const reader *r, moe_layer_spec *spec) {
  * legacy keys that transformers reads for that family, with its defaults: the first `dense`
  * layers dense (first_k_dense_replace where it reads that key), moe_layer_freq where it reads it
  * (dots3-note: also a per-layer list), Step-3.5's moe_layers_enum (the MoE layers' indices),
- * DeepSeek-V4: every layer MoE ("moe"; hash_moe layers are refused in refuse_unread_variant). */
+ * DeepSeek-V4: every layer MoE ("moe"; hash_moe layers are refused in moe__cfg_refuse_unread_variant). */
 enum { LEGACY_FIRST = 1, LEGACY_FREQ = 2, LEGACY_FREQ_LIST = 4, LEGACY_ENUM = 8, ALL_MOE = 16 };
 static const struct layer_rule {
     const char *type;
@@ -658,7 +258,7 @@ static moe_status read_layer_pattern(const reader *r, const char *family, moe_mo
     static const char *const rule_keys[] = {"first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
                                             "interleave_moe_layer_step", "moe_layers", "mlp_only_layers"};
     const bool has_rules = first_key(r, rule_keys, sizeof rule_keys / sizeof rule_keys[0]) != NULL;
-    const bool must_agree = has_rules || !is_noaux_family(family);
+    const bool must_agree = has_rules || !moe__cfg_is_noaux_family(family);
     const cJSON *types = find(r, "mlp_layer_types");
     if (types) {
         char what[64];
@@ -709,13 +309,13 @@ static bool renormalizes_by_default(const char *type) {
 static moe_status read_routing(const reader *r, const char *type, const char *experts_key, moe_layer_spec *spec) {
     bool llama4 = type && strncmp(type, "llama4", 6) == 0;
     bool gpt_oss = type && strcmp(type, "gpt_oss") == 0;
-    bool noaux = is_noaux_family(type);
+    bool noaux = moe__cfg_is_noaux_family(type);
     bool minimax_m2 = type && strcmp(type, "minimax_m2") == 0;
-    bool v2 = is_v2_router_family(type), v4 = is_deepseek_v4(type);
+    bool v2 = moe__cfg_is_v2_router_family(type), v4 = moe__cfg_is_deepseek_v4(type);
     /* Routers that take no topk_method, groups or norm_topk_prob: selection on the scores plus
      * e_score_correction_bias, always renormalised (DeepSeek-V4: sqrtsoftplus unless scoring_func
      * says otherwise; Laguna, Step-3.5: sigmoid). */
-    bool fixed = v4 || is_laguna(type) || is_step3p5(type);
+    bool fixed = v4 || moe__cfg_is_laguna(type) || moe__cfg_is_step3p5(type);
     moe_status st;
 
     /* Score function. */
@@ -726,8 +326,9 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     /* transformers' DeepSeek-V2 router takes a softmax whatever scoring_func says (DeepSeek's own
      * code refuses anything else, vLLM honours it): such a config is not read. */
     if (v2 && strcmp(scoring, "softmax") != 0)
-        return refuse_variant(r, type, "scoring_func", find(r, "scoring_func"),
-                              "a scoring_func other than softmax (transformers' DeepSeek-V2 router ignores it)");
+        return moe__cfg_refuse_variant(r, type, "scoring_func", find(r, "scoring_func"),
+                                       "a scoring_func other than softmax (transformers' DeepSeek-V2 router "
+                                       "ignores it)");
     if (strcmp(scoring, "softmax") == 0) spec->score = MOE_SCORE_SOFTMAX;
     else if (strcmp(scoring, "sigmoid") == 0) spec->score = MOE_SCORE_SIGMOID;
     else if (strcmp(scoring, "sqrtsoftplus") == 0) spec->score = MOE_SCORE_SQRTSOFTPLUS;
@@ -742,15 +343,16 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     if (!fixed && (st = get_string(r, "topk_method", &method)) != MOE_STATUS_OK) return st;
     if (!method) method = fixed || noaux ? "noaux_tc" : v2 ? "greedy" : "group_limited_greedy";
     if (v2 && strcmp(method, "noaux_tc") == 0)
-        return refuse_variant(r, type, "topk_method", find(r, "topk_method"),
-                              "noaux_tc under transformers' DeepSeek-V2 router, which has only greedy and "
-                              "group_limited_greedy");
+        return moe__cfg_refuse_variant(r, type, "topk_method", find(r, "topk_method"),
+                                       "noaux_tc under transformers' DeepSeek-V2 router, which has only greedy and "
+                                       "group_limited_greedy");
     bool grouped = !fixed;
     if (strcmp(method, "noaux_tc") == 0) spec->use_correction_bias = 1;
     else if (strcmp(method, "greedy") == 0) grouped = false;
     else if (strcmp(method, "group_limited_greedy") != 0)
         return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                          "%s: topk_method = \"%.60s\" is not supported (known: noaux_tc, greedy, group_limited_greedy)",
+                          "%s: topk_method = \"%.60s\" is not supported (known: noaux_tc, greedy, "
+                          "group_limited_greedy)",
                           r->label, method);
 
     /* MiniMax-M2 says use_routing_bias: its router selects on sigmoid + e_score_correction_bias,
@@ -760,7 +362,7 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
     if (!fixed && (st = get_bool(r, "use_routing_bias", &routing_bias, NULL)) != MOE_STATUS_OK) return st;
     if (routing_bias) spec->use_correction_bias = 1;
 
-    const struct family_default *fd = find_family_default(type);
+    const struct moe__cfg_family_default *fd = moe__cfg_find_family_default(type);
     int64_t n_group = fd && fd->n_group > 0 ? fd->n_group : 0;
     int64_t topk_group = fd && fd->topk_group > 0 ? fd->topk_group : 0;
     bool has_topk_group = topk_group > 0;
@@ -818,8 +420,8 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
 
     /* Laguna and Step-3.5 name the routed scale their own way (applied to the expert sum: the
      * same product). */
-    const char *scale_key = is_laguna(type)    ? "moe_routed_scaling_factor"
-                            : is_step3p5(type) ? "moe_router_scaling_factor"
+    const char *scale_key = moe__cfg_is_laguna(type)    ? "moe_routed_scaling_factor"
+                            : moe__cfg_is_step3p5(type) ? "moe_router_scaling_factor"
                                                : "routed_scaling_factor";
     double scale = fd ? fd->scale : 1.0;
     if ((st = get_number(r, scale_key, 0.0, &scale, NULL)) != MOE_STATUS_OK) return st;
@@ -855,14 +457,14 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
      * released configs: moe_shared_expert_intermediate_size; 1536 unless said). */
     int64_t own_width = -1, own_count = 1;
     if (v4) own_width = spec->intermediate;
-    if (is_laguna(type))
+    if (moe__cfg_is_laguna(type))
         own_width = (shared_width > 0 || find(r, "shared_expert_intermediate_size")) ? shared_width : 512;
-    if (is_step3p5(type)) {
+    if (moe__cfg_is_step3p5(type)) {
         own_width = 1280;
         const char *key = find(r, "share_expert_dim") ? "share_expert_dim" : "share_expert_dims";
         if ((st = get_int(r, key, 0, &own_width, NULL)) != MOE_STATUS_OK) return st;
     }
-    if (is_dots3_note(type)) {
+    if (moe__cfg_is_dots3_note(type)) {
         own_width = 1536;
         own_count = 1; /* DeepseekV32Config's default */
         const char *key = find(r, "moe_shared_expert_intermediate_size") ? "moe_shared_expert_intermediate_size"
@@ -878,7 +480,7 @@ static moe_status read_routing(const reader *r, const char *type, const char *ex
         spec->num_shared_experts = own_width > 0 ? 1 : 0;
         spec->shared_intermediate = own_width;
         spec->shared_gate = 0;
-        if (is_dots3_note(type) && own_width > 0) spec->num_shared_experts = own_count;
+        if (moe__cfg_is_dots3_note(type) && own_width > 0) spec->num_shared_experts = own_count;
     }
 
     if (llama4) {
@@ -921,7 +523,8 @@ static moe_status read_dtype(const reader *r, moe_dtype *out) {
     else if (strcmp(name, "float32") == 0) *out = MOE_DTYPE_F32;
     else
         return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                          "%s: %s = \"%.60s\" is not supported (known: bfloat16, float16, float32)", r->label, key, name);
+                          "%s: %s = \"%.60s\" is not supported (known: bfloat16, float16, float32)", r->label, key,
+                          name);
     return MOE_STATUS_OK;
 }
 
@@ -994,7 +597,8 @@ static moe_status read_attention_span(const reader *r, const char *family, moe_m
                               sliding ? "sliding_window" : "attention_chunk_size");
         if (sliding && chunked && window != chunk)
             return moe__error(r->ctx, MOE_STATUS_UNSUPPORTED,
-                              "%s: layer_types mixes sliding (sliding_window = %lld) and chunked (attention_chunk_size = "
+                              "%s: layer_types mixes sliding (sliding_window = %lld) and chunked "
+                              "(attention_chunk_size = "
                               "%lld) layers; one span per model is modelled",
                               r->label, (long long)window, (long long)chunk);
         cfg->attention_window = sliding ? window : chunked ? chunk : 0;
@@ -1057,7 +661,7 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
     copy_name(cfg->name, type);
     /* Family rules go by the text model's type when it has one, else the file's. */
     const char *family = text_type ? text_type : type;
-    if ((st = refuse_unread_family(&r, family)) != MOE_STATUS_OK) return st;
+    if ((st = moe__cfg_refuse_unread_family(&r, family)) != MOE_STATUS_OK) return st;
 
     int64_t hidden = 0, layers = 0;
     if ((st = require_int(&r, "hidden_size", 1, "the model width", &hidden)) != MOE_STATUS_OK) return st;
@@ -1071,7 +675,7 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
      * config); elsewhere they are other families' keys (refused above). */
     static const char *const expert_keys[] = {"n_routed_experts", "num_experts", "num_local_experts",
                                               "moe_num_experts"};
-    const char *experts_key = first_key(&r, expert_keys, is_step3p5(family) ? 4 : 3);
+    const char *experts_key = first_key(&r, expert_keys, moe__cfg_is_step3p5(family) ? 4 : 3);
     int64_t experts = 0;
     if (experts_key && (st = get_int(&r, experts_key, 0, &experts, NULL)) != MOE_STATUS_OK) return st;
     cfg->is_moe = experts > 0;
@@ -1094,8 +698,8 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
         }
         if (has_width_mlp) dense_width = width_mlp;
         static const char *const k_keys[] = {"num_experts_per_tok", "experts_per_token", "moe_top_k"};
-        const char *k_key = first_key(&r, k_keys, is_step3p5(family) ? 3 : 2);
-        const struct family_default *fd = find_family_default(family);
+        const char *k_key = first_key(&r, k_keys, moe__cfg_is_step3p5(family) ? 3 : 2);
+        const struct moe__cfg_family_default *fd = moe__cfg_find_family_default(family);
         if (!k_key && fd && fd->top_k > 0) top_k = fd->top_k; /* transformers' default for the family */
         else if (!k_key)
             return moe__error(ctx, MOE_STATUS_INVALID_ARGUMENT,
@@ -1121,9 +725,9 @@ static moe_status read_config(moe_context_t *ctx, const char *label, const cJSON
     moe_layer_spec_init(spec, experts, hidden, expert_width, top_k);
     /* Step-3.5's configs say "swigluoai", which transformers replaces by silu (its experts are a
      * plain SwiGLU; the clamps are refused above). */
-    if (!is_step3p5(family) && (st = read_activation(&r, spec)) != MOE_STATUS_OK) return st;
+    if (!moe__cfg_is_step3p5(family) && (st = read_activation(&r, spec)) != MOE_STATUS_OK) return st;
     /* DeepSeek-V4 clamps its SwiGLU; GPT-OSS's limit is set with its activation below. */
-    double limit = clamps_always(family) ? 10.0 : 0.0; /* transformers' default for those */
+    double limit = moe__cfg_clamps_always(family) ? 10.0 : 0.0; /* transformers' default for those */
     if ((st = get_number(&r, "swiglu_limit", 0.0, &limit, NULL)) != MOE_STATUS_OK) return st;
     spec->act_limit = (float)limit;
     if (cfg->is_moe && (st = read_routing(&r, family, experts_key, spec)) != MOE_STATUS_OK) return st;
