@@ -543,7 +543,9 @@ static void test_refused_families(void) {
                                         "kolibri1",     "flint",     "lara_mini",     "inkling_text",
                                         "inkling2_text", "muse_spark_text", "openai_privacy_filter",
                                         /* were INVALID_ARGUMENT with a layer-rule message, or not checked: */
-                                        "axk1", "hy_v4", "hy_v4_vl", "hy_v4_vl_text", "qwen3_omni_moe"};
+                                        "axk1", "hy_v4", "hy_v4_vl", "hy_v4_vl_text", "qwen3_omni_moe",
+                                        /* were refused by a key of another family (Ling, ERNIE): */
+                                        "ergo", "ernie4_5_vl_moe", "hy_v3"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         char json[512];
         snprintf(json, sizeof json,

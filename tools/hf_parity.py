@@ -263,6 +263,7 @@ REFUSED = ["phimoe", "jamba", "nemotron_h", "ernie4_5_moe", "dbrx", "hunyuan_v1_
            ("mistral4-group", "mistral4", dict(n_group=2, topk_group=1)),
            ("mistral_large4-group", "mistral_large4", {"text_config": dict(n_group=2, topk_group=1)}),
            "axk1", "hy_v4", "hy_v4_vl", "qwen3_omni_moe", ("deepseek_v4-hash", "deepseek_v4", {}),
+           "ergo", "ernie4_5_vl_moe", "hy_v3",
            ("axk2-group", "axk2", dict(n_group=2, topk_group=1)),
            ("laguna-softcap", "laguna", dict(moe_router_logit_softcapping=30.0)),
            ("step3p5-clamp", "step3p5", dict(swiglu_limits=[0.0] * 44 + [7.0])),

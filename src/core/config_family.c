@@ -218,6 +218,11 @@ moe_status moe__cfg_refuse_unread_family(const reader *r, const char *family) {
         {"granitemoeshared", "Granite's shared expert (shared_intermediate_size)"},
         {"granitemoehybrid", "Granite's shared expert (shared_intermediate_size)"},
         {"kimi_linear", "Kimi-Linear's moe_router_activation_func and shared experts"},
+        {"ergo", "Ergo's per-expert RMSNorm on each expert's output and its relu2 experts with a normed shared "
+                 "expert"},
+        {"ernie4_5_vl_moe", "ERNIE-4.5-VL's separate text and vision expert stacks chosen per token type"},
+        {"ernie4_5_vl_moe_text", "ERNIE-4.5-VL's separate text and vision expert stacks chosen per token type"},
+        {"hy_v3", "Hunyuan-V3's router_scaling_factor and num_shared_experts keys (not read yet)"},
         /* Found by tools/hf_parity.py against transformers 5.25, which accepts these configs: */
         {"jetmoe", "JetMoE's output bias on the expert sum"},
         {"doge", "Doge's product-key retrieval experts"},
