@@ -1512,6 +1512,23 @@ static void test_load_multimodal(moe_context_t *ctx) {
     }
 }
 
+/* Writes f as `file`, loads layer `layer` under spec and checks the load is refused with `want`
+ * and a message holding each non-NULL needle. */
+static void check_load_refused(moe_context_t *ctx, const tfile *f, const char *file, const moe_layer_spec *spec,
+                               int64_t layer, moe_status want, const char *const *needles, int count,
+                               const char *label) {
+    const char *path = tmp_path(file);
+    write_safetensors(path, f->t, f->n);
+    moe_status st;
+    moe_weights_t *w = open_and_load(ctx, path, spec, layer, MOE_FORMAT_F32, &st);
+    const char *msg = moe_last_error(ctx);
+    CHECK(st == want && w == NULL, "%s: status %s, expected %s (%s)", label, moe_status_string(st),
+          moe_status_string(want), msg);
+    for (int k = 0; k < count; k++)
+        CHECK(!needles[k] || strstr(msg, needles[k]), "%s: message \"%s\" lacks \"%s\"", label, msg, needles[k]);
+    moe_weights_free(w);
+}
+
 /* What the loader refuses rather than guess, each with a message naming the tensors. */
 static void test_load_layout_refusals(moe_context_t *ctx) {
     enum { TWO_ROOTS, SQUARE_UNGATED, MIXED, NEITHER, NOT_FOUND_ROOTS, CASES };
@@ -1581,17 +1598,7 @@ static void test_load_layout_refusals(moe_context_t *ctx) {
         }
         char file[64];
         snprintf(file, sizeof file, "refusal%d.safetensors", c);
-        const char *path = tmp_path(file);
-        write_safetensors(path, f->t, f->n);
-        moe_status st;
-        moe_weights_t *w = open_and_load(ctx, path, &spec, layer, MOE_FORMAT_F32, &st);
-        const char *msg = moe_last_error(ctx);
-        CHECK(st == want && w == NULL, "%s: status %s, expected %s (%s)", labels[c], moe_status_string(st),
-              moe_status_string(want), msg);
-        for (int k = 0; k < 4; k++)
-            CHECK(!needles[k] || strstr(msg, needles[k]), "%s: message \"%s\" lacks \"%s\"", labels[c], msg,
-                  needles[k]);
-        moe_weights_free(w);
+        check_load_refused(ctx, f, file, &spec, layer, want, needles, 4, labels[c]);
         expected_free(&x);
         tf_free(f);
         free(f);
@@ -1679,17 +1686,7 @@ static void test_load_errors(moe_context_t *ctx) {
         }
         char file[64];
         snprintf(file, sizeof file, "load_error%02d.safetensors", c);
-        const char *path = tmp_path(file);
-        write_safetensors(path, f->t, f->n);
-        moe_status st;
-        moe_weights_t *w = open_and_load(ctx, path, &s, layer, MOE_FORMAT_F32, &st);
-        const char *msg = moe_last_error(ctx);
-        CHECK(st == want && w == NULL, "%s: status %s, expected %s (%s)", labels[c], moe_status_string(st),
-              moe_status_string(want), msg);
-        for (int k = 0; k < 3; k++)
-            CHECK(!needles[k] || strstr(msg, needles[k]), "%s: message \"%s\" lacks \"%s\"", labels[c], msg,
-                  needles[k]);
-        moe_weights_free(w);
+        check_load_refused(ctx, f, file, &s, layer, want, needles, 3, labels[c]);
         expected_free(&x);
         tf_free(f);
         free(f);
